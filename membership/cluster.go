@@ -1,0 +1,386 @@
+package membership
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// ErrRemoved is returned by Join and Leave of a Cluster whose member was
+// removed: removal is final, a removed incarnation never comes back.
+var ErrRemoved = errors.New("membership: this member was removed from the cluster")
+
+// Config configures a Cluster.
+type Config struct {
+	// Roles of this node (Akka's cluster roles).
+	Roles []string
+	// RejoinAfterRemoval makes a node that finds itself removed (failure
+	// detection gave up on it, or the backend lost its registration) join
+	// again as a new member: a new ID and a new age, after its subscribers
+	// were told of the removal. Off, a removed node stays out.
+	RejoinAfterRemoval bool
+	// RejoinBackoff is the first delay between re-join attempts (doubling up
+	// to 10x). Default 1s.
+	RejoinBackoff time.Duration
+	// LeaveHookTimeout bounds each leave hook when the Leave context has no
+	// deadline. Default 60s.
+	LeaveHookTimeout time.Duration
+}
+
+// LeaveHook runs during a graceful Leave, after the member is marked Leaving
+// and before it is removed: singletons hand over, regions hand off their
+// shards (Akka's coordinated shutdown phases).
+type LeaveHook func(ctx context.Context) error
+
+// Cluster is one actor system's view of the cluster membership. It turns the
+// Provider's snapshots into ordered events for subscribed actors.
+type Cluster struct {
+	system   *actor.ActorSystem
+	provider Provider
+	cfg      Config
+	logger   *slog.Logger
+
+	mu          sync.Mutex
+	self        Member
+	joined      bool
+	leaving     bool
+	members     []Member
+	removed     map[string]bool // ids seen removed: never accepted again
+	subscribers []*actor.PID
+	hooks       []namedHook
+	stopWatch   context.CancelFunc
+	firstView   chan struct{}
+	closed      bool
+}
+
+type namedHook struct {
+	name string
+	fn   LeaveHook
+}
+
+// NewCluster creates the membership view of system over provider. It does
+// not join yet: the system's remote must be started first, so its address is
+// known.
+func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Cluster {
+	if cfg.RejoinBackoff <= 0 {
+		cfg.RejoinBackoff = time.Second
+	}
+	if cfg.LeaveHookTimeout <= 0 {
+		cfg.LeaveHookTimeout = 60 * time.Second
+	}
+	return &Cluster{
+		system:   system,
+		provider: provider,
+		cfg:      cfg,
+		logger:   system.Logger().With(slog.String("component", "membership")),
+		removed:  map[string]bool{},
+	}
+}
+
+// NewMemberID returns a fresh random member id.
+func NewMemberID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Join registers this node as a new member and returns once the node sees
+// itself in the cluster.
+func (c *Cluster) Join(ctx context.Context) error {
+	addr := c.system.Address()
+	if addr == "" || addr == "nonhost" {
+		return fmt.Errorf("membership: join needs a started remote (address is %q)", addr)
+	}
+	c.mu.Lock()
+	if c.joined {
+		c.mu.Unlock()
+		return errors.New("membership: already joined")
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return ErrRemoved
+	}
+	c.mu.Unlock()
+	return c.join(ctx)
+}
+
+func (c *Cluster) join(ctx context.Context) error {
+	self := Member{ID: NewMemberID(), Address: c.system.Address(), Roles: c.cfg.Roles, Status: Up}
+	registered, err := c.provider.Register(ctx, self)
+	if err != nil {
+		return fmt.Errorf("membership: join as %s: %w", self.ID, err)
+	}
+	watchCtx, cancel := context.WithCancel(context.Background())
+	first := make(chan struct{})
+	c.mu.Lock()
+	c.self = registered
+	c.joined = true
+	c.leaving = false
+	c.members = nil
+	c.stopWatch = cancel
+	c.firstView = first
+	c.mu.Unlock()
+	c.logger.Info("joining cluster", slog.String("member", registered.ID),
+		slog.String("address", registered.Address), slog.Uint64("age", registered.Age))
+	go c.provider.Watch(watchCtx, func(ms []Member) { c.onSnapshot(registered.ID, ms) })
+	select {
+	case <-first:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("membership: waiting to see self %s in the cluster: %w", registered.ID, ctx.Err())
+	}
+}
+
+// Self returns this node's current member (zero before Join).
+func (c *Cluster) Self() Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.self
+}
+
+// Members returns the live members (Up and Leaving), oldest first.
+func (c *Cluster) Members() []Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ByAge(c.members, "", true)
+}
+
+// Subscribe makes pid receive CurrentClusterState, then every event.
+func (c *Cluster) Subscribe(pid *actor.PID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subscribers = append(c.subscribers, pid)
+	if c.joined && c.firstViewSeen() {
+		c.system.Root.Send(pid, &CurrentClusterState{Members: ByAge(c.members, "", true), Self: c.self})
+	}
+}
+
+// Unsubscribe stops events to pid.
+func (c *Cluster) Unsubscribe(pid *actor.PID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, s := range c.subscribers {
+		if s.Equal(pid) {
+			c.subscribers = append(c.subscribers[:i], c.subscribers[i+1:]...)
+			return
+		}
+	}
+}
+
+// RegisterLeaveHook adds a hook that a graceful Leave runs (concurrently with
+// the other hooks) between marking the member Leaving and removing it.
+func (c *Cluster) RegisterLeaveHook(name string, fn LeaveHook) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hooks = append(c.hooks, namedHook{name: name, fn: fn})
+}
+
+// Leave leaves the cluster gracefully: the member becomes Leaving (others
+// see MemberLeft), the leave hooks run (singletons hand over), then the
+// member is removed. The Cluster cannot join again afterwards.
+func (c *Cluster) Leave(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.joined {
+		c.mu.Unlock()
+		return ErrRemoved
+	}
+	c.leaving = true
+	c.closed = true // a graceful leave is final: no rejoin
+	hooks := append([]namedHook(nil), c.hooks...)
+	self := c.self
+	c.mu.Unlock()
+
+	c.logger.Info("leaving cluster", slog.String("member", self.ID))
+	if err := c.provider.SetLeaving(ctx); err != nil {
+		c.logger.Warn("could not announce leaving; removing directly", slog.Any("error", err))
+	}
+	var hookErrs []error
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	for _, h := range hooks {
+		wg.Add(1)
+		go func(h namedHook) {
+			defer wg.Done()
+			hctx, cancel := ctx, context.CancelFunc(func() {})
+			if _, ok := ctx.Deadline(); !ok {
+				hctx, cancel = context.WithTimeout(ctx, c.cfg.LeaveHookTimeout)
+			}
+			defer cancel()
+			if err := h.fn(hctx); err != nil {
+				errMu.Lock()
+				hookErrs = append(hookErrs, fmt.Errorf("leave hook %s: %w", h.name, err))
+				errMu.Unlock()
+			}
+		}(h)
+	}
+	wg.Wait()
+	for _, err := range hookErrs {
+		c.logger.Warn("leave hook failed", slog.Any("error", err))
+	}
+	derr := c.provider.Deregister(ctx)
+	c.markSelfRemoved(true)
+	if derr != nil {
+		return fmt.Errorf("membership: deregister %s: %w", self.ID, derr)
+	}
+	return errors.Join(hookErrs...)
+}
+
+// onSnapshot diffs a provider snapshot against the current view and
+// publishes the events. Called from the provider's watch goroutine.
+func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
+	c.mu.Lock()
+	if !c.joined || c.self.ID != selfID {
+		c.mu.Unlock()
+		return // a snapshot of an earlier incarnation's watch
+	}
+	selfSeen := false
+	for _, m := range snapshot {
+		if m.ID == selfID {
+			selfSeen = true
+		}
+	}
+	if !c.firstViewSeen() {
+		if !selfSeen {
+			c.mu.Unlock()
+			return // our registration is not visible yet
+		}
+		c.members = filterRemoved(snapshot, c.removed)
+		close(c.firstView)
+		for _, s := range c.subscribers {
+			c.system.Root.Send(s, &CurrentClusterState{Members: ByAge(c.members, "", true), Self: c.self})
+		}
+		c.mu.Unlock()
+		return
+	}
+	if !selfSeen {
+		c.mu.Unlock()
+		c.logger.Warn("this member is no longer in the cluster: removed", slog.String("member", selfID))
+		c.markSelfRemoved(false)
+		return
+	}
+	events := Diff(c.members, snapshot, c.removed)
+	for _, e := range events {
+		if r, ok := e.(MemberRemoved); ok {
+			c.removed[r.Member.ID] = true
+		}
+	}
+	c.members = filterRemoved(snapshot, c.removed)
+	for _, e := range events {
+		c.logger.Info("member event", slog.String("event", fmt.Sprintf("%T", e)), slog.Any("member", eventMember(e)))
+		c.publishLocked(e)
+	}
+	c.mu.Unlock()
+}
+
+// markSelfRemoved tells subscribers this member is gone for good, stops the
+// watch and, if configured, joins again as a new member.
+func (c *Cluster) markSelfRemoved(graceful bool) {
+	c.mu.Lock()
+	if !c.joined {
+		c.mu.Unlock()
+		return
+	}
+	self := c.self
+	self.Status = Leaving
+	c.joined = false
+	c.removed[self.ID] = true
+	if c.stopWatch != nil {
+		c.stopWatch()
+	}
+	c.members = nil
+	c.publishLocked(MemberRemoved{Member: self, Graceful: graceful})
+	rejoin := !graceful && c.cfg.RejoinAfterRemoval && !c.closed
+	c.mu.Unlock()
+	if !graceful {
+		// Best effort: a lingering registration must not look alive.
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.provider.Deregister(dctx)
+		cancel()
+	}
+	if rejoin {
+		go c.rejoinLoop()
+	}
+}
+
+func (c *Cluster) rejoinLoop() {
+	backoff := c.cfg.RejoinBackoff
+	for {
+		c.mu.Lock()
+		closed := c.closed || c.system.IsStopped()
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := c.join(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		c.logger.Warn("re-join as a new member failed; retrying", slog.Any("error", err), slog.Duration("backoff", backoff))
+		time.Sleep(backoff)
+		if backoff < 10*c.cfg.RejoinBackoff {
+			backoff *= 2
+		}
+	}
+}
+
+// Close stops watching without a graceful leave (the node is shutting down
+// hard, or crashed in a test). No event is published.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.joined = false
+	if c.stopWatch != nil {
+		c.stopWatch()
+	}
+	c.provider.Close()
+}
+
+func (c *Cluster) publishLocked(e any) {
+	for _, s := range c.subscribers {
+		c.system.Root.Send(s, e)
+	}
+}
+
+func (c *Cluster) firstViewSeen() bool {
+	if c.firstView == nil {
+		return false
+	}
+	select {
+	case <-c.firstView:
+		return true
+	default:
+		return false
+	}
+}
+
+func filterRemoved(ms []Member, removed map[string]bool) []Member {
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		if !removed[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func eventMember(e any) Member {
+	switch e := e.(type) {
+	case MemberUp:
+		return e.Member
+	case MemberLeft:
+		return e.Member
+	case MemberRemoved:
+		return e.Member
+	}
+	return Member{}
+}

@@ -1,0 +1,153 @@
+// Package local is an in-process membership backend: a Registry shared by
+// the actor systems of one process. It is the embedded default that lets
+// examples run with no set-up, and the backend of most tests, which can make a
+// member vanish without a goodbye (a crash, as failure detection would see it).
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/protoshard/protoshard/membership"
+)
+
+// Registry is the shared member list of one process.
+type Registry struct {
+	mu       sync.Mutex
+	members  map[string]membership.Member
+	nextAge  uint64
+	watchers map[int]chan struct{}
+	nextW    int
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{members: map[string]membership.Member{}, watchers: map[int]chan struct{}{}}
+}
+
+// Provider returns a new backend for one node. Each node needs its own.
+func (r *Registry) Provider() membership.Provider {
+	return &provider{reg: r}
+}
+
+// Remove makes a member vanish without a goodbye, as failure detection sees
+// a crashed or cut-off node. The member itself, if still running, sees that
+// it was removed.
+func (r *Registry) Remove(memberID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.members[memberID]; !ok {
+		return false
+	}
+	delete(r.members, memberID)
+	r.notifyLocked()
+	return true
+}
+
+// Members returns a snapshot of the registered members.
+func (r *Registry) Members() []membership.Member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshotLocked()
+}
+
+func (r *Registry) snapshotLocked() []membership.Member {
+	out := make([]membership.Member, 0, len(r.members))
+	for _, m := range r.members {
+		out = append(out, m)
+	}
+	return membership.ByAge(out, "", true)
+}
+
+func (r *Registry) notifyLocked() {
+	for _, ch := range r.watchers {
+		select {
+		case ch <- struct{}{}:
+		default: // a change is already pending; the watcher reads the latest snapshot
+		}
+	}
+}
+
+type provider struct {
+	reg  *Registry
+	mu   sync.Mutex
+	self string
+}
+
+var errNotRegistered = errors.New("local membership: not registered")
+
+func (p *provider) Register(_ context.Context, self membership.Member) (membership.Member, error) {
+	if self.ID == "" {
+		return membership.Member{}, errors.New("local membership: member id is empty")
+	}
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
+	if _, dup := p.reg.members[self.ID]; dup {
+		return membership.Member{}, fmt.Errorf("local membership: member id %s already registered", self.ID)
+	}
+	p.reg.nextAge++
+	self.Age = p.reg.nextAge
+	self.Status = membership.Up
+	self.Roles = append([]string(nil), self.Roles...)
+	p.reg.members[self.ID] = self
+	p.mu.Lock()
+	p.self = self.ID
+	p.mu.Unlock()
+	p.reg.notifyLocked()
+	return self, nil
+}
+
+func (p *provider) SetLeaving(context.Context) error {
+	p.mu.Lock()
+	id := p.self
+	p.mu.Unlock()
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
+	m, ok := p.reg.members[id]
+	if !ok {
+		return errNotRegistered
+	}
+	m.Status = membership.Leaving
+	p.reg.members[id] = m
+	p.reg.notifyLocked()
+	return nil
+}
+
+func (p *provider) Deregister(context.Context) error {
+	p.mu.Lock()
+	id := p.self
+	p.mu.Unlock()
+	if !p.reg.Remove(id) {
+		return errNotRegistered
+	}
+	return nil
+}
+
+// Close has nothing to stop: a local member has no heartbeat. Registry.Remove
+// is what makes a crashed member vanish.
+func (p *provider) Close() {}
+
+func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)) {
+	ch := make(chan struct{}, 1)
+	p.reg.mu.Lock()
+	id := p.reg.nextW
+	p.reg.nextW++
+	p.reg.watchers[id] = ch
+	p.reg.mu.Unlock()
+	defer func() {
+		p.reg.mu.Lock()
+		delete(p.reg.watchers, id)
+		p.reg.mu.Unlock()
+	}()
+	ch <- struct{}{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			onChange(p.reg.Members())
+		}
+	}
+}
