@@ -7,8 +7,10 @@
 package messages
 
 import (
+	actor "github.com/asynkron/protoactor-go/actor"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -201,12 +203,180 @@ func (x *TakeOverFromMe) GetFromMemberId() string {
 	return ""
 }
 
+// SingletonIdentify asks a ClusterSingletonManager for its running
+// singleton (sent by ClusterSingletonProxy to the oldest member's manager).
+type SingletonIdentify struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SingletonName string                 `protobuf:"bytes,1,opt,name=singleton_name,json=singletonName,proto3" json:"singleton_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SingletonIdentify) Reset() {
+	*x = SingletonIdentify{}
+	mi := &file_singleton_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SingletonIdentify) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SingletonIdentify) ProtoMessage() {}
+
+func (x *SingletonIdentify) ProtoReflect() protoreflect.Message {
+	mi := &file_singleton_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SingletonIdentify.ProtoReflect.Descriptor instead.
+func (*SingletonIdentify) Descriptor() ([]byte, []int) {
+	return file_singleton_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SingletonIdentify) GetSingletonName() string {
+	if x != nil {
+		return x.SingletonName
+	}
+	return ""
+}
+
+// SingletonIdentity answers SingletonIdentify. ref is empty while the
+// manager does not run the singleton (not oldest, or handing over).
+type SingletonIdentity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ref           *actor.PID             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SingletonIdentity) Reset() {
+	*x = SingletonIdentity{}
+	mi := &file_singleton_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SingletonIdentity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SingletonIdentity) ProtoMessage() {}
+
+func (x *SingletonIdentity) ProtoReflect() protoreflect.Message {
+	mi := &file_singleton_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SingletonIdentity.ProtoReflect.Descriptor instead.
+func (*SingletonIdentity) Descriptor() ([]byte, []int) {
+	return file_singleton_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SingletonIdentity) GetRef() *actor.PID {
+	if x != nil {
+		return x.Ref
+	}
+	return nil
+}
+
+func (x *SingletonIdentity) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+// SingletonEnvelope carries a message from a ClusterSingletonProxy to the
+// oldest member's manager, which hands it to its singleton. Routing through
+// the manager (not straight to the singleton, as Akka does) means a message
+// that reaches the old oldest during a hand-over is buffered and passed on to
+// the new oldest instead of dying in a stopped singleton's mailbox. The
+// payload is an Any so an unknown type is reported, not a crash.
+type SingletonEnvelope struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *anypb.Any             `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Sender  *actor.PID             `protobuf:"bytes,2,opt,name=sender,proto3" json:"sender,omitempty"`
+	// hops counts manager-to-manager forwards, to stop a ping-pong between
+	// managers whose views of the oldest briefly disagree.
+	Hops          int32 `protobuf:"varint,3,opt,name=hops,proto3" json:"hops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SingletonEnvelope) Reset() {
+	*x = SingletonEnvelope{}
+	mi := &file_singleton_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SingletonEnvelope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SingletonEnvelope) ProtoMessage() {}
+
+func (x *SingletonEnvelope) ProtoReflect() protoreflect.Message {
+	mi := &file_singleton_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SingletonEnvelope.ProtoReflect.Descriptor instead.
+func (*SingletonEnvelope) Descriptor() ([]byte, []int) {
+	return file_singleton_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SingletonEnvelope) GetMessage() *anypb.Any {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SingletonEnvelope) GetSender() *actor.PID {
+	if x != nil {
+		return x.Sender
+	}
+	return nil
+}
+
+func (x *SingletonEnvelope) GetHops() int32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
+}
+
 var File_singleton_proto protoreflect.FileDescriptor
 
 const file_singleton_proto_rawDesc = "" +
 	"\n" +
 	"\x0fsingleton.proto\x12\n" +
-	"protoshard\"4\n" +
+	"protoshard\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"4\n" +
 	"\fHandOverToMe\x12$\n" +
 	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\":\n" +
 	"\x12HandOverInProgress\x12$\n" +
@@ -214,7 +384,18 @@ const file_singleton_proto_rawDesc = "" +
 	"\fHandOverDone\x12$\n" +
 	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\"6\n" +
 	"\x0eTakeOverFromMe\x12$\n" +
-	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberIdB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
+	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\":\n" +
+	"\x11SingletonIdentify\x12%\n" +
+	"\x0esingleton_name\x18\x01 \x01(\tR\rsingletonName\"N\n" +
+	"\x11SingletonIdentity\x12\x1c\n" +
+	"\x03ref\x18\x01 \x01(\v2\n" +
+	".actor.PIDR\x03ref\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"{\n" +
+	"\x11SingletonEnvelope\x12.\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\"\n" +
+	"\x06sender\x18\x02 \x01(\v2\n" +
+	".actor.PIDR\x06sender\x12\x12\n" +
+	"\x04hops\x18\x03 \x01(\x05R\x04hopsB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
 
 var (
 	file_singleton_proto_rawDescOnce sync.Once
@@ -228,19 +409,27 @@ func file_singleton_proto_rawDescGZIP() []byte {
 	return file_singleton_proto_rawDescData
 }
 
-var file_singleton_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_singleton_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_singleton_proto_goTypes = []any{
 	(*HandOverToMe)(nil),       // 0: protoshard.HandOverToMe
 	(*HandOverInProgress)(nil), // 1: protoshard.HandOverInProgress
 	(*HandOverDone)(nil),       // 2: protoshard.HandOverDone
 	(*TakeOverFromMe)(nil),     // 3: protoshard.TakeOverFromMe
+	(*SingletonIdentify)(nil),  // 4: protoshard.SingletonIdentify
+	(*SingletonIdentity)(nil),  // 5: protoshard.SingletonIdentity
+	(*SingletonEnvelope)(nil),  // 6: protoshard.SingletonEnvelope
+	(*actor.PID)(nil),          // 7: actor.PID
+	(*anypb.Any)(nil),          // 8: google.protobuf.Any
 }
 var file_singleton_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	7, // 0: protoshard.SingletonIdentity.ref:type_name -> actor.PID
+	8, // 1: protoshard.SingletonEnvelope.message:type_name -> google.protobuf.Any
+	7, // 2: protoshard.SingletonEnvelope.sender:type_name -> actor.PID
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_singleton_proto_init() }
@@ -254,7 +443,7 @@ func file_singleton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_singleton_proto_rawDesc), len(file_singleton_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,151 @@
+package singleton
+
+import (
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/membership"
+	"github.com/stretchr/testify/assert"
+)
+
+func mem(id string, age uint64, roles ...string) membership.Member {
+	return membership.Member{ID: id, Address: "127.0.0.1:" + id, Age: age, Roles: roles}
+}
+
+func ptr(m membership.Member) *membership.Member { return &m }
+
+func TestRetryCounts(t *testing.T) {
+	cases := []struct {
+		name         string
+		margin       time.Duration
+		interval     time.Duration
+		min          int
+		wantHandOver int
+		wantTakeOver int
+	}{
+		{"akka defaults", 0, time.Second, 15, 15, 12},
+		{"margin dominates", 20 * time.Second, time.Second, 15, 23, 20},
+		{"small min", 0, time.Second, 2, 3, 1},
+		{"min one", 0, time.Second, 1, 3, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := Settings{RemovalMargin: c.margin, HandOverRetryInterval: c.interval, MinNumberOfHandOverRetries: c.min}
+			assert.Equal(t, c.wantHandOver, maxHandOverRetries(s))
+			assert.Equal(t, c.wantTakeOver, maxTakeOverRetries(s))
+		})
+	}
+}
+
+func TestDecideStart(t *testing.T) {
+	a, b := mem("a", 1), mem("b", 2)
+	cases := []struct {
+		name   string
+		self   membership.Member
+		oldest *membership.Member
+		safe   bool
+		want   startDecision
+	}{
+		{"self oldest and safe", a, ptr(a), true, startAsOldest},
+		{"self oldest, a leaver may still run it", a, ptr(a), false, startBecomingOldest},
+		{"other oldest", b, ptr(a), true, startYounger},
+		{"no oldest with the role", b, nil, true, startYounger},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, decideStart(c.self, c.oldest, c.safe))
+		})
+	}
+}
+
+func TestDecideYounger(t *testing.T) {
+	a, b, c := mem("a", 1), mem("b", 2), mem("c", 3)
+	cases := []struct {
+		name     string
+		self     membership.Member
+		newOld   *membership.Member
+		previous []membership.Member
+		removed  map[string]bool
+		want     youngerDecision
+	}{
+		{"someone else is oldest", c, ptr(b), []membership.Member{a}, nil, stayYounger},
+		{"no oldest", c, nil, nil, nil, stayYounger},
+		{"self oldest, nobody before", b, ptr(b), nil, nil, becomeOldestNow},
+		{"self oldest, previous removed", b, ptr(b), []membership.Member{a}, map[string]bool{"a": true}, becomeOldestNow},
+		{"self oldest, previous still there (leaving)", b, ptr(b), []membership.Member{a}, nil, askHandOver},
+		{"three crashed together, one not yet past the margin", c, ptr(c), []membership.Member{b, a}, map[string]bool{"a": true}, askHandOver},
+		{"three crashed together, all removed", c, ptr(c), []membership.Member{b, a}, map[string]bool{"a": true, "b": true}, becomeOldestNow},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, decideYounger(tc.self, tc.newOld, tc.previous, tc.removed))
+		})
+	}
+}
+
+func TestDecideOldestChanged(t *testing.T) {
+	a, b := mem("a", 1), mem("b", 2)
+	assert.Equal(t, stayOldest, decideOldestChanged(a, ptr(a), nil, false))
+	assert.Equal(t, goWasOldest, decideOldestChanged(a, ptr(b), nil, true))
+	assert.Equal(t, goWasOldest, decideOldestChanged(a, nil, nil, true))
+	assert.Equal(t, handOverToNobody, decideOldestChanged(a, ptr(b), map[string]bool{"b": true}, false))
+	assert.Equal(t, goWasOldest, decideOldestChanged(a, ptr(b), map[string]bool{"b": true}, true))
+}
+
+func TestDecideTakeOverRetry(t *testing.T) {
+	s := DefaultSettings() // maxTakeOverRetries = 12
+	cases := []struct {
+		name       string
+		count      int
+		exited     bool
+		haveNewOld bool
+		want       takeOverRetryDecision
+	}{
+		{"exiting, nobody to hand over to", 1, true, false, stopSingleton},
+		{"exiting, new oldest, retries left", 5, true, true, retryTakeOver},
+		{"exiting, out of retries", 13, true, true, stopSingleton},
+		{"not exiting, retries left", 12, false, true, retryTakeOver},
+		{"not exiting, out of retries", 13, false, true, stuck},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, decideTakeOverRetry(c.count, s, c.exited, c.haveNewOld))
+		})
+	}
+}
+
+func TestRemovalDelay(t *testing.T) {
+	s := Settings{RemovalMargin: 5 * time.Second}
+	assert.Equal(t, time.Duration(0), removalDelay(s, true))
+	assert.Equal(t, 5*time.Second, removalDelay(s, false))
+}
+
+func TestOldestTracker(t *testing.T) {
+	a, b, c := mem("a", 1, "x"), mem("b", 2), mem("c", 3, "x")
+	tr := newOldestTracker("x", &membership.CurrentClusterState{Members: []membership.Member{c, b, a}, Self: c})
+	assert.Equal(t, "a", tr.oldest.ID, "role filter keeps a and c; a is older")
+	assert.True(t, tr.safeToBeOldest())
+
+	assert.False(t, tr.apply(membership.MemberUp{Member: mem("d", 4, "x")}), "a younger member does not change the oldest")
+	assert.False(t, tr.apply(membership.MemberRemoved{Member: b}), "b lacks the role")
+
+	leaving := a
+	leaving.Status = membership.Leaving
+	assert.True(t, tr.apply(membership.MemberLeft{Member: leaving}), "a leaving oldest is no candidate")
+	assert.Equal(t, "c", tr.oldest.ID)
+	assert.False(t, tr.safeToBeOldest(), "a may still run the singleton")
+
+	assert.False(t, tr.apply(membership.MemberRemoved{Member: leaving, Graceful: true}))
+	assert.True(t, tr.safeToBeOldest())
+
+	assert.True(t, tr.apply(selfExiting{}), "self (c) exiting hands over to d")
+	assert.Equal(t, "d", tr.oldest.ID)
+	assert.True(t, tr.apply(membership.MemberRemoved{Member: mem("d", 4, "x")}))
+	assert.Nil(t, tr.oldest, "nobody left with the role")
+}
+
+func TestProxySettingsBounds(t *testing.T) {
+	assert.Equal(t, 1000, ProxySettings{}.withDefaults().BufferSize)
+	assert.Equal(t, 0, ProxySettings{BufferSize: -1}.withDefaults().BufferSize)
+	assert.Equal(t, MaxProxyBufferSize, ProxySettings{BufferSize: 50000}.withDefaults().BufferSize)
+}

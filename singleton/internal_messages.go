@@ -1,0 +1,47 @@
+package singleton
+
+import "github.com/protoshard/protoshard/membership"
+
+// Local messages between the manager, its OldestChangedBuffer and timers
+// (Akka's ClusterSingletonManager.Internal). They never cross nodes.
+
+// getNext asks the OldestChangedBuffer for the next change.
+type getNext struct{}
+
+// initialOldestState is the buffer's first answer after (re)subscribing:
+// the oldest member with the role, and whether it is safe for it to start
+// the singleton at once.
+type initialOldestState struct {
+	self           membership.Member
+	oldest         *membership.Member
+	safeToBeOldest bool
+}
+
+// oldestChanged: the oldest member with the role changed (nil: none).
+type oldestChanged struct {
+	oldest *membership.Member
+}
+
+// selfExiting tells the buffer that this member is leaving and no longer a
+// candidate, before the membership event may have arrived.
+type selfExiting struct{}
+
+// leaving is the manager's leave-hook request; it is answered with
+// leavingDone once this member no longer runs or hands over the singleton.
+type leaving struct{}
+
+type leavingDone struct{}
+
+type handOverRetry struct {
+	count int
+	gen   int
+}
+
+type takeOverRetry struct {
+	count int
+	gen   int
+}
+
+type delayedMemberRemoved struct {
+	member membership.Member
+}

@@ -1,0 +1,116 @@
+// Package singleton is Akka's Cluster Singleton for proto.actor: a
+// ClusterSingletonManager on every member (of a role) runs the singleton
+// actor on the oldest member only, and hands it over when that member leaves
+// or crashes; a ClusterSingletonProxy on any node routes messages to wherever
+// the singleton runs, buffering while it is unknown.
+package singleton
+
+import (
+	"time"
+)
+
+// Settings of a ClusterSingletonManager, with Akka's names and defaults
+// (akka.cluster.singleton).
+type Settings struct {
+	// SingletonName is the child name of the singleton under its manager.
+	// Default "singleton".
+	SingletonName string
+	// Role: the singleton runs on the oldest member with this role; "" means
+	// any member.
+	Role string
+	// HandOverRetryInterval is the interval of HandOverToMe / TakeOverFromMe
+	// retries. Default 1s.
+	HandOverRetryInterval time.Duration
+	// MinNumberOfHandOverRetries is the least number of hand-over retries
+	// before the manager gives up. Default 15.
+	MinNumberOfHandOverRetries int
+	// RemovalMargin is how long a new oldest waits after the previous oldest
+	// was removed by failure detection (not a graceful leave) before it
+	// starts the singleton, so that the removed node has noticed its own
+	// removal and stopped its singleton (Akka's down-removal-margin). With
+	// Consul membership it should be at least the check TTL. Default 0.
+	RemovalMargin time.Duration
+	// TerminationMessage is sent to the singleton to stop it at hand-over.
+	// nil (the default) poisons it (Akka's PoisonPill).
+	TerminationMessage any
+	// BufferSize bounds the proxied messages a manager holds while it has no
+	// running singleton to give them to (becoming oldest, handing over).
+	// When full the oldest is dropped (logged, dead letter). Default 1000.
+	BufferSize int
+}
+
+// DefaultSettings returns Akka's defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		SingletonName:              "singleton",
+		HandOverRetryInterval:      time.Second,
+		MinNumberOfHandOverRetries: 15,
+		BufferSize:                 1000,
+	}
+}
+
+func (s Settings) withDefaults() Settings {
+	d := DefaultSettings()
+	if s.SingletonName == "" {
+		s.SingletonName = d.SingletonName
+	}
+	if s.HandOverRetryInterval <= 0 {
+		s.HandOverRetryInterval = d.HandOverRetryInterval
+	}
+	if s.MinNumberOfHandOverRetries <= 0 {
+		s.MinNumberOfHandOverRetries = d.MinNumberOfHandOverRetries
+	}
+	if s.RemovalMargin < 0 {
+		s.RemovalMargin = 0
+	}
+	if s.BufferSize <= 0 {
+		s.BufferSize = d.BufferSize
+	}
+	return s
+}
+
+// ProxySettings of a ClusterSingletonProxy, with Akka's names and defaults.
+type ProxySettings struct {
+	// SingletonName must match the manager's. Default "singleton".
+	SingletonName string
+	// Role must match the manager's.
+	Role string
+	// SingletonIdentificationInterval is how often the proxy asks the oldest
+	// member's manager for the singleton until it is found. Default 1s.
+	SingletonIdentificationInterval time.Duration
+	// BufferSize bounds the messages held while the singleton is unknown;
+	// when full the oldest is dropped (logged, dead letter). Default 1000,
+	// at most 10000; a negative value disables buffering (Akka's 0).
+	BufferSize int
+}
+
+// MaxProxyBufferSize is Akka's upper bound of the proxy buffer.
+const MaxProxyBufferSize = 10000
+
+// DefaultProxySettings returns Akka's defaults.
+func DefaultProxySettings() ProxySettings {
+	return ProxySettings{
+		SingletonName:                   "singleton",
+		SingletonIdentificationInterval: time.Second,
+		BufferSize:                      1000,
+	}
+}
+
+func (s ProxySettings) withDefaults() ProxySettings {
+	d := DefaultProxySettings()
+	if s.SingletonName == "" {
+		s.SingletonName = d.SingletonName
+	}
+	if s.SingletonIdentificationInterval <= 0 {
+		s.SingletonIdentificationInterval = d.SingletonIdentificationInterval
+	}
+	switch {
+	case s.BufferSize == 0:
+		s.BufferSize = d.BufferSize
+	case s.BufferSize < 0:
+		s.BufferSize = 0
+	case s.BufferSize > MaxProxyBufferSize:
+		s.BufferSize = MaxProxyBufferSize
+	}
+	return s
+}
