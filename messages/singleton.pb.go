@@ -113,10 +113,13 @@ func (x *HandOverInProgress) GetFromMemberId() string {
 	return ""
 }
 
-// HandOverDone tells the new oldest that the singleton has stopped.
+// HandOverDone tells the new oldest that the singleton has stopped. It
+// carries the proxied messages the old oldest held during the hand-over, so
+// they arrive with the hand-over itself. Answered with HandOverDoneAck.
 type HandOverDone struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FromMemberId  string                 `protobuf:"bytes,1,opt,name=from_member_id,json=fromMemberId,proto3" json:"from_member_id,omitempty"`
+	Buffered      []*SingletonEnvelope   `protobuf:"bytes,2,rep,name=buffered,proto3" json:"buffered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +161,60 @@ func (x *HandOverDone) GetFromMemberId() string {
 	return ""
 }
 
+func (x *HandOverDone) GetBuffered() []*SingletonEnvelope {
+	if x != nil {
+		return x.Buffered
+	}
+	return nil
+}
+
+// HandOverDoneAck confirms HandOverDone, so that a leaving member does not
+// shut down while the hand-over is still in flight (not in Akka, where the
+// removal gossip that follows gives it time).
+type HandOverDoneAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromMemberId  string                 `protobuf:"bytes,1,opt,name=from_member_id,json=fromMemberId,proto3" json:"from_member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOverDoneAck) Reset() {
+	*x = HandOverDoneAck{}
+	mi := &file_singleton_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOverDoneAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOverDoneAck) ProtoMessage() {}
+
+func (x *HandOverDoneAck) ProtoReflect() protoreflect.Message {
+	mi := &file_singleton_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOverDoneAck.ProtoReflect.Descriptor instead.
+func (*HandOverDoneAck) Descriptor() ([]byte, []int) {
+	return file_singleton_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HandOverDoneAck) GetFromMemberId() string {
+	if x != nil {
+		return x.FromMemberId
+	}
+	return ""
+}
+
 // TakeOverFromMe is sent by a leaving oldest to the member that becomes oldest.
 type TakeOverFromMe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -168,7 +225,7 @@ type TakeOverFromMe struct {
 
 func (x *TakeOverFromMe) Reset() {
 	*x = TakeOverFromMe{}
-	mi := &file_singleton_proto_msgTypes[3]
+	mi := &file_singleton_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +237,7 @@ func (x *TakeOverFromMe) String() string {
 func (*TakeOverFromMe) ProtoMessage() {}
 
 func (x *TakeOverFromMe) ProtoReflect() protoreflect.Message {
-	mi := &file_singleton_proto_msgTypes[3]
+	mi := &file_singleton_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +250,7 @@ func (x *TakeOverFromMe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeOverFromMe.ProtoReflect.Descriptor instead.
 func (*TakeOverFromMe) Descriptor() ([]byte, []int) {
-	return file_singleton_proto_rawDescGZIP(), []int{3}
+	return file_singleton_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TakeOverFromMe) GetFromMemberId() string {
@@ -214,7 +271,7 @@ type SingletonIdentify struct {
 
 func (x *SingletonIdentify) Reset() {
 	*x = SingletonIdentify{}
-	mi := &file_singleton_proto_msgTypes[4]
+	mi := &file_singleton_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +283,7 @@ func (x *SingletonIdentify) String() string {
 func (*SingletonIdentify) ProtoMessage() {}
 
 func (x *SingletonIdentify) ProtoReflect() protoreflect.Message {
-	mi := &file_singleton_proto_msgTypes[4]
+	mi := &file_singleton_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +296,7 @@ func (x *SingletonIdentify) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SingletonIdentify.ProtoReflect.Descriptor instead.
 func (*SingletonIdentify) Descriptor() ([]byte, []int) {
-	return file_singleton_proto_rawDescGZIP(), []int{4}
+	return file_singleton_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SingletonIdentify) GetSingletonName() string {
@@ -261,7 +318,7 @@ type SingletonIdentity struct {
 
 func (x *SingletonIdentity) Reset() {
 	*x = SingletonIdentity{}
-	mi := &file_singleton_proto_msgTypes[5]
+	mi := &file_singleton_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +330,7 @@ func (x *SingletonIdentity) String() string {
 func (*SingletonIdentity) ProtoMessage() {}
 
 func (x *SingletonIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_singleton_proto_msgTypes[5]
+	mi := &file_singleton_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +343,7 @@ func (x *SingletonIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SingletonIdentity.ProtoReflect.Descriptor instead.
 func (*SingletonIdentity) Descriptor() ([]byte, []int) {
-	return file_singleton_proto_rawDescGZIP(), []int{5}
+	return file_singleton_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SingletonIdentity) GetRef() *actor.PID {
@@ -322,7 +379,7 @@ type SingletonEnvelope struct {
 
 func (x *SingletonEnvelope) Reset() {
 	*x = SingletonEnvelope{}
-	mi := &file_singleton_proto_msgTypes[6]
+	mi := &file_singleton_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +391,7 @@ func (x *SingletonEnvelope) String() string {
 func (*SingletonEnvelope) ProtoMessage() {}
 
 func (x *SingletonEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_singleton_proto_msgTypes[6]
+	mi := &file_singleton_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +404,7 @@ func (x *SingletonEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SingletonEnvelope.ProtoReflect.Descriptor instead.
 func (*SingletonEnvelope) Descriptor() ([]byte, []int) {
-	return file_singleton_proto_rawDescGZIP(), []int{6}
+	return file_singleton_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SingletonEnvelope) GetMessage() *anypb.Any {
@@ -380,8 +437,11 @@ const file_singleton_proto_rawDesc = "" +
 	"\fHandOverToMe\x12$\n" +
 	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\":\n" +
 	"\x12HandOverInProgress\x12$\n" +
-	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\"4\n" +
+	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\"o\n" +
 	"\fHandOverDone\x12$\n" +
+	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\x129\n" +
+	"\bbuffered\x18\x02 \x03(\v2\x1d.protoshard.SingletonEnvelopeR\bbuffered\"7\n" +
+	"\x0fHandOverDoneAck\x12$\n" +
 	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\"6\n" +
 	"\x0eTakeOverFromMe\x12$\n" +
 	"\x0efrom_member_id\x18\x01 \x01(\tR\ffromMemberId\":\n" +
@@ -409,27 +469,29 @@ func file_singleton_proto_rawDescGZIP() []byte {
 	return file_singleton_proto_rawDescData
 }
 
-var file_singleton_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_singleton_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_singleton_proto_goTypes = []any{
 	(*HandOverToMe)(nil),       // 0: protoshard.HandOverToMe
 	(*HandOverInProgress)(nil), // 1: protoshard.HandOverInProgress
 	(*HandOverDone)(nil),       // 2: protoshard.HandOverDone
-	(*TakeOverFromMe)(nil),     // 3: protoshard.TakeOverFromMe
-	(*SingletonIdentify)(nil),  // 4: protoshard.SingletonIdentify
-	(*SingletonIdentity)(nil),  // 5: protoshard.SingletonIdentity
-	(*SingletonEnvelope)(nil),  // 6: protoshard.SingletonEnvelope
-	(*actor.PID)(nil),          // 7: actor.PID
-	(*anypb.Any)(nil),          // 8: google.protobuf.Any
+	(*HandOverDoneAck)(nil),    // 3: protoshard.HandOverDoneAck
+	(*TakeOverFromMe)(nil),     // 4: protoshard.TakeOverFromMe
+	(*SingletonIdentify)(nil),  // 5: protoshard.SingletonIdentify
+	(*SingletonIdentity)(nil),  // 6: protoshard.SingletonIdentity
+	(*SingletonEnvelope)(nil),  // 7: protoshard.SingletonEnvelope
+	(*actor.PID)(nil),          // 8: actor.PID
+	(*anypb.Any)(nil),          // 9: google.protobuf.Any
 }
 var file_singleton_proto_depIdxs = []int32{
-	7, // 0: protoshard.SingletonIdentity.ref:type_name -> actor.PID
-	8, // 1: protoshard.SingletonEnvelope.message:type_name -> google.protobuf.Any
-	7, // 2: protoshard.SingletonEnvelope.sender:type_name -> actor.PID
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 0: protoshard.HandOverDone.buffered:type_name -> protoshard.SingletonEnvelope
+	8, // 1: protoshard.SingletonIdentity.ref:type_name -> actor.PID
+	9, // 2: protoshard.SingletonEnvelope.message:type_name -> google.protobuf.Any
+	8, // 3: protoshard.SingletonEnvelope.sender:type_name -> actor.PID
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_singleton_proto_init() }
@@ -443,7 +505,7 @@ func file_singleton_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_singleton_proto_rawDesc), len(file_singleton_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

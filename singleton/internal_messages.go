@@ -45,3 +45,12 @@ type takeOverRetry struct {
 type delayedMemberRemoved struct {
 	member membership.Member
 }
+
+type handOverDoneRetry struct {
+	count int
+	gen   int
+}
+
+// drained fires when a leaving manager in End has had no proxied message
+// for one hand-over interval.
+type drained struct{ gen int }

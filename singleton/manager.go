@@ -98,6 +98,9 @@ type manager struct {
 	leaveWaiters   []*actor.PID
 	envelopes      []*messages.SingletonEnvelope // proxied messages waiting for a singleton
 	handedOverTo   *actor.PID                    // where the singleton went (End)
+	doneSent       *messages.HandOverDone        // End: HandOverDone not yet acknowledged
+	drainGen       int                           // End: re-armed by each proxied message
+	quiet          bool                          // End: no proxied message for an interval
 }
 
 // maxEnvelopeHops bounds manager-to-manager forwards of a proxied message.
@@ -212,7 +215,11 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 	case *messages.HandOverDone:
 		prev, ok := firstLive(m.previousOldest, m.removed)
 		if ok && prev.ID == msg.FromMemberId {
+			m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 			m.gotoOldest(ctx)
+			for _, env := range msg.Buffered {
+				m.onEnvelope(ctx, env)
+			}
 			return
 		}
 		ctx.Logger().Info("singleton: ignoring HandOverDone from unexpected member",
@@ -276,6 +283,10 @@ func (m *manager) oldest(ctx actor.Context) {
 	case *messages.TakeOverFromMe:
 		// already oldest: confirm and continue like that
 		m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
+	case *messages.HandOverDone:
+		// A resend whose ack was lost: the hand-over (and its buffered
+		// messages) was taken already.
+		m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka)")
@@ -392,10 +403,37 @@ func (m *manager) end(ctx actor.Context) {
 		}
 	case *messages.HandOverToMe:
 		// Nothing runs here any more.
-		if !m.selfGone {
+		switch {
+		case m.doneSent != nil && m.handedOverTo != nil && ctx.Sender() != nil && m.handedOverTo.Equal(ctx.Sender()):
+			m.reply(ctx, m.doneSent)
+		case m.selfGone:
+			m.reply(ctx, &messages.HandOverDone{FromMemberId: m.self.ID})
+		}
+	case *messages.HandOverDoneAck:
+		if m.doneSent != nil {
+			m.doneSent = nil
+			m.answerLeaveWaitersIfIdle(ctx)
+		}
+	case drained:
+		if msg.gen == m.drainGen {
+			m.quiet = true
+			m.answerLeaveWaitersIfIdle(ctx)
+		}
+	case handOverDoneRetry:
+		if msg.gen != m.timerGen || m.doneSent == nil || m.handedOverTo == nil {
 			return
 		}
-		m.reply(ctx, &messages.HandOverDone{FromMemberId: m.self.ID})
+		if msg.count > maxTakeOverRetries(m.settings) {
+			ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.handedOverTo))
+			for _, env := range m.doneSent.Buffered {
+				m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
+			}
+			m.doneSent = nil
+			m.answerLeaveWaitersIfIdle(ctx)
+			return
+		}
+		m.send(ctx, m.handedOverTo, m.doneSent)
+		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: msg.count + 1, gen: m.timerGen})
 	default:
 		m.unhandled(ctx)
 	}
@@ -431,8 +469,10 @@ func (m *manager) unhandled(ctx actor.Context) {
 	case *oldestChanged:
 		// Not asked for in this state; the buffer only sends on getNext.
 		ctx.Logger().Warn("singleton: unexpected OldestChanged", slog.String("state", m.state))
-	case handOverRetry, takeOverRetry:
+	case handOverRetry, takeOverRetry, handOverDoneRetry, drained:
 		// stale timer
+	case *messages.HandOverDoneAck:
+		// late ack of a hand-over already given up on
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			m.singleton = nil
@@ -502,19 +542,23 @@ func (m *manager) gotoHandingOver(ctx actor.Context, handOverTo *actor.PID) {
 
 func (m *manager) handOverDone(ctx actor.Context) {
 	ctx.Logger().Info("singleton terminated, hand-over done", slog.Any("to", m.handOverTo))
-	if m.handOverTo != nil {
-		m.send(ctx, m.handOverTo, &messages.HandOverDone{FromMemberId: m.self.ID})
-	}
 	to := m.handOverTo
 	m.handOverTo = nil
 	m.newOldest = nil
 	m.handedOverTo = to
-	// HandOverDone went first on the same path, so the new oldest runs its
-	// singleton before these arrive.
 	held := m.envelopes
 	m.envelopes = nil
-	for _, env := range held {
-		m.passOn(ctx, to, env, "hand-over to nobody: no member took the singleton over")
+	if to != nil {
+		// The held messages travel with the hand-over, so the new oldest
+		// hands them to its singleton before anything sent later.
+		m.doneSent = &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held}
+		m.send(ctx, to, m.doneSent)
+		m.timerGen++
+		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: 1, gen: m.timerGen})
+	} else {
+		for _, env := range held {
+			m.drop(ctx, env, "hand-over to nobody: no member took the singleton over")
+		}
 	}
 	if to == nil && !m.selfExited {
 		m.previousOldest = nil
@@ -524,7 +568,18 @@ func (m *manager) handOverDone(ctx actor.Context) {
 	m.gotoEnd(ctx)
 }
 
+// armDrain starts (again) the quiet period a leaving member waits in End
+// before it lets the leave go on: proxies stop sending here once they see it
+// leaving, and what was in flight is passed on and flushed meanwhile
+// (protoactor-go's Remote.Shutdown does not flush queued messages).
+func (m *manager) armDrain(ctx actor.Context) {
+	m.quiet = false
+	m.drainGen++
+	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), drained{gen: m.drainGen})
+}
+
 func (m *manager) gotoEnd(ctx actor.Context) {
+	m.armDrain(ctx)
 	m.become(ctx, StateEnd, m.end)
 	if m.pendingInitial != nil {
 		p := m.pendingInitial
@@ -593,6 +648,7 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		m.passOn(ctx, to, env, "this member does not run the singleton and knows no oldest")
 	case StateEnd:
 		m.passOn(ctx, m.handedOverTo, env, "this member no longer runs the singleton")
+		m.armDrain(ctx)
 	default:
 		m.drop(ctx, env, "this member was removed from the cluster")
 	}
@@ -626,6 +682,12 @@ func (m *manager) terminateSingleton(ctx actor.Context) {
 func (m *manager) answerLeaveWaitersIfIdle(ctx actor.Context) {
 	if !m.selfExited || len(m.leaveWaiters) == 0 {
 		return
+	}
+	if m.doneSent != nil {
+		return // the hand-over is still in flight
+	}
+	if m.state == StateEnd && !m.quiet {
+		return // proxied messages may still be arriving
 	}
 	switch m.state {
 	case StateStart, StateYounger, StateEnd:

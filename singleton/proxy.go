@@ -83,9 +83,10 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.onIdentity(ctx, msg)
 	case *actor.Terminated:
 		if p.singleton != nil && p.singleton.Equal(msg.Who) {
+			// Identify again on the next tick, not now: the manager may not
+			// have seen the termination yet and would name the dead one.
 			ctx.Logger().Info("singleton proxy: singleton terminated; identifying again", slog.String("pid", msg.Who.String()))
 			p.singleton = nil
-			p.identify(ctx)
 		}
 	case nil:
 		deadletter.Publish(ctx.ActorSystem(), nil, nil, ctx.Sender(), "singleton proxy: nil message")
