@@ -120,6 +120,14 @@ func (c *Cluster) join(ctx context.Context) error {
 	watchCtx, cancel := context.WithCancel(context.Background())
 	first := make(chan struct{})
 	c.mu.Lock()
+	if c.closed {
+		// Close or Leave ran while we registered (a re-join racing a
+		// shutdown): do not come alive as a member nobody will ever stop.
+		c.mu.Unlock()
+		cancel()
+		c.deregisterQuietly()
+		return ErrRemoved
+	}
 	c.self = registered
 	c.joined = true
 	c.leaving = false
@@ -134,8 +142,42 @@ func (c *Cluster) join(ctx context.Context) error {
 	case <-first:
 		return nil
 	case <-ctx.Done():
+		if !c.abandonJoin(registered.ID) {
+			return nil // the first view arrived as the deadline passed
+		}
 		return fmt.Errorf("membership: waiting to see self %s in the cluster: %w", registered.ID, ctx.Err())
 	}
+}
+
+// abandonJoin undoes a join whose first view did not arrive in time, so the
+// registration and its watch do not linger as a member that no one owns (a
+// re-join attempt would otherwise add one ghost member per failed attempt).
+// It reports false if the first view was seen after all.
+func (c *Cluster) abandonJoin(id string) bool {
+	c.mu.Lock()
+	current := c.joined && c.self.ID == id
+	if current && c.firstViewSeen() {
+		c.mu.Unlock()
+		return false
+	}
+	if current {
+		c.joined = false
+		c.stopWatch()
+	}
+	c.mu.Unlock()
+	if current {
+		c.deregisterQuietly()
+	}
+	return true
+}
+
+// deregisterQuietly removes the provider's registration, best effort: it is
+// used where a lingering registration must not look alive and nobody is
+// waiting for an error.
+func (c *Cluster) deregisterQuietly() {
+	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.provider.Deregister(dctx)
 }
 
 // Self returns this node's current member (zero before Join).
@@ -188,6 +230,9 @@ func (c *Cluster) RegisterLeaveHook(name string, fn LeaveHook) {
 func (c *Cluster) Leave(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.joined {
+		// Removed (or never joined): still final, so that a pending
+		// re-join after removal does not bring the node back.
+		c.closed = true
 		c.mu.Unlock()
 		return ErrRemoved
 	}
@@ -260,9 +305,15 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		return
 	}
 	if !selfSeen {
+		// During a graceful Leave our own Deregister makes us vanish too;
+		// the watch may see that before Leave gets to markSelfRemoved, and
+		// it must not be reported as a failure (Graceful=false).
+		graceful := c.leaving
 		c.mu.Unlock()
-		c.logger.Warn("this member is no longer in the cluster: removed", slog.String("member", selfID))
-		c.markSelfRemoved(false)
+		if !graceful {
+			c.logger.Warn("this member is no longer in the cluster: removed", slog.String("member", selfID))
+		}
+		c.markSelfRemoved(graceful)
 		return
 	}
 	events := Diff(c.members, snapshot, c.removed)
@@ -300,9 +351,7 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	c.mu.Unlock()
 	if !graceful {
 		// Best effort: a lingering registration must not look alive.
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = c.provider.Deregister(dctx)
-		cancel()
+		c.deregisterQuietly()
 	}
 	if rejoin {
 		go c.rejoinLoop()
@@ -336,12 +385,14 @@ func (c *Cluster) rejoinLoop() {
 // hard, or crashed in a test). No event is published.
 func (c *Cluster) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	c.joined = false
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}
+	c.mu.Unlock()
+	// Outside the lock: a provider's Close may wait for its goroutines, and
+	// one of them may be blocked delivering a snapshot to onSnapshot.
 	c.provider.Close()
 }
 

@@ -28,8 +28,12 @@ type MemberRemoved struct {
 
 // Diff compares two snapshots and returns the events that lead from prev to
 // next, ignoring members in removed (they are gone for good). Members that
-// appear already Leaving produce MemberUp then MemberLeft. It is a pure
-// function so the event logic is tested without a backend.
+// appear already Leaving produce MemberUp then MemberLeft. Removals come
+// first, then joins and leaves, each oldest first: a node that re-joined
+// after its removal has the same address as its old incarnation, and a
+// subscriber that keys anything by address must see the old one go before
+// the new one comes. It is a pure function so the event logic is tested
+// without a backend.
 func Diff(prev, next []Member, removed map[string]bool) []any {
 	var events []any
 	before := make(map[string]Member, len(prev))
@@ -37,11 +41,20 @@ func Diff(prev, next []Member, removed map[string]bool) []any {
 		before[m.ID] = m
 	}
 	after := make(map[string]bool, len(next))
+	for _, m := range next {
+		if !removed[m.ID] {
+			after[m.ID] = true
+		}
+	}
+	for _, m := range ByAge(prev, "", true) {
+		if !after[m.ID] {
+			events = append(events, MemberRemoved{Member: m, Graceful: m.Status == Leaving})
+		}
+	}
 	for _, m := range ByAge(next, "", true) {
 		if removed[m.ID] {
 			continue
 		}
-		after[m.ID] = true
 		old, known := before[m.ID]
 		if !known {
 			events = append(events, MemberUp{Member: withStatus(m, Up)})
@@ -52,11 +65,6 @@ func Diff(prev, next []Member, removed map[string]bool) []any {
 		}
 		if old.Status == Up && m.Status == Leaving {
 			events = append(events, MemberLeft{Member: m})
-		}
-	}
-	for _, m := range ByAge(prev, "", true) {
-		if !after[m.ID] {
-			events = append(events, MemberRemoved{Member: m, Graceful: m.Status == Leaving})
 		}
 	}
 	return events

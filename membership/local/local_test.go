@@ -1,0 +1,155 @@
+package local_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/membership/local"
+)
+
+const waitTimeout = 20 * time.Second
+
+func ids(ms []membership.Member) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func register(t *testing.T, reg *local.Registry, id string, roles ...string) (membership.Provider, membership.Member) {
+	t.Helper()
+	p := reg.Provider()
+	m, err := p.Register(context.Background(), membership.Member{ID: id, Address: "127.0.0.1:" + id, Roles: roles, Status: membership.Leaving})
+	if err != nil {
+		t.Fatalf("Register(%s): %v", id, err)
+	}
+	return p, m
+}
+
+func TestRegisterAssignsIncreasingAges(t *testing.T) {
+	reg := local.NewRegistry()
+	_, a := register(t, reg, "zz")
+	_, b := register(t, reg, "aa")
+	if a.Age == 0 || b.Age <= a.Age {
+		t.Errorf("ages %d then %d, want increasing from 1", a.Age, b.Age)
+	}
+	if a.Status != membership.Up {
+		t.Errorf("registered status %v, want Up whatever was asked", a.Status)
+	}
+	// Oldest first, not by id.
+	if got := ids(reg.Members()); !slices.Equal(got, []string{"zz", "aa"}) {
+		t.Errorf("Members = %v, want [zz aa]", got)
+	}
+}
+
+func TestRegisterRejectsEmptyAndDuplicateIDs(t *testing.T) {
+	reg := local.NewRegistry()
+	register(t, reg, "a")
+	if _, err := reg.Provider().Register(context.Background(), membership.Member{ID: "a"}); err == nil {
+		t.Error("duplicate id accepted")
+	}
+	if _, err := reg.Provider().Register(context.Background(), membership.Member{}); err == nil {
+		t.Error("empty id accepted")
+	}
+}
+
+func TestRegisterCopiesRoles(t *testing.T) {
+	reg := local.NewRegistry()
+	roles := []string{"x"}
+	p := reg.Provider()
+	if _, err := p.Register(context.Background(), membership.Member{ID: "a", Roles: roles}); err != nil {
+		t.Fatal(err)
+	}
+	roles[0] = "changed"
+	if got := reg.Members()[0].Roles; !slices.Equal(got, []string{"x"}) {
+		t.Errorf("roles = %v: the registry shares the caller's slice", got)
+	}
+}
+
+func TestSetLeavingDeregisterRemove(t *testing.T) {
+	reg := local.NewRegistry()
+	ctx := context.Background()
+	pa, _ := register(t, reg, "a")
+	pb, _ := register(t, reg, "b")
+	if err := pa.SetLeaving(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := reg.Members()[0]; m.ID != "a" || m.Status != membership.Leaving {
+		t.Errorf("after SetLeaving: %+v", m)
+	}
+	if err := pa.Deregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pa.Deregister(ctx); err == nil {
+		t.Error("second Deregister succeeded")
+	}
+	if err := pa.SetLeaving(ctx); err == nil {
+		t.Error("SetLeaving after Deregister succeeded")
+	}
+	if !reg.Remove("b") || reg.Remove("b") {
+		t.Error("Remove must report whether the member was there")
+	}
+	if err := pb.Deregister(ctx); err == nil {
+		t.Error("Deregister of a removed member succeeded")
+	}
+	if len(reg.Members()) != 0 {
+		t.Errorf("members left: %v", reg.Members())
+	}
+	if err := reg.Provider().SetLeaving(ctx); err == nil {
+		t.Error("SetLeaving of a provider that never registered succeeded")
+	}
+}
+
+func TestWatchDeliversSnapshots(t *testing.T) {
+	reg := local.NewRegistry()
+	pa, _ := register(t, reg, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	snapshots := make(chan []membership.Member, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pa.Watch(ctx, func(ms []membership.Member) { snapshots <- ms })
+	}()
+	// waitSnapshot reads snapshots until one has the wanted ids: changes may
+	// be coalesced, the latest state always arrives.
+	waitSnapshot := func(want ...string) []membership.Member {
+		t.Helper()
+		timeout := time.After(waitTimeout)
+		for {
+			select {
+			case ms := <-snapshots:
+				if slices.Equal(ids(ms), want) {
+					return ms
+				}
+			case <-timeout:
+				t.Fatalf("no snapshot with %v", want)
+			}
+		}
+	}
+	waitSnapshot("a") // the current state comes first, without a change
+	pb, _ := register(t, reg, "b")
+	waitSnapshot("a", "b")
+	if err := pb.SetLeaving(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ms := waitSnapshot("a", "b")
+		if ms[1].Status == membership.Leaving {
+			break
+		}
+	}
+	reg.Remove("a")
+	waitSnapshot("b") // the watcher's own member vanishing is reported too
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("Watch did not return after its context was done")
+	}
+	pa.Close() // nothing to stop; must not panic
+}

@@ -1,0 +1,434 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/membership"
+)
+
+const (
+	// joinTimeout is generous: the shared CI machines are slow, and a join
+	// that fails is a test failure anyway.
+	joinTimeout = 30 * time.Second
+	// leaveSeenTimeout bounds how long a graceful leave waits for the other
+	// nodes to see the member Leaving.
+	leaveSeenTimeout = 15 * time.Second
+	// rejoinBackoff is short so that tests of re-join do not wait seconds.
+	rejoinBackoff = 100 * time.Millisecond
+)
+
+// Cluster is a set of nodes of one test, each a separate actor system with
+// its own remote on loopback, joined through one Backend.
+type Cluster struct {
+	t       testing.TB
+	backend Backend
+
+	mu    sync.Mutex
+	nodes []*Node
+}
+
+// NewCluster returns an empty cluster over backend (nil: a new
+// LocalBackend). Every node still running when the test ends is stopped
+// crash-style. Under the race detector the test is skipped (see the package
+// documentation).
+func NewCluster(t testing.TB, backend Backend) *Cluster {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip("multi-node test skipped under -race: each proto.actor Remote.Start replaces grpc's global logger")
+	}
+	if backend == nil {
+		backend = NewLocalBackend()
+	}
+	c := &Cluster{t: t, backend: backend}
+	t.Cleanup(func() {
+		for _, n := range c.Nodes() {
+			n.halt()
+		}
+	})
+	return c
+}
+
+// Backend returns the cluster's backend (for example to reach the
+// LocalBackend's registry).
+func (c *Cluster) Backend() Backend { return c.backend }
+
+// NodeOption configures a node started by StartNode.
+type NodeOption func(*nodeConfig)
+
+type nodeConfig struct {
+	name       string
+	roles      []string
+	rejoin     bool
+	configure  []func(*membership.Config)
+	beforeJoin []func(*Node)
+}
+
+// WithName names the node in logs and failure messages (default "node-N").
+func WithName(name string) NodeOption {
+	return func(c *nodeConfig) { c.name = name }
+}
+
+// WithRoles gives the node cluster roles.
+func WithRoles(roles ...string) NodeOption {
+	return func(c *nodeConfig) { c.roles = append(c.roles, roles...) }
+}
+
+// WithRejoinAfterRemoval makes the node join again as a new member when it
+// finds itself removed (membership.Config.RejoinAfterRemoval), with a short
+// back-off.
+func WithRejoinAfterRemoval() NodeOption {
+	return func(c *nodeConfig) { c.rejoin = true }
+}
+
+// WithMembershipConfig lets a test adjust the node's membership.Config
+// (leave hook timeout, back-off) after the harness filled it in.
+func WithMembershipConfig(fn func(*membership.Config)) NodeOption {
+	return func(c *nodeConfig) { c.configure = append(c.configure, fn) }
+}
+
+// WithBeforeJoin runs fn once the node's system, remote and membership
+// exist, before it joins: the place to subscribe to membership events from
+// the very first CurrentClusterState, or to register leave hooks.
+func WithBeforeJoin(fn func(*Node)) NodeOption {
+	return func(c *nodeConfig) { c.beforeJoin = append(c.beforeJoin, fn) }
+}
+
+// Node is one member of a test cluster: an actor system with its remote and
+// membership. Its fields are set once StartNode returns.
+type Node struct {
+	// Name is the node's name in logs.
+	Name string
+	// System is the node's actor system.
+	System *actor.ActorSystem
+	// Remote is the system's remote, listening on 127.0.0.1.
+	Remote *remote.Remote
+	// Membership is the node's view of the cluster.
+	Membership *membership.Cluster
+
+	cluster *Cluster
+	rejoin  bool
+	stopped atomic.Bool
+}
+
+// StartNode starts a node and joins it to the cluster; it returns once the
+// node sees itself as a member. It fails the test (Fatal) if the node cannot
+// join, so it must be called from the test's goroutine.
+func (c *Cluster) StartNode(opts ...NodeOption) *Node {
+	c.t.Helper()
+	c.mu.Lock()
+	cfg := nodeConfig{name: fmt.Sprintf("node-%d", len(c.nodes)+1)}
+	c.mu.Unlock()
+	for _, o := range opts {
+		o(&cfg)
+	}
+
+	system := actor.NewActorSystem(actor.WithLoggerFactory(testLogger(cfg.name)))
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	r.Start()
+	provider, err := c.backend.NewProvider()
+	if err != nil {
+		r.Shutdown(false)
+		system.Shutdown()
+		c.t.Fatalf("testkit: %s: membership provider: %v", cfg.name, err)
+	}
+	mcfg := membership.Config{
+		Roles:              slices.Clone(cfg.roles),
+		RejoinAfterRemoval: cfg.rejoin,
+		RejoinBackoff:      rejoinBackoff,
+	}
+	for _, fn := range cfg.configure {
+		fn(&mcfg)
+	}
+	n := &Node{
+		Name:       cfg.name,
+		System:     system,
+		Remote:     r,
+		Membership: membership.NewCluster(system, provider, mcfg),
+		cluster:    c,
+		rejoin:     mcfg.RejoinAfterRemoval,
+	}
+	// Listed before joining, so that the cleanup stops it even if the join
+	// fails half-way.
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+
+	n.Membership.RegisterLeaveHook("testkit/leaving-seen", n.waitLeavingSeen)
+	for _, fn := range cfg.beforeJoin {
+		fn(n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	if err := n.Membership.Join(ctx); err != nil {
+		n.halt()
+		c.t.Fatalf("testkit: %s: join: %v", cfg.name, err)
+	}
+	return n
+}
+
+// Nodes returns every node started, in start order, stopped ones included.
+func (c *Cluster) Nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
+}
+
+// Running returns the nodes on which neither Leave nor Crash was called, in
+// start order.
+func (c *Cluster) Running() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes() {
+		if !n.Stopped() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Oldest returns the running node whose member is the oldest Up member with
+// the role (the empty role matches all), or nil. A node counts only while
+// its own view lists it Up, so a node that was removed, or is leaving, is
+// not a candidate.
+func (c *Cluster) Oldest(role string) *Node {
+	var best *Node
+	var bestMember membership.Member
+	for _, n := range c.Running() {
+		m, ok := n.liveSelf()
+		if !ok || m.Status != membership.Up || !m.HasRole(role) {
+			continue
+		}
+		if best == nil || m.IsOlderThan(bestMember) {
+			best, bestMember = n, m
+		}
+	}
+	return best
+}
+
+// WaitConverged waits until the running nodes agree on the members: every
+// running node that is a member lists exactly the members of the running
+// nodes. A running node that was removed and does not re-join is left out;
+// one that re-joins after removal is waited for. With a TTL-based backend,
+// crashed members disappear only when their check expires, so timeout must
+// cover the TTL. It fails t (Fatal) on timeout.
+func (c *Cluster) WaitConverged(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	var last string
+	WaitFor(t, timeout, func() bool {
+		ok, why := c.converged()
+		last = why
+		return ok
+	}, "the cluster to converge: %s", Lazy(func() any { return last }))
+}
+
+// converged reports whether the running nodes agree, and if not, why.
+func (c *Cluster) converged() (bool, string) {
+	type view struct {
+		n   *Node
+		ids []string
+	}
+	var members []view
+	var expected []string
+	for _, n := range c.Running() {
+		self := n.Membership.Self()
+		ids := memberIDs(n.Membership.Members())
+		if !slices.Contains(ids, self.ID) || self.ID == "" {
+			if n.rejoin {
+				return false, fmt.Sprintf("%s is not a member yet (re-joining)", n.Name)
+			}
+			continue // removed for good: not part of the cluster any more
+		}
+		members = append(members, view{n: n, ids: ids})
+		expected = append(expected, self.ID)
+	}
+	sort.Strings(expected)
+	for _, v := range members {
+		if !slices.Equal(v.ids, expected) {
+			return false, fmt.Sprintf("%s sees %v, running members are %v", v.n.Name, v.ids, expected)
+		}
+	}
+	return true, ""
+}
+
+func memberIDs(ms []membership.Member) []string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// MemberID returns the node's current member id (a new one after a re-join;
+// the last one after it stopped).
+func (n *Node) MemberID() string { return n.Membership.Self().ID }
+
+// Member returns the node's current member as it registered.
+func (n *Node) Member() membership.Member { return n.Membership.Self() }
+
+// Address returns the node's remote address (host:port).
+func (n *Node) Address() string { return n.System.Address() }
+
+// Stopped reports whether Leave or Crash was called on the node.
+func (n *Node) Stopped() bool { return n.stopped.Load() }
+
+func (n *Node) String() string {
+	return fmt.Sprintf("%s(%s@%s)", n.Name, n.MemberID(), n.Address())
+}
+
+// liveSelf returns the node's own member from its own view, if it is in it.
+func (n *Node) liveSelf() (membership.Member, bool) {
+	id := n.MemberID()
+	for _, m := range n.Membership.Members() {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return membership.Member{}, false
+}
+
+// Leave stops the node gracefully: the membership leave (the others see
+// MemberLeft, the leave hooks run, then the member is removed), then the
+// remote and the actor system shut down, as a process exiting after
+// coordinated shutdown. The node's remaining actors are stopped. The error
+// is the membership leave's, if any; the node is stopped regardless.
+func (n *Node) Leave(ctx context.Context) error {
+	if !n.stopped.CompareAndSwap(false, true) {
+		return fmt.Errorf("testkit: %s: already stopped", n.Name)
+	}
+	err := n.Membership.Leave(ctx)
+	n.Remote.Shutdown(true)
+	stopAllActors(n.System)
+	n.System.Shutdown()
+	if err != nil {
+		return fmt.Errorf("testkit: %s: leave: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Crash stops the node without a goodbye, as if its process died: the
+// remote is killed, membership stops watching without deregistering, and
+// every actor is stopped (a dead process runs nothing, so its activations
+// must end before the others can notice the crash). Then the backend makes
+// the others notice (LocalBackend: the member is removed; Consul: the TTL
+// check expires). A second call does nothing.
+func (n *Node) Crash() {
+	if !n.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	n.kill()
+	n.cluster.backend.Crashed(n)
+}
+
+// halt stops a node crash-style without telling the backend: the test is
+// over (cleanup) or the node never joined.
+func (n *Node) halt() {
+	if !n.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	n.kill()
+}
+
+func (n *Node) kill() {
+	n.Remote.Shutdown(false)
+	n.Membership.Close()
+	stopAllActors(n.System)
+	n.System.Shutdown()
+}
+
+// waitLeavingSeen is a leave hook of every node: it waits until every other
+// member sees this one Leaving. Without it, a leave whose hooks finish fast
+// could deregister before the others' watches saw the Leaving state, and
+// they would take the removal for a crash (MemberRemoved{Graceful: false}).
+func (n *Node) waitLeavingSeen(ctx context.Context) error {
+	id := n.MemberID()
+	ctx, cancel := context.WithTimeout(ctx, leaveSeenTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting []string
+		for _, o := range n.cluster.Running() {
+			if o == n {
+				continue
+			}
+			if _, member := o.liveSelf(); !member {
+				continue // removed itself: it watches nothing
+			}
+			for _, m := range o.Membership.Members() {
+				if m.ID == id && m.Status != membership.Leaving {
+					waiting = append(waiting, o.Name)
+				}
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still see %s Up: %w", strings.Join(waiting, ", "), n.Name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// stopAllActors stops every actor of system and waits (bounded by proto.actor's
+// stop timeout) until they have stopped, so that their Stopped handlers
+// (which record the end of activations in a Ledger) have run when it
+// returns. proto.actor has no "stop everything" call; the process registry
+// holds every local process, of which the actors are *actor.ActorProcess.
+func stopAllActors(system *actor.ActorSystem) {
+	var futures []*actor.Future
+	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for id, p := range bucket.Items() {
+			if _, ok := p.(*actor.ActorProcess); !ok {
+				continue // futures, the event stream
+			}
+			futures = append(futures, system.Root.StopFuture(system.NewLocalPID(id)))
+		}
+	}
+	var errs []error
+	for _, f := range futures {
+		if err := f.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		system.Logger().Warn("testkit: some actors did not stop", slog.Any("error", err))
+	}
+}
+
+// testLogger returns the actor system's logger factory: see testSlog.
+func testLogger(name string) func(*actor.ActorSystem) *slog.Logger {
+	return func(system *actor.ActorSystem) *slog.Logger {
+		return testSlog(name).With(slog.String("system", system.ID))
+	}
+}
+
+// testSlog returns a logger that is silent unless the environment variable
+// PROTOSHARD_TEST_LOG is set ("debug" for debug level, anything else but "0"
+// for info); then it writes text to stderr, tagged with name. Tests are
+// quiet by default because a dozen nodes' logs drown the failure message.
+func testSlog(name string) *slog.Logger {
+	level := slog.LevelInfo
+	switch os.Getenv("PROTOSHARD_TEST_LOG") {
+	case "", "0":
+		return slog.New(slog.DiscardHandler)
+	case "debug":
+		level = slog.LevelDebug
+	}
+	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	return slog.New(h).With(slog.String("node", name))
+}

@@ -1,0 +1,51 @@
+package testkit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+// defaultConsulTTL is short so that crash tests do not wait long for the
+// check to expire, yet three refreshes fit in it, so that a loaded machine
+// does not make a live node look crashed.
+const defaultConsulTTL = 3 * time.Second
+
+// ConsulBackend is a Backend over a throwaway Consul dev agent: each node
+// registers as a service with a TTL check. A crash needs no help: the
+// crashed node stops refreshing its check, which turns critical after TTL.
+type ConsulBackend struct {
+	// Agent is the Consul agent the nodes register with.
+	Agent *consulagent.Agent
+	// TTL is the nodes' health check TTL: how long a crash takes to be
+	// seen. Tests waiting for a crash's removal should allow a few TTLs.
+	TTL time.Duration
+}
+
+// NewConsulBackend starts a Consul dev agent for the test (skipping it when
+// no Consul binary is available, see consulagent) and returns a backend
+// over it.
+func NewConsulBackend(t testing.TB) *ConsulBackend {
+	t.Helper()
+	return &ConsulBackend{Agent: consulagent.Start(t), TTL: defaultConsulTTL}
+}
+
+// NewProvider returns a consul provider of the agent.
+func (b *ConsulBackend) NewProvider() (membership.Provider, error) {
+	p, err := consul.New(consul.Config{
+		Client: b.Agent.Client(),
+		TTL:    b.TTL,
+		Logger: testSlog("consul"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consul provider: %w", err)
+	}
+	return p, nil
+}
+
+// Crashed does nothing: the crashed node's TTL check expires by itself.
+func (b *ConsulBackend) Crashed(*Node) {}
