@@ -284,6 +284,7 @@ func (n *Node) Address() string { return n.System.Address() }
 // Stopped reports whether Leave or Crash was called on the node.
 func (n *Node) Stopped() bool { return n.stopped.Load() }
 
+// String names the node with its member id and address, for messages.
 func (n *Node) String() string {
 	return fmt.Sprintf("%s(%s@%s)", n.Name, n.MemberID(), n.Address())
 }
@@ -384,30 +385,45 @@ func (n *Node) waitLeavingSeen(ctx context.Context) error {
 	}
 }
 
-// stopAllActors stops every actor of system and waits (bounded by proto.actor's
-// stop timeout) until they have stopped, so that their Stopped handlers
-// (which record the end of activations in a Ledger) have run when it
-// returns. proto.actor has no "stop everything" call; the process registry
-// holds every local process, of which the actors are *actor.ActorProcess.
+// stopAllActors stops every actor of system, but the remote's own, and
+// waits (bounded by proto.actor's stop timeout) until they have stopped, so
+// that their Stopped handlers (which record the end of activations in a
+// Ledger) have run when it returns. proto.actor has no "stop everything"
+// call; the process registry holds every local process, of which the actors
+// are *actor.ActorProcess.
+//
+// The remote's actors are left alone: an actor that stops notifies its
+// remote watchers, and the remote resolves their endpoint by asking its
+// endpoint supervisor and waiting for the answer without a timeout. With the
+// supervisor stopped, that actor would never finish stopping (and its parent
+// with it). After a graceful Leave, Remote.Shutdown(true) has stopped them
+// already; after a crash, they only try to reconnect a few times and give up.
 func stopAllActors(system *actor.ActorSystem) {
-	var futures []*actor.Future
+	futures := map[string]*actor.Future{}
 	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		for id, p := range bucket.Items() {
-			if _, ok := p.(*actor.ActorProcess); !ok {
-				continue // futures, the event stream
+			if _, ok := p.(*actor.ActorProcess); !ok || isRemoteInternal(id) {
+				continue // futures, the event stream, the remote's actors
 			}
-			futures = append(futures, system.Root.StopFuture(system.NewLocalPID(id)))
+			futures[id] = system.Root.StopFuture(system.NewLocalPID(id))
 		}
 	}
 	var errs []error
-	for _, f := range futures {
+	for id, f := range futures {
 		if err := f.Wait(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		system.Logger().Warn("testkit: some actors did not stop", slog.Any("error", err))
 	}
+}
+
+// isRemoteInternal reports whether id names one of proto.actor remote's own
+// actors (see remote/endpoint_manager.go: "activator", "EndpointSupervisor"
+// and the endpoint writers and watchers it spawns as its children).
+func isRemoteInternal(id string) bool {
+	return id == "activator" || id == "EndpointSupervisor" || strings.HasPrefix(id, "EndpointSupervisor/")
 }
 
 // testLogger returns the actor system's logger factory: see testSlog.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/protoshard/protoshard/membership"
 )
@@ -219,5 +220,53 @@ func TestWithBeforeJoinAndMembershipConfig(t *testing.T) {
 	})
 	if st := msg.(*membership.CurrentClusterState); st.Self.ID != n.MemberID() {
 		t.Errorf("first state's self %s, want %s", st.Self.ID, n.MemberID())
+	}
+}
+
+// A crashed node's actors all finish stopping before Crash returns, even
+// one watched from another node: stopping it notifies its remote watcher,
+// which needs the remote's own actors to still be there.
+func TestCrashStopsRemotelyWatchedActors(t *testing.T) {
+	c := NewCluster(t, nil)
+	n1, n2 := c.StartNode(), c.StartNode()
+	ledger := NewLedger()
+	lifecycle := func(key string) func(actor.Context) {
+		return func(ctx actor.Context) {
+			switch ctx.Message().(type) {
+			case *actor.Started:
+				ledger.Started(key, "n1")
+			case *actor.Stopped:
+				ledger.Stopped(key, "n1")
+			case *wrapperspb.StringValue:
+				ledger.Started("pinged", "n1")
+			}
+		}
+	}
+	parent, err := n1.System.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			if _, err := ctx.SpawnNamed(actor.PropsFromFunc(lifecycle("child")), "child"); err != nil {
+				panic(err)
+			}
+		}
+		lifecycle("parent")(ctx)
+	}), "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := actor.NewPID(n1.Address(), parent.Id+"/child")
+	ledger.WaitActive(t, "child", timeout)
+	n2.System.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			ctx.Watch(child)
+			ctx.Send(child, wrapperspb.String("ping")) // after the watch, on the same connection
+		}
+	}))
+	ledger.WaitActive(t, "pinged", timeout)
+
+	n1.Crash()
+	for _, key := range []string{"parent", "child"} {
+		if a := ledger.Active(key); len(a) != 0 {
+			t.Errorf("%s still active after Crash returned", key)
+		}
 	}
 }

@@ -36,6 +36,7 @@ type Overlap struct {
 	At      time.Time
 }
 
+// String describes the overlap for a failure message.
 func (o Overlap) String() string {
 	return fmt.Sprintf("%s: %s started at %s while %s was active",
 		o.Key, o.Started, o.At.Format("15:04:05.000000"), o.Active)

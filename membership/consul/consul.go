@@ -292,6 +292,11 @@ func (p *Provider) Register(ctx context.Context, self membership.Member) (member
 		refreshDone: make(chan struct{}),
 	}
 	p.mu.Lock()
+	if p.closed { // Close ran while the previous registration was retired
+		p.mu.Unlock()
+		stopRefresh()
+		return membership.Member{}, ErrClosed
+	}
 	p.reg = reg
 	p.mu.Unlock()
 
