@@ -435,3 +435,17 @@ func eventMember(e any) Member {
 	}
 	return Member{}
 }
+
+// HasConfiguredRole reports whether this node joins (or joined) with role:
+// unlike Self().HasRole it answers before the join too.
+func (c *Cluster) HasConfiguredRole(role string) bool {
+	if role == "" {
+		return true
+	}
+	for _, r := range c.cfg.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}

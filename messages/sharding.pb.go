@@ -1370,15 +1370,15 @@ func (x *ClusterShardingStats) GetRegions() map[string]*ShardRegionStats {
 	return nil
 }
 
-// CoordinatorState is Akka's ShardCoordinator State, serialised for the store.
+// CoordinatorState is Akka's ShardCoordinator State, serialised for the
+// StateStore. Regions carry their member incarnation, because a PID has
+// none: a recovering coordinator drops the regions whose member is gone.
 type CoordinatorState struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// shard -> region PID
-	Shards            map[string]*actor.PID `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Regions           []*actor.PID          `protobuf:"bytes,2,rep,name=regions,proto3" json:"regions,omitempty"`
-	RegionProxies     []*actor.PID          `protobuf:"bytes,3,rep,name=region_proxies,json=regionProxies,proto3" json:"region_proxies,omitempty"`
-	UnallocatedShards []string              `protobuf:"bytes,4,rep,name=unallocated_shards,json=unallocatedShards,proto3" json:"unallocated_shards,omitempty"`
-	RememberEntities  bool                  `protobuf:"varint,5,opt,name=remember_entities,json=rememberEntities,proto3" json:"remember_entities,omitempty"`
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Regions           []*RegionRecord        `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	RegionProxies     []*RegionRecord        `protobuf:"bytes,2,rep,name=region_proxies,json=regionProxies,proto3" json:"region_proxies,omitempty"`
+	UnallocatedShards []string               `protobuf:"bytes,3,rep,name=unallocated_shards,json=unallocatedShards,proto3" json:"unallocated_shards,omitempty"`
+	RememberEntities  bool                   `protobuf:"varint,4,opt,name=remember_entities,json=rememberEntities,proto3" json:"remember_entities,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1413,21 +1413,14 @@ func (*CoordinatorState) Descriptor() ([]byte, []int) {
 	return file_sharding_proto_rawDescGZIP(), []int{29}
 }
 
-func (x *CoordinatorState) GetShards() map[string]*actor.PID {
-	if x != nil {
-		return x.Shards
-	}
-	return nil
-}
-
-func (x *CoordinatorState) GetRegions() []*actor.PID {
+func (x *CoordinatorState) GetRegions() []*RegionRecord {
 	if x != nil {
 		return x.Regions
 	}
 	return nil
 }
 
-func (x *CoordinatorState) GetRegionProxies() []*actor.PID {
+func (x *CoordinatorState) GetRegionProxies() []*RegionRecord {
 	if x != nil {
 		return x.RegionProxies
 	}
@@ -1446,6 +1439,68 @@ func (x *CoordinatorState) GetRememberEntities() bool {
 		return x.RememberEntities
 	}
 	return false
+}
+
+// RegionRecord is one registered region (or proxy) and, for a region, the
+// shards allocated to it in allocation order.
+type RegionRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ref           *actor.PID             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Shards        []string               `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionRecord) Reset() {
+	*x = RegionRecord{}
+	mi := &file_sharding_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionRecord) ProtoMessage() {}
+
+func (x *RegionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
+func (*RegionRecord) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RegionRecord) GetRef() *actor.PID {
+	if x != nil {
+		return x.Ref
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *RegionRecord) GetShards() []string {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
 }
 
 var File_sharding_proto protoreflect.FileDescriptor
@@ -1533,19 +1588,17 @@ const file_sharding_proto_rawDesc = "" +
 	"\aregions\x18\x01 \x03(\v2-.protoshard.ClusterShardingStats.RegionsEntryR\aregions\x1aX\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
-	"\x05value\x18\x02 \x01(\v2\x1c.protoshard.ShardRegionStatsR\x05value:\x028\x01\"\xd0\x02\n" +
-	"\x10CoordinatorState\x12@\n" +
-	"\x06shards\x18\x01 \x03(\v2(.protoshard.CoordinatorState.ShardsEntryR\x06shards\x12$\n" +
-	"\aregions\x18\x02 \x03(\v2\n" +
-	".actor.PIDR\aregions\x121\n" +
-	"\x0eregion_proxies\x18\x03 \x03(\v2\n" +
-	".actor.PIDR\rregionProxies\x12-\n" +
-	"\x12unallocated_shards\x18\x04 \x03(\tR\x11unallocatedShards\x12+\n" +
-	"\x11remember_entities\x18\x05 \x01(\bR\x10rememberEntities\x1aE\n" +
-	"\vShardsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12 \n" +
-	"\x05value\x18\x02 \x01(\v2\n" +
-	".actor.PIDR\x05value:\x028\x01B+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
+	"\x05value\x18\x02 \x01(\v2\x1c.protoshard.ShardRegionStatsR\x05value:\x028\x01\"\xe3\x01\n" +
+	"\x10CoordinatorState\x122\n" +
+	"\aregions\x18\x01 \x03(\v2\x18.protoshard.RegionRecordR\aregions\x12?\n" +
+	"\x0eregion_proxies\x18\x02 \x03(\v2\x18.protoshard.RegionRecordR\rregionProxies\x12-\n" +
+	"\x12unallocated_shards\x18\x03 \x03(\tR\x11unallocatedShards\x12+\n" +
+	"\x11remember_entities\x18\x04 \x01(\bR\x10rememberEntities\"a\n" +
+	"\fRegionRecord\x12\x1c\n" +
+	"\x03ref\x18\x01 \x01(\v2\n" +
+	".actor.PIDR\x03ref\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x16\n" +
+	"\x06shards\x18\x03 \x03(\tR\x06shardsB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
 
 var (
 	file_sharding_proto_rawDescOnce sync.Once
@@ -1591,9 +1644,9 @@ var file_sharding_proto_goTypes = []any{
 	(*GetClusterShardingStats)(nil), // 27: protoshard.GetClusterShardingStats
 	(*ClusterShardingStats)(nil),    // 28: protoshard.ClusterShardingStats
 	(*CoordinatorState)(nil),        // 29: protoshard.CoordinatorState
-	nil,                             // 30: protoshard.ShardRegionStats.StatsEntry
-	nil,                             // 31: protoshard.ClusterShardingStats.RegionsEntry
-	nil,                             // 32: protoshard.CoordinatorState.ShardsEntry
+	(*RegionRecord)(nil),            // 30: protoshard.RegionRecord
+	nil,                             // 31: protoshard.ShardRegionStats.StatsEntry
+	nil,                             // 32: protoshard.ClusterShardingStats.RegionsEntry
 	(*actor.PID)(nil),               // 33: actor.PID
 	(*anypb.Any)(nil),               // 34: google.protobuf.Any
 }
@@ -1608,18 +1661,17 @@ var file_sharding_proto_depIdxs = []int32{
 	33, // 7: protoshard.ShardHomesEntry.region:type_name -> actor.PID
 	34, // 8: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
 	23, // 9: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	30, // 10: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	31, // 11: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	32, // 12: protoshard.CoordinatorState.shards:type_name -> protoshard.CoordinatorState.ShardsEntry
-	33, // 13: protoshard.CoordinatorState.regions:type_name -> actor.PID
-	33, // 14: protoshard.CoordinatorState.region_proxies:type_name -> actor.PID
+	31, // 10: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	32, // 11: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	30, // 12: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	30, // 13: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	33, // 14: protoshard.RegionRecord.ref:type_name -> actor.PID
 	26, // 15: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
-	33, // 16: protoshard.CoordinatorState.ShardsEntry.value:type_name -> actor.PID
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sharding_proto_init() }

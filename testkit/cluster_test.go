@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"github.com/protoshard/protoshard/messages"
 	"slices"
 	"testing"
 	"time"
@@ -267,6 +268,42 @@ func TestCrashStopsRemotelyWatchedActors(t *testing.T) {
 	for _, key := range []string{"parent", "child"} {
 		if a := ledger.Active(key); len(a) != 0 {
 			t.Errorf("%s still active after Crash returned", key)
+		}
+	}
+}
+
+// A crashed node sends nothing: not even the Terminated or goodbye messages
+// of the actors that Crash stops.
+func TestCrashSendsNothing(t *testing.T) {
+	if RaceEnabled {
+		t.Skip("several remotes in one process race on grpc's global logger")
+	}
+	c := NewCluster(t, NewLocalBackend())
+	a, b := c.StartNode(), c.StartNode()
+	probe := NewProbe(a.System)
+	stopping := make(chan struct{})
+	pid := b.System.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Send(probe.PID(), &messages.GetCurrentRegions{}) // any proto message: "started"
+		case *actor.Stopping:
+			ctx.Send(probe.PID(), &messages.GracefulShutdown{}) // "goodbye"
+			close(stopping)
+		}
+	}))
+	a.System.Root.Send(pid, &actor.Watch{Watcher: probe.PID()}) // a remote watch, as Watch() from a's actor would
+	probe.Wait(t, 10*time.Second, "started", func(m any) bool { _, ok := m.(*messages.GetCurrentRegions); return ok })
+	b.Crash()
+	<-stopping
+	// A positive answer would arrive within milliseconds; this only bounds
+	// how long the absence is checked.
+	time.Sleep(2 * time.Second)
+	for _, m := range probe.Messages() {
+		if _, ok := m.(*messages.GracefulShutdown); ok {
+			t.Fatal("the crashed node sent a message after its crash")
+		}
+		if term, ok := m.(*actor.Terminated); ok && term.Why != actor.TerminatedReason_AddressTerminated {
+			t.Fatalf("the crashed node sent %v", term)
 		}
 	}
 }

@@ -1,0 +1,147 @@
+package actorsharding
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// DefaultNumberOfShards is Akka typed's number-of-shards default. The rule
+// of thumb is ten times the planned maximum number of nodes.
+const DefaultNumberOfShards = 1000
+
+// ErrNoEntityID: the extractor cannot tell which entity a message is for.
+var ErrNoEntityID = errors.New("actorsharding: message has no entity id")
+
+// MessageExtractor tells a region which entity a message is for, which
+// shard that entity belongs to, and what the entity receives (Akka typed's
+// ShardingMessageExtractor). It must give the same answers on every node.
+//
+// A region handles *messages.ShardingEnvelope itself, whatever the
+// extractor: the entity is the envelope's entity_id, the shard is
+// ShardID(entity_id) and the entity receives the unpacked payload.
+type MessageExtractor interface {
+	// EntityID returns the entity the message is for; an error (or "")
+	// means the message cannot be routed.
+	EntityID(message any) (string, error)
+	// ShardID returns the shard of an entity. It depends on the ID only,
+	// so that any node computes it from an envelope alone.
+	ShardID(entityID string) string
+	// UnwrapMessage returns what the entity receives.
+	UnwrapMessage(message any) (any, error)
+}
+
+// EntityIDMessage is a message that names its entity: every protobuf
+// message with a string `entity_id` field is one.
+type EntityIDMessage interface {
+	GetEntityId() string
+}
+
+// HashCodeMessageExtractor is the default MessageExtractor (Akka's
+// HashCodeMessageExtractor). The entity ID comes from GetEntityId(); the
+// entity receives the message itself; the shard is
+// abs(hashCode(entityID)) mod NumberOfShards, where hashCode is Java's
+// String.hashCode over the ID's UTF-16 code units. That hash is fixed by
+// the Java language specification, so it is the same on every process,
+// platform and version, unlike Go's map hash which is seeded per process;
+// and an ID lands on the same shard number as in Akka. Unlike Akka, the
+// absolute value is taken in 64 bits, so the one ID hash that Java's
+// Math.abs leaves negative (Integer.MIN_VALUE) still gives a valid shard.
+type HashCodeMessageExtractor struct {
+	NumberOfShards int
+}
+
+// NewHashCodeMessageExtractor returns the default extractor with n shards
+// (DefaultNumberOfShards when n < 1).
+func NewHashCodeMessageExtractor(n int) HashCodeMessageExtractor {
+	if n < 1 {
+		n = DefaultNumberOfShards
+	}
+	return HashCodeMessageExtractor{NumberOfShards: n}
+}
+
+// EntityID implements MessageExtractor.
+func (e HashCodeMessageExtractor) EntityID(message any) (string, error) {
+	switch m := message.(type) {
+	case *messages.ShardingEnvelope:
+		if m.GetEntityId() == "" {
+			return "", fmt.Errorf("ShardingEnvelope with an empty entity_id: %w", ErrNoEntityID)
+		}
+		return m.GetEntityId(), nil
+	case EntityIDMessage:
+		if m.GetEntityId() == "" {
+			return "", fmt.Errorf("%T with an empty entity_id: %w", message, ErrNoEntityID)
+		}
+		return m.GetEntityId(), nil
+	default:
+		return "", fmt.Errorf("%T has no GetEntityId() string: %w", message, ErrNoEntityID)
+	}
+}
+
+// ShardID implements MessageExtractor.
+func (e HashCodeMessageExtractor) ShardID(entityID string) string {
+	n := e.NumberOfShards
+	if n < 1 {
+		n = DefaultNumberOfShards
+	}
+	h := int64(JavaStringHashCode(entityID))
+	if h < 0 {
+		h = -h
+	}
+	return strconv.FormatInt(h%int64(n), 10)
+}
+
+// UnwrapMessage implements MessageExtractor: a ShardingEnvelope's payload
+// is unpacked, anything else is the entity's message as is.
+func (e HashCodeMessageExtractor) UnwrapMessage(message any) (any, error) {
+	if env, ok := message.(*messages.ShardingEnvelope); ok {
+		return UnpackEnvelope(env)
+	}
+	return message, nil
+}
+
+// UnpackEnvelope returns a ShardingEnvelope's payload. It fails (instead of
+// crashing) when the payload is missing or its type is not linked into
+// this program.
+func UnpackEnvelope(env *messages.ShardingEnvelope) (any, error) {
+	if env.GetMessage() == nil {
+		return nil, fmt.Errorf("ShardingEnvelope for entity %q has no message", env.GetEntityId())
+	}
+	m, err := anypb.UnmarshalNew(env.GetMessage(), proto.UnmarshalOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("ShardingEnvelope for entity %q: cannot decode payload %q (is its type linked into this node?): %w",
+			env.GetEntityId(), env.GetMessage().GetTypeUrl(), err)
+	}
+	return m, nil
+}
+
+// JavaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
+// s[n-1] over UTF-16 code units, in 32-bit two's complement arithmetic.
+func JavaStringHashCode(s string) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + int32(u)
+	}
+	return h
+}
+
+// NewEnvelope wraps msg for the entity entityID, for entity messages that
+// carry no entity_id of their own: the entity receives msg itself.
+func NewEnvelope(entityID string, msg proto.Message) (*messages.ShardingEnvelope, error) {
+	if entityID == "" {
+		return nil, fmt.Errorf("NewEnvelope: %w", ErrNoEntityID)
+	}
+	if msg == nil {
+		return nil, errors.New("actorsharding: NewEnvelope: nil message")
+	}
+	payload, err := anypb.New(msg)
+	if err != nil {
+		return nil, fmt.Errorf("actorsharding: NewEnvelope for %q: %w", entityID, err)
+	}
+	return &messages.ShardingEnvelope{EntityId: entityID, Message: payload}, nil
+}

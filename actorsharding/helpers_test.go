@@ -1,0 +1,308 @@
+package actorsharding_test
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/singleton"
+	"github.com/protoshard/protoshard/testkit"
+)
+
+const typeName = "Counter"
+
+// world is one sharding test: a cluster of nodes, the shared coordinator
+// state store, the activation ledger and what every entity received.
+type world struct {
+	t        *testing.T
+	cluster  *testkit.Cluster
+	consul   bool
+	store    coordinatoractor.StateStore
+	ledger   *testkit.Ledger
+	received *received
+	shards   int
+	opts     []actorsharding.Option
+
+	mu      sync.Mutex
+	regions map[*testkit.Node]*actor.PID
+	drops   []*deadletter.Event
+}
+
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if testkit.RaceEnabled {
+		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
+	}
+}
+
+func newLocalWorld(t *testing.T, opts ...actorsharding.Option) *world {
+	skipUnderRace(t)
+	w := &world{t: t, cluster: testkit.NewCluster(t, testkit.NewLocalBackend()), store: coordinatoractor.NewMemoryStore()}
+	return w.init(opts)
+}
+
+func newConsulWorld(t *testing.T, opts ...actorsharding.Option) *world {
+	skipUnderRace(t)
+	b := testkit.NewConsulBackend(t)
+	w := &world{t: t, cluster: testkit.NewCluster(t, b), consul: true,
+		store: coordinatoractor.NewConsulStore(b.Agent.Client(), coordinatoractor.ConsulStateKey(typeName))}
+	return w.init(opts)
+}
+
+func (w *world) init(opts []actorsharding.Option) *world {
+	w.ledger = testkit.NewLedger()
+	w.received = &received{byEntity: map[string][]int64{}}
+	w.shards = 100
+	w.regions = map[*testkit.Node]*actor.PID{}
+	removal := time.Duration(0)
+	if w.consul {
+		removal = 3 * time.Second // at least the TTL the test kit's Consul backend uses
+	}
+	w.opts = append([]actorsharding.Option{
+		actorsharding.WithStateStore(w.store),
+		actorsharding.WithRetryInterval(200 * time.Millisecond),
+		actorsharding.WithRebalanceInterval(500 * time.Millisecond),
+		actorsharding.WithHandOffTimeout(15 * time.Second),
+		actorsharding.WithShardStartTimeout(2 * time.Second),
+		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: removal}),
+	}, opts...)
+	w.t.Cleanup(func() { w.ledger.AssertNoOverlap(w.t) })
+	return w
+}
+
+// startNode starts a node and its region (proxy: a proxy-only region).
+func (w *world) startNode(proxy bool, opts ...actorsharding.Option) *testkit.Node {
+	w.t.Helper()
+	n := w.cluster.StartNode()
+	n.System.EventStream.Subscribe(func(e any) {
+		if d, ok := e.(*deadletter.Event); ok {
+			w.mu.Lock()
+			w.drops = append(w.drops, d)
+			w.mu.Unlock()
+		}
+	})
+	s, err := actorsharding.New(n.System, n.Membership)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	all := append(slices.Clone(w.opts), opts...)
+	extractor := actorsharding.NewHashCodeMessageExtractor(w.shards)
+	var pid *actor.PID
+	if proxy {
+		pid, err = s.StartProxy(typeName, extractor, all...)
+	} else {
+		pid, err = s.StartRegion(typeName, w.entityProps(n), extractor, all...)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.regions[n] = pid
+	w.mu.Unlock()
+	return n
+}
+
+func (w *world) region(n *testkit.Node) *actor.PID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.regions[n]
+}
+
+func (w *world) dropped() []*deadletter.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.drops)
+}
+
+// entityProps: the test entity records its life in the ledger and every
+// Ping in received, and answers it with a Pong naming its node.
+func (w *world) entityProps(n *testkit.Node) *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			w.ledger.Started(entityKey(ctx), ctx.Self().String())
+		case *actor.Stopped:
+			w.ledger.Stopped(entityKey(ctx), ctx.Self().String())
+		case *testpb.Ping:
+			w.received.add(m.EntityId, m.Seq)
+			ctx.Respond(&testpb.Pong{EntityId: m.EntityId, Seq: m.Seq, Node: n.Address(), Incarnation: ctx.Self().String()})
+		}
+	})
+}
+
+// entityKey is the entity ID as the ledger knows it: the last part of the
+// entity's PID is its escaped ID.
+func entityKey(ctx actor.Context) string {
+	id := ctx.Self().Id
+	return id[strings.LastIndex(id, "/")+1:]
+}
+
+type received struct {
+	mu       sync.Mutex
+	byEntity map[string][]int64
+}
+
+func (r *received) add(id string, seq int64) {
+	r.mu.Lock()
+	r.byEntity[id] = append(r.byEntity[id], seq)
+	r.mu.Unlock()
+}
+
+func (r *received) get(id string) []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byEntity[id])
+}
+
+func (r *received) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.byEntity {
+		n += len(s)
+	}
+	return n
+}
+
+// ask sends Ping through region and waits for the Pong.
+func ask(n *testkit.Node, region *actor.PID, id string, seq int64, timeout time.Duration) (*testpb.Pong, error) {
+	res, err := n.System.Root.RequestFuture(region, &testpb.Ping{EntityId: id, Seq: seq}, timeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	p, ok := res.(*testpb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("answer is %T", res)
+	}
+	return p, nil
+}
+
+// askEventually retries until the entity answers (during a hand-off or a
+// crash the first tries may be lost: at-most-once).
+func askEventually(t *testing.T, n *testkit.Node, region *actor.PID, id string, seq int64) *testpb.Pong {
+	t.Helper()
+	var pong *testpb.Pong
+	testkit.WaitFor(t, 60*time.Second, func() bool {
+		p, err := ask(n, region, id, seq, 2*time.Second)
+		pong = p
+		return err == nil
+	}, "entity %s never answered through %s", id, n.Name)
+	return pong
+}
+
+func entityIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("e-%d", i)
+	}
+	return out
+}
+
+// regionStats asks a region for its per-shard entity counts.
+func regionStats(t *testing.T, n *testkit.Node, region *actor.PID) *messages.ShardRegionStats {
+	t.Helper()
+	res, err := n.System.Root.RequestFuture(region, &messages.GetShardRegionStats{}, 10*time.Second).Result()
+	if err != nil {
+		t.Fatalf("GetShardRegionStats on %s: %v", n.Name, err)
+	}
+	return res.(*messages.ShardRegionStats)
+}
+
+func clusterStats(t *testing.T, n *testkit.Node, region *actor.PID) *messages.ClusterShardingStats {
+	t.Helper()
+	res, err := n.System.Root.RequestFuture(region, &messages.GetClusterShardingStats{TimeoutMillis: 5000}, 15*time.Second).Result()
+	if err != nil {
+		t.Fatalf("GetClusterShardingStats on %s: %v", n.Name, err)
+	}
+	return res.(*messages.ClusterShardingStats)
+}
+
+func currentRegions(t *testing.T, n *testkit.Node, region *actor.PID) []string {
+	t.Helper()
+	res, err := n.System.Root.RequestFuture(region, &messages.GetCurrentRegions{}, 10*time.Second).Result()
+	if err != nil {
+		t.Fatalf("GetCurrentRegions on %s: %v", n.Name, err)
+	}
+	out := slices.Clone(res.(*messages.CurrentRegions).Addresses)
+	sort.Strings(out)
+	return out
+}
+
+// shardsPerNode counts the shards each running node's region hosts
+// (GetShardRegionStats), by node address.
+func (w *world) shardsPerNode() map[string]int {
+	out := map[string]int{}
+	for _, n := range w.cluster.Running() {
+		st := regionStats(w.t, n, w.region(n))
+		out[n.Address()] = len(st.Stats)
+	}
+	return out
+}
+
+// coordinatorState asks the coordinator (on the oldest node) for its state.
+func (w *world) coordinatorState() *coordinatoractor.CurrentCoordinatorState {
+	w.t.Helper()
+	oldest := w.cluster.Oldest("")
+	if oldest == nil {
+		w.t.Fatal("no oldest node")
+	}
+	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/coordinator")
+	res, err := oldest.System.Root.RequestFuture(pid, &coordinatoractor.GetCoordinatorState{}, 10*time.Second).Result()
+	if err != nil {
+		return nil
+	}
+	st, _ := res.(*coordinatoractor.CurrentCoordinatorState)
+	return st
+}
+
+func pingMsg(id string, seq int64) *testpb.Ping { return &testpb.Ping{EntityId: id, Seq: seq} }
+
+// regionsAgreeWithCoordinator returns "" when the shards each running
+// region hosts are exactly those the coordinator allocated to it, else the
+// differences.
+func (w *world) regionsAgreeWithCoordinator() string {
+	st := w.coordinatorState()
+	if st == nil {
+		return "no coordinator state"
+	}
+	var diffs []string
+	for _, n := range w.cluster.Running() {
+		key := coordinatoractor.RegionKey(w.region(n))
+		want := map[string]bool{}
+		for _, s := range st.State.Regions[key].Shards {
+			want[s] = true
+		}
+		got := regionStats(w.t, n, w.region(n))
+		for s := range got.Stats {
+			if !want[s] {
+				diffs = append(diffs, fmt.Sprintf("%s hosts %s, allocated to %s", n.Name, s, st.State.Shards[s]))
+			}
+			delete(want, s)
+		}
+		for s := range want {
+			diffs = append(diffs, fmt.Sprintf("%s does not host its shard %s", n.Name, s))
+		}
+	}
+	sort.Strings(diffs)
+	return strings.Join(diffs, "; ")
+}
+
+// waitRegistered waits until the coordinator has n regions registered:
+// membership converges before the regions have registered.
+func (w *world) waitRegistered(n int) {
+	w.t.Helper()
+	testkit.WaitFor(w.t, 60*time.Second, func() bool {
+		st := w.coordinatorState()
+		return st != nil && len(st.State.Regions) == n
+	}, "coordinator never had %d regions registered", n)
+}

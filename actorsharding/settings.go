@@ -1,0 +1,170 @@
+package actorsharding
+
+import (
+	"time"
+
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/singleton"
+)
+
+// Settings of one entity type's sharding, with Akka's names and defaults
+// (akka.cluster.sharding). It composes the settings of the actors it
+// starts. Change it with Options.
+type Settings struct {
+	// Role: regions host shards only on members with this role; "" means
+	// every member. The coordinator runs on the oldest member with it.
+	Role string
+	// BufferSize bounds the messages a region holds for shards whose home
+	// is unknown. When full, a message is dropped with a warning and a
+	// dead-letter event. Default 100000.
+	BufferSize int
+	// RetryInterval: Register and GetShardHome are resent at this interval
+	// until answered. Default 2s.
+	RetryInterval time.Duration
+	// ShardRegionQueryTimeout bounds the answers to GetShardRegionState,
+	// GetShardRegionStats and GetClusterShardingStats. Default 3s.
+	ShardRegionQueryTimeout time.Duration
+	// GracefulShutdownTimeout bounds the wait of a node's membership leave
+	// for its regions' graceful shutdown. Default: the hand-off timeout
+	// plus 10s.
+	GracefulShutdownTimeout time.Duration
+	// Coordinator configures the ShardCoordinator (rebalance-interval,
+	// handoff-timeout, shard-start-timeout, min-nr-of-members...).
+	Coordinator coordinatoractor.Settings
+	// Shard configures the Shard actors (handoff-timeout, the hand-off stop
+	// message).
+	Shard shardactor.Settings
+	// Singleton configures the cluster singleton that runs the coordinator
+	// (hand-over retry interval, removal margin: with Consul membership the
+	// margin should be at least the TTL).
+	Singleton singleton.Settings
+	// AllocationStrategy decides where shards go. Default: the
+	// LeastShardAllocationStrategy with rebalance-absolute-limit 20 and
+	// rebalance-relative-limit 0.1.
+	AllocationStrategy coordinatoractor.ShardAllocationStrategy
+	// StateStore keeps the coordinator's state across coordinator moves.
+	// It must be shared by every node of the entity type: a
+	// coordinatoractor.ConsulStore, or (nodes in one process) one
+	// coordinatoractor.MemoryStore. Default: a MemoryStore of this node
+	// only, which loses the shard homes when the coordinator moves to
+	// another process.
+	StateStore coordinatoractor.StateStore
+}
+
+// DefaultSettings returns Akka's defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		BufferSize:              100000,
+		RetryInterval:           2 * time.Second,
+		ShardRegionQueryTimeout: 3 * time.Second,
+		Coordinator:             coordinatoractor.DefaultSettings(),
+		Shard:                   shardactor.DefaultSettings(),
+		Singleton:               singleton.DefaultSettings(),
+	}
+}
+
+func (s Settings) withDefaults() Settings {
+	d := DefaultSettings()
+	if s.BufferSize <= 0 {
+		s.BufferSize = d.BufferSize
+	}
+	if s.RetryInterval <= 0 {
+		s.RetryInterval = d.RetryInterval
+	}
+	if s.ShardRegionQueryTimeout <= 0 {
+		s.ShardRegionQueryTimeout = d.ShardRegionQueryTimeout
+	}
+	s.Coordinator.Role = s.Role
+	s.Singleton.Role = s.Role
+	if s.Coordinator.ShardRegionQueryTimeout <= 0 {
+		s.Coordinator.ShardRegionQueryTimeout = s.ShardRegionQueryTimeout
+	}
+	s.Coordinator = s.Coordinator.WithDefaults()
+	if s.Shard.HandOffTimeout <= 0 {
+		s.Shard.HandOffTimeout = s.Coordinator.HandOffTimeout
+	}
+	if s.GracefulShutdownTimeout <= 0 {
+		s.GracefulShutdownTimeout = s.Coordinator.HandOffTimeout + 10*time.Second
+	}
+	if s.AllocationStrategy == nil {
+		s.AllocationStrategy = coordinatoractor.NewLeastShardAllocationStrategy(
+			coordinatoractor.DefaultRebalanceAbsoluteLimit, coordinatoractor.DefaultRebalanceRelativeLimit)
+	}
+	if s.StateStore == nil {
+		s.StateStore = coordinatoractor.NewMemoryStore()
+	}
+	return s
+}
+
+// Option changes Settings.
+type Option func(*Settings)
+
+// WithSettings replaces the settings as a whole; later options still apply.
+func WithSettings(s Settings) Option { return func(o *Settings) { *o = s } }
+
+// WithRole sets Settings.Role.
+func WithRole(role string) Option { return func(s *Settings) { s.Role = role } }
+
+// WithBufferSize sets Settings.BufferSize (Akka's buffer-size).
+func WithBufferSize(n int) Option { return func(s *Settings) { s.BufferSize = n } }
+
+// WithRetryInterval sets Settings.RetryInterval (Akka's retry-interval).
+func WithRetryInterval(d time.Duration) Option { return func(s *Settings) { s.RetryInterval = d } }
+
+// WithHandOffTimeout sets the hand-off timeout of the coordinator's
+// rebalance workers and of the shards (Akka's handoff-timeout).
+func WithHandOffTimeout(d time.Duration) Option {
+	return func(s *Settings) { s.Coordinator.HandOffTimeout = d; s.Shard.HandOffTimeout = d }
+}
+
+// WithHandOffStopMessage sets the message sent to each entity when its
+// shard is handed off (default: poison).
+func WithHandOffStopMessage(msg any) Option {
+	return func(s *Settings) { s.Shard.HandOffStopMessage = msg }
+}
+
+// WithShardStartTimeout sets Akka's shard-start-timeout.
+func WithShardStartTimeout(d time.Duration) Option {
+	return func(s *Settings) { s.Coordinator.ShardStartTimeout = d }
+}
+
+// WithRebalanceInterval sets Akka's rebalance-interval.
+func WithRebalanceInterval(d time.Duration) Option {
+	return func(s *Settings) { s.Coordinator.RebalanceInterval = d }
+}
+
+// WithMinNrOfMembers sets Akka's min-nr-of-members: no shard is allocated
+// before this many regions registered.
+func WithMinNrOfMembers(n int) Option {
+	return func(s *Settings) { s.Coordinator.MinNrOfMembers = n }
+}
+
+// WithLeastShardAllocationStrategy sets the default strategy's
+// rebalance-absolute-limit and rebalance-relative-limit.
+func WithLeastShardAllocationStrategy(absoluteLimit int, relativeLimit float64) Option {
+	return func(s *Settings) {
+		s.AllocationStrategy = coordinatoractor.NewLeastShardAllocationStrategy(absoluteLimit, relativeLimit)
+	}
+}
+
+// WithAllocationStrategy sets a custom allocation strategy.
+func WithAllocationStrategy(st coordinatoractor.ShardAllocationStrategy) Option {
+	return func(s *Settings) { s.AllocationStrategy = st }
+}
+
+// WithStateStore sets where the coordinator keeps its state.
+func WithStateStore(st coordinatoractor.StateStore) Option {
+	return func(s *Settings) { s.StateStore = st }
+}
+
+// WithSingletonSettings sets the settings of the coordinator's singleton
+// manager (its Role is always the sharding role).
+func WithSingletonSettings(st singleton.Settings) Option {
+	return func(s *Settings) { s.Singleton = st }
+}
+
+// WithShardRegionQueryTimeout sets Akka's shard-region-query-timeout.
+func WithShardRegionQueryTimeout(d time.Duration) Option {
+	return func(s *Settings) { s.ShardRegionQueryTimeout = d; s.Coordinator.ShardRegionQueryTimeout = d }
+}

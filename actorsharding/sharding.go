@@ -1,0 +1,204 @@
+// Package actorsharding is the entry point of protoshard: Akka's Cluster
+// Sharding for proto.actor. Start one region per node and entity type with
+// Sharding.StartRegion, then send messages for entities to the region's
+// PID: the region finds the entity's shard home through the coordinator (a
+// cluster singleton), starts the entity on demand there and forwards the
+// message, with its sender, so a RequestFuture gets the entity's Respond.
+// Shards move when nodes join, leave or crash; an entity never runs twice
+// at the same time.
+package actorsharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/extensions"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/singleton"
+)
+
+var extensionID = extensions.NextExtensionID()
+
+// Sharding is Akka's ClusterSharding extension: one per actor system, with
+// the regions and proxies started on it.
+type Sharding struct {
+	system  *actor.ActorSystem
+	cluster *membership.Cluster
+
+	mu      sync.Mutex
+	regions map[string]*startedRegion
+}
+
+type startedRegion struct {
+	pid     *actor.PID
+	proxy   bool
+	stopped chan struct{}
+}
+
+// ExtensionID implements proto.actor's extensions.Extension.
+func (s *Sharding) ExtensionID() extensions.ExtensionID { return extensionID }
+
+// New returns the Sharding of system, creating it on first use. cluster is
+// the node's membership; it must be the same on every call for a system.
+func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, error) {
+	if system == nil || cluster == nil {
+		return nil, errors.New("actorsharding: New needs an actor system and a membership cluster")
+	}
+	if ext := system.Extensions.Get(extensionID); ext != nil {
+		s := ext.(*Sharding)
+		if s.cluster != cluster {
+			return nil, errors.New("actorsharding: this actor system already has a Sharding with another membership cluster")
+		}
+		return s, nil
+	}
+	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
+	system.Extensions.Register(s)
+	return s, nil
+}
+
+// RegionName is the actor name of the region (or proxy) of typeName.
+func RegionName(typeName string) string { return "sharding/" + typeName }
+
+// CoordinatorManagerName is the actor name of the singleton manager that
+// runs typeName's coordinator.
+func CoordinatorManagerName(typeName string) string { return "sharding/" + typeName + "Coordinator" }
+
+// StartRegion starts the ShardRegion of typeName on this node and returns
+// its PID. Entities are created from entityProps, on demand, as children
+// of their shard. The coordinator's singleton manager starts with it. If
+// the member lacks the settings' role, a proxy is started instead (as
+// Akka). Starting a started type returns the existing region.
+func (s *Sharding) StartRegion(typeName string, entityProps *actor.Props, extractor MessageExtractor, opts ...Option) (*actor.PID, error) {
+	if entityProps == nil {
+		return nil, fmt.Errorf("actorsharding: StartRegion %q: entity props are nil", typeName)
+	}
+	return s.start(typeName, entityProps, extractor, opts)
+}
+
+// StartProxy starts a region of typeName that routes messages to entities
+// but hosts none (Akka's startProxy). If this member has the settings'
+// role, the coordinator's singleton manager starts too, so a proxy node
+// that is the oldest can still run the coordinator.
+func (s *Sharding) StartProxy(typeName string, extractor MessageExtractor, opts ...Option) (*actor.PID, error) {
+	return s.start(typeName, nil, extractor, opts)
+}
+
+func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor MessageExtractor, opts []Option) (*actor.PID, error) {
+	if typeName == "" {
+		return nil, errors.New("actorsharding: empty type name")
+	}
+	if extractor == nil {
+		extractor = NewHashCodeMessageExtractor(DefaultNumberOfShards)
+	}
+	settings := DefaultSettings()
+	for _, o := range opts {
+		o(&settings)
+	}
+	settings = settings.withDefaults()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.regions[typeName]; ok {
+		return r.pid, nil
+	}
+	hasRole := settings.Role == "" || s.cluster.Self().HasRole(settings.Role) || hasConfiguredRole(s.cluster, settings.Role)
+	if !hasRole {
+		entityProps = nil
+	}
+	if hasRole {
+		props := coordinatoractor.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore)
+		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), withSingletonName(settings.Singleton)); err != nil {
+			return nil, fmt.Errorf("actorsharding: start coordinator of %q: %w", typeName, err)
+		}
+	}
+	proxy, err := singleton.StartProxy(s.system, s.cluster, CoordinatorManagerName(typeName), singleton.ProxySettings{
+		SingletonName: withSingletonName(settings.Singleton).SingletonName,
+		Role:          settings.Role,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
+	}
+	stopped := make(chan struct{})
+	pid, err := s.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &region{
+			typeName:         typeName,
+			entityProps:      entityProps,
+			extractor:        extractor,
+			settings:         settings,
+			cluster:          s.cluster,
+			coordinatorProxy: proxy,
+			stopped:          stopped,
+		}
+	}), RegionName(typeName))
+	if err != nil {
+		s.system.Root.Stop(proxy)
+		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
+	}
+	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, stopped: stopped}
+	if entityProps != nil {
+		s.cluster.RegisterLeaveHook("sharding region "+typeName, func(ctx context.Context) error {
+			return s.gracefulShutdown(ctx, pid, stopped, settings.GracefulShutdownTimeout)
+		})
+	}
+	return pid, nil
+}
+
+// hasConfiguredRole covers a region started before the member joined:
+// Self() is empty then, so the configured roles decide.
+func hasConfiguredRole(c *membership.Cluster, role string) bool {
+	return c.Self().ID == "" && c.HasConfiguredRole(role)
+}
+
+func withSingletonName(st singleton.Settings) singleton.Settings {
+	if st.SingletonName == "" {
+		st.SingletonName = "coordinator"
+	}
+	return st
+}
+
+// gracefulShutdown hands off the region's shards and waits until it has
+// stopped: the node's membership leave waits for it (Akka's coordinated
+// shutdown phase cluster-sharding-shutdown-region).
+func (s *Sharding) gracefulShutdown(ctx context.Context, pid *actor.PID, stopped chan struct{}, timeout time.Duration) error {
+	s.system.Root.Send(pid, &messages.GracefulShutdown{})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("shard region %s graceful shutdown: %w", pid.Id, ctx.Err())
+	case <-t.C:
+		return fmt.Errorf("shard region %s graceful shutdown: not done after %v", pid.Id, timeout)
+	}
+}
+
+// Region returns the region (or proxy) of typeName started on this system.
+func (s *Sharding) Region(typeName string) (*actor.PID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.regions[typeName]
+	if !ok {
+		return nil, false
+	}
+	return r.pid, true
+}
+
+// GracefulShutdown hands off the shards of typeName's region and waits until
+// it has stopped (or ctx ends). Sending messages.GracefulShutdown to the
+// region does the same without waiting.
+func (s *Sharding) GracefulShutdown(ctx context.Context, typeName string) error {
+	s.mu.Lock()
+	r, ok := s.regions[typeName]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("actorsharding: no region %q", typeName)
+	}
+	return s.gracefulShutdown(ctx, r.pid, r.stopped, 24*time.Hour)
+}

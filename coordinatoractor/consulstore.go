@@ -1,0 +1,132 @@
+package coordinatoractor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// ConsulStateKey returns the Consul KV key under which the coordinator of
+// the entity type typeName keeps its state.
+func ConsulStateKey(typeName string) string {
+	return "protoshard/sharding/" + typeName + "/coordinator-state"
+}
+
+// ConsulStore is a StateStore in one Consul KV key, so that the state
+// survives the node of the coordinator. The version is the key's
+// ModifyIndex, and every write is a check-and-set on it: a coordinator that
+// lost its role (it was cut off, and a newer coordinator started and saved)
+// cannot overwrite the newer state, because its CAS against the old index
+// fails and Save returns ErrVersionConflict.
+//
+// A ConsulStore is safe for use by several goroutines (api.Client is).
+type ConsulStore struct {
+	kv  *api.KV
+	key string
+}
+
+var _ StateStore = (*ConsulStore)(nil)
+
+// NewConsulStore returns a store that keeps the state in key (see
+// ConsulStateKey) through client.
+func NewConsulStore(client *api.Client, key string) *ConsulStore {
+	return &ConsulStore{kv: client.KV(), key: key}
+}
+
+// Key returns the Consul KV key of the store.
+func (s *ConsulStore) Key() string { return s.key }
+
+// Load implements StateStore: the version is the key's ModifyIndex; a
+// missing key is the empty state at version 0.
+func (s *ConsulStore) Load(ctx context.Context) (State, uint64, error) {
+	pair, err := s.get(ctx)
+	if err != nil {
+		return State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
+	}
+	if pair == nil {
+		return NewState(false), 0, nil
+	}
+	st, err := DecodeState(pair.Value)
+	if err != nil {
+		return State{}, 0, fmt.Errorf("consul state store %s: load (modify index %d): %w", s.key, pair.ModifyIndex, err)
+	}
+	return st, pair.ModifyIndex, nil
+}
+
+// Save implements StateStore with a CAS on the key's ModifyIndex. Consul
+// treats index 0 as "create only if the key does not exist", which is
+// exactly version 0's meaning.
+//
+// The CAS runs as a one-operation transaction rather than through KV.CAS,
+// because the transaction answers with the key's new ModifyIndex while
+// KV.CAS answers only true or false. Reading the index afterwards would be
+// racy: a newer coordinator may write in between, and its index taken for
+// ours would let our next CAS overwrite its state. The price: a
+// transaction carries the value base64-encoded in JSON, so Consul's
+// txn_max_req_len (512 KiB by default) caps the encoded state at about
+// 380 KiB, against 512 KiB for a plain KV write. Larger states fail with a
+// plain error, not ErrVersionConflict.
+func (s *ConsulStore) Save(ctx context.Context, state State, version uint64) (uint64, error) {
+	data, err := EncodeState(state)
+	if err != nil {
+		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
+	}
+	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: s.key, Value: data, Index: version}}
+	ok, resp, _, err := s.kv.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
+	}
+	if ok {
+		if len(resp.Results) != 1 || resp.Results[0] == nil || resp.Results[0].ModifyIndex == 0 {
+			return 0, fmt.Errorf("consul state store %s: save at version %d: transaction succeeded without the new modify index", s.key, version)
+		}
+		return resp.Results[0].ModifyIndex, nil
+	}
+	return 0, s.failedSave(ctx, version, resp.Errors)
+}
+
+// failedSave explains a rolled-back CAS transaction. Consul reports a
+// stale index only as text, and an operation can fail for other reasons
+// (an ACL denial, say), so the stored index is read to tell a conflict,
+// which means "stop being coordinator", from an error worth retrying.
+func (s *ConsulStore) failedSave(ctx context.Context, version uint64, txnErrs api.TxnErrors) error {
+	what := describeTxnErrors(txnErrs)
+	pair, err := s.get(ctx)
+	if err != nil {
+		return fmt.Errorf("consul state store %s: save at version %d failed (%s), and reading the stored version failed: %w",
+			s.key, version, what, err)
+	}
+	var current uint64
+	if pair != nil {
+		current = pair.ModifyIndex
+	}
+	if current != version {
+		return fmt.Errorf("consul state store %s: save at version %d, stored version is %d: %w",
+			s.key, version, current, ErrVersionConflict)
+	}
+	return fmt.Errorf("consul state store %s: save at version %d: transaction rolled back: %s", s.key, version, what)
+}
+
+// get reads the key. It asks for a consistent read: a stale read would
+// hand out an old ModifyIndex, and the CAS that follows would fail as a
+// conflict and make a healthy coordinator step down.
+func (s *ConsulStore) get(ctx context.Context) (*api.KVPair, error) {
+	pair, _, err := s.kv.Get(s.key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	return pair, err
+}
+
+func describeTxnErrors(errs api.TxnErrors) string {
+	if len(errs) == 0 {
+		return "no error given"
+	}
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,76 @@
+// Package coordinatoractor is Akka's ShardCoordinator for proto.actor: the
+// cluster singleton (one per entity type) that decides where every shard
+// lives. Its State is a value changed by events (state.go), allocation and
+// rebalancing are pure strategies (strategy.go, allocation.go), and the
+// state survives the coordinator's node in a StateStore (memory, or Consul
+// KV written with check-and-set).
+package coordinatoractor
+
+import "time"
+
+// Settings of the ShardCoordinator, with Akka's names and defaults
+// (akka.cluster.sharding).
+type Settings struct {
+	// Role: regions run on members with this role ("" = every member);
+	// the coordinator runs on the oldest of them.
+	Role string
+	// RebalanceInterval is the period of RebalanceTick. Default 10s.
+	RebalanceInterval time.Duration
+	// HandOffTimeout bounds one shard's hand-off (RebalanceWorker).
+	// Default 60s.
+	HandOffTimeout time.Duration
+	// ShardStartTimeout: HostShard is resent at this interval until the
+	// region answers ShardStarted. Default 10s.
+	ShardStartTimeout time.Duration
+	// MinNrOfMembers: no shard is allocated until this many regions have
+	// registered (checked until it first holds, as Akka). Default 1.
+	MinNrOfMembers int
+	// WaitingForStateTimeout bounds a StateStore read. Default 2s.
+	WaitingForStateTimeout time.Duration
+	// UpdatingStateTimeout bounds a StateStore write. Default 5s.
+	UpdatingStateTimeout time.Duration
+	// CoordinatorFailureBackoff is the pause before the coordinator reads
+	// its state again after the store failed. Default 5s.
+	CoordinatorFailureBackoff time.Duration
+	// ShardRegionQueryTimeout bounds the regions' answers to
+	// GetClusterShardingStats when the request names no timeout.
+	// Default 3s.
+	ShardRegionQueryTimeout time.Duration
+}
+
+// DefaultSettings returns Akka's defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		RebalanceInterval:         10 * time.Second,
+		HandOffTimeout:            60 * time.Second,
+		ShardStartTimeout:         10 * time.Second,
+		MinNrOfMembers:            1,
+		WaitingForStateTimeout:    2 * time.Second,
+		UpdatingStateTimeout:      5 * time.Second,
+		CoordinatorFailureBackoff: 5 * time.Second,
+		ShardRegionQueryTimeout:   3 * time.Second,
+	}
+}
+
+// WithDefaults returns s with every unset (zero or negative) field set to
+// its default.
+func (s Settings) WithDefaults() Settings {
+	d := DefaultSettings()
+	setDuration(&s.RebalanceInterval, d.RebalanceInterval)
+	setDuration(&s.HandOffTimeout, d.HandOffTimeout)
+	setDuration(&s.ShardStartTimeout, d.ShardStartTimeout)
+	setDuration(&s.WaitingForStateTimeout, d.WaitingForStateTimeout)
+	setDuration(&s.UpdatingStateTimeout, d.UpdatingStateTimeout)
+	setDuration(&s.CoordinatorFailureBackoff, d.CoordinatorFailureBackoff)
+	setDuration(&s.ShardRegionQueryTimeout, d.ShardRegionQueryTimeout)
+	if s.MinNrOfMembers < 1 {
+		s.MinNrOfMembers = d.MinNrOfMembers
+	}
+	return s
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}

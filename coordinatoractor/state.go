@@ -1,0 +1,259 @@
+package coordinatoractor
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// RegionKey is the map key of a region or proxy PID. PIDs are pointers
+// (and carry a cached process), so they are never compared by identity.
+func RegionKey(pid *actor.PID) string {
+	if pid == nil {
+		return ""
+	}
+	return pid.Address + "/" + pid.Id
+}
+
+// RegionEntry is a registered region (or proxy): its PID, the member
+// incarnation it runs on and, for a region, its shards in allocation order.
+type RegionEntry struct {
+	PID      *actor.PID
+	MemberID string
+	Shards   []string
+}
+
+// State is Akka's ShardCoordinator.Internal.State: which regions and
+// proxies are registered and where every allocated shard lives. It is a
+// value: Apply returns a new State and never changes its receiver, so a
+// failed store write leaves the coordinator's current state intact.
+type State struct {
+	// Regions by RegionKey.
+	Regions map[string]RegionEntry
+	// Proxies by RegionKey; their Shards are always empty.
+	Proxies map[string]RegionEntry
+	// Shards maps every allocated shard to its region's RegionKey.
+	Shards map[string]string
+	// Unallocated holds the shards that must be started again somewhere
+	// (remember-entities only): deallocated or on a terminated region.
+	Unallocated map[string]struct{}
+	// RememberEntities switches the Unallocated bookkeeping on.
+	RememberEntities bool
+}
+
+// NewState returns the empty state.
+func NewState(rememberEntities bool) State {
+	return State{
+		Regions:          map[string]RegionEntry{},
+		Proxies:          map[string]RegionEntry{},
+		Shards:           map[string]string{},
+		Unallocated:      map[string]struct{}{},
+		RememberEntities: rememberEntities,
+	}
+}
+
+// Clone returns a deep copy.
+func (s State) Clone() State {
+	c := State{
+		Regions:          make(map[string]RegionEntry, len(s.Regions)),
+		Proxies:          make(map[string]RegionEntry, len(s.Proxies)),
+		Shards:           maps.Clone(s.Shards),
+		Unallocated:      maps.Clone(s.Unallocated),
+		RememberEntities: s.RememberEntities,
+	}
+	if c.Shards == nil {
+		c.Shards = map[string]string{}
+	}
+	if c.Unallocated == nil {
+		c.Unallocated = map[string]struct{}{}
+	}
+	for k, r := range s.Regions {
+		r.Shards = slices.Clone(r.Shards)
+		c.Regions[k] = r
+	}
+	for k, p := range s.Proxies {
+		p.Shards = nil
+		c.Proxies[k] = p
+	}
+	return c
+}
+
+// RegionOf returns the region that hosts shard.
+func (s State) RegionOf(shard string) (*actor.PID, bool) {
+	key, ok := s.Shards[shard]
+	if !ok {
+		return nil, false
+	}
+	r, ok := s.Regions[key]
+	if !ok {
+		return nil, false
+	}
+	return r.PID, true
+}
+
+// IsRegion reports whether pid is a registered region.
+func (s State) IsRegion(pid *actor.PID) bool {
+	_, ok := s.Regions[RegionKey(pid)]
+	return ok
+}
+
+// IsProxy reports whether pid is a registered proxy.
+func (s State) IsProxy(pid *actor.PID) bool {
+	_, ok := s.Proxies[RegionKey(pid)]
+	return ok
+}
+
+// Event is a change of the coordinator's State (Akka's
+// ShardCoordinator.Internal.DomainEvent).
+type Event interface {
+	fmt.Stringer
+	domainEvent()
+}
+
+// ShardRegionRegistered: a region registered.
+type ShardRegionRegistered struct {
+	Region   *actor.PID
+	MemberID string
+}
+
+// ShardRegionProxyRegistered: a proxy registered.
+type ShardRegionProxyRegistered struct {
+	Proxy    *actor.PID
+	MemberID string
+}
+
+// ShardRegionTerminated: a region stopped, left or crashed; its shards are
+// deallocated.
+type ShardRegionTerminated struct{ Region *actor.PID }
+
+// ShardRegionProxyTerminated: a proxy stopped, left or crashed.
+type ShardRegionProxyTerminated struct{ Proxy *actor.PID }
+
+// ShardHomeAllocated: shard now lives on region.
+type ShardHomeAllocated struct {
+	Shard  string
+	Region *actor.PID
+}
+
+// ShardHomeDeallocated: shard lives nowhere (after a hand-off).
+type ShardHomeDeallocated struct{ Shard string }
+
+func (ShardRegionRegistered) domainEvent()      {}
+func (ShardRegionProxyRegistered) domainEvent() {}
+func (ShardRegionTerminated) domainEvent()      {}
+func (ShardRegionProxyTerminated) domainEvent() {}
+func (ShardHomeAllocated) domainEvent()         {}
+func (ShardHomeDeallocated) domainEvent()       {}
+
+func (e ShardRegionRegistered) String() string {
+	return fmt.Sprintf("ShardRegionRegistered(%s, member %s)", RegionKey(e.Region), e.MemberID)
+}
+func (e ShardRegionProxyRegistered) String() string {
+	return fmt.Sprintf("ShardRegionProxyRegistered(%s, member %s)", RegionKey(e.Proxy), e.MemberID)
+}
+func (e ShardRegionTerminated) String() string {
+	return fmt.Sprintf("ShardRegionTerminated(%s)", RegionKey(e.Region))
+}
+func (e ShardRegionProxyTerminated) String() string {
+	return fmt.Sprintf("ShardRegionProxyTerminated(%s)", RegionKey(e.Proxy))
+}
+func (e ShardHomeAllocated) String() string {
+	return fmt.Sprintf("ShardHomeAllocated(%s, %s)", e.Shard, RegionKey(e.Region))
+}
+func (e ShardHomeDeallocated) String() string {
+	return fmt.Sprintf("ShardHomeDeallocated(%s)", e.Shard)
+}
+
+// Apply returns the state after e, or an error (and the unchanged state)
+// when e does not fit the state: these are Akka's `require`s, which there
+// throw and restart the coordinator; here the caller logs and ignores.
+func (s State) Apply(e Event) (State, error) {
+	switch e := e.(type) {
+	case ShardRegionRegistered:
+		key := RegionKey(e.Region)
+		if key == "" {
+			return s, fmt.Errorf("%v: nil region", e)
+		}
+		if _, ok := s.Regions[key]; ok {
+			return s, fmt.Errorf("%v: region already registered", e)
+		}
+		n := s.Clone()
+		n.Regions[key] = RegionEntry{PID: e.Region, MemberID: e.MemberID}
+		return n, nil
+	case ShardRegionProxyRegistered:
+		key := RegionKey(e.Proxy)
+		if key == "" {
+			return s, fmt.Errorf("%v: nil proxy", e)
+		}
+		if _, ok := s.Proxies[key]; ok {
+			return s, fmt.Errorf("%v: proxy already registered", e)
+		}
+		n := s.Clone()
+		n.Proxies[key] = RegionEntry{PID: e.Proxy, MemberID: e.MemberID}
+		return n, nil
+	case ShardRegionTerminated:
+		key := RegionKey(e.Region)
+		r, ok := s.Regions[key]
+		if !ok {
+			return s, fmt.Errorf("%v: region not registered", e)
+		}
+		n := s.Clone()
+		for _, shard := range r.Shards {
+			delete(n.Shards, shard)
+			if n.RememberEntities {
+				n.Unallocated[shard] = struct{}{}
+			}
+		}
+		delete(n.Regions, key)
+		return n, nil
+	case ShardRegionProxyTerminated:
+		key := RegionKey(e.Proxy)
+		if _, ok := s.Proxies[key]; !ok {
+			return s, fmt.Errorf("%v: proxy not registered", e)
+		}
+		n := s.Clone()
+		delete(n.Proxies, key)
+		return n, nil
+	case ShardHomeAllocated:
+		key := RegionKey(e.Region)
+		if e.Shard == "" {
+			return s, fmt.Errorf("%v: empty shard id", e)
+		}
+		if _, ok := s.Regions[key]; !ok {
+			return s, fmt.Errorf("%v: region not registered", e)
+		}
+		if _, ok := s.Shards[e.Shard]; ok {
+			return s, fmt.Errorf("%v: shard already allocated", e)
+		}
+		n := s.Clone()
+		n.Shards[e.Shard] = key
+		r := n.Regions[key]
+		r.Shards = append(r.Shards, e.Shard)
+		n.Regions[key] = r
+		delete(n.Unallocated, e.Shard)
+		return n, nil
+	case ShardHomeDeallocated:
+		key, ok := s.Shards[e.Shard]
+		if !ok {
+			return s, fmt.Errorf("%v: shard not allocated", e)
+		}
+		if _, ok := s.Regions[key]; !ok {
+			return s, fmt.Errorf("%v: region %s not registered", e, key)
+		}
+		n := s.Clone()
+		delete(n.Shards, e.Shard)
+		r := n.Regions[key]
+		r.Shards = slices.DeleteFunc(r.Shards, func(s string) bool { return s == e.Shard })
+		n.Regions[key] = r
+		if n.RememberEntities {
+			n.Unallocated[e.Shard] = struct{}{}
+		}
+		return n, nil
+	case nil:
+		return s, fmt.Errorf("nil event")
+	default:
+		return s, fmt.Errorf("unknown event %T", e)
+	}
+}

@@ -1,0 +1,237 @@
+package coordinatoractor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/protoshard/protoshard/messages"
+)
+
+// ErrVersionConflict means the stored state was written by someone else
+// since the version the caller read: a newer coordinator has taken over (or
+// the state was reset). The caller is stale and must stop acting as
+// coordinator; it must not retry the write with a freshly loaded version,
+// because that would overwrite the newer coordinator's state.
+var ErrVersionConflict = errors.New("coordinator state version conflict: the state was written by another coordinator")
+
+// StateStore keeps the coordinator's State so that a coordinator that
+// starts elsewhere (after a hand-over or a crash) recovers it.
+//
+// Every write is a check-and-set against the version the writer last read
+// or wrote. This is the fencing that keeps two coordinators from both
+// writing: once a new coordinator has saved, the old one's next Save fails
+// with ErrVersionConflict instead of silently overwriting the newer state.
+type StateStore interface {
+	// Load returns the stored state and its version. When nothing is
+	// stored it returns NewState(false) and version 0.
+	Load(ctx context.Context) (State, uint64, error)
+	// Save writes state if the stored version is still version (0: only
+	// if nothing is stored) and returns the new version. When the version
+	// has moved it returns an error wrapping ErrVersionConflict and the
+	// stored state is unchanged.
+	Save(ctx context.Context, state State, version uint64) (uint64, error)
+}
+
+// MemoryStore is a StateStore in process memory. It survives a
+// coordinator's restart on the same node but not the node itself; it is
+// the default store and the reference for the check-and-set contract.
+//
+// It keeps the encoded form rather than the State, so that a caller that
+// mutates a State (or its slices) after Save, or the State that Load
+// returned, cannot change what is stored, and so that the encoding is
+// exercised the same way as with a durable store.
+//
+// A MemoryStore is safe for use by several goroutines.
+type MemoryStore struct {
+	mu      sync.Mutex
+	data    []byte // immutable once stored; nil while nothing is stored
+	version uint64
+}
+
+var _ StateStore = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty MemoryStore. Its versions start at 0
+// (nothing stored) and increase by 1 with every successful Save.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+
+// Load implements StateStore.
+func (m *MemoryStore) Load(ctx context.Context) (State, uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return State{}, 0, fmt.Errorf("memory state store: load: %w", err)
+	}
+	m.mu.Lock()
+	data, version := m.data, m.version
+	m.mu.Unlock()
+	if version == 0 {
+		return NewState(false), 0, nil
+	}
+	// data is never modified in place, so it can be decoded unlocked.
+	s, err := DecodeState(data)
+	if err != nil {
+		return State{}, 0, fmt.Errorf("memory state store: load version %d: %w", version, err)
+	}
+	return s, version, nil
+}
+
+// Save implements StateStore.
+func (m *MemoryStore) Save(ctx context.Context, state State, version uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("memory state store: save at version %d: %w", version, err)
+	}
+	data, err := EncodeState(state)
+	if err != nil {
+		return 0, fmt.Errorf("memory state store: save at version %d: %w", version, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.version != version {
+		return 0, fmt.Errorf("memory state store: save at version %d, stored version is %d: %w",
+			version, m.version, ErrVersionConflict)
+	}
+	m.data = data
+	m.version++
+	return m.version, nil
+}
+
+// EncodeState returns the wire form of s (messages.CoordinatorState).
+//
+// Regions and proxies are written in RegionKey order and the unallocated
+// shards sorted, so equal states encode to equal bytes; a region's shards
+// keep their allocation order. s.Shards is not written: it is derived from
+// the regions and rebuilt by DecodeState. The result is validated like
+// DecodeState validates, so a state that could not be loaded again is
+// never stored.
+func EncodeState(s State) ([]byte, error) {
+	msg := &messages.CoordinatorState{
+		Regions:           make([]*messages.RegionRecord, 0, len(s.Regions)),
+		RegionProxies:     make([]*messages.RegionRecord, 0, len(s.Proxies)),
+		UnallocatedShards: slices.Sorted(maps.Keys(s.Unallocated)),
+		RememberEntities:  s.RememberEntities,
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Regions)) {
+		r := s.Regions[k]
+		msg.Regions = append(msg.Regions, &messages.RegionRecord{
+			Ref:      copyPID(r.PID),
+			MemberId: r.MemberID,
+			Shards:   slices.Clone(r.Shards),
+		})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Proxies)) {
+		p := s.Proxies[k]
+		msg.RegionProxies = append(msg.RegionProxies, &messages.RegionRecord{
+			Ref:      copyPID(p.PID),
+			MemberId: p.MemberID,
+		})
+	}
+	if _, err := stateFromMessage(msg); err != nil {
+		return nil, fmt.Errorf("encode coordinator state: %w", err)
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode coordinator state: %w", err)
+	}
+	return data, nil
+}
+
+// DecodeState parses the wire form written by EncodeState and validates it:
+// every record has a ref with an id, no region or proxy is listed twice, a
+// proxy has no shards, and every shard id is non-empty and either allocated
+// to exactly one region once or unallocated. State.Shards is rebuilt from
+// the regions, whose shards keep their stored order. Empty data decodes to
+// NewState(false).
+func DecodeState(data []byte) (State, error) {
+	var msg messages.CoordinatorState
+	if err := proto.Unmarshal(data, &msg); err != nil {
+		return State{}, fmt.Errorf("decode coordinator state (%d bytes): %w", len(data), err)
+	}
+	s, err := stateFromMessage(&msg)
+	if err != nil {
+		return State{}, fmt.Errorf("decode coordinator state: %w", err)
+	}
+	return s, nil
+}
+
+// stateFromMessage converts and validates the wire form. The PIDs in the
+// result are copies, never the message's own.
+func stateFromMessage(msg *messages.CoordinatorState) (State, error) {
+	s := NewState(msg.GetRememberEntities())
+	for i, rec := range msg.GetRegions() {
+		key, err := recordKey(rec)
+		if err != nil {
+			return State{}, fmt.Errorf("region record %d: %w", i, err)
+		}
+		if _, dup := s.Regions[key]; dup {
+			return State{}, fmt.Errorf("region record %d: region %s listed twice", i, key)
+		}
+		for _, shard := range rec.GetShards() {
+			if shard == "" {
+				return State{}, fmt.Errorf("region record %d (%s): empty shard id", i, key)
+			}
+			if other, dup := s.Shards[shard]; dup {
+				return State{}, fmt.Errorf("region record %d (%s): shard %q already listed under region %s",
+					i, key, shard, other)
+			}
+			s.Shards[shard] = key
+		}
+		s.Regions[key] = RegionEntry{
+			PID:      copyPID(rec.GetRef()),
+			MemberID: rec.GetMemberId(),
+			Shards:   slices.Clone(rec.GetShards()),
+		}
+	}
+	for i, rec := range msg.GetRegionProxies() {
+		key, err := recordKey(rec)
+		if err != nil {
+			return State{}, fmt.Errorf("proxy record %d: %w", i, err)
+		}
+		if _, dup := s.Proxies[key]; dup {
+			return State{}, fmt.Errorf("proxy record %d: proxy %s listed twice", i, key)
+		}
+		if n := len(rec.GetShards()); n > 0 {
+			return State{}, fmt.Errorf("proxy record %d (%s): a proxy hosts no shards, %d listed", i, key, n)
+		}
+		s.Proxies[key] = RegionEntry{PID: copyPID(rec.GetRef()), MemberID: rec.GetMemberId()}
+	}
+	for _, shard := range msg.GetUnallocatedShards() {
+		if shard == "" {
+			return State{}, errors.New("empty unallocated shard id")
+		}
+		// Apply removes a shard from Unallocated when it is allocated; both
+		// at once means the data was not written by this code.
+		if region, ok := s.Shards[shard]; ok {
+			return State{}, fmt.Errorf("shard %q is both unallocated and allocated to region %s", shard, region)
+		}
+		s.Unallocated[shard] = struct{}{}
+	}
+	return s, nil
+}
+
+// recordKey returns the RegionKey of a record's ref, or an error when the
+// record has no usable ref.
+func recordKey(rec *messages.RegionRecord) (string, error) {
+	ref := rec.GetRef()
+	if ref == nil {
+		return "", errors.New("nil ref")
+	}
+	if ref.GetId() == "" {
+		return "", fmt.Errorf("ref at %q has an empty id", ref.GetAddress())
+	}
+	return RegionKey(ref), nil
+}
+
+// copyPID copies the identifying fields of pid. The wire messages never
+// share PIDs with a State: marshalling writes a PID's size cache, and a
+// caller's PIDs may be in use by other goroutines.
+func copyPID(pid *actor.PID) *actor.PID {
+	if pid == nil {
+		return nil
+	}
+	return &actor.PID{Address: pid.GetAddress(), Id: pid.GetId(), RequestId: pid.GetRequestId()}
+}
