@@ -26,6 +26,7 @@ func TestBadInput(t *testing.T) {
 	a, b := w.startNode(false), w.startNode(false)
 	proxy := w.startNode(true)
 	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
 	// Find an entity that lives on b, to send non-proto messages across.
 	var remoteID string
 	for _, id := range entityIDs(200) {

@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -98,7 +99,7 @@ func TestRebalanceOnJoin(t *testing.T) {
 	pings := func() (delivered, dropped int) {
 		delivered = w.received.total() - 1000 // minus the seq-0 asks
 		for _, d := range w.dropped() {
-			if _, ok := d.Message.(*testpb.Ping); ok {
+			if isPing(d.Message) {
 				dropped++
 			}
 		}
@@ -114,7 +115,7 @@ func TestRebalanceOnJoin(t *testing.T) {
 	d, x := pings()
 	t.Logf("sent %d during the rebalance: delivered %d, dropped with a reason %d", sent.Load(), d, x)
 	for _, e := range w.dropped() {
-		if _, ok := e.Message.(*testpb.Ping); ok && !containsAny(e.Reason, "hand-off", "handing off") {
+		if isPing(e.Message) && !containsAny(e.Reason, "hand-off", "handing off") {
 			t.Errorf("a Ping was dropped for an undocumented reason: %s", e.Reason)
 		}
 	}
@@ -154,8 +155,10 @@ func indexOf(s, sub string) int {
 // Done-when 4: a non-coordinator node crashes; its shards are reallocated
 // and new messages to its entities reach new incarnations elsewhere.
 func TestNonCoordinatorCrash(t *testing.T) {
-	backends(t, func(t *testing.T, newWorld func(t *testing.T) *world) {
-		w := newWorld(t)
+	backends(t, func(t *testing.T, newWorld func(t *testing.T, opts ...actorsharding.Option) *world) {
+		// No rebalancing: the test checks that failover alone moves
+		// nothing but the dead node's shards.
+		w := newWorld(t, actorsharding.WithRebalanceInterval(time.Hour))
 		a, b, c := w.startNode(false), w.startNode(false), w.startNode(false)
 		w.cluster.WaitConverged(t, 30*time.Second)
 		w.waitRegistered(3)
@@ -216,8 +219,10 @@ func checkStatsTotal(t *testing.T, w *world, n *testkit.Node, want int) {
 // with the state from the store; shards on surviving nodes do not move;
 // the dead node's shards are reallocated.
 func TestCoordinatorCrash(t *testing.T) {
-	backends(t, func(t *testing.T, newWorld func(t *testing.T) *world) {
-		w := newWorld(t)
+	backends(t, func(t *testing.T, newWorld func(t *testing.T, opts ...actorsharding.Option) *world) {
+		// No rebalancing: the test checks that failover alone moves
+		// nothing but the dead node's shards.
+		w := newWorld(t, actorsharding.WithRebalanceInterval(time.Hour))
 		a, b, c := w.startNode(false), w.startNode(false), w.startNode(false)
 		w.cluster.WaitConverged(t, 30*time.Second)
 		w.waitRegistered(3)
@@ -277,6 +282,7 @@ func TestGracefulShutdown(t *testing.T) {
 	allocated := len(w.coordinatorState().State.Shards)
 	empty := w.startNode(false)
 	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(4)
 
 	leave := func(n *testkit.Node) {
 		t.Helper()
@@ -319,6 +325,7 @@ func TestMinNrOfMembers(t *testing.T) {
 	w := newLocalWorld(t, actorsharding.WithMinNrOfMembers(3))
 	a, b := w.startNode(false), w.startNode(false)
 	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
 	if _, err := ask(a, w.region(a), "early", 1, 2*time.Second); err == nil {
 		t.Fatal("an entity answered before min-nr-of-members regions registered")
 	}
@@ -367,4 +374,17 @@ func TestQueriesNameWhatFailed(t *testing.T) {
 	if len(cs.Regions) != 3 {
 		t.Fatalf("stats cover %d regions, want 3", len(cs.Regions))
 	}
+}
+
+// isPing: a dropped Ping, as the region (bare) or a shard (in a Deliver)
+// reports it.
+func isPing(m any) bool {
+	switch d := m.(type) {
+	case *shardactor.Deliver:
+		m = d.Message
+	case *messages.ShardingEnvelope:
+		m, _ = actorsharding.UnpackEnvelope(d)
+	}
+	_, ok := m.(*testpb.Ping)
+	return ok
 }

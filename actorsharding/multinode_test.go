@@ -2,23 +2,27 @@ package actorsharding_test
 
 import (
 	"testing"
+
+	"github.com/protoshard/protoshard/actorsharding"
 	"time"
 
 	"github.com/protoshard/protoshard/testkit"
 )
 
 // backends runs a test over local membership and over a real Consul.
-func backends(t *testing.T, fn func(t *testing.T, newWorld func(t *testing.T) *world)) {
-	t.Run("local", func(t *testing.T) { fn(t, func(t *testing.T) *world { return newLocalWorld(t) }) })
-	t.Run("consul", func(t *testing.T) { fn(t, func(t *testing.T) *world { return newConsulWorld(t) }) })
+func backends(t *testing.T, fn func(t *testing.T, newWorld func(t *testing.T, opts ...actorsharding.Option) *world)) {
+	t.Run("local", func(t *testing.T) { fn(t, newLocalWorld) })
+	t.Run("consul", func(t *testing.T) { fn(t, newConsulWorld) })
 }
 
 // Done-when 2: with two and three nodes, entities live on every node, a
 // message sent to any node's region reaches the one entity, and a
 // proxy-only node routes but hosts nothing.
 func TestTwoAndThreeNodes(t *testing.T) {
-	backends(t, func(t *testing.T, newWorld func(t *testing.T) *world) {
-		w := newWorld(t)
+	backends(t, func(t *testing.T, newWorld func(t *testing.T, opts ...actorsharding.Option) *world) {
+		// No rebalancing here: it would move (and so restart) entities
+		// while the test counts them; TestRebalanceOnJoin covers it.
+		w := newWorld(t, actorsharding.WithRebalanceInterval(time.Hour))
 		nodes := []*testkit.Node{w.startNode(false), w.startNode(false)}
 		w.cluster.WaitConverged(t, 30*time.Second)
 		w.waitRegistered(2)

@@ -49,8 +49,11 @@ type region struct {
 	shardSeq     int
 	handingOff   map[string]bool // child PID id -> handing off
 	buffers      map[string][]bufferedMessage
-	bufferOrder  []string // shards in the order their buffers were opened
-	buffered     int
+	// handedOff: shards this region handed off and whose new home it has
+	// not learned yet (see onEnvelope).
+	handedOff   map[string]bool
+	bufferOrder []string // shards in the order their buffers were opened
+	buffered    int
 
 	gracefulShutdown bool
 }
@@ -76,6 +79,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.shardByChild = map[string]string{}
 		r.handingOff = map[string]bool{}
 		r.buffers = map[string][]bufferedMessage{}
+		r.handedOff = map[string]bool{}
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
 		ctx.Logger().Info("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
@@ -263,6 +267,7 @@ func (r *region) setHome(ctx actor.Context, shard string, ref *actor.PID) {
 		r.forgetHome(shard, old)
 	}
 	r.regionByShard[shard] = ref
+	delete(r.handedOff, shard)
 	key := coordinatoractor.RegionKey(ref)
 	set, ok := r.regions[key]
 	if !ok {
@@ -351,6 +356,7 @@ func (r *region) onHandOff(ctx actor.Context, shard string) {
 	// now: those messages may have been forwarded by other regions, and
 	// sending them on after the hand-off could reorder them.
 	r.dropBuffer(ctx, shard, "messages buffered at the shard's old home during its hand-off are dropped to avoid reordering (Akka's rule)")
+	r.handedOff[shard] = true
 	if pid, ok := r.shards[shard]; ok {
 		// The child leaves r.shards now: if the shard comes back here
 		// before the old child has stopped, a new child (with a new name)
@@ -523,6 +529,18 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 	if env.GetShardId() != "" && env.GetShardId() != shard {
 		r.drop(ctx, env, fmt.Sprintf("ShardingEnvelope names shard %q but this node's extractor maps entity %q to shard %q: the extractors of the nodes differ",
 			env.GetShardId(), id, shard))
+		return
+	}
+	if _, known := r.regionByShard[shard]; !known && env.GetShardId() != "" && r.handedOff[shard] {
+		// Forwarded by another region before it heard of the hand-off, and
+		// arriving after it: that region has sent its sender's later
+		// messages to the new home already, so sending this one on could
+		// overtake them. Dropped, as Akka drops what the old home buffered.
+		r.drop(ctx, env, fmt.Sprintf("message for entity %q forwarded to the shard's old home after its hand-off; dropped to avoid reordering", id))
+		// Learning the new home ends this rule for the shard.
+		if r.coordinator != nil {
+			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
+		}
 		return
 	}
 	m, err := UnpackEnvelope(env)
