@@ -15,8 +15,10 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const typeName = "Counter"
@@ -27,6 +29,7 @@ type world struct {
 	t        *testing.T
 	cluster  *testkit.Cluster
 	consul   bool
+	backend  *testkit.ConsulBackend // consul worlds only
 	store    coordinatoractor.StateStore
 	ledger   *testkit.Ledger
 	received *received
@@ -36,6 +39,10 @@ type world struct {
 	mu      sync.Mutex
 	regions map[*testkit.Node]*actor.PID
 	drops   []*deadletter.Event
+
+	// stopping and release let a test hold an entity in its stop message.
+	stopping chan string
+	release  chan struct{}
 }
 
 func skipUnderRace(t *testing.T) {
@@ -54,7 +61,7 @@ func newLocalWorld(t *testing.T, opts ...actorsharding.Option) *world {
 func newConsulWorld(t *testing.T, opts ...actorsharding.Option) *world {
 	skipUnderRace(t)
 	b := testkit.NewConsulBackend(t)
-	w := &world{t: t, cluster: testkit.NewCluster(t, b), consul: true,
+	w := &world{t: t, cluster: testkit.NewCluster(t, b), consul: true, backend: b,
 		store: coordinatoractor.NewConsulStore(b.Agent.Client(), coordinatoractor.ConsulStateKey(typeName))}
 	return w.init(opts)
 }
@@ -64,6 +71,8 @@ func (w *world) init(opts []actorsharding.Option) *world {
 	w.received = &received{byEntity: map[string][]int64{}}
 	w.shards = 100
 	w.regions = map[*testkit.Node]*actor.PID{}
+	w.stopping = make(chan string, 16)
+	w.release = make(chan struct{})
 	removal := time.Duration(0)
 	if w.consul {
 		removal = 3 * time.Second // at least the TTL the test kit's Consul backend uses
@@ -134,6 +143,26 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 		case *actor.Stopped:
 			w.ledger.Stopped(entityKey(ctx), ctx.Self().String())
 		case *testpb.Ping:
+			switch m.Seq {
+			case passivateSeq:
+				ctx.Request(ctx.Parent(), &messages.Passivate{})
+				return
+			case slowPassivateSeq:
+				stop, _ := anypb.New(&testpb.Ping{EntityId: m.EntityId, Seq: slowStopSeq})
+				ctx.Request(ctx.Parent(), &messages.Passivate{StopMessage: stop})
+				return
+			case slowStopSeq:
+				// The shard sent the stop message: it holds what comes next.
+				w.stopping <- m.EntityId
+				<-w.release
+				ctx.Stop(ctx.Self())
+				return
+			case stopSeq:
+				ctx.Stop(ctx.Self())
+				return
+			case panicSeq:
+				panic("test entity told to fail")
+			}
 			w.received.add(m.EntityId, m.Seq)
 			ctx.Respond(&testpb.Pong{EntityId: m.EntityId, Seq: m.Seq, Node: n.Address(), Incarnation: ctx.Self().String()})
 		}
@@ -305,4 +334,9 @@ func (w *world) waitRegistered(n int) {
 		st := w.coordinatorState()
 		return st != nil && len(st.State.Regions) == n
 	}, "coordinator never had %d regions registered", n)
+}
+
+// consulRememberStore is a remember-entities store in the world's Consul.
+func (w *world) consulRememberStore() shardactor.RememberEntitiesStore {
+	return shardactor.NewConsulRememberEntitiesStore(w.backend.Agent.Client(), typeName)
 }

@@ -56,6 +56,31 @@ type region struct {
 	buffered    int
 
 	gracefulShutdown bool
+	// activeEntityLimit is the region's passivation limit (0: none), which
+	// its shards share evenly.
+	activeEntityLimit int
+	limitShared       bool // a limit was sent to the shards once
+}
+
+// SetActiveEntityLimit, sent to a region, changes its passivation
+// active-entity limit at run time (Akka's SetActiveEntityLimit): each of
+// its shards gets an even share, and entities beyond it are passivated
+// (least recently used first, by default). 0 removes the limit.
+type SetActiveEntityLimit struct {
+	Limit int
+}
+
+// ShardLimit is one shard's share of a region's active-entity limit: the
+// limit divided by the number of shards, at least 1 (a share of 0 would
+// mean "no limit" to the shard). 0 (no limit) stays 0.
+func ShardLimit(regionLimit, shards int) int {
+	if regionLimit <= 0 {
+		return 0
+	}
+	if shards <= 1 {
+		return regionLimit
+	}
+	return max(1, regionLimit/shards)
 }
 
 type bufferedMessage struct {
@@ -80,6 +105,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.handingOff = map[string]bool{}
 		r.buffers = map[string][]bufferedMessage{}
 		r.handedOff = map[string]bool{}
+		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
 		ctx.Logger().Info("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
@@ -137,6 +163,14 @@ func (r *region) active(ctx actor.Context) {
 		r.onGetShardRegionState(ctx)
 	case *messages.StartEntity:
 		r.onStartEntity(ctx, msg)
+	case *SetActiveEntityLimit:
+		if msg.Limit < 0 {
+			r.drop(ctx, msg, fmt.Sprintf("negative active-entity limit %d", msg.Limit))
+			return
+		}
+		ctx.Logger().Info("shard region: active-entity limit changed", slog.String("type", r.typeName), slog.Int("limit", msg.Limit))
+		r.activeEntityLimit = msg.Limit
+		r.shareEntityLimit(ctx)
 	case *messages.ShardingEnvelope:
 		r.onEnvelope(ctx, msg)
 	case *messages.RegisterProxy, *messages.Register, *messages.GetShardHome, *messages.ShardStarted,
@@ -335,6 +369,7 @@ func (r *region) getShard(ctx actor.Context, shard string) (*actor.PID, error) {
 	}
 	r.shards[shard] = pid
 	r.shardByChild[pid.Id] = shard
+	r.shareEntityLimit(ctx)
 	ctx.Logger().Debug("shard started", slog.String("type", r.typeName), slog.String("shard", shard))
 	return pid, nil
 }
@@ -366,6 +401,7 @@ func (r *region) onHandOff(ctx actor.Context, shard string) {
 		delete(r.shards, shard)
 		r.handingOff[pid.Id] = true
 		ctx.Forward(pid)
+		r.shareEntityLimit(ctx)
 		return
 	}
 	ctx.Respond(&messages.ShardStopped{Shard: shard})
@@ -389,6 +425,7 @@ func (r *region) onTerminated(ctx actor.Context, who *actor.PID) {
 			}
 			if cur, ok := r.shards[shard]; ok && cur.Equal(who) {
 				delete(r.shards, shard)
+				r.shareEntityLimit(ctx)
 			}
 			ctx.Logger().Warn("shard stopped unexpectedly; it starts again on its next message",
 				slog.String("type", r.typeName), slog.String("shard", shard))
@@ -784,4 +821,17 @@ func askShards(root *actor.RootContext, shards []shardRef, q any, timeout time.D
 		out[i] = shardAnswer{shard: shards[i].shard, answer: res}
 	}
 	return out
+}
+
+// shareEntityLimit tells every shard its share of the region's limit; the
+// shares change with the number of shards (as Akka's region does).
+func (r *region) shareEntityLimit(ctx actor.Context) {
+	if r.activeEntityLimit <= 0 && !r.limitShared {
+		return // no limit was ever set: nothing to tell
+	}
+	r.limitShared = true
+	share := ShardLimit(r.activeEntityLimit, len(r.shards))
+	for _, pid := range r.shards {
+		ctx.Send(pid, &shardactor.SetActiveEntityLimit{Limit: share})
+	}
 }

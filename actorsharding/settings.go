@@ -3,6 +3,8 @@ package actorsharding
 import (
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
@@ -29,6 +31,11 @@ type Settings struct {
 	// for its regions' graceful shutdown. Default: the hand-off timeout
 	// plus 10s.
 	GracefulShutdownTimeout time.Duration
+	// RememberEntities (Akka's remember-entities): every shard records its
+	// running entities in the Shard settings' RememberEntitiesStore and
+	// starts them again wherever it starts next (rebalance, crash, full
+	// restart). Idle passivation is off with it (Akka's rule).
+	RememberEntities bool
 	// Coordinator configures the ShardCoordinator (rebalance-interval,
 	// handoff-timeout, shard-start-timeout, min-nr-of-members...).
 	Coordinator coordinatoractor.Settings
@@ -76,6 +83,14 @@ func (s Settings) withDefaults() Settings {
 		s.ShardRegionQueryTimeout = d.ShardRegionQueryTimeout
 	}
 	s.Coordinator.Role = s.Role
+	s.Coordinator.RememberEntities = s.RememberEntities
+	s.Shard.RememberEntities = s.RememberEntities
+	if s.Shard.RetryInterval <= 0 {
+		s.Shard.RetryInterval = s.RetryInterval
+	}
+	if s.RememberEntities && s.Shard.RememberEntitiesStore == nil {
+		s.Shard.RememberEntitiesStore = shardactor.NewMemoryRememberEntitiesStore()
+	}
 	s.Singleton.Role = s.Role
 	if s.Coordinator.ShardRegionQueryTimeout <= 0 {
 		s.Coordinator.ShardRegionQueryTimeout = s.ShardRegionQueryTimeout
@@ -167,4 +182,52 @@ func WithSingletonSettings(st singleton.Settings) Option {
 // WithShardRegionQueryTimeout sets Akka's shard-region-query-timeout.
 func WithShardRegionQueryTimeout(d time.Duration) Option {
 	return func(s *Settings) { s.ShardRegionQueryTimeout = d; s.Coordinator.ShardRegionQueryTimeout = d }
+}
+
+// WithRememberEntities switches remember-entities on, with store keeping the
+// entity IDs (shared by every node of the type: a
+// shardactor.ConsulRememberEntitiesStore, or for nodes in one process one
+// shardactor.MemoryRememberEntitiesStore). A nil store means a memory store
+// of this node only, which does not survive the node.
+func WithRememberEntities(store shardactor.RememberEntitiesStore) Option {
+	return func(s *Settings) {
+		s.RememberEntities = true
+		s.Shard.RememberEntitiesStore = store
+	}
+}
+
+// WithPassivationIdleTimeout sets Akka's passivation idle timeout (default
+// 120s); a negative value switches idle passivation off. It is off with
+// remember-entities regardless.
+func WithPassivationIdleTimeout(d time.Duration) Option {
+	return func(s *Settings) { s.Shard.PassivationIdleTimeout = d }
+}
+
+// WithActiveEntityLimit sets Akka's passivation active-entity-limit of each
+// region (0: none), divided evenly among the region's shards, and the
+// replacement policy (shardactor.LeastRecentlyUsedPolicy or
+// shardactor.SegmentedLeastRecentlyUsedPolicy; "" for the default).
+func WithActiveEntityLimit(limit int, policy string) Option {
+	return func(s *Settings) { s.Shard.ActiveEntityLimit = limit; s.Shard.ReplacementPolicy = policy }
+}
+
+// WithEntityRestartBackoff sets Akka's entity-restart-backoff (default 10s).
+func WithEntityRestartBackoff(d time.Duration) Option {
+	return func(s *Settings) { s.Shard.EntityRestartBackoff = d }
+}
+
+// WithEntityRecoveryConstantRate sets Akka's entity-recovery-strategy to
+// "constant": n remembered entities started every frequency.
+func WithEntityRecoveryConstantRate(n int, frequency time.Duration) Option {
+	return func(s *Settings) {
+		s.Shard.EntityRecoveryStrategy = shardactor.EntityRecoveryConstant
+		s.Shard.EntityRecoveryConstantNumberOfEntities = n
+		s.Shard.EntityRecoveryConstantFrequency = frequency
+	}
+}
+
+// WithEntitySupervisorStrategy sets what happens when an entity fails
+// (the shard's supervisor strategy; default: proto.actor's restart).
+func WithEntitySupervisorStrategy(st actor.SupervisorStrategy) Option {
+	return func(s *Settings) { s.Shard.EntitySupervisorStrategy = st }
 }

@@ -166,6 +166,10 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 		}
 		c.version = msg.version
 		c.state = msg.state.Clone()
+		c.state.RememberEntities = c.settings.RememberEntities
+		if !c.state.RememberEntities {
+			c.state.Unallocated = map[string]struct{}{}
+		}
 		// Writing the state back at once claims it: a stale coordinator
 		// that still runs elsewhere fails its next check-and-set.
 		if err := c.save(ctx, c.state); err != nil {
@@ -220,6 +224,30 @@ func (c *coordinator) activate(ctx actor.Context) {
 	c.stash = nil
 	for _, s := range stash {
 		ctx.RequestWithCustomSender(ctx.Self(), s.message, s.sender)
+	}
+	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// allocateShardHomesForRememberEntities (Akka's name) allocates every shard
+// that lost its home, so that its remembered entities start again without
+// waiting for a message. A no-op without remember-entities.
+func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
+	if !c.state.RememberEntities || c.stateName != StateActive || !c.hasAllRegionsRegistered() {
+		return
+	}
+	shards := make([]string, 0, len(c.state.Unallocated))
+	for s := range c.state.Unallocated {
+		shards = append(shards, s)
+	}
+	sort.Strings(shards)
+	for _, s := range shards {
+		if c.stateName != StateActive {
+			return
+		}
+		if _, busy := c.rebalanceInProgress[s]; busy {
+			continue
+		}
+		c.onGetShardHome(ctx, s, nil)
 	}
 }
 
@@ -371,6 +399,7 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 	c.hasAllRegionsRegistered()
 	ctx.Send(region, &messages.RegisterAck{Coordinator: ctx.Self()})
 	ctx.Send(region, c.shardHomes())
+	c.allocateShardHomesForRememberEntities(ctx)
 }
 
 func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterProxy) {
@@ -413,13 +442,17 @@ func (c *coordinator) hasAllRegionsRegistered() bool {
 	return c.allRegionsRegistered
 }
 
+// onGetShardHome answers where shard lives, allocating it first if needed.
+// A nil requester allocates without answering (remember-entities).
 func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester *actor.PID) {
-	if shard == "" || requester == nil {
+	if shard == "" {
 		return
 	}
 	if waiting, ok := c.rebalanceInProgress[shard]; ok {
 		// Answered when the hand-off is done (RebalanceDone).
-		c.rebalanceInProgress[shard] = appendPID(waiting, requester)
+		if requester != nil {
+			c.rebalanceInProgress[shard] = appendPID(waiting, requester)
+		}
 		return
 	}
 	if !c.hasAllRegionsRegistered() {
@@ -429,7 +462,9 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		return
 	}
 	if region, ok := c.state.RegionOf(shard); ok {
-		ctx.Send(requester, &messages.ShardHome{Shard: shard, Ref: region})
+		if requester != nil {
+			ctx.Send(requester, &messages.ShardHome{Shard: shard, Ref: region})
+		}
 		return
 	}
 	active := c.regionAllocations(true)
@@ -448,7 +483,9 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 	}
 	ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
 	c.sendHostShard(ctx, shard, region)
-	ctx.Send(requester, &messages.ShardHome{Shard: shard, Ref: region})
+	if requester != nil {
+		ctx.Send(requester, &messages.ShardHome{Shard: shard, Ref: region})
+	}
 }
 
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
@@ -518,6 +555,7 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 			slog.String("type", c.typeName), slog.String("shard", shard))
 	}
 	c.clearRebalanceInProgress(ctx, shard)
+	c.allocateShardHomesForRememberEntities(ctx)
 }
 
 // clearRebalanceInProgress answers the GetShardHome requests held back
@@ -574,6 +612,7 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 		c.cancelHostShardTimer(shard)
 	}
 	delete(c.gracefulShutdownInProgress, key)
+	c.allocateShardHomesForRememberEntities(ctx)
 	return true
 }
 

@@ -32,6 +32,11 @@ type Settings struct {
 	// CoordinatorFailureBackoff is the pause before the coordinator reads
 	// its state again after the store failed. Default 5s.
 	CoordinatorFailureBackoff time.Duration
+	// RememberEntities (Akka's remember-entities): a shard that lost its
+	// home (hand-off, crash, graceful shutdown, full restart) is allocated
+	// again at once, without waiting for a message, so that its shard can
+	// start its remembered entities. Default off.
+	RememberEntities bool
 	// ShardRegionQueryTimeout bounds the regions' answers to
 	// GetClusterShardingStats when the request names no timeout.
 	// Default 3s.

@@ -4,8 +4,16 @@
 // original sender, passivates them on request without losing messages, and
 // stops them all when the coordinator hands the shard off to another region.
 //
-// Remember-entities is not supported yet: an entity that stops is forgotten
-// and started again by the next message for it.
+// Automatic passivation (passivation.go): entities idle for
+// Settings.PassivationIdleTimeout (default 120s) are passivated, and an
+// active-entity limit passivates the least recently used beyond it.
+//
+// Remember-entities (remember.go): with Settings.RememberEntities the shard
+// records its running entities in a RememberEntitiesStore (memory, or
+// Consul KV with batched writes) and starts them all again wherever it
+// starts next. A passivated entity is forgotten; one that stops otherwise
+// starts again after Settings.EntityRestartBackoff. Automatic passivation
+// is off with it, as in Akka.
 //
 // An entity finds its own ID from its name:
 //

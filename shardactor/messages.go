@@ -1,5 +1,7 @@
 package shardactor
 
+import "time"
+
 // Local messages of the Shard. They never cross nodes: the region and its
 // shards live in the same actor system.
 
@@ -38,4 +40,38 @@ type CurrentShardState struct {
 	ShardID string
 	// EntityIDs are the IDs of the entity actors alive, sorted.
 	EntityIDs []string
+}
+
+// SetActiveEntityLimit sets a shard's active-entity limit at run time
+// (Akka's per-shard share of ShardRegion.SetActiveEntityLimit): the region
+// sends each of its shards its share of the region's limit. The shard
+// applies it at once, passivating the entities its replacement policy
+// chooses beyond the new limit. Limit 0 means no limit; a negative Limit is
+// dropped. Ignored while the shard hands off, and when automatic
+// passivation is off (Settings.RememberEntities).
+type SetActiveEntityLimit struct {
+	// Limit is the shard's new limit on active entities; 0: none.
+	Limit int
+}
+
+// GetPassivationState asks a shard how it passivates automatically; the
+// answer is a *PassivationState. For tests and diagnostics. Answered in
+// every state.
+type GetPassivationState struct{}
+
+// PassivationState answers GetPassivationState.
+type PassivationState struct {
+	// ShardID is the shard that answered.
+	ShardID string
+	// Limit is the active-entity limit in force; 0: none (also when
+	// automatic passivation is off).
+	Limit int
+	// IdleTimeout is the idle timeout in force; 0: idle passivation is off.
+	IdleTimeout time.Duration
+	// Active are the entities the replacement policy tracks, in the order
+	// it would passivate them, the next to go first; for the
+	// least-recently-used policy that is the most recently used last.
+	// Entities already chosen for passivation are not in it. Empty when
+	// automatic passivation is off.
+	Active []string
 }

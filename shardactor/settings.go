@@ -2,6 +2,8 @@ package shardactor
 
 import (
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // Settings configures a Shard, with Akka's names and defaults
@@ -14,19 +16,128 @@ type Settings struct {
 	// HandOffStopMessage is sent to each entity at hand-off. nil (the
 	// default) poisons the entities (Akka's PoisonPill): they stop after the
 	// messages already in their mailbox.
+	//
+	// Automatic passivation (idle timeout, active-entity limit) sends it
+	// too, as Akka does: the shard passivates the entity as if it had sent
+	// Passivate with this stop message.
 	HandOffStopMessage any
+	// PassivationIdleTimeout is Akka's
+	// passivation.default-idle-strategy.idle-entity.timeout: an entity that
+	// has had no user message (Deliver or StartEntity) for this long is
+	// passivated. The shard checks every PassivationIdleTimeout/2 (Akka's
+	// default interval), so an entity goes between 1 and 1.5 timeouts after
+	// its last message. Default 120s (zero means the default); negative
+	// switches idle passivation off.
+	PassivationIdleTimeout time.Duration
+	// ActiveEntityLimit is Akka's passivation active-entity-limit: beyond
+	// it, the ReplacementPolicy chooses entities to passivate. 0 (the
+	// default) or negative: no limit. Akka's limit is per region and each
+	// shard gets its share; a shard starts with this whole value (as
+	// Akka's shard, which starts as if it were its region's only one)
+	// until its region sends it its share with SetActiveEntityLimit.
+	// Idle passivation applies alongside the limit unless switched off
+	// (Akka's lru strategy with idle-entity).
+	ActiveEntityLimit int
+	// ReplacementPolicy chooses whom the active-entity limit passivates:
+	// LeastRecentlyUsedPolicy ("least-recently-used", the default when "")
+	// or SegmentedLeastRecentlyUsedPolicy
+	// ("segmented-least-recently-used", levels 0.2/0.8). An unknown name
+	// is logged as an error when the shard starts and the default is used
+	// (Props cannot fail); check names up front with NewReplacementPolicy.
+	ReplacementPolicy string
+	// RememberEntities is Akka's remember-entities. When true, automatic
+	// passivation is off, idle and limit alike, as in Akka (its
+	// PassivationStrategy is NoPassivationStrategy with remember-entities):
+	// a remembered entity is meant to keep running, and passivating it
+	// automatically would make it forgotten. Passivate from the entity
+	// still works.
+	RememberEntities bool
+	// RememberEntitiesStore records the running entities when
+	// RememberEntities is on. It must be shared by every node of the
+	// entity type (a ConsulRememberEntitiesStore, or for nodes in one
+	// process one MemoryRememberEntitiesStore). Required with
+	// RememberEntities: without one the shard remembers nothing and says so
+	// in its log.
+	RememberEntitiesStore RememberEntitiesStore
+	// EntityRecoveryStrategy is how a shard that starts again starts its
+	// remembered entities: EntityRecoveryAll (the default) at once, or
+	// EntityRecoveryConstant, EntityRecoveryConstantNumberOfEntities every
+	// EntityRecoveryConstantFrequency (Akka's entity-recovery-strategy).
+	EntityRecoveryStrategy string
+	// EntityRecoveryConstantNumberOfEntities: Akka's default 5.
+	EntityRecoveryConstantNumberOfEntities int
+	// EntityRecoveryConstantFrequency: Akka's default 100ms.
+	EntityRecoveryConstantFrequency time.Duration
+	// EntityRestartBackoff: a remembered entity that stops without
+	// Passivate or a hand-off is started again after this pause (Akka's
+	// entity-restart-backoff, default 10s). A message for it starts it at
+	// once.
+	EntityRestartBackoff time.Duration
+	// EntitySupervisorStrategy decides what happens when an entity fails
+	// (panics): the shard is the entities' parent, so this is the shard's
+	// supervisor strategy. nil: proto.actor's default (restart the entity).
+	EntitySupervisorStrategy actor.SupervisorStrategy
+	// RetryInterval: StartEntity of a remembered entity is resent at this
+	// interval until acknowledged (Akka's retry-interval, default 2s).
+	RetryInterval time.Duration
 }
+
+// Entity recovery strategies (Akka's entity-recovery-strategy).
+const (
+	EntityRecoveryAll      = "all"
+	EntityRecoveryConstant = "constant"
+)
 
 // DefaultSettings returns Akka's defaults.
 func DefaultSettings() Settings {
-	return Settings{HandOffTimeout: 60 * time.Second}
+	return Settings{
+		HandOffTimeout:         60 * time.Second,
+		PassivationIdleTimeout: 120 * time.Second,
+		ReplacementPolicy:      LeastRecentlyUsedPolicy,
+
+		EntityRecoveryStrategy:                 EntityRecoveryAll,
+		EntityRecoveryConstantNumberOfEntities: 5,
+		EntityRecoveryConstantFrequency:        100 * time.Millisecond,
+		EntityRestartBackoff:                   10 * time.Second,
+		RetryInterval:                          2 * time.Second,
+	}
 }
 
 func (s Settings) withDefaults() Settings {
+	d := DefaultSettings()
 	if s.HandOffTimeout <= 0 {
-		s.HandOffTimeout = DefaultSettings().HandOffTimeout
+		s.HandOffTimeout = d.HandOffTimeout
+	}
+	if s.PassivationIdleTimeout == 0 {
+		s.PassivationIdleTimeout = d.PassivationIdleTimeout
+	}
+	if s.ActiveEntityLimit < 0 {
+		s.ActiveEntityLimit = 0
+	}
+	if s.ReplacementPolicy == "" {
+		s.ReplacementPolicy = d.ReplacementPolicy
+	}
+	if s.EntityRecoveryStrategy != EntityRecoveryConstant {
+		s.EntityRecoveryStrategy = EntityRecoveryAll
+	}
+	if s.EntityRecoveryConstantNumberOfEntities <= 0 {
+		s.EntityRecoveryConstantNumberOfEntities = d.EntityRecoveryConstantNumberOfEntities
+	}
+	if s.EntityRecoveryConstantFrequency <= 0 {
+		s.EntityRecoveryConstantFrequency = d.EntityRecoveryConstantFrequency
+	}
+	if s.EntityRestartBackoff <= 0 {
+		s.EntityRestartBackoff = d.EntityRestartBackoff
+	}
+	if s.RetryInterval <= 0 {
+		s.RetryInterval = d.RetryInterval
 	}
 	return s
+}
+
+// idlePassivation tells whether idle entities are passivated.
+func (s Settings) idlePassivation() bool {
+	return s.PassivationIdleTimeout > 0 && !s.RememberEntities
 }
 
 // handOffWarningAfter is Akka's HandOffStopper.StopTimeoutWarningAfter.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
@@ -34,13 +35,33 @@ type (
 	handOffForceStop struct{ gen int }
 )
 
+// idleCheckTick is the repeating timer message of idle passivation. No gen:
+// the timer only runs in stateActive, and a tick that comes after it was
+// cancelled (already in the mailbox) is ignored in the other states.
+type idleCheckTick struct{}
+
+// Reasons of automatic passivation, for logs.
+const (
+	passivateIdle  = "idle"
+	passivateLimit = "limit"
+)
+
 // Props returns the props of the Shard actor that owns shard shardID of the
 // entity type typeName (the type name is only used in logs). Entities are
 // spawned from entityProps as children of the shard, named EntityName(id).
 // Zero settings fields take their defaults (see Settings).
 func Props(typeName, shardID string, entityProps *actor.Props, settings Settings) *actor.Props {
 	settings = settings.withDefaults()
+	var opts []actor.PropsOption
+	if settings.EntitySupervisorStrategy != nil {
+		opts = append(opts, actor.WithSupervisor(settings.EntitySupervisorStrategy))
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
+		policy, policyErr := NewReplacementPolicy(settings.ReplacementPolicy, settings.ActiveEntityLimit)
+		if policyErr != nil {
+			// Logged at Started, where the shard has a logger.
+			policy = NewLeastRecentlyUsed(settings.ActiveEntityLimit)
+		}
 		return &shard{
 			typeName:    typeName,
 			shardID:     shardID,
@@ -49,8 +70,12 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			behavior:    actor.NewBehavior(),
 			entities:    map[string]*entity{},
 			byPID:       map[string]string{},
+			automatic:   !settings.RememberEntities,
+			policy:      policy,
+			policyErr:   policyErr,
+			lastActive:  map[string]time.Time{},
 		}
-	})
+	}, opts...)
 }
 
 // shard is Akka's classic Shard (without remember-entities): one receive
@@ -72,6 +97,24 @@ type shard struct {
 	buffered int                // messages held for passivating entities, all together
 
 	handOffReplyTo []*actor.PID // handingOff: who is answered ShardStopped
+
+	// Automatic passivation (see passivation.go). Entities are tracked from
+	// their start to their termination or until chosen for passivation.
+	automatic       bool                 // off with remember-entities, as in Akka
+	policy          ReplacementPolicy    // the active-entity limit
+	policyErr       error                // unknown Settings.ReplacementPolicy, logged at Started
+	lastActive      map[string]time.Time // entity ID -> last user message; only with idle passivation
+	cancelIdleCheck scheduler.CancelFunc // the repeating idleCheckTick, while active
+
+	// Remember-entities (see remember.go).
+	remembered     map[string]bool              // IDs in the store, as far as this shard knows
+	recoveryStash  []bufferedMessage            // what arrived while the IDs were read
+	unacked        map[string]bool              // remembered IDs whose StartEntity is not acknowledged
+	cancelResend   scheduler.CancelFunc         // the StartEntity resend timer
+	awaiting       map[string][]bufferedMessage // new entities waiting for their ID to be written
+	pendingStarted map[string]bool              // the next write's started IDs
+	pendingStopped map[string]bool              // the next write's stopped IDs
+	writeInFlight  bool
 }
 
 // entity is one live entity child.
@@ -95,11 +138,20 @@ func (s *shard) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		s.timers = scheduler.NewTimerScheduler(ctx)
+		if s.settings.RememberEntities && s.settings.RememberEntitiesStore == nil {
+			ctx.Logger().Error("shard: remember-entities is on but there is no RememberEntitiesStore; entities are not remembered", s.attrs()...)
+		}
+		if s.remembering() {
+			s.startRecovery(ctx)
+			return
+		}
 		s.become(ctx, stateActive, s.active)
+		s.startPassivation(ctx)
 		return
 	case *actor.Stopping:
 		s.cancelTimers()
 		s.dropAllBuffers(ctx, "the shard stopped before the entity finished passivating")
+		s.dropAwaiting(ctx, "the shard stopped")
 		return
 	case *actor.Restarting:
 		// A failure of the shard itself: proto.actor stops the children and
@@ -115,6 +167,9 @@ func (s *shard) Receive(ctx actor.Context) {
 	case GetCurrentShardState, *GetCurrentShardState:
 		s.reply(ctx, &CurrentShardState{ShardID: s.shardID, EntityIDs: s.entityIDs()})
 		return
+	case GetPassivationState, *GetPassivationState:
+		s.reply(ctx, s.passivationState())
+		return
 	}
 	s.behavior.Receive(ctx)
 }
@@ -124,17 +179,37 @@ func (s *shard) Receive(ctx actor.Context) {
 func (s *shard) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Deliver:
-		s.onDeliver(ctx, msg)
+		s.deliverTo(ctx, msg, ctx.Sender())
 	case Deliver:
-		s.onDeliver(ctx, &msg)
+		s.deliverTo(ctx, &msg, ctx.Sender())
 	case *messages.StartEntity:
-		s.onStartEntity(ctx, msg.GetEntityId(), msg)
+		s.onStartEntity(ctx, msg.GetEntityId(), msg, ctx.Sender())
+	case *messages.StartEntityAck:
+		s.onStartEntityAck(ctx, msg)
+	case *rememberUpdateDone:
+		s.onUpdateDone(ctx, msg)
+	case rememberRetryWrite:
+		s.flushWrites(ctx)
+	case *rememberRecoverBatch:
+		s.recoverBatch(ctx, msg.ids)
+	case rememberResendStarts:
+		s.onResendStarts(ctx)
+	case *restartEntity:
+		s.onRestartEntity(ctx, msg)
+	case *rememberedLoaded, rememberRetryLoad:
+		// a late answer of a read that is over
 	case *messages.Passivate:
 		s.onPassivate(ctx, msg)
 	case *actor.Terminated:
 		s.onEntityTerminated(ctx, msg)
 	case *messages.HandOff:
 		s.onHandOff(ctx, msg)
+	case *SetActiveEntityLimit:
+		s.onSetActiveEntityLimit(ctx, msg)
+	case SetActiveEntityLimit:
+		s.onSetActiveEntityLimit(ctx, &msg)
+	case idleCheckTick:
+		s.onIdleCheck(ctx)
 	case handOffWarning, handOffForceStop:
 		// stale timer of a hand-off that is over
 	default:
@@ -179,6 +254,16 @@ func (s *shard) handingOff(ctx actor.Context) {
 	case *messages.Passivate:
 		// The hand-off stops every entity anyway.
 		ctx.Logger().Debug("shard: Passivate during hand-off; the entity is being stopped already", s.attrs()...)
+	case idleCheckTick:
+		// sent before the timer was cancelled at HandOff
+	case *rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
+		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck:
+		// Remember-entities bookkeeping: the entities stay remembered and
+		// start again at the shard's next home.
+	case *SetActiveEntityLimit, SetActiveEntityLimit:
+		// The region sends limits to all its shards; this one is stopping
+		// every entity anyway, so there is nothing to apply and nothing lost.
+		ctx.Logger().Debug("shard: SetActiveEntityLimit during hand-off; ignored", s.attrs()...)
 	default:
 		s.drop(ctx, msg, ctx.Sender(), fmt.Sprintf("shard %s is handing off", s.shardID))
 	}
@@ -186,7 +271,11 @@ func (s *shard) handingOff(ctx actor.Context) {
 
 func (s *shard) stopped(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Terminated, handOffWarning, handOffForceStop:
+	case *actor.Terminated, handOffWarning, handOffForceStop, idleCheckTick, *SetActiveEntityLimit, SetActiveEntityLimit,
+		*rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
+		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck:
+		// Bookkeeping for entities that are gone: nothing to apply, and
+		// nothing meant for an entity is lost.
 	default:
 		s.drop(ctx, msg, ctx.Sender(), fmt.Sprintf("shard %s has stopped", s.shardID))
 	}
@@ -194,59 +283,97 @@ func (s *shard) stopped(ctx actor.Context) {
 
 // --- active ---
 
-func (s *shard) onDeliver(ctx actor.Context, d *Deliver) {
+// deliverTo hands d to its entity as if from sender, starting the entity
+// if needed.
+func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 	switch {
 	case d == nil:
-		s.drop(ctx, d, ctx.Sender(), "nil Deliver")
+		s.drop(ctx, d, sender, "nil Deliver")
 		return
 	case d.EntityID == "":
-		s.drop(ctx, d, ctx.Sender(), fmt.Sprintf("empty entity ID (message %T)", d.Message))
+		s.drop(ctx, d, sender, fmt.Sprintf("empty entity ID (message %T)", d.Message))
 		return
 	case d.Message == nil:
-		s.drop(ctx, d, ctx.Sender(), fmt.Sprintf("nil message for entity %q", d.EntityID))
+		s.drop(ctx, d, sender, fmt.Sprintf("nil message for entity %q", d.EntityID))
 		return
 	}
 	if start, ok := d.Message.(*messages.StartEntity); ok {
 		// As Akka: StartEntity works both as is and inside an envelope.
-		s.onStartEntity(ctx, start.GetEntityId(), d)
+		s.onStartEntity(ctx, start.GetEntityId(), d, sender)
 		return
 	}
 	e := s.entities[d.EntityID]
+	if e == nil && s.mustAwaitStore(d.EntityID) {
+		s.awaitStore(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
+		return
+	}
 	switch {
 	case e == nil:
 		var err error
 		if e, err = s.startEntity(ctx, d.EntityID); err != nil {
-			s.drop(ctx, d, ctx.Sender(), fmt.Sprintf("cannot start entity %q: %v", d.EntityID, err))
+			s.drop(ctx, d, sender, fmt.Sprintf("cannot start entity %q: %v", d.EntityID, err))
 			return
 		}
-		tell(ctx, e.pid, d.Message, ctx.Sender())
+		// A started entity is tracked whatever its first message, or an
+		// entity started by a protocol message would never be passivated.
+		s.touch(ctx, e.id)
 	case e.passivating:
-		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: ctx.Sender()}, d)
-	default:
-		tell(ctx, e.pid, d.Message, ctx.Sender())
+		// Not activity: the entity is going. The next incarnation is
+		// touched when it starts.
+		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
+		return
+	case countsAsActivity(d.Message):
+		s.touch(ctx, e.id)
 	}
+	// touch may have chosen this very entity (a policy may, even if ours
+	// never choose the entity just touched): then it waits for the next
+	// incarnation like any message for a passivating entity.
+	if e.passivating {
+		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
+		return
+	}
+	tell(ctx, e.pid, d.Message, sender)
 }
 
-// onStartEntity starts the entity if needed and acknowledges to the sender;
+// mustAwaitStore: with remember-entities, an entity not remembered yet (or
+// whose messages already wait) starts only once its ID is written.
+func (s *shard) mustAwaitStore(id string) bool {
+	if !s.remembering() {
+		return false
+	}
+	if _, waiting := s.awaiting[id]; waiting {
+		return true
+	}
+	return !s.remembered[id]
+}
+
+// onStartEntity starts the entity if needed and acknowledges to sender;
 // original is what is reported if it must be dropped.
-func (s *shard) onStartEntity(ctx actor.Context, id string, original any) {
+func (s *shard) onStartEntity(ctx actor.Context, id string, original any, sender *actor.PID) {
 	if id == "" {
-		s.drop(ctx, original, ctx.Sender(), "StartEntity with an empty entity ID")
+		s.drop(ctx, original, sender, "StartEntity with an empty entity ID")
 		return
 	}
 	e := s.entities[id]
+	if e == nil && s.mustAwaitStore(id) {
+		s.awaitStore(ctx, id, bufferedMessage{sender: sender, start: true}, original)
+		return
+	}
 	switch {
 	case e == nil:
 		if _, err := s.startEntity(ctx, id); err != nil {
-			s.drop(ctx, original, ctx.Sender(), fmt.Sprintf("cannot start entity %q: %v", id, err))
+			s.drop(ctx, original, sender, fmt.Sprintf("cannot start entity %q: %v", id, err))
 			return
 		}
-		s.ackStart(ctx, id, ctx.Sender())
+		s.touch(ctx, id)
+		s.ackStart(ctx, id, sender)
 	case e.passivating:
 		// Started again, and acknowledged, once the passivation completes.
-		s.hold(ctx, e, bufferedMessage{sender: ctx.Sender(), start: true}, original)
+		s.hold(ctx, e, bufferedMessage{sender: sender, start: true}, original)
 	default:
-		s.ackStart(ctx, id, ctx.Sender())
+		// As in Akka, StartEntity of a running entity is a use of it.
+		s.touch(ctx, id)
+		s.ackStart(ctx, id, sender)
 	}
 }
 
@@ -280,6 +407,9 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 		return
 	}
 	s.forget(e)
+	if s.remembering() {
+		s.onRememberedEntityStopped(ctx, e)
+	}
 	if !e.passivating || len(e.buffer) == 0 {
 		ctx.Logger().Debug("shard: entity stopped", append(s.attrs(), slog.String("entity", e.id), slog.Bool("passivated", e.passivating))...)
 		return
@@ -296,6 +426,16 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 	}
 	ctx.Logger().Debug("shard: entity passivated; started again for its buffered messages",
 		append(s.attrs(), slog.String("entity", e.id), slog.Int("messages", len(e.buffer)))...)
+	// The buffered messages are the new incarnation's activity. Touching
+	// before they are sent may choose other entities (never, with our
+	// policies, this one: see onDeliver).
+	s.touch(ctx, next.id)
+	if next.passivating {
+		// Chosen at once: the buffer waits for the incarnation after.
+		next.buffer = e.buffer
+		s.buffered += len(e.buffer)
+		return
+	}
 	for _, m := range e.buffer {
 		if m.start {
 			s.ackStart(ctx, e.id, m.sender)
@@ -311,6 +451,10 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff) {
 		return
 	}
 	s.handOffReplyTo = appendPID(nil, ctx.Sender())
+	// No automatic passivation once the shard hands off: every entity is
+	// stopped with the hand-off stop message anyway.
+	s.stopIdleCheck()
+	s.dropAwaiting(ctx, fmt.Sprintf("shard %s is handing off", s.shardID))
 	if len(s.entities) == 0 {
 		ctx.Logger().Debug("shard: HandOff with no entities", s.attrs()...)
 		s.finishHandOff(ctx)
@@ -351,6 +495,117 @@ func (s *shard) finishHandOff(ctx actor.Context) {
 	s.cancelTimers()
 	s.become(ctx, stateStopped, s.stopped)
 	ctx.Stop(ctx.Self())
+}
+
+// --- automatic passivation ---
+
+// startPassivation starts the idle check, in stateActive.
+func (s *shard) startPassivation(ctx actor.Context) {
+	if s.policyErr != nil {
+		ctx.Logger().Error("shard: unknown replacement policy; using "+LeastRecentlyUsedPolicy,
+			append(s.attrs(), slog.Any("error", s.policyErr))...)
+	}
+	if !s.automatic {
+		ctx.Logger().Debug("shard: entities are not passivated automatically because remember-entities is on", s.attrs()...)
+		return
+	}
+	if !s.settings.idlePassivation() {
+		return
+	}
+	// A repeating timer, not proto.actor's ReceiveTimeout: that one fires
+	// once, and any message (queries included) resets it.
+	interval := idleCheckInterval(s.settings.PassivationIdleTimeout)
+	s.cancelIdleCheck = s.timers.SendRepeatedly(interval, interval, ctx.Self(), idleCheckTick{})
+}
+
+func (s *shard) stopIdleCheck() {
+	if s.cancelIdleCheck != nil {
+		s.cancelIdleCheck()
+		s.cancelIdleCheck = nil
+	}
+}
+
+// touch records a use of the live entity id and passivates the entities the
+// replacement policy chooses beyond the limit.
+func (s *shard) touch(ctx actor.Context, id string) {
+	if !s.automatic {
+		return
+	}
+	if s.settings.idlePassivation() {
+		s.lastActive[id] = time.Now()
+	}
+	for _, chosen := range s.policy.Touch(id) {
+		s.passivateAutomatically(ctx, chosen, passivateLimit)
+	}
+}
+
+func (s *shard) onIdleCheck(ctx actor.Context) {
+	if !s.automatic || !s.settings.idlePassivation() {
+		return // a tick of a timer that was never meant to run
+	}
+	for _, id := range IdleEntities(time.Now(), s.lastActive, s.settings.PassivationIdleTimeout) {
+		s.passivateAutomatically(ctx, id, passivateIdle)
+	}
+}
+
+func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimit) {
+	switch {
+	case m == nil:
+		s.drop(ctx, m, ctx.Sender(), "nil SetActiveEntityLimit")
+		return
+	case m.Limit < 0:
+		s.drop(ctx, m, ctx.Sender(), fmt.Sprintf("negative active-entity limit %d", m.Limit))
+		return
+	case !s.automatic:
+		ctx.Logger().Debug("shard: SetActiveEntityLimit ignored: remember-entities is on",
+			append(s.attrs(), slog.Int("limit", m.Limit))...)
+		return
+	}
+	chosen := s.policy.SetLimit(m.Limit)
+	ctx.Logger().Debug("shard: active-entity limit set",
+		append(s.attrs(), slog.Int("limit", m.Limit), slog.Int("passivating", len(chosen)))...)
+	for _, id := range chosen {
+		s.passivateAutomatically(ctx, id, passivateLimit)
+	}
+}
+
+// passivateAutomatically passivates entity id exactly as if it had sent
+// Passivate with the hand-off stop message: what arrives for it meanwhile is
+// held and starts its next incarnation. The entity is no longer tracked:
+// it is going, and its next incarnation is tracked afresh.
+func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
+	s.policy.Remove(id)
+	delete(s.lastActive, id)
+	e := s.entities[id]
+	if e == nil {
+		// Tracking and entities are kept together (forget), so this is a
+		// bug; say so rather than passivate nothing silently.
+		ctx.Logger().Error("shard: automatic passivation of an entity that is not running",
+			append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
+		return
+	}
+	if e.passivating {
+		ctx.Logger().Debug("shard: entity already passivating; not passivated again",
+			append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
+		return
+	}
+	e.passivating = true
+	ctx.Logger().Debug("shard: passivating entity automatically",
+		append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
+	stopMessageOrPoison(ctx, e.pid, s.settings.HandOffStopMessage)
+}
+
+func (s *shard) passivationState() *PassivationState {
+	st := &PassivationState{ShardID: s.shardID, Active: []string{}}
+	if !s.automatic {
+		return st
+	}
+	st.Limit = s.policy.Limit()
+	if s.settings.idlePassivation() {
+		st.IdleTimeout = s.settings.PassivationIdleTimeout
+	}
+	st.Active = s.policy.Active()
+	return st
 }
 
 // --- entities ---
@@ -394,6 +649,8 @@ func spawn(ctx actor.Context, props *actor.Props, name string) (pid *actor.PID, 
 func (s *shard) forget(e *entity) {
 	delete(s.entities, e.id)
 	delete(s.byPID, pidKey(e.pid))
+	s.policy.Remove(e.id)
+	delete(s.lastActive, e.id)
 }
 
 func (s *shard) entityOf(pid *actor.PID) (*entity, bool) {
@@ -464,6 +721,11 @@ func (s *shard) become(ctx actor.Context, name string, receive actor.ReceiveFunc
 }
 
 func (s *shard) cancelTimers() {
+	s.stopIdleCheck()
+	if s.cancelResend != nil {
+		s.cancelResend()
+		s.cancelResend = nil
+	}
 	for _, cancel := range s.cancels {
 		cancel()
 	}

@@ -1,0 +1,600 @@
+package shardactor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/protoshard/protoshard/messages"
+)
+
+// Defaults of the Consul remember-entities store.
+const (
+	// DefaultRememberBuckets is the number of KV keys a shard's entity IDs
+	// are spread over. Akka's ddata store uses 5 keys per shard; 16 keeps
+	// each value, and so each rewrite, small, and still lets one Consul
+	// transaction rewrite every bucket of a shard.
+	DefaultRememberBuckets = 16
+	// DefaultRememberMaxBucketBytes is the largest encoded bucket the store
+	// writes: 360 KiB. A transaction carries the value base64-encoded in
+	// JSON (4/3 of its size), and Consul refuses a transaction body larger
+	// than txn_max_req_len (512 KiB by default), so a full bucket must fit
+	// one transaction with room for its key; it is also below Consul's
+	// kv_max_value_size (512 KiB by default).
+	DefaultRememberMaxBucketBytes = 360 << 10
+	// DefaultRememberMaxTxnBytes is the largest transaction body the store
+	// sends: 500 KB, below Consul's default txn_max_req_len of 512 KiB.
+	// Bodies are measured exactly (the JSON the client sends); the margin
+	// only guards against a proxy or client adding to them.
+	DefaultRememberMaxTxnBytes = 500_000
+	// DefaultRememberMaxAttempts bounds the read-modify-write rounds of one
+	// Update that lost check-and-set races to another writer of the same
+	// shard. A lost race means the other writer progressed, so a handful of
+	// rounds is plenty for the two writers of a hand-off race.
+	DefaultRememberMaxAttempts = 10
+)
+
+// consulMaxTxnOps is the operations per transaction. Consul refuses more
+// than 128 operations (older versions more than 64), so the store stays at
+// the older limit, which no default-sized shard reaches anyway.
+const consulMaxTxnOps = 64
+
+// ConsulRememberEntitiesStore is a RememberEntitiesStore in Consul KV, so
+// that remembered entities survive the nodes, and a full restart of the
+// cluster, as long as Consul keeps its data.
+//
+// # Key layout
+//
+// A shard's IDs live under ConsulRememberEntitiesPrefix(typeName, shardID):
+//
+//	protoshard/sharding/<typeName>/entities/<escaped shardID>/<bucket>
+//
+// where <escaped shardID> is url.PathEscape(shardID) with a leading '.' also
+// escaped ("%2E"), so that it is one path segment that HTTP path cleaning
+// never rewrites ('/' becomes "%2F", '%' "%25", so two shards never share
+// a prefix), and <bucket> is a decimal number in [0, buckets). An entity ID
+// lives in bucket FNV-1a-32(UTF-8 bytes of the ID) mod buckets. A bucket's
+// value is a protobuf messages.RememberedEntities: the bucket's IDs, sorted
+// and length-prefixed (so IDs may hold any character). An empty bucket is
+// deleted rather than written empty, so a shard without entities has no
+// keys.
+//
+// # Writes
+//
+// Update reads the shard's buckets (one consistent KV List on the prefix),
+// computes the new value of each bucket it touches, and writes them all in
+// one Consul transaction, each as a check-and-set on the ModifyIndex it
+// read (a delete-cas for a bucket that becomes empty, a cas at index 0,
+// "create only", for a new one). A burst of any number of new IDs thus
+// costs one write request, as long as the touched buckets fit one
+// transaction (64 operations, DefaultRememberMaxTxnBytes); beyond that the
+// buckets are split over several transactions, never one ID per write.
+// When another writer changed a bucket in between (two nodes writing the
+// same shard during a hand-off race), the transaction rolls back as a
+// whole and Update reads again and retries, so no concurrent change is
+// lost. Adding an ID that is remembered already, or removing one that is
+// not, writes nothing.
+//
+// Update looks for a stopped ID in every bucket of the shard, and treats an
+// ID found in any bucket as remembered. So changing the number of buckets
+// is safe: IDs written under the old number stay where they are, are
+// returned by GetEntities and are removed when they stop; new IDs go to
+// their bucket under the new number.
+//
+// # Capacity
+//
+// A bucket holds at most DefaultRememberMaxBucketBytes (360 KiB) of
+// encoded IDs; an ID of n bytes (n < 128) takes n+2. That is about 9,700
+// UUID-sized (36-byte) IDs or 30,000 10-byte IDs per bucket, so with the
+// default 16 buckets about 150,000 UUIDs or 480,000 10-byte IDs per shard
+// (a few percent less, since the fullest bucket decides). An Update that
+// would take a bucket beyond it fails with ErrTooManyRememberedEntities and
+// writes nothing. WithRememberBuckets raises the capacity.
+//
+// Each Update reads the whole shard once and rewrites every bucket it
+// touches, so its cost in bytes grows with the shard (a burst of 100 new
+// IDs touches all 16 buckets). Once the touched buckets exceed about 370 KB
+// of encoded IDs (500 KB as JSON), an Update takes more than one
+// transaction. Shards of Akka's recommended size (ten per node) stay far
+// below the capacity.
+//
+// A ConsulRememberEntitiesStore is safe for use by several goroutines.
+type ConsulRememberEntitiesStore struct {
+	kv       *api.KV
+	txn      *api.Txn
+	typeName string
+	cfg      consulRememberConfig
+	writes   atomic.Int64
+}
+
+var _ RememberEntitiesStore = (*ConsulRememberEntitiesStore)(nil)
+
+type consulRememberConfig struct {
+	buckets        int
+	maxBucketBytes int
+	maxTxnBytes    int
+	maxAttempts    int
+}
+
+// ConsulRememberOption configures a ConsulRememberEntitiesStore.
+type ConsulRememberOption func(*consulRememberConfig)
+
+// WithRememberBuckets sets the number of buckets (KV keys) per shard,
+// DefaultRememberBuckets by default; n < 1 keeps the default. More buckets
+// mean more capacity and smaller rewrites, but more keys to read.
+func WithRememberBuckets(n int) ConsulRememberOption {
+	return func(c *consulRememberConfig) {
+		if n >= 1 {
+			c.buckets = n
+		}
+	}
+}
+
+// WithRememberMaxBucketBytes sets the largest encoded bucket the store
+// writes, DefaultRememberMaxBucketBytes by default; n < 1 keeps the
+// default. Raise it only together with Consul's kv_max_value_size and
+// txn_max_req_len (and WithRememberMaxTxnBytes).
+func WithRememberMaxBucketBytes(n int) ConsulRememberOption {
+	return func(c *consulRememberConfig) {
+		if n >= 1 {
+			c.maxBucketBytes = n
+		}
+	}
+}
+
+// WithRememberMaxTxnBytes sets the largest transaction body the store
+// sends, DefaultRememberMaxTxnBytes by default; n < 1 keeps the default.
+// It must not exceed the servers' txn_max_req_len.
+func WithRememberMaxTxnBytes(n int) ConsulRememberOption {
+	return func(c *consulRememberConfig) {
+		if n >= 1 {
+			c.maxTxnBytes = n
+		}
+	}
+}
+
+// WithRememberMaxAttempts sets how many read-modify-write rounds an Update
+// makes when it keeps losing check-and-set races, DefaultRememberMaxAttempts
+// by default; n < 1 keeps the default.
+func WithRememberMaxAttempts(n int) ConsulRememberOption {
+	return func(c *consulRememberConfig) {
+		if n >= 1 {
+			c.maxAttempts = n
+		}
+	}
+}
+
+// NewConsulRememberEntitiesStore returns the store of the entity type
+// typeName in the Consul KV of client. typeName is used as it is in the
+// keys (like the coordinator's state key), so it must be a clean key path:
+// not empty, without empty, "." or ".." segments; otherwise every call
+// fails with an error.
+func NewConsulRememberEntitiesStore(client *api.Client, typeName string, opts ...ConsulRememberOption) *ConsulRememberEntitiesStore {
+	cfg := consulRememberConfig{
+		buckets:        DefaultRememberBuckets,
+		maxBucketBytes: DefaultRememberMaxBucketBytes,
+		maxTxnBytes:    DefaultRememberMaxTxnBytes,
+		maxAttempts:    DefaultRememberMaxAttempts,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return &ConsulRememberEntitiesStore{kv: client.KV(), txn: client.Txn(), typeName: typeName, cfg: cfg}
+}
+
+// ConsulRememberEntitiesPrefix returns the KV prefix (ending in '/') under
+// which the Consul store of typeName keeps the buckets of shardID.
+func ConsulRememberEntitiesPrefix(typeName, shardID string) string {
+	return "protoshard/sharding/" + typeName + "/entities/" + escapeKeySegment(shardID) + "/"
+}
+
+// escapeKeySegment makes s one KV path segment that survives the HTTP
+// round trip unchanged: url.PathEscape escapes '/', '%', '?', spaces and
+// non-ASCII bytes, and a leading '.' is escaped too so that "." and ".."
+// never appear as segments, which HTTP path cleaning would resolve.
+func escapeKeySegment(s string) string {
+	e := url.PathEscape(s)
+	if strings.HasPrefix(e, ".") {
+		e = "%2E" + e[1:]
+	}
+	return e
+}
+
+// Writes returns the number of write requests (transactions, including
+// rolled-back ones) the store sent to Consul.
+func (s *ConsulRememberEntitiesStore) Writes() int64 { return s.writes.Load() }
+
+// GetEntities implements RememberEntitiesStore with one consistent KV
+// List of the shard's buckets.
+func (s *ConsulRememberEntitiesStore) GetEntities(ctx context.Context, shardID string) ([]string, error) {
+	buckets, err := s.read(ctx, shardID)
+	if err != nil {
+		return nil, s.errorf(shardID, "get entities: %w", err)
+	}
+	n := 0
+	for _, b := range buckets {
+		n += len(b.ids)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, n)
+	for _, b := range buckets {
+		ids = append(ids, b.ids...)
+	}
+	slices.Sort(ids)
+	// An ID is in one bucket only, unless two writers with different
+	// numbers of buckets raced; it is remembered once all the same.
+	return slices.Compact(ids), nil
+}
+
+// Update implements RememberEntitiesStore; see the type's documentation for
+// how it writes.
+func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
+	if err := validateUpdate(ctx, shardID, started, stopped); err != nil {
+		return s.errorf(shardID, "update: %w", err)
+	}
+	if len(started) == 0 && len(stopped) == 0 {
+		return nil
+	}
+	// failed holds, for the buckets of the transactions rolled back in the
+	// last round, the index each was written against: if none of them
+	// changed since, the rollback was not a lost race and retrying is
+	// pointless.
+	var failed map[string]uint64
+	var why []string
+	for attempt := 1; ; attempt++ {
+		buckets, err := s.read(ctx, shardID)
+		if err != nil {
+			return s.errorf(shardID, "update (attempt %d): %w", attempt, err)
+		}
+		if failed != nil && !changedSince(buckets, failed) {
+			return s.errorf(shardID, "update: transaction rolled back although no bucket changed: %s", strings.Join(why, "; "))
+		}
+		ops, err := s.plan(shardID, buckets, started, stopped)
+		if err != nil {
+			return s.errorf(shardID, "update: %w", err)
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		txns, err := s.pack(ops)
+		if err != nil {
+			return s.errorf(shardID, "update: %w", err)
+		}
+		failed, why = nil, nil
+		for _, txn := range txns {
+			s.writes.Add(1)
+			ok, resp, _, err := s.txn.Txn(txn, (&api.QueryOptions{}).WithContext(ctx))
+			if err != nil {
+				// The buckets of earlier transactions may be written: a
+				// repeated Update finds them done (Update is idempotent).
+				return s.errorf(shardID, "update: writing %d buckets: %w", len(txn), err)
+			}
+			if ok {
+				continue
+			}
+			if failed == nil {
+				failed = make(map[string]uint64)
+			}
+			for _, op := range txn {
+				failed[op.KV.Key] = op.KV.Index
+			}
+			why = append(why, describeRememberTxnErrors(resp))
+		}
+		if failed == nil {
+			return nil
+		}
+		if attempt >= s.cfg.maxAttempts {
+			return s.errorf(shardID, "update: still losing check-and-set races to another writer after %d attempts: %s",
+				attempt, strings.Join(why, "; "))
+		}
+		if err := sleepCtx(ctx, retryBackoff(attempt)); err != nil {
+			return s.errorf(shardID, "update: waiting to retry after a check-and-set conflict: %w", err)
+		}
+	}
+}
+
+// storedBucket is one bucket as read: its IDs (sorted) and its ModifyIndex.
+type storedBucket struct {
+	key   string
+	index uint64
+	ids   []string
+}
+
+// read returns the shard's stored buckets by key, with one consistent KV
+// List: a stale read would hand out old ModifyIndexes, and every CAS built
+// on them would fail as a conflict.
+func (s *ConsulRememberEntitiesStore) read(ctx context.Context, shardID string) (map[string]*storedBucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if shardID == "" {
+		return nil, errors.New("empty shard ID")
+	}
+	if err := checkTypeName(s.typeName); err != nil {
+		return nil, err
+	}
+	prefix := ConsulRememberEntitiesPrefix(s.typeName, shardID)
+	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", prefix, err)
+	}
+	out := make(map[string]*storedBucket, len(pairs))
+	for _, p := range pairs {
+		if p == nil {
+			continue
+		}
+		suffix, ok := strings.CutPrefix(p.Key, prefix)
+		if !ok || !isBucketName(suffix) {
+			return nil, fmt.Errorf("key %s (modify index %d) is no bucket of the shard: %w", p.Key, p.ModifyIndex, ErrCorruptRememberedEntities)
+		}
+		ids, err := decodeRememberBucket(p.Value)
+		if err != nil {
+			return nil, fmt.Errorf("key %s (modify index %d): %w", p.Key, p.ModifyIndex, err)
+		}
+		out[p.Key] = &storedBucket{key: p.Key, index: p.ModifyIndex, ids: ids}
+	}
+	return out, nil
+}
+
+// isBucketName accepts the canonical decimal form of a non-negative number,
+// so that one bucket has one key. Numbers beyond the configured count are
+// accepted: they were written under a larger number of buckets.
+func isBucketName(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && strconv.Itoa(n) == s
+}
+
+// checkTypeName refuses a type name that would not survive as a key path:
+// the HTTP API cleans request paths, so List would read another prefix
+// than the one written.
+func checkTypeName(typeName string) error {
+	if typeName == "" {
+		return errors.New("empty entity type name")
+	}
+	for seg := range strings.SplitSeq(typeName, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", typeName)
+		}
+	}
+	return nil
+}
+
+// plan returns the transaction operations that bring the shard from the
+// buckets read to the state Update asks for, sorted by key; none when
+// nothing changes. It fails, before anything is written, when a bucket
+// would outgrow its capacity.
+func (s *ConsulRememberEntitiesStore) plan(shardID string, buckets map[string]*storedBucket, started, stopped []string) (api.TxnOps, error) {
+	prefix := ConsulRememberEntitiesPrefix(s.typeName, shardID)
+	// Visiting the home bucket first finds an ID at once in the usual case;
+	// the others matter only after the number of buckets changed.
+	ordered := make([]*storedBucket, 0, len(buckets))
+	for _, b := range buckets {
+		ordered = append(ordered, b)
+	}
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].key < ordered[j].key })
+	holds := func(b *storedBucket, id string) bool {
+		if b == nil {
+			return false
+		}
+		_, ok := slices.BinarySearch(b.ids, id)
+		return ok
+	}
+	remembered := func(home, id string) bool {
+		if holds(buckets[home], id) {
+			return true
+		}
+		for _, b := range ordered {
+			if b.key != home && holds(b, id) {
+				return true
+			}
+		}
+		return false
+	}
+
+	adds := make(map[string][]string)
+	for _, id := range started {
+		home := prefix + strconv.Itoa(rememberBucket(id, s.cfg.buckets))
+		if !remembered(home, id) {
+			adds[home] = append(adds[home], id)
+		}
+	}
+	removes := make(map[string]map[string]struct{})
+	for _, id := range stopped {
+		for _, b := range ordered {
+			if holds(b, id) {
+				if removes[b.key] == nil {
+					removes[b.key] = make(map[string]struct{})
+				}
+				removes[b.key][id] = struct{}{}
+			}
+		}
+	}
+
+	touched := make([]string, 0, len(adds)+len(removes))
+	for k := range adds {
+		touched = append(touched, k)
+	}
+	for k := range removes {
+		if _, ok := adds[k]; !ok {
+			touched = append(touched, k)
+		}
+	}
+	slices.Sort(touched)
+
+	var ops api.TxnOps
+	for _, key := range touched {
+		var old []string
+		var index uint64
+		if b := buckets[key]; b != nil {
+			old, index = b.ids, b.index
+		}
+		ids := make([]string, 0, len(old)+len(adds[key]))
+		for _, id := range old {
+			if _, gone := removes[key][id]; !gone {
+				ids = append(ids, id)
+			}
+		}
+		ids = append(ids, adds[key]...)
+		slices.Sort(ids)
+		ids = slices.Compact(ids) // started may repeat an ID
+		if len(ids) == 0 {
+			if index != 0 {
+				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: key, Index: index}})
+			}
+			continue
+		}
+		value, err := proto.Marshal(&messages.RememberedEntities{EntityIds: ids})
+		if err != nil {
+			return nil, fmt.Errorf("encoding bucket %s: %w", key, err)
+		}
+		if len(value) > s.cfg.maxBucketBytes {
+			return nil, fmt.Errorf("bucket %s would hold %d IDs in %d bytes, over its limit of %d bytes (%d buckets per shard): %w",
+				key, len(ids), len(value), s.cfg.maxBucketBytes, s.cfg.buckets, ErrTooManyRememberedEntities)
+		}
+		// A CAS at index 0 creates the key only if it does not exist, which
+		// is what "no bucket was read" means.
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: value, Index: index}})
+	}
+	return ops, nil
+}
+
+// pack splits ops into transactions of at most consulMaxTxnOps operations
+// whose JSON bodies stay within maxTxnBytes. Sizes are those of the body
+// the Consul client sends (encoding/json, one op after the other in an
+// array, plus a newline).
+func (s *ConsulRememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error) {
+	const frame = len("[]\n")
+	var txns []api.TxnOps
+	var cur api.TxnOps
+	size := frame
+	for _, op := range ops {
+		b, err := json.Marshal(op)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the operation on %s: %w", op.KV.Key, err)
+		}
+		n := len(b)
+		if frame+n > s.cfg.maxTxnBytes {
+			return nil, fmt.Errorf("writing bucket %s takes a %d-byte transaction, over the limit of %d bytes (lower the bucket size or raise the transaction size): %w",
+				op.KV.Key, frame+n, s.cfg.maxTxnBytes, ErrTooManyRememberedEntities)
+		}
+		sep := 0
+		if len(cur) > 0 {
+			sep = 1 // the comma
+		}
+		if len(cur) == consulMaxTxnOps || size+sep+n > s.cfg.maxTxnBytes {
+			txns = append(txns, cur)
+			cur, size, sep = nil, frame, 0
+		}
+		cur = append(cur, op)
+		size += sep + n
+	}
+	if len(cur) > 0 {
+		txns = append(txns, cur)
+	}
+	return txns, nil
+}
+
+// changedSince reports whether any of the keys in indexes has another
+// ModifyIndex (or presence) now than the index it was written against.
+func changedSince(buckets map[string]*storedBucket, indexes map[string]uint64) bool {
+	for key, index := range indexes {
+		var now uint64
+		if b := buckets[key]; b != nil {
+			now = b.index
+		}
+		if now != index {
+			return true
+		}
+	}
+	return false
+}
+
+// rememberBucket is the bucket of an entity ID: the 32-bit FNV-1a hash of
+// its bytes modulo the number of buckets. It is part of the stored format:
+// every writer of a shard must compute it the same way (Update still finds
+// IDs in other buckets, see ConsulRememberEntitiesStore).
+func rememberBucket(entityID string, buckets int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(entityID)) // a hash.Hash never fails to write
+	return int(h.Sum32() % uint32(buckets))
+}
+
+// decodeRememberBucket parses a bucket's value and checks what the store
+// always writes: sorted, distinct, non-empty IDs and no fields it does not
+// know. A value from a newer version with more fields is refused rather
+// than rewritten without them.
+func decodeRememberBucket(value []byte) ([]string, error) {
+	var m messages.RememberedEntities
+	if err := proto.Unmarshal(value, &m); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptRememberedEntities, err)
+	}
+	if len(m.ProtoReflect().GetUnknown()) > 0 {
+		return nil, fmt.Errorf("%w: %d bytes of unknown fields", ErrCorruptRememberedEntities, len(m.ProtoReflect().GetUnknown()))
+	}
+	ids := m.GetEntityIds()
+	for i, id := range ids {
+		if id == "" {
+			return nil, fmt.Errorf("%w: empty entity ID at position %d", ErrCorruptRememberedEntities, i)
+		}
+		if i > 0 && ids[i-1] >= id {
+			return nil, fmt.Errorf("%w: entity IDs not sorted and distinct at position %d", ErrCorruptRememberedEntities, i)
+		}
+	}
+	return ids, nil
+}
+
+// describeRememberTxnErrors turns the errors of a rolled-back transaction
+// into text. Consul reports a stale index only as text; the store decides
+// by reading the indexes again, not by parsing it.
+func describeRememberTxnErrors(resp *api.TxnResponse) string {
+	if resp == nil || len(resp.Errors) == 0 {
+		return "rolled back, no error given"
+	}
+	parts := make([]string, 0, len(resp.Errors))
+	for _, e := range resp.Errors {
+		if e != nil {
+			parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// retryBackoff is a random pause before retry number attempt, doubling from
+// 1ms up to 100ms: random, so that two writers that collided do not collide
+// again in lockstep.
+func retryBackoff(attempt int) time.Duration {
+	ceiling := min(time.Millisecond<<min(attempt-1, 10), 100*time.Millisecond)
+	return ceiling/2 + rand.N(ceiling/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *ConsulRememberEntitiesStore) errorf(shardID, format string, args ...any) error {
+	return fmt.Errorf("consul remember-entities store %s: shard %q: "+format, append([]any{s.typeName, shardID}, args...)...)
+}
