@@ -160,6 +160,11 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 			case stopSeq:
 				ctx.Stop(ctx.Self())
 				return
+			case flushAndStopSeq:
+				// A hand-off stop message: "flush" (record it), then stop.
+				w.received.add(entityKey(ctx), flushAndStopSeq)
+				ctx.Stop(ctx.Self())
+				return
 			case panicSeq:
 				panic("test entity told to fail")
 			}

@@ -1,12 +1,14 @@
 package actorsharding_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -17,7 +19,37 @@ const (
 	panicSeq         = -3 // the entity panics
 	slowPassivateSeq = -4 // the entity passivates with stop message slowStopSeq
 	slowStopSeq      = -5 // the entity stops once the test releases it
+	flushAndStopSeq  = -6 // the entity records it, then stops (a custom hand-off stop message)
 )
+
+// A custom hand-off stop message: every entity of a region that shuts down
+// gets it (and can flush its state) before it stops.
+func TestCustomHandOffStopMessage(t *testing.T) {
+	w := newLocalWorld(t, actorsharding.WithHandOffStopMessage(&testpb.Ping{Seq: flushAndStopSeq}),
+		actorsharding.WithRebalanceInterval(time.Hour))
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	homes := homesOf(t, a, w, entityIDs(40), 1)
+	onB := onNode(homes, b)
+	if len(onB) == 0 {
+		t.Fatal("no entity on the node that leaves")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range onB {
+		got := w.received.get(id)
+		if len(got) == 0 || got[len(got)-1] != flushAndStopSeq {
+			t.Fatalf("entity %s did not get the hand-off stop message before stopping: %v", id, got)
+		}
+		if p := askEventually(t, a, w.region(a), id, 2); p.Node != a.Address() {
+			t.Fatalf("entity %s answers from %s", id, p.Node)
+		}
+	}
+}
 
 // Passivate through a region: the messages sent while the entity stops
 // reach its next incarnation, all of them, in order.

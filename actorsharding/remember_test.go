@@ -186,3 +186,23 @@ func TestRememberEntitiesNewNumberOfShards(t *testing.T) {
 		}
 	}
 }
+
+// Akka's constant entity-recovery-strategy: the remembered entities of a
+// crashed node start again elsewhere a few at a time, all of them.
+func TestRememberEntitiesConstantRecovery(t *testing.T) {
+	opts := append(rememberOpts(shardactor.NewMemoryRememberEntitiesStore()),
+		actorsharding.WithEntityRecoveryConstantRate(2, 50*time.Millisecond))
+	w := newLocalWorld(t, opts...)
+	w.shards = 3 // several entities per shard, so a shard recovers in several batches
+	a, _ := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	b := w.cluster.Running()[1]
+	homes := homesOf(t, a, w, entityIDs(30), 1)
+	onB := onNode(homes, b)
+	if len(onB) < 3 {
+		t.Fatalf("only %d entities on the node to crash", len(onB))
+	}
+	b.Crash()
+	waitRestartedElsewhere(t, w, onB, b, 2)
+}
