@@ -110,6 +110,7 @@ func TestJavaStringHashCode(t *testing.T) {
 		{"hello", 99162322},
 		{"polygenelubricants", -2147483648}, // Integer.MIN_VALUE in Java
 		{"😀", 1772899},                      // a surrogate pair: two UTF-16 units
+		{"a\xffb", 2124838},                 // invalid UTF-8 counts as U+FFFD
 	}
 	for _, c := range cases {
 		if got := actorsharding.JavaStringHashCode(c.in); got != c.want {

@@ -123,9 +123,18 @@ func UnpackEnvelope(env *messages.ShardingEnvelope) (any, error) {
 // JavaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
 // s[n-1] over UTF-16 code units, in 32-bit two's complement arithmetic.
 func JavaStringHashCode(s string) int32 {
+	// Without utf16.Encode([]rune(s)): this runs for every routed message,
+	// and the conversion allocated twice. Ranging over a string yields
+	// U+FFFD for invalid UTF-8, as []rune(s) does.
 	var h int32
-	for _, u := range utf16.Encode([]rune(s)) {
-		h = 31*h + int32(u)
+	for _, r := range s {
+		if r < 0x10000 {
+			h = 31*h + int32(r)
+			continue
+		}
+		hi, lo := utf16.EncodeRune(r)
+		h = 31*h + int32(hi)
+		h = 31*h + int32(lo)
 	}
 	return h
 }

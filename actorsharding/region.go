@@ -662,6 +662,11 @@ func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, shard string, m 
 		ctx.RequestWithCustomSender(pid, se, m.sender)
 		return
 	}
+	if m.sender == nil {
+		// No envelope to allocate when nobody waits for an answer.
+		ctx.Send(pid, &shardactor.Deliver{EntityID: m.entityID, Message: m.message})
+		return
+	}
 	ctx.RequestWithCustomSender(pid, &shardactor.Deliver{EntityID: m.entityID, Message: m.message}, m.sender)
 }
 
