@@ -131,6 +131,10 @@ func (r *region) active(ctx actor.Context) {
 			close(r.stopped)
 		}
 	case *actor.Started, *actor.Restarting, *actor.ReceiveTimeout:
+	case *actor.DeadLetterResponse:
+		// proto.actor's answer to one of this region's requests (Register,
+		// GetShardHome...) to an actor that is gone: they are retried.
+		ctx.Logger().Debug("shard region: a request reached no one", slog.String("type", r.typeName), slog.Any("target", msg.Target))
 	case retryTick:
 		r.onRetryTick(ctx)
 	case *messages.RegisterAck:
@@ -284,6 +288,17 @@ func (r *region) receiveShardHome(ctx actor.Context, shard string, ref *actor.PI
 			delete(r.shards, shard)
 			r.handingOff[pid.Id] = true
 			ctx.Stop(pid)
+		}
+	}
+	if isSelf && r.gracefulShutdown {
+		if _, running := r.shards[shard]; !running {
+			// A coordinator that took over during this region's shutdown
+			// may still name it; starting the shard here would only
+			// restart its entities on a leaving node. Its messages wait
+			// until the coordinator, told GracefulShutdownReq again on the
+			// next tick, moves the shard.
+			ctx.Logger().Debug("shard region: not starting a shard while shutting down", slog.String("type", r.typeName), slog.String("shard", shard))
+			return
 		}
 	}
 	r.setHome(ctx, shard, ref)
@@ -646,6 +661,10 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		return
 	}
 	if r.isSelf(ctx, home) {
+		if _, running := r.shards[shard]; !running && r.gracefulShutdown {
+			r.buffer(ctx, shard, m) // see receiveShardHome
+			return
+		}
 		pid, err := r.getShard(ctx, shard)
 		if err != nil {
 			r.drop(ctx, m.message, err.Error())

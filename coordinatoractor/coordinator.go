@@ -360,6 +360,10 @@ func (c *coordinator) active(ctx actor.Context) {
 		ctx.Respond(c.current())
 	case reloadState, *stateLoaded:
 		// A late answer of an earlier load; the state is current.
+	case *actor.DeadLetterResponse:
+		// proto.actor's answer to a message sent to a region that is gone
+		// (its Terminated or removal follows).
+		ctx.Logger().Debug("shard coordinator: a message reached no one", slog.String("type", c.typeName), slog.Any("target", msg.Target))
 	default:
 		if c.handleMembership(ctx) {
 			return
