@@ -1,0 +1,361 @@
+// Command protoshard-bench measures protoshard against baselines measured in
+// the same run on the same machine, and prints every figure next to its
+// baseline and their ratio. The sections:
+//
+//   - local: fire-and-forget messages/s through a region to 1,000 entities
+//     vs a direct Send to plain actors of the same entity type.
+//   - memory: heap per idle entity through sharding vs per bare actor.
+//   - latency: first-message latency for a never-seen shard vs a request to
+//     an entity already started; the time to rebalance shards from 1 to 3
+//     nodes vs the time to place the same shards on one node from scratch.
+//   - remote: two nodes in two OS processes on loopback (the program runs
+//     itself again with -role=peer; membership through a throwaway Consul
+//     dev agent): region msgs/s and request/response latency vs raw
+//     proto.actor remote Send and RequestFuture between the same nodes.
+//     Skipped, with the reason, when no Consul binary is found.
+//   - grains: proto.actor's own cluster (grains of a Kind, disthash
+//     identity lookup, the in-memory test provider), the alternative a
+//     proto.actor user would pick: protoshard's local figures against the
+//     grains'.
+//
+// Usage:
+//
+//	go run ./cmd/protoshard-bench -short
+//	go run ./cmd/protoshard-bench -json out.json
+//	go run ./cmd/protoshard-bench -sections local,latency
+//
+// Every ratio is protoshard / baseline: below 1 for a throughput means
+// slower than the baseline, above 1 for a latency, memory or time means
+// more. PROTOSHARD_LOG=1 shows the nodes' logs on stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// config is what a run measures; parseFlags fills it.
+type config struct {
+	short bool
+	// sections to run, in this order of execution: local, latency, remote,
+	// grains, memory (memory last: its million entities would weigh on the
+	// others' garbage collection).
+	sections map[string]bool
+
+	entities          int           // entities of the local, remote and grain workloads
+	shards            int           // the extractor's number of shards
+	messages          int           // fire-and-forget messages per local measurement
+	memEntities       int           // idle entities of the memory section
+	latencySamples    int           // new shards (and warm requests) in the latency section
+	rebalanceShards   int           // shards moved from 1 to 3 nodes
+	rebalanceInterval time.Duration // the coordinator's rebalance interval there
+	remoteMessages    int           // fire-and-forget messages per remote measurement
+	remoteSamples     int           // requests per remote latency measurement
+	sectionTimeout    time.Duration // bounds each section
+	jsonPath          string
+
+	// The hidden peer role (the second process of the remote section).
+	role       string
+	consulAddr string
+	service    string
+}
+
+var allSections = []string{"local", "memory", "latency", "remote", "grains"}
+
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	short := fs.Bool("short", false, "a quick run (well under a minute): smaller sets and counts")
+	sections := fs.String("sections", "all", "comma-separated sections to run: "+strings.Join(allSections, ",")+" or all")
+	entities := fs.Int("entities", 1000, "entities of the local, remote and grain workloads")
+	shards := fs.Int("shards", 100, "number of shards of the extractor")
+	messages := fs.Int("messages", 0, "fire-and-forget messages per local measurement (default 1000000, 100000 with -short)")
+	memEntities := fs.Int("mem-entities", 0, "idle entities of the memory section (default 1000000, 20000 with -short)")
+	latencySamples := fs.Int("latency-samples", 0, "new shards measured for first-message latency (default 2000, 300 with -short)")
+	rebalanceShards := fs.Int("rebalance-shards", 0, "shards rebalanced from 1 to 3 nodes (default 1000, 100 with -short)")
+	rebalanceInterval := fs.Duration("rebalance-interval", 100*time.Millisecond, "the coordinator's rebalance interval in the rebalance workload")
+	remoteMessages := fs.Int("remote-messages", 0, "fire-and-forget messages per remote measurement (default 200000, 30000 with -short)")
+	remoteSamples := fs.Int("remote-samples", 0, "requests per remote latency measurement (default 5000, 1000 with -short)")
+	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
+	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
+	role := fs.String("role", "", "internal: the role of this process (peer)")
+	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
+	service := fs.String("service", "", "internal: the Consul service name of the peer")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	pick := func(v, long, quick int) int {
+		switch {
+		case v > 0:
+			return v
+		case *short:
+			return quick
+		default:
+			return long
+		}
+	}
+	cfg := config{
+		short:             *short,
+		sections:          map[string]bool{},
+		entities:          *entities,
+		shards:            *shards,
+		messages:          pick(*messages, 1_000_000, 100_000),
+		memEntities:       pick(*memEntities, 1_000_000, 20_000),
+		latencySamples:    pick(*latencySamples, 2000, 300),
+		rebalanceShards:   pick(*rebalanceShards, 1000, 100),
+		rebalanceInterval: *rebalanceInterval,
+		remoteMessages:    pick(*remoteMessages, 200_000, 30_000),
+		remoteSamples:     pick(*remoteSamples, 5000, 1000),
+		sectionTimeout:    *sectionTimeout,
+		jsonPath:          *jsonPath,
+		role:              *role,
+		consulAddr:        *consulAddr,
+		service:           *service,
+	}
+	for _, s := range strings.Split(*sections, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "all":
+			for _, a := range allSections {
+				cfg.sections[a] = true
+			}
+		case contains(allSections, s):
+			cfg.sections[s] = true
+		case s == "":
+		default:
+			return config{}, fmt.Errorf("unknown section %q (want %s or all)", s, strings.Join(allSections, ","))
+		}
+	}
+	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
+		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 {
+		return config{}, errors.New("every count must be positive (rebalance-shards at least 3) and the rebalance interval above zero")
+	}
+	return cfg, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
+	if cfg.role == "peer" {
+		os.Exit(peerMain(cfg))
+	}
+	if cfg.role != "" {
+		fmt.Fprintf(os.Stderr, "error: unknown role %q\n", cfg.role)
+		os.Exit(2)
+	}
+	if _, err := run(context.Background(), os.Stdout, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// figure is one row of the table: a protoshard figure, its baseline
+// measured in the same run, and their ratio.
+type figure struct {
+	Section    string  `json:"section"`
+	Workload   string  `json:"workload"`
+	Unit       string  `json:"unit"`
+	Protoshard float64 `json:"protoshard"`
+	Baseline   float64 `json:"baseline"`
+	// BaselineName says what the baseline is.
+	BaselineName string  `json:"baseline_name"`
+	Ratio        float64 `json:"ratio"`
+	// HigherIsBetter tells a chart which way is good.
+	HigherIsBetter bool `json:"higher_is_better"`
+}
+
+// report is the outcome of a run.
+type report struct {
+	GoVersion string   `json:"go_version"`
+	GOOS      string   `json:"goos"`
+	GOARCH    string   `json:"goarch"`
+	CPUs      int      `json:"cpus"`
+	Short     bool     `json:"short"`
+	Started   string   `json:"started"`
+	Settings  any      `json:"settings"`
+	Figures   []figure `json:"figures"`
+	// Extra are figures that are not a protoshard-vs-baseline row (such as
+	// proto.actor grains against a direct Send), kept for the chart.
+	Extra   []figure          `json:"extra,omitempty"`
+	Skipped map[string]string `json:"skipped,omitempty"`
+	Failed  map[string]string `json:"failed,omitempty"`
+}
+
+func (r *report) add(f figure) {
+	f.Ratio = f.Protoshard / f.Baseline
+	r.Figures = append(r.Figures, f)
+}
+
+func (r *report) addExtra(f figure) {
+	f.Ratio = f.Protoshard / f.Baseline
+	r.Extra = append(r.Extra, f)
+}
+
+// shared carries figures one section measured and a later one compares.
+type shared struct {
+	regionRate     float64 // local region msgs/s
+	regionReqP50   float64 // local region request to a started entity, µs
+	regionReqP99   float64
+	haveLocal      bool
+	haveRequestLat bool
+}
+
+// run runs the sections, prints the table on out, writes the JSON file if
+// asked, and returns an error if a section failed.
+func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
+	rep := &report{
+		GoVersion: runtime.Version(),
+		GOOS:      runtime.GOOS,
+		GOARCH:    runtime.GOARCH,
+		CPUs:      runtime.NumCPU(),
+		Short:     cfg.short,
+		Started:   time.Now().UTC().Format(time.RFC3339),
+		Settings: map[string]any{
+			"entities":           cfg.entities,
+			"shards":             cfg.shards,
+			"messages":           cfg.messages,
+			"mem_entities":       cfg.memEntities,
+			"latency_samples":    cfg.latencySamples,
+			"rebalance_shards":   cfg.rebalanceShards,
+			"rebalance_interval": cfg.rebalanceInterval.String(),
+			"remote_messages":    cfg.remoteMessages,
+			"remote_samples":     cfg.remoteSamples,
+		},
+		Skipped: map[string]string{},
+		Failed:  map[string]string{},
+	}
+	sh := &shared{}
+	fmt.Fprintf(out, "protoshard-bench: %s %s/%s, %d CPUs%s\n", rep.GoVersion, rep.GOOS, rep.GOARCH, rep.CPUs, map[bool]string{true: ", -short", false: ""}[cfg.short])
+	type section struct {
+		name string
+		fn   func(context.Context, config, *report, *shared) error
+	}
+	// Memory runs last: its entities would weigh on the others' GC.
+	for _, s := range []section{
+		{"local", benchLocal},
+		{"latency", benchLatency},
+		{"remote", benchRemote},
+		{"grains", benchGrains},
+		{"memory", benchMemory},
+	} {
+		if !cfg.sections[s.name] {
+			continue
+		}
+		fmt.Fprintf(out, "running %s...\n", s.name)
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, cfg.sectionTimeout)
+		err := s.fn(sctx, cfg, rep, sh)
+		cancel()
+		var skip *skipError
+		switch {
+		case errors.As(err, &skip):
+			rep.Skipped[s.name] = skip.reason
+			fmt.Fprintf(out, "  skipped %s: %s\n", s.name, skip.reason)
+		case err != nil:
+			rep.Failed[s.name] = err.Error()
+			fmt.Fprintf(out, "  FAILED %s: %v\n", s.name, err)
+		default:
+			fmt.Fprintf(out, "  %s done in %v\n", s.name, time.Since(start).Round(100*time.Millisecond))
+		}
+		runtime.GC()
+	}
+	fmt.Fprintln(out)
+	printTable(out, rep)
+	var errs []error
+	for _, f := range rep.Figures {
+		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) {
+			errs = append(errs, fmt.Errorf("%s: %s: bad figure %v / %v", f.Section, f.Workload, f.Protoshard, f.Baseline))
+		}
+	}
+	for name, msg := range rep.Failed {
+		errs = append(errs, fmt.Errorf("section %s: %s", name, msg))
+	}
+	if cfg.jsonPath != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = os.WriteFile(cfg.jsonPath, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("writing %s: %w", cfg.jsonPath, err))
+		} else {
+			fmt.Fprintf(out, "\nfigures written to %s\n", cfg.jsonPath)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func valid(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+
+// skipError skips a section with a reason (not a failure).
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+func printTable(out io.Writer, rep *report) {
+	fmt.Fprintln(out, "| workload | protoshard | baseline | ratio |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|")
+	for _, f := range rep.Figures {
+		fmt.Fprintf(out, "| %s: %s (baseline: %s) | %s %s | %s %s | %.2f |\n",
+			f.Section, f.Workload, f.BaselineName, num(f.Protoshard), f.Unit, num(f.Baseline), f.Unit, f.Ratio)
+	}
+	for name, why := range rep.Skipped {
+		fmt.Fprintf(out, "| %s: skipped (%s) | | | |\n", name, why)
+	}
+	for name, why := range rep.Failed {
+		fmt.Fprintf(out, "| %s: FAILED (%s) | | | |\n", name, why)
+	}
+	if len(rep.Extra) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "proto.actor grains against their own baseline (for reference):")
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "| workload | grains | baseline | ratio |")
+		fmt.Fprintln(out, "|---|---:|---:|---:|")
+		for _, f := range rep.Extra {
+			fmt.Fprintf(out, "| %s: %s (baseline: %s) | %s %s | %s %s | %.2f |\n",
+				f.Section, f.Workload, f.BaselineName, num(f.Protoshard), f.Unit, num(f.Baseline), f.Unit, f.Ratio)
+		}
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "ratio = protoshard / baseline, both measured in this run.")
+}
+
+// num formats a figure with 3 significant digits, without exponents.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}

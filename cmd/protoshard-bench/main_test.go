@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+// TestMain lets the test binary play the peer of the remote section: the
+// program runs os.Executable again with -role=peer, which here is this
+// test binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-role=peer" {
+		cfg, err := parseFlags(os.Args[1:], os.Stderr)
+		if err != nil {
+			os.Stderr.WriteString("peer: " + err.Error() + "\n")
+			os.Exit(2)
+		}
+		os.Exit(peerMain(cfg))
+	}
+	os.Exit(m.Run())
+}
+
+// TestShortRun runs the whole program in -short mode and checks that every
+// figure was produced (positive and finite), not how fast anything is.
+func TestShortRun(t *testing.T) {
+	if testkit.RaceEnabled {
+		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
+	}
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	cfg, err := parseFlags([]string{"-short", "-json", jsonPath}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := run(ctx, &out, cfg)
+	t.Logf("output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	// The figures each section must produce.
+	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 3, "memory": 1}
+	if _, err := consulagent.Binary(); err != nil {
+		if _, ok := rep.Skipped["remote"]; !ok {
+			t.Errorf("no Consul binary (%v), but the remote section was not skipped", err)
+		}
+		delete(want, "remote")
+		t.Logf("remote section skipped: %v", err)
+	} else if why, ok := rep.Skipped["remote"]; ok {
+		t.Errorf("a Consul binary is there, but the remote section was skipped: %s", why)
+	}
+	got := map[string]int{}
+	for _, f := range rep.Figures {
+		got[f.Section]++
+		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) || f.Unit == "" || f.BaselineName == "" {
+			t.Errorf("bad figure: %+v", f)
+		}
+	}
+	for section, n := range want {
+		if got[section] != n {
+			t.Errorf("section %q produced %d figures, want %d", section, got[section], n)
+		}
+	}
+	if len(rep.Extra) != 3 {
+		t.Errorf("%d grain reference figures, want 3", len(rep.Extra))
+	}
+	for _, f := range rep.Extra {
+		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) {
+			t.Errorf("bad grain figure: %+v", f)
+		}
+	}
+	if len(rep.Failed) > 0 {
+		t.Errorf("failed sections: %v", rep.Failed)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("| workload | protoshard | baseline | ratio |")) {
+		t.Error("no table in the output")
+	}
+
+	// The JSON file holds the same figures.
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromFile report
+	if err := json.Unmarshal(b, &fromFile); err != nil {
+		t.Fatalf("%s: %v", jsonPath, err)
+	}
+	if len(fromFile.Figures) != len(rep.Figures) || len(fromFile.Extra) != len(rep.Extra) {
+		t.Errorf("the JSON file has %d+%d figures, the run %d+%d", len(fromFile.Figures), len(fromFile.Extra), len(rep.Figures), len(rep.Extra))
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"-sections", "local,grains"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.sections["local"] || !cfg.sections["grains"] || cfg.sections["memory"] || cfg.memEntities != 1_000_000 {
+		t.Errorf("parsed %+v", cfg)
+	}
+	if _, err := parseFlags([]string{"-sections", "nope"}, &bytes.Buffer{}); err == nil {
+		t.Error("an unknown section was accepted")
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership/local"
+)
+
+// memBatch is how many entities are started at once (then waited for).
+const memBatch = 10_000
+
+// heap returns the live heap after a full collection.
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// benchMemory: heap per idle entity, N entities started through a region
+// (one message each, then idle) against N bare actors spawned and sent one
+// message each. The shards are started before the first reading, so the
+// figure is per entity, not per shard.
+func benchMemory(ctx context.Context, cfg config, rep *report, _ *shared) error {
+	bare, err := bareActors(ctx, cfg.memEntities)
+	if err != nil {
+		return fmt.Errorf("bare actors: %w", err)
+	}
+	sharded, err := shardedEntities(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("sharded entities: %w", err)
+	}
+	rep.add(figure{
+		Section:      "memory",
+		Workload:     fmt.Sprintf("heap per idle entity, %d entities", cfg.memEntities),
+		Unit:         "bytes",
+		Protoshard:   sharded,
+		Baseline:     bare,
+		BaselineName: "bare actor spawned with the same props",
+	})
+	return nil
+}
+
+func bareActors(ctx context.Context, n int) (float64, error) {
+	system := newSystem("memory-bare")
+	defer system.Shutdown()
+	count := &counter{}
+	props := entityProps(count)
+	msg := &testpb.Ping{EntityId: "bare"}
+	before := heap()
+	for from := 0; from < n; from += memBatch {
+		to := min(from+memBatch, n)
+		done := count.expect(int64(to - from))
+		for range to - from {
+			system.Root.Send(system.Root.Spawn(props), msg)
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	after := heap()
+	return perEntity(before, after, n)
+}
+
+func shardedEntities(ctx context.Context, cfg config) (float64, error) {
+	nd, err := startNode(ctx, "memory-sharded", local.NewRegistry().Provider())
+	if err != nil {
+		return 0, err
+	}
+	defer nd.stop()
+	count := &counter{}
+	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
+	region, err := nd.sharding.StartRegion("BenchMemory", entityProps(count), ex)
+	if err != nil {
+		return 0, fmt.Errorf("start region: %w", err)
+	}
+	// Start every shard (with one entity of its own) before measuring.
+	seen := map[string]bool{}
+	var warm []*testpb.Ping
+	for i := 0; len(warm) < cfg.shards; i++ {
+		id := fmt.Sprintf("warm-%d", i)
+		if s := ex.ShardID(id); !seen[s] {
+			seen[s] = true
+			warm = append(warm, &testpb.Ping{EntityId: id})
+		}
+	}
+	if err := requestAll(nd.system, warm, func(int) *actor.PID { return region }); err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
+	before := heap()
+	for from := 0; from < cfg.memEntities; from += memBatch {
+		to := min(from+memBatch, cfg.memEntities)
+		done := count.expect(int64(to - from))
+		for i := from; i < to; i++ {
+			nd.system.Root.Send(region, &testpb.Ping{EntityId: fmt.Sprintf("mem-%d", i)})
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	after := heap()
+	return perEntity(before, after, cfg.memEntities)
+}
+
+func perEntity(before, after uint64, n int) (float64, error) {
+	if after <= before {
+		return 0, fmt.Errorf("the heap did not grow (%d -> %d bytes)", before, after)
+	}
+	return float64(after-before) / float64(n), nil
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// requestTimeout bounds every single request of the benchmark.
+const requestTimeout = 10 * time.Second
+
+// newSystem returns an actor system whose logs are discarded unless
+// PROTOSHARD_LOG is set ("debug" for the debug level).
+func newSystem(name string) *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		level := slog.LevelInfo
+		switch os.Getenv("PROTOSHARD_LOG") {
+		case "", "0":
+			return slog.New(slog.DiscardHandler)
+		case "debug":
+			level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With(slog.String("node", name))
+	}))
+}
+
+// node is one protoshard member: an actor system with its remote on
+// loopback, membership and the sharding extension.
+type node struct {
+	name     string
+	system   *actor.ActorSystem
+	remote   *remote.Remote
+	cluster  *membership.Cluster
+	sharding *actorsharding.Sharding
+}
+
+func startNode(ctx context.Context, name string, provider membership.Provider) (*node, error) {
+	system := newSystem(name)
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	r.Start() // before membership: a member is known by its address
+	c := membership.NewCluster(system, provider, membership.Config{})
+	n := &node{name: name, system: system, remote: r, cluster: c}
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.Join(jctx); err != nil {
+		n.stop()
+		return nil, fmt.Errorf("%s join: %w", name, err)
+	}
+	s, err := actorsharding.New(system, c)
+	if err != nil {
+		n.stop()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	n.sharding = s
+	return n, nil
+}
+
+// stop shuts the node down without a goodbye: the measurement is over.
+func (n *node) stop() {
+	n.cluster.Close()
+	n.remote.Shutdown(false)
+	n.system.Shutdown()
+}
+
+// waitRegions waits until the coordinator behind region knows want regions.
+func waitRegions(ctx context.Context, system *actor.ActorSystem, region *actor.PID, want int) error {
+	for {
+		res, err := system.Root.RequestFuture(region, &messages.GetCurrentRegions{}, 2*time.Second).Result()
+		if err == nil {
+			if cr, ok := res.(*messages.CurrentRegions); ok && len(cr.Addresses) == want {
+				return nil
+			}
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("waiting for %d regions: %w", want, err)
+		}
+	}
+}
+
+// counter counts the Pings the entities of one workload receive and
+// signals when a target is reached.
+type counter struct {
+	n      atomic.Int64
+	target atomic.Int64
+	done   atomic.Pointer[chan struct{}]
+}
+
+// expect resets the count and returns a channel closed once n more Pings
+// have arrived.
+func (c *counter) expect(n int64) <-chan struct{} {
+	ch := make(chan struct{})
+	c.target.Store(-1)
+	c.n.Store(0)
+	c.done.Store(&ch)
+	c.target.Store(n)
+	if n <= 0 {
+		close(ch)
+	}
+	return ch
+}
+
+func (c *counter) hit() {
+	if c.n.Add(1) == c.target.Load() {
+		if ch := c.done.Load(); ch != nil {
+			close(*ch)
+		}
+	}
+}
+
+// entityProps is the entity of every workload, sharded, grain or plain: it
+// counts every Ping and answers it with a Pong (a fire-and-forget Ping has
+// no sender and gets no answer).
+func entityProps(count *counter) *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*testpb.Ping); ok {
+			count.hit()
+			if ctx.Sender() != nil {
+				ctx.Respond(&testpb.Pong{EntityId: p.EntityId, Seq: p.Seq})
+			}
+		}
+	})
+}
+
+// pings returns one Ping per entity, "prefix-0000" and up.
+func pings(prefix string, n int) []*testpb.Ping {
+	out := make([]*testpb.Ping, n)
+	for i := range out {
+		out[i] = &testpb.Ping{EntityId: fmt.Sprintf("%s-%04d", prefix, i), Seq: int64(i), From: "bench"}
+	}
+	return out
+}
+
+// requestAll sends one request per message to target(i) at once and waits
+// for every answer.
+func requestAll(system *actor.ActorSystem, msgs []*testpb.Ping, target func(i int) *actor.PID) error {
+	futures := make([]*actor.Future, len(msgs))
+	for i, m := range msgs {
+		futures[i] = system.Root.RequestFuture(target(i), m, requestTimeout)
+	}
+	for i, f := range futures {
+		res, err := f.Result()
+		if err != nil {
+			return fmt.Errorf("request %d (%s): %w", i, msgs[i].EntityId, err)
+		}
+		if _, ok := res.(*testpb.Pong); !ok {
+			return fmt.Errorf("request %d (%s) answered %T", i, msgs[i].EntityId, res)
+		}
+	}
+	return nil
+}
+
+// sendRate sends n Pings fire-and-forget, round robin over msgs, each to
+// target(i), waits until count saw them all and returns messages/s.
+func sendRate(ctx context.Context, system *actor.ActorSystem, count *counter, n int, msgs []*testpb.Ping, target func(i int) *actor.PID) (float64, error) {
+	done := count.expect(int64(n))
+	start := time.Now()
+	for i := range n {
+		e := i % len(msgs)
+		system.Root.Send(target(e), msgs[e])
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("only %d of %d messages arrived: %w", count.n.Load(), n, ctx.Err())
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// latencies measures n sequential calls of do and returns p50 and p99 in
+// microseconds.
+func latencies(n int, do func(i int) error) (p50, p99 float64, err error) {
+	d := make([]time.Duration, n)
+	for i := range n {
+		start := time.Now()
+		if err := do(i); err != nil {
+			return 0, 0, err
+		}
+		d[i] = time.Since(start)
+	}
+	p50, p99 = percentiles(d)
+	return p50, p99, nil
+}
+
+// percentiles returns p50 and p99 of d in microseconds (nearest rank).
+func percentiles(d []time.Duration) (p50, p99 float64) {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(p int) float64 {
+		i := (len(s)*p + 99) / 100
+		i = min(max(i-1, 0), len(s)-1)
+		return float64(s[i]) / float64(time.Microsecond)
+	}
+	return at(50), at(99)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ask sends one request and checks that it was answered with a Pong.
+func ask(system *actor.ActorSystem, pid *actor.PID, msg *testpb.Ping) error {
+	res, err := system.Root.RequestFuture(pid, msg, requestTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("%s: %w", msg.EntityId, err)
+	}
+	if _, ok := res.(*testpb.Pong); !ok {
+		return fmt.Errorf("%s answered %T", msg.EntityId, res)
+	}
+	return nil
+}

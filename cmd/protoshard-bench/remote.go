@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/consul/api"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+const (
+	remoteType = "BenchRemote"
+	// statsName is the peer's actor that reports (From "count") or resets
+	// (From "reset") the number of Pings its entities received.
+	statsName = "bench-stats"
+	// rawPrefix names the peer's plain actors, the raw remote baseline.
+	rawPrefix = "raw-"
+)
+
+// benchRemote: two nodes in two processes on loopback, with membership
+// through a throwaway Consul dev agent. This process runs a proxy (it
+// hosts nothing), the peer process the region with every entity, so every
+// message crosses the wire. Baseline: raw proto.actor remote Send and
+// RequestFuture from this process to plain actors in the peer.
+func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error {
+	bin, err := consulagent.Binary()
+	if err != nil {
+		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
+	}
+	agent, err := startConsul(ctx, bin)
+	if err != nil {
+		return fmt.Errorf("consul agent: %w", err)
+	}
+	defer agent.stop()
+	service := fmt.Sprintf("protoshard-bench-%d", os.Getpid())
+	provider, err := consul.New(consul.Config{Client: agent.client, ServiceName: service, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	n, err := startNode(ctx, "remote-a", provider)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
+	proxy, err := n.sharding.StartProxy(remoteType, ex)
+	if err != nil {
+		return fmt.Errorf("start proxy: %w", err)
+	}
+	peer, err := startPeer(ctx, cfg, agent.addr, service)
+	if err != nil {
+		return err
+	}
+	defer peer.stop()
+	if err := waitRegions(ctx, n.system, proxy, 1); err != nil {
+		return err
+	}
+	msgs := pings("remote", cfg.entities)
+	raw := make([]*actor.PID, len(msgs))
+	for i := range raw {
+		raw[i] = actor.NewPID(peer.address, fmt.Sprintf("%s%d", rawPrefix, i))
+	}
+	stats := actor.NewPID(peer.address, statsName)
+	if err := requestAll(n.system, msgs, func(int) *actor.PID { return proxy }); err != nil {
+		return fmt.Errorf("warm-up through the region: %w", err)
+	}
+	if err := requestAll(n.system, msgs, func(i int) *actor.PID { return raw[i] }); err != nil {
+		return fmt.Errorf("warm-up of the raw actors: %w", err)
+	}
+
+	// rate sends cfg.remoteMessages fire-and-forget and polls the peer's
+	// count until all arrived.
+	rate := func(target func(i int) *actor.PID) (float64, error) {
+		if _, err := peerCount(n.system, stats, "reset"); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		for i := range cfg.remoteMessages {
+			e := i % len(msgs)
+			n.system.Root.Send(target(e), msgs[e])
+		}
+		for {
+			c, err := peerCount(n.system, stats, "count")
+			if err != nil {
+				return 0, err
+			}
+			if c >= int64(cfg.remoteMessages) {
+				return float64(cfg.remoteMessages) / time.Since(start).Seconds(), nil
+			}
+			if err := sleep(ctx, time.Millisecond); err != nil {
+				return 0, fmt.Errorf("%d of %d messages arrived: %w", c, cfg.remoteMessages, err)
+			}
+		}
+	}
+	var regionRate, rawRate float64
+	for range rounds {
+		r, err := rate(func(int) *actor.PID { return proxy })
+		if err != nil {
+			return fmt.Errorf("through the region: %w", err)
+		}
+		d, err := rate(func(i int) *actor.PID { return raw[i] })
+		if err != nil {
+			return fmt.Errorf("raw remote: %w", err)
+		}
+		regionRate, rawRate = max(regionRate, r), max(rawRate, d)
+	}
+	regionP50, regionP99, err := latencies(cfg.remoteSamples, func(i int) error {
+		return ask(n.system, proxy, msgs[i%len(msgs)])
+	})
+	if err != nil {
+		return fmt.Errorf("requests through the region: %w", err)
+	}
+	rawP50, rawP99, err := latencies(cfg.remoteSamples, func(i int) error {
+		return ask(n.system, raw[i%len(msgs)], msgs[i%len(msgs)])
+	})
+	if err != nil {
+		return fmt.Errorf("raw remote requests: %w", err)
+	}
+	rep.add(figure{
+		Section:        "remote",
+		Workload:       fmt.Sprintf("fire-and-forget to %d entities on another process", cfg.entities),
+		Unit:           "msgs/s",
+		Protoshard:     regionRate,
+		Baseline:       rawRate,
+		BaselineName:   "raw proto.actor remote Send",
+		HigherIsBetter: true,
+	})
+	for _, f := range []struct {
+		p           string
+		region, raw float64
+	}{{"p50", regionP50, rawP50}, {"p99", regionP99, rawP99}} {
+		rep.add(figure{
+			Section:      "remote",
+			Workload:     fmt.Sprintf("request/response to another process, %s of %d", f.p, cfg.remoteSamples),
+			Unit:         "µs",
+			Protoshard:   f.region,
+			Baseline:     f.raw,
+			BaselineName: "raw proto.actor remote RequestFuture",
+		})
+	}
+	return nil
+}
+
+// peerCount asks the peer's stats actor to report or reset its count.
+func peerCount(system *actor.ActorSystem, stats *actor.PID, what string) (int64, error) {
+	res, err := system.Root.RequestFuture(stats, &testpb.Ping{EntityId: statsName, From: what}, requestTimeout).Result()
+	if err != nil {
+		return 0, fmt.Errorf("peer %s: %w", what, err)
+	}
+	p, ok := res.(*testpb.Pong)
+	if !ok {
+		return 0, fmt.Errorf("peer %s answered %T", what, res)
+	}
+	return p.Seq, nil
+}
+
+// peerProcess is the second node: this program run again with -role=peer.
+type peerProcess struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	address string
+	exited  chan struct{}
+}
+
+func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*peerProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program to start the peer: %w", err)
+	}
+	cmd := exec.Command(self, "-role=peer", "-consul-addr="+consulAddr, "-service="+service,
+		fmt.Sprintf("-entities=%d", cfg.entities), fmt.Sprintf("-shards=%d", cfg.shards))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the peer: %w", err)
+	}
+	p := &peerProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
+				ready <- addr
+			}
+		}
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	select {
+	case p.address = <-ready:
+		return p, nil
+	case <-p.exited:
+		return nil, fmt.Errorf("the peer exited before it was ready: %v", cmd.ProcessState)
+	case <-time.After(60 * time.Second):
+	case <-ctx.Done():
+	}
+	p.stop()
+	return nil, fmt.Errorf("the peer was not ready in time")
+}
+
+// stop closes the peer's stdin (it then exits) and kills it after 10s.
+func (p *peerProcess) stop() {
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// peerMain runs the peer node until its stdin closes: a region hosting
+// every entity of the remote workload, cfg.entities plain actors named
+// raw-<i> with the same props, and the stats actor.
+func peerMain(cfg config) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	ccfg := api.DefaultConfig()
+	ccfg.Address, ccfg.Scheme, ccfg.Token = cfg.consulAddr, "http", ""
+	client, err := api.NewClient(ccfg)
+	if err != nil {
+		return fail(err)
+	}
+	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fail(err)
+	}
+	n, err := startNode(context.Background(), "remote-peer", provider)
+	if err != nil {
+		return fail(err)
+	}
+	defer n.stop()
+	var count atomic.Int64
+	props := actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*testpb.Ping); ok {
+			count.Add(1)
+			if ctx.Sender() != nil {
+				ctx.Respond(&testpb.Pong{EntityId: p.EntityId, Seq: p.Seq})
+			}
+		}
+	})
+	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards)); err != nil {
+		return fail(err)
+	}
+	for i := range cfg.entities {
+		if _, err := n.system.Root.SpawnNamed(props, fmt.Sprintf("%s%d", rawPrefix, i)); err != nil {
+			return fail(err)
+		}
+	}
+	_, err = n.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*testpb.Ping); ok {
+			if p.From == "reset" {
+				count.Store(0)
+			}
+			ctx.Respond(&testpb.Pong{EntityId: statsName, Seq: count.Load()})
+		}
+	}), statsName)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Printf("READY %s\n", n.system.Address())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
