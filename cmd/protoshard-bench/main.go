@@ -62,6 +62,7 @@ type config struct {
 	remoteSamples     int           // requests per remote latency measurement
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
+	svgPath           string
 
 	// The hidden peer role (the second process of the remote section).
 	role       string
@@ -87,6 +88,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	remoteSamples := fs.Int("remote-samples", 0, "requests per remote latency measurement (default 5000, 1000 with -short)")
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
+	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
 	role := fs.String("role", "", "internal: the role of this process (peer)")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
@@ -120,6 +122,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		remoteSamples:     pick(*remoteSamples, 5000, 1000),
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
+		svgPath:           *svgPath,
 		role:              *role,
 		consulAddr:        *consulAddr,
 		service:           *service,
@@ -306,6 +309,20 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			errs = append(errs, fmt.Errorf("writing %s: %w", cfg.jsonPath, err))
 		} else {
 			fmt.Fprintf(out, "\nfigures written to %s\n", cfg.jsonPath)
+		}
+	}
+	if cfg.svgPath != "" {
+		f, err := os.Create(cfg.svgPath)
+		if err == nil {
+			err = writeSVG(f, rep)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("writing %s: %w", cfg.svgPath, err))
+		} else {
+			fmt.Fprintf(out, "chart written to %s\n", cfg.svgPath)
 		}
 	}
 	return rep, errors.Join(errs...)
