@@ -272,17 +272,6 @@ func currentRegions(t *testing.T, n *testkit.Node, region *actor.PID) []string {
 	return out
 }
 
-// shardsPerNode counts the shards each running node's region hosts
-// (GetShardRegionStats), by node address.
-func (w *world) shardsPerNode() map[string]int {
-	out := map[string]int{}
-	for _, n := range w.cluster.Running() {
-		st := regionStats(w.t, n, w.region(n))
-		out[n.Address()] = len(st.Stats)
-	}
-	return out
-}
-
 // coordinatorState asks the coordinator (on the oldest node) for its state.
 func (w *world) coordinatorState() *coordinatoractor.CurrentCoordinatorState {
 	w.t.Helper()

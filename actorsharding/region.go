@@ -158,9 +158,9 @@ func (r *region) active(ctx actor.Context) {
 	case *messages.GracefulShutdown:
 		r.onGracefulShutdown(ctx)
 	case *messages.GetCurrentRegions:
-		r.askCoordinator(ctx, msg, &messages.CurrentRegions{})
+		r.askCoordinator(ctx, &messages.CurrentRegions{})
 	case *messages.GetClusterShardingStats:
-		r.askCoordinator(ctx, msg, &messages.ClusterShardingStats{Regions: map[string]*messages.ShardRegionStats{}})
+		r.askCoordinator(ctx, &messages.ClusterShardingStats{Regions: map[string]*messages.ShardRegionStats{}})
 	case *messages.GetShardRegionStats:
 		r.onGetShardRegionStats(ctx)
 	case *messages.GetShardRegionState:
@@ -504,9 +504,9 @@ func (r *region) onMemberRemoved(ctx actor.Context, msg membership.MemberRemoved
 			return
 		}
 	}
-	for shard, ref := range r.regionByShard {
+	for _, ref := range r.regionByShard {
 		if ref.Address == msg.Member.Address && !r.isSelf(ctx, ref) {
-			r.forgetHome(shard, ref)
+			r.regionTerminated(ctx, ref)
 		}
 	}
 	if r.coordinator != nil && r.coordinator.Address == msg.Member.Address {
@@ -758,7 +758,7 @@ func (r *region) drop(ctx actor.Context, msg any, reason string) {
 
 // askCoordinator forwards a query the coordinator answers; without a
 // coordinator the answer is empty at once (as Akka's region).
-func (r *region) askCoordinator(ctx actor.Context, msg proto.Message, empty proto.Message) {
+func (r *region) askCoordinator(ctx actor.Context, empty proto.Message) {
 	if r.coordinator == nil {
 		ctx.Respond(empty)
 		return
@@ -766,30 +766,40 @@ func (r *region) askCoordinator(ctx actor.Context, msg proto.Message, empty prot
 	ctx.Forward(r.coordinator)
 }
 
-// onGetShardRegionStats asks every local shard, off the actor; a shard that
-// does not answer within the query timeout is listed as failed.
+// onGetShardRegionStats answers with the entity count of every local shard.
 func (r *region) onGetShardRegionStats(ctx actor.Context) {
-	requester := ctx.Sender()
-	if requester == nil {
-		return
-	}
-	shards := r.localShards()
-	root := ctx.ActorSystem().Root
-	timeout := r.settings.ShardRegionQueryTimeout
-	go func() {
+	r.queryShards(ctx, &shardactor.GetShardStats{}, func(answers []shardAnswer) proto.Message {
 		out := &messages.ShardRegionStats{Stats: map[string]int32{}}
-		for _, a := range askShards(root, shards, &shardactor.GetShardStats{}, timeout) {
+		for _, a := range answers {
 			if st, ok := a.answer.(*shardactor.ShardStats); ok {
 				out.Stats[a.shard] = int32(st.EntityCount)
 			} else {
 				out.Failed = append(out.Failed, a.shard)
 			}
 		}
-		root.Send(requester, out)
-	}()
+		return out
+	})
 }
 
+// onGetShardRegionState answers with the entity IDs of every local shard.
 func (r *region) onGetShardRegionState(ctx actor.Context) {
+	r.queryShards(ctx, &shardactor.GetCurrentShardState{}, func(answers []shardAnswer) proto.Message {
+		out := &messages.CurrentShardRegionState{}
+		for _, a := range answers {
+			if st, ok := a.answer.(*shardactor.CurrentShardState); ok {
+				out.Shards = append(out.Shards, &messages.ShardState{ShardId: a.shard, EntityIds: st.EntityIDs})
+			} else {
+				out.Failed = append(out.Failed, a.shard)
+			}
+		}
+		return out
+	})
+}
+
+// queryShards asks every local shard q off the actor (the answer waits for
+// the slowest shard, up to the query timeout) and sends the sender what
+// build makes of the answers; a shard that does not answer has a nil one.
+func (r *region) queryShards(ctx actor.Context, q any, build func([]shardAnswer) proto.Message) {
 	requester := ctx.Sender()
 	if requester == nil {
 		return
@@ -798,15 +808,7 @@ func (r *region) onGetShardRegionState(ctx actor.Context) {
 	root := ctx.ActorSystem().Root
 	timeout := r.settings.ShardRegionQueryTimeout
 	go func() {
-		out := &messages.CurrentShardRegionState{}
-		for _, a := range askShards(root, shards, &shardactor.GetCurrentShardState{}, timeout) {
-			if st, ok := a.answer.(*shardactor.CurrentShardState); ok {
-				out.Shards = append(out.Shards, &messages.ShardState{ShardId: a.shard, EntityIds: st.EntityIDs})
-			} else {
-				out.Failed = append(out.Failed, a.shard)
-			}
-		}
-		root.Send(requester, out)
+		root.Send(requester, build(askShards(root, shards, q, timeout)))
 	}()
 }
 

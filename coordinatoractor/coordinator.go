@@ -110,22 +110,33 @@ type (
 	}
 )
 
+// Receive handles what every state handles alike (start, membership,
+// lifecycle), then the current state.
 func (c *coordinator) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*actor.Started); !ok {
-		c.behavior.Receive(ctx)
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		c.start(ctx)
 		return
 	}
-	{
-		c.timers = scheduler.NewTimerScheduler(ctx)
-		c.members = map[string]membership.Member{}
-		c.rebalanceInProgress = map[string][]*actor.PID{}
-		c.rebalanceWorkers = map[string]*actor.PID{}
-		c.gracefulShutdownInProgress = map[string]bool{}
-		c.unAckedHostShards = map[string]scheduler.CancelFunc{}
-		c.cluster.Subscribe(ctx.Self())
-		c.become(ctx, StateWaitingForState, c.waitingForState)
-		c.load(ctx)
+	if c.handleMembership(ctx) {
+		return
 	}
+	if isLifecycle(ctx.Message()) {
+		c.handleLifecycle(ctx)
+		return
+	}
+	c.behavior.Receive(ctx)
+}
+
+func (c *coordinator) start(ctx actor.Context) {
+	c.timers = scheduler.NewTimerScheduler(ctx)
+	c.members = map[string]membership.Member{}
+	c.rebalanceInProgress = map[string][]*actor.PID{}
+	c.rebalanceWorkers = map[string]*actor.PID{}
+	c.gracefulShutdownInProgress = map[string]bool{}
+	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
+	c.cluster.Subscribe(ctx.Self())
+	c.become(ctx, StateWaitingForState, c.waitingForState)
+	c.load(ctx)
 }
 
 func (c *coordinator) become(ctx actor.Context, name string, b actor.ReceiveFunc) {
@@ -182,13 +193,6 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
 	default:
-		if c.handleMembership(ctx) {
-			return
-		}
-		if isLifecycle(msg) {
-			c.handleLifecycle(ctx)
-			return
-		}
 		c.stash = append(c.stash, stashed{message: msg, sender: ctx.Sender()})
 	}
 }
@@ -365,13 +369,6 @@ func (c *coordinator) active(ctx actor.Context) {
 		// (its Terminated or removal follows).
 		ctx.Logger().Debug("shard coordinator: a message reached no one", slog.String("type", c.typeName), slog.Any("target", msg.Target))
 	default:
-		if c.handleMembership(ctx) {
-			return
-		}
-		if isLifecycle(msg) {
-			c.handleLifecycle(ctx)
-			return
-		}
 		ctx.Logger().Warn("shard coordinator: unexpected message", slog.String("type", c.typeName),
 			slog.String("message", fmt.Sprintf("%T", msg)), slog.Any("sender", ctx.Sender()))
 	}

@@ -336,15 +336,6 @@ func (d *demo) oldest() *node {
 	return running[0]
 }
 
-func (d *demo) nameOf(address string) string {
-	for _, n := range d.nodes {
-		if n.system.Address() == address {
-			return n.name
-		}
-	}
-	return address
-}
-
 // waitRegistered waits until the coordinator knows want regions: membership
 // converges before the regions have registered, and shards are allocated
 // only among registered regions.
