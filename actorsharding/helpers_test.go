@@ -40,6 +40,9 @@ type world struct {
 	regions map[*testkit.Node]*actor.PID
 	drops   []*deadletter.Event
 
+	// nodeOpts are passed to the next nodes startNode starts.
+	nodeOpts []testkit.NodeOption
+
 	// stopping and release let a test hold an entity in its stop message.
 	stopping chan string
 	release  chan struct{}
@@ -92,7 +95,7 @@ func (w *world) init(opts []actorsharding.Option) *world {
 // startNode starts a node and its region (proxy: a proxy-only region).
 func (w *world) startNode(proxy bool, opts ...actorsharding.Option) *testkit.Node {
 	w.t.Helper()
-	n := w.cluster.StartNode()
+	n := w.cluster.StartNode(w.nodeOpts...)
 	n.System.EventStream.Subscribe(func(e any) {
 		if d, ok := e.(*deadletter.Event); ok {
 			w.mu.Lock()
