@@ -7,7 +7,7 @@ package shardactor
 //
 // Two mechanisms, independent of each other:
 //   - idle: an entity that has had no user message for the idle timeout is
-//     passivated (IdleEntities, checked every timeout/2);
+//     passivated (CheckIdle, every timeout/2);
 //   - active-entity limit: a ReplacementPolicy tracks the active entities and
 //     names those to passivate when there are more than the limit.
 
@@ -22,22 +22,34 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// IdleEntities returns, sorted, the entities of lastActive (entity ID → time
-// of its last user message) that have been idle for timeout or longer at
-// now. A zero or negative timeout means idle passivation is off: nothing is
-// idle.
-func IdleEntities(now time.Time, lastActive map[string]time.Time, timeout time.Duration) []string {
-	if timeout <= 0 {
-		return nil
+// Activity is what a shard keeps of one entity for idle passivation. A
+// user message only sets Used; the clock is read by the idle check, once
+// per check rather than once per message, which is the hot path.
+type Activity struct {
+	// LastSeen is not before the entity's last user message as of the last
+	// check: the time of its start, or of the first check that found Used.
+	LastSeen time.Time
+	// Used: a user message arrived since the last check.
+	Used bool
+}
+
+// CheckIdle is one idle check of an entity at now. It returns the activity
+// to keep and whether the entity has been idle for timeout or longer. An
+// entity used since the last check is not idle, and now becomes its
+// LastSeen: later than its real last message, so an entity is never
+// passivated early. With checks every timeout/2 it is passivated between
+// timeout and 1.5 × timeout after its last message, as with a timestamp
+// per message. A zero or negative timeout means idle passivation is off:
+// nothing is idle.
+func CheckIdle(now time.Time, a Activity, timeout time.Duration) (Activity, bool) {
+	switch {
+	case timeout <= 0:
+		return a, false
+	case a.Used:
+		return Activity{LastSeen: now}, false
+	default:
+		return a, now.Sub(a.LastSeen) >= timeout
 	}
-	var idle []string
-	for id, last := range lastActive {
-		if now.Sub(last) >= timeout {
-			idle = append(idle, id)
-		}
-	}
-	slices.Sort(idle)
-	return idle
 }
 
 // minIdleCheckInterval keeps a tiny idle timeout from turning the repeating

@@ -11,32 +11,61 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-func TestIdleEntities(t *testing.T) {
+func TestCheckIdle(t *testing.T) {
 	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	seen := func(d time.Duration) Activity { return Activity{LastSeen: ago(d)} }
 	tests := []struct {
-		name       string
-		lastActive map[string]time.Time
-		timeout    time.Duration
-		want       []string
+		name     string
+		activity Activity
+		timeout  time.Duration
+		want     Activity
+		idle     bool
 	}{
-		{"none tracked", nil, time.Minute, nil},
-		{"all fresh", map[string]time.Time{"a": ago(time.Second), "b": now}, time.Minute, nil},
-		{"exactly the timeout is idle", map[string]time.Time{"a": ago(time.Minute)}, time.Minute, []string{"a"}},
-		{"just under the timeout is not", map[string]time.Time{"a": ago(time.Minute - time.Nanosecond)}, time.Minute, nil},
-		{
-			"sorted, only the idle ones",
-			map[string]time.Time{"c": ago(2 * time.Minute), "a": ago(time.Hour), "b": ago(time.Second), "d": ago(time.Minute)},
-			time.Minute, []string{"a", "c", "d"},
-		},
-		{"a time in the future is not idle", map[string]time.Time{"a": now.Add(time.Hour)}, time.Minute, nil},
-		{"zero timeout: off", map[string]time.Time{"a": ago(time.Hour)}, 0, nil},
-		{"negative timeout: off", map[string]time.Time{"a": ago(time.Hour)}, -time.Second, nil},
+		{"fresh", seen(time.Second), time.Minute, seen(time.Second), false},
+		{"exactly the timeout is idle", seen(time.Minute), time.Minute, seen(time.Minute), true},
+		{"just under the timeout is not", seen(time.Minute - time.Nanosecond), time.Minute, seen(time.Minute - time.Nanosecond), false},
+		{"long idle", seen(time.Hour), time.Minute, seen(time.Hour), true},
+		{"used since the last check: not idle, seen now", Activity{LastSeen: ago(time.Hour), Used: true}, time.Minute, Activity{LastSeen: now}, false},
+		{"a time in the future is not idle", Activity{LastSeen: now.Add(time.Hour)}, time.Minute, Activity{LastSeen: now.Add(time.Hour)}, false},
+		{"zero timeout: off", seen(time.Hour), 0, seen(time.Hour), false},
+		{"negative timeout: off, Used kept", Activity{LastSeen: ago(time.Hour), Used: true}, -time.Second, Activity{LastSeen: ago(time.Hour), Used: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, IdleEntities(now, tt.lastActive, tt.timeout))
+			got, idle := CheckIdle(now, tt.activity, tt.timeout)
+			require.Equal(t, tt.want, got)
+			require.Equal(t, tt.idle, idle)
 		})
+	}
+}
+
+// TestCheckIdleBounds runs the checks as the shard does (every timeout/2)
+// and a last message at every offset within a check interval: the entity is
+// passivated no earlier than timeout and no later than 1.5 × timeout after
+// its last message.
+func TestCheckIdleBounds(t *testing.T) {
+	const timeout = 10 * time.Second
+	interval := idleCheckInterval(timeout)
+	start := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
+	for offset := time.Duration(0); offset < interval; offset += interval / 10 {
+		a := Activity{LastSeen: start}
+		last := start.Add(interval + offset) // the last message, after the first check
+		for check := start.Add(interval); ; check = check.Add(interval) {
+			if !check.Before(last) && check.Add(-interval).Before(last) {
+				a.Used = true // the message arrived in the interval this check ends
+			}
+			var idle bool
+			a, idle = CheckIdle(check, a, timeout)
+			if !idle {
+				require.Less(t, check.Sub(last), 2*timeout, "offset %v: never passivated", offset)
+				continue
+			}
+			idleFor := check.Sub(last)
+			require.GreaterOrEqual(t, idleFor, timeout, "offset %v: passivated early", offset)
+			require.LessOrEqual(t, idleFor, timeout+timeout/2, "offset %v: passivated late", offset)
+			break
+		}
 	}
 }
 

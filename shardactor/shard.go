@@ -73,7 +73,6 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			automatic:   !settings.RememberEntities,
 			policy:      policy,
 			policyErr:   policyErr,
-			lastActive:  map[string]time.Time{},
 		}
 	}, opts...)
 }
@@ -103,7 +102,6 @@ type shard struct {
 	automatic       bool                 // off with remember-entities, as in Akka
 	policy          ReplacementPolicy    // the active-entity limit
 	policyErr       error                // unknown Settings.ReplacementPolicy, logged at Started
-	lastActive      map[string]time.Time // entity ID -> last user message; only with idle passivation
 	cancelIdleCheck scheduler.CancelFunc // the repeating idleCheckTick, while active
 
 	// Remember-entities (see remember.go).
@@ -123,6 +121,7 @@ type entity struct {
 	pid         *actor.PID
 	passivating bool              // the stop message was sent on its Passivate
 	buffer      []bufferedMessage // what arrived for it while passivating, in order
+	activity    Activity          // for idle passivation (see CheckIdle)
 }
 
 // bufferedMessage is a message (or a StartEntity) held for the next
@@ -135,6 +134,13 @@ type bufferedMessage struct {
 
 // Receive handles what every state handles alike, then the current state.
 func (s *shard) Receive(ctx actor.Context) {
+	// The hot path first: a message for an entity while active, without
+	// the behavior's indirection and the big frame of the active switch
+	// (the mailbox runs on a fresh goroutine, whose stack then grows).
+	if d, ok := ctx.Message().(*Deliver); ok && s.state == stateActive {
+		s.deliverTo(ctx, d, ctx.Sender())
+		return
+	}
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		s.timers = scheduler.NewTimerScheduler(ctx)
@@ -284,55 +290,73 @@ func (s *shard) stopped(ctx actor.Context) {
 // --- active ---
 
 // deliverTo hands d to its entity as if from sender, starting the entity
-// if needed.
+// if needed. It is the hot path: what is rare is in deliverSlow and
+// dropBadDeliver, which keeps this frame small.
 func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
-	switch {
-	case d == nil:
-		s.drop(ctx, d, sender, "nil Deliver")
-		return
-	case d.EntityID == "":
-		s.drop(ctx, d, sender, fmt.Sprintf("empty entity ID (message %T)", d.Message))
-		return
-	case d.Message == nil:
-		s.drop(ctx, d, sender, fmt.Sprintf("nil message for entity %q", d.EntityID))
+	if d == nil || d.EntityID == "" || d.Message == nil {
+		s.dropBadDeliver(ctx, d, sender)
 		return
 	}
+	e := s.entities[d.EntityID]
+	if _, start := d.Message.(*messages.StartEntity); start || e == nil || e.passivating {
+		s.deliverSlow(ctx, e, d, sender)
+		return
+	}
+	if countsAsActivity(d.Message) {
+		s.touch(ctx, e)
+		// touch may have chosen this very entity (a policy may, even if
+		// ours never choose the entity just touched): then it waits for
+		// the next incarnation like any message for a passivating entity.
+		if e.passivating {
+			s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
+			return
+		}
+	}
+	tell(ctx, e.pid, d.Message, sender)
+}
+
+// deliverSlow is deliverTo for a StartEntity, an entity that is not
+// running (e is nil) or one that is passivating.
+func (s *shard) deliverSlow(ctx actor.Context, e *entity, d *Deliver, sender *actor.PID) {
 	if start, ok := d.Message.(*messages.StartEntity); ok {
 		// As Akka: StartEntity works both as is and inside an envelope.
 		s.onStartEntity(ctx, start.GetEntityId(), d, sender)
 		return
 	}
-	e := s.entities[d.EntityID]
-	if e == nil && s.mustAwaitStore(d.EntityID) {
-		s.awaitStore(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
-		return
-	}
-	switch {
-	case e == nil:
-		var err error
-		if e, err = s.startEntity(ctx, d.EntityID); err != nil {
-			s.drop(ctx, d, sender, fmt.Sprintf("cannot start entity %q: %v", d.EntityID, err))
-			return
-		}
-		// A started entity is tracked whatever its first message, or an
-		// entity started by a protocol message would never be passivated.
-		s.touch(ctx, e.id)
-	case e.passivating:
+	if e != nil {
 		// Not activity: the entity is going. The next incarnation is
 		// touched when it starts.
 		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
 		return
-	case countsAsActivity(d.Message):
-		s.touch(ctx, e.id)
 	}
-	// touch may have chosen this very entity (a policy may, even if ours
-	// never choose the entity just touched): then it waits for the next
-	// incarnation like any message for a passivating entity.
+	if s.mustAwaitStore(d.EntityID) {
+		s.awaitStore(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
+		return
+	}
+	e, err := s.startEntity(ctx, d.EntityID)
+	if err != nil {
+		s.drop(ctx, d, sender, fmt.Sprintf("cannot start entity %q: %v", d.EntityID, err))
+		return
+	}
+	// A started entity is tracked whatever its first message, or an
+	// entity started by a protocol message would never be passivated.
+	s.touch(ctx, e)
 	if e.passivating {
 		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
 		return
 	}
 	tell(ctx, e.pid, d.Message, sender)
+}
+
+func (s *shard) dropBadDeliver(ctx actor.Context, d *Deliver, sender *actor.PID) {
+	switch {
+	case d == nil:
+		s.drop(ctx, d, sender, "nil Deliver")
+	case d.EntityID == "":
+		s.drop(ctx, d, sender, fmt.Sprintf("empty entity ID (message %T)", d.Message))
+	default:
+		s.drop(ctx, d, sender, fmt.Sprintf("nil message for entity %q", d.EntityID))
+	}
 }
 
 // mustAwaitStore: with remember-entities, an entity not remembered yet (or
@@ -361,18 +385,19 @@ func (s *shard) onStartEntity(ctx actor.Context, id string, original any, sender
 	}
 	switch {
 	case e == nil:
-		if _, err := s.startEntity(ctx, id); err != nil {
+		started, err := s.startEntity(ctx, id)
+		if err != nil {
 			s.drop(ctx, original, sender, fmt.Sprintf("cannot start entity %q: %v", id, err))
 			return
 		}
-		s.touch(ctx, id)
+		s.touch(ctx, started)
 		s.ackStart(ctx, id, sender)
 	case e.passivating:
 		// Started again, and acknowledged, once the passivation completes.
 		s.hold(ctx, e, bufferedMessage{sender: sender, start: true}, original)
 	default:
 		// As in Akka, StartEntity of a running entity is a use of it.
-		s.touch(ctx, id)
+		s.touch(ctx, e)
 		s.ackStart(ctx, id, sender)
 	}
 }
@@ -429,7 +454,7 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 	// The buffered messages are the new incarnation's activity. Touching
 	// before they are sent may choose other entities (never, with our
 	// policies, this one: see onDeliver).
-	s.touch(ctx, next.id)
+	s.touch(ctx, next)
 	if next.passivating {
 		// Chosen at once: the buffer waits for the incarnation after.
 		next.buffer = e.buffer
@@ -525,16 +550,15 @@ func (s *shard) stopIdleCheck() {
 	}
 }
 
-// touch records a use of the live entity id and passivates the entities the
-// replacement policy chooses beyond the limit.
-func (s *shard) touch(ctx actor.Context, id string) {
+// touch records a use of the live entity e and passivates the entities the
+// replacement policy chooses beyond the limit. It runs on every user
+// message, so it reads no clock: onIdleCheck does.
+func (s *shard) touch(ctx actor.Context, e *entity) {
 	if !s.automatic {
 		return
 	}
-	if s.settings.idlePassivation() {
-		s.lastActive[id] = time.Now()
-	}
-	for _, chosen := range s.policy.Touch(id) {
+	e.activity.Used = true
+	for _, chosen := range s.policy.Touch(e.id) {
 		s.passivateAutomatically(ctx, chosen, passivateLimit)
 	}
 }
@@ -543,7 +567,20 @@ func (s *shard) onIdleCheck(ctx actor.Context) {
 	if !s.automatic || !s.settings.idlePassivation() {
 		return // a tick of a timer that was never meant to run
 	}
-	for _, id := range IdleEntities(time.Now(), s.lastActive, s.settings.PassivationIdleTimeout) {
+	now := time.Now()
+	var idle []string
+	for id, e := range s.entities {
+		if e.passivating {
+			continue // going already
+		}
+		var isIdle bool
+		e.activity, isIdle = CheckIdle(now, e.activity, s.settings.PassivationIdleTimeout)
+		if isIdle {
+			idle = append(idle, id)
+		}
+	}
+	slices.Sort(idle) // a stable order in the logs
+	for _, id := range idle {
 		s.passivateAutomatically(ctx, id, passivateIdle)
 	}
 }
@@ -575,7 +612,6 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 // it is going, and its next incarnation is tracked afresh.
 func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
 	s.policy.Remove(id)
-	delete(s.lastActive, id)
 	e := s.entities[id]
 	if e == nil {
 		// Tracking and entities are kept together (forget), so this is a
@@ -624,7 +660,7 @@ func (s *shard) startEntity(ctx actor.Context, id string) (*entity, error) {
 	// termination already. A watch would add a second Terminated for the
 	// same PID, and PIDs carry no incarnation, so that duplicate would look
 	// like the termination of the entity's next incarnation.
-	e := &entity{id: id, pid: pid}
+	e := &entity{id: id, pid: pid, activity: Activity{LastSeen: time.Now()}}
 	s.entities[id] = e
 	s.byPID[pidKey(pid)] = id
 	ctx.Logger().Debug("shard: started entity", append(s.attrs(), slog.String("entity", id))...)
@@ -650,7 +686,6 @@ func (s *shard) forget(e *entity) {
 	delete(s.entities, e.id)
 	delete(s.byPID, pidKey(e.pid))
 	s.policy.Remove(e.id)
-	delete(s.lastActive, e.id)
 }
 
 func (s *shard) entityOf(pid *actor.PID) (*entity, bool) {
