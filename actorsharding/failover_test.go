@@ -388,3 +388,40 @@ func isPing(m any) bool {
 	_, ok := m.(*testpb.Ping)
 	return ok
 }
+
+// The whole cluster leaves at once (here its last two nodes, one running
+// the coordinator): no member is left to take the shards, so each region
+// stops its own shards instead of waiting for hand-offs that cannot come.
+// Both leaves end without error, well within the graceful-shutdown
+// timeout, and no entity ever ran twice (the ledger, at cleanup).
+func TestWholeClusterLeavesAtOnce(t *testing.T) {
+	for round := range 2 {
+		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
+			w := newLocalWorld(t, actorsharding.WithHandOffTimeout(20*time.Second))
+			a, b := w.startNode(false), w.startNode(false)
+			w.cluster.WaitConverged(t, 30*time.Second)
+			w.waitRegistered(2)
+			homes := homesOf(t, b, w, entityIDs(200), 1)
+			onA := 0
+			for _, h := range homes {
+				if h == a.Address() {
+					onA++
+				}
+			}
+			if onA == 0 || onA == len(homes) {
+				t.Fatalf("entities on a: %d of %d; want both nodes hosting", onA, len(homes))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			errs := make(chan error, 2)
+			for _, n := range []*testkit.Node{a, b} {
+				go func() { errs <- n.Leave(ctx) }()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Errorf("leave: %v", err)
+				}
+			}
+		})
+	}
+}

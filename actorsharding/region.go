@@ -56,6 +56,10 @@ type region struct {
 	buffered    int
 
 	gracefulShutdown bool
+	// stoppingLocally: shutting down with no other member of the role up
+	// to take the shards (the whole cluster is shutting down), so the
+	// region stops its shards itself (see nobodyToTakeOver).
+	stoppingLocally bool
 	// activeEntityLimit is the region's passivation limit (0: none), which
 	// its shards share evenly.
 	activeEntityLimit int
@@ -177,8 +181,13 @@ func (r *region) active(ctx actor.Context) {
 		r.shareEntityLimit(ctx)
 	case *messages.ShardingEnvelope:
 		r.onEnvelope(ctx, msg)
+	case *messages.ShardStopped:
+		if r.stoppingLocally {
+			return // the answer of a shard this region stopped itself; its Terminated is what counts
+		}
+		r.drop(ctx, msg, fmt.Sprintf("%T is a protocol message a region does not take", msg))
 	case *messages.RegisterProxy, *messages.Register, *messages.GetShardHome, *messages.ShardStarted,
-		*messages.BeginHandOffAck, *messages.ShardStopped, *messages.RebalanceDone, *messages.Passivate,
+		*messages.BeginHandOffAck, *messages.RebalanceDone, *messages.Passivate,
 		*messages.StartEntityAck, *messages.GracefulShutdownReq, *messages.RegionStopped:
 		// Protocol messages that only a coordinator, worker or shard takes:
 		// sent here they are a mistake, never an entity's message.
@@ -230,6 +239,10 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 }
 
 func (r *region) onRetryTick(ctx actor.Context) {
+	if r.gracefulShutdown {
+		r.stopLocallyIfNobodyToTakeOver(ctx)
+		r.tryCompleteGracefulShutdown(ctx)
+	}
 	if r.coordinator == nil {
 		r.register(ctx)
 		return
@@ -237,7 +250,6 @@ func (r *region) onRetryTick(ctx actor.Context) {
 	r.requestShardBufferHomes(ctx)
 	if r.gracefulShutdown {
 		ctx.Request(r.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
-		r.tryCompleteGracefulShutdown(ctx)
 	}
 }
 
@@ -491,6 +503,7 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 	default:
 		return false
 	}
+	r.stopLocallyIfNobodyToTakeOver(ctx)
 	return true
 }
 
@@ -545,8 +558,56 @@ func (r *region) onGracefulShutdown(ctx actor.Context) {
 	if r.coordinator != nil {
 		ctx.Request(r.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
+	r.stopLocallyIfNobodyToTakeOver(ctx)
 	r.tryCompleteGracefulShutdown(ctx)
 }
+
+// nobodyToTakeOver tells whether a region of role on selfAddress that shuts
+// down has no member to hand its shards to: it knows its own member (so
+// members is a real view), and every other member with the role is
+// leaving. That is a whole-cluster shutdown, such as the last nodes
+// stopping together: the coordinator's member may be leaving too and its
+// hand-offs never finish. Akka's analogue is preparing for a full cluster
+// shutdown, where a region stops without hand-off.
+func nobodyToTakeOver(members map[string]membership.Member, selfAddress, role string) bool {
+	if _, known := members[selfAddress]; !known {
+		return false
+	}
+	for addr, m := range members {
+		if addr != selfAddress && m.HasRole(role) && m.Status == membership.Up {
+			return false
+		}
+	}
+	return true
+}
+
+// stopLocallyIfNobodyToTakeOver: during a graceful shutdown with nobody to
+// take over, the region hands each shard off to itself: the shard stops its
+// entities with the hand-off stop message, as for a move, so remembered
+// entities stay remembered for the cluster's next start. What is buffered,
+// and what arrives for a shard without a running home from now on, is
+// dropped with a reason: no member is left to start it. An entity cannot
+// run twice: the coordinator reallocates these shards only once this region
+// has stopped.
+func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
+	if !r.gracefulShutdown || r.stoppingLocally || r.proxyOnly() || !nobodyToTakeOver(r.members, ctx.Self().Address, r.settings.Role) {
+		return
+	}
+	r.stoppingLocally = true
+	ctx.Logger().Info("shard region: no other member of the role is up to take the shards (the cluster is shutting down); stopping them here",
+		slog.String("type", r.typeName), slog.Int("shards", len(r.shards)))
+	for shard, pid := range r.shards {
+		delete(r.shards, shard)
+		r.handingOff[pid.Id] = true
+		ctx.Request(pid, &messages.HandOff{Shard: shard})
+	}
+	for _, shard := range slices.Clone(r.bufferOrder) {
+		r.dropBuffer(ctx, shard, clusterShuttingDown)
+	}
+	r.tryCompleteGracefulShutdown(ctx)
+}
+
+const clusterShuttingDown = "the cluster is shutting down: no member of the role is left up to host the shard"
 
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
 	if r.gracefulShutdown && len(r.shards) == 0 && len(r.handingOff) == 0 && r.buffered == 0 {
@@ -712,6 +773,10 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 }
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
+	if r.stoppingLocally {
+		r.drop(ctx, m.message, fmt.Sprintf("shard %s, entity %q: %s", shard, m.entityID, clusterShuttingDown))
+		return
+	}
 	if r.buffered >= r.settings.BufferSize {
 		r.drop(ctx, m.message, fmt.Sprintf("Buffer is full, dropping message (shard %s, buffer size %d)", shard, r.settings.BufferSize))
 		return
