@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-// TestMain lets the test binary play the peer of the remote section: the
-// program runs os.Executable again with -role=peer, which here is this
-// test binary.
+// TestMain lets the test binary play the peer of the remote and failover
+// sections: the program runs os.Executable again with -role=<role> as the
+// first argument, which here is this test binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "-role=peer" {
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-role=") {
 		cfg, err := parseFlags(os.Args[1:], os.Stderr)
 		if err != nil {
 			os.Stderr.WriteString("peer: " + err.Error() + "\n")
@@ -48,15 +49,17 @@ func TestShortRun(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 	// The figures each section must produce.
-	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 3, "memory": 1}
-	if _, err := consulagent.Binary(); err != nil {
-		if _, ok := rep.Skipped["remote"]; !ok {
-			t.Errorf("no Consul binary (%v), but the remote section was not skipped", err)
+	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 3, "failover": 1, "memory": 1}
+	for _, section := range []string{"remote", "failover"} {
+		if _, err := consulagent.Binary(); err != nil {
+			if _, ok := rep.Skipped[section]; !ok {
+				t.Errorf("no Consul binary (%v), but the %s section was not skipped", err, section)
+			}
+			delete(want, section)
+			t.Logf("%s section skipped: %v", section, err)
+		} else if why, ok := rep.Skipped[section]; ok {
+			t.Errorf("a Consul binary is there, but the %s section was skipped: %s", section, why)
 		}
-		delete(want, "remote")
-		t.Logf("remote section skipped: %v", err)
-	} else if why, ok := rep.Skipped["remote"]; ok {
-		t.Errorf("a Consul binary is there, but the remote section was skipped: %s", why)
 	}
 	got := map[string]int{}
 	for _, f := range rep.Figures {

@@ -59,7 +59,7 @@ func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error 
 	if err != nil {
 		return fmt.Errorf("start proxy: %w", err)
 	}
-	peer, err := startPeer(ctx, cfg, agent.addr, service)
+	peer, err := startPeer(ctx, cfg, remoteRole, agent.addr, service)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,16 @@ func peerCount(system *actor.ActorSystem, stats *actor.PID, what string) (int64,
 	return p.Seq, nil
 }
 
-// peerProcess is the second node: this program run again with -role=peer.
+// Roles of the peer process, the second OS process of a section.
+const (
+	// remoteRole hosts the remote section's region, raw actors and stats.
+	remoteRole = "peer"
+	// failoverRole hosts the failover section's region and, being the
+	// oldest member, its coordinator.
+	failoverRole = "failover-peer"
+)
+
+// peerProcess is the second node: this program run again with -role=<role>.
 type peerProcess struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
@@ -174,12 +183,16 @@ type peerProcess struct {
 	exited  chan struct{}
 }
 
-func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*peerProcess, error) {
+// startPeer runs this program again as role, a member of the cluster whose
+// members register as service with the Consul agent at consulAddr, and
+// returns once the peer printed its READY line with its address.
+func startPeer(ctx context.Context, cfg config, role, consulAddr, service string) (*peerProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to start the peer: %w", err)
 	}
-	cmd := exec.Command(self, "-role=peer", "-consul-addr="+consulAddr, "-service="+service,
+	// -role first: TestMain recognises a peer by its first argument.
+	cmd := exec.Command(self, "-role="+role, "-consul-addr="+consulAddr, "-service="+service,
 		fmt.Sprintf("-entities=%d", cfg.entities), fmt.Sprintf("-shards=%d", cfg.shards))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -191,7 +204,7 @@ func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*pe
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the peer: %w", err)
+		return nil, fmt.Errorf("starting the %s: %w", role, err)
 	}
 	p := &peerProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	ready := make(chan string, 1)
@@ -209,12 +222,12 @@ func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*pe
 	case p.address = <-ready:
 		return p, nil
 	case <-p.exited:
-		return nil, fmt.Errorf("the peer exited before it was ready: %v", cmd.ProcessState)
+		return nil, fmt.Errorf("the %s exited before it was ready: %v", role, cmd.ProcessState)
 	case <-time.After(60 * time.Second):
 	case <-ctx.Done():
 	}
 	p.stop()
-	return nil, fmt.Errorf("the peer was not ready in time")
+	return nil, fmt.Errorf("the %s was not ready in time", role)
 }
 
 // stop closes the peer's stdin (it then exits) and kills it after 10s.
@@ -228,12 +241,22 @@ func (p *peerProcess) stop() {
 	}
 }
 
-// peerMain runs the peer node until its stdin closes: a region hosting
-// every entity of the remote workload, cfg.entities plain actors named
-// raw-<i> with the same props, and the stats actor.
+// kill kills the peer with SIGKILL (kill -9: no goodbye, no deregistration)
+// and waits until it is gone.
+func (p *peerProcess) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("killing the peer: %w", err)
+	}
+	<-p.exited
+	return nil
+}
+
+// peerMain runs the peer node of cfg.role until its stdin closes. It prints
+// one line on stdout, "READY <address>", once the node serves: stdout is
+// the handshake with the parent, so nothing else may go there.
 func peerMain(cfg config) int {
 	fail := func(err error) int {
-		fmt.Fprintln(os.Stderr, "peer:", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.role, err)
 		return 1
 	}
 	ccfg := api.DefaultConfig()
@@ -242,15 +265,44 @@ func peerMain(cfg config) int {
 	if err != nil {
 		return fail(err)
 	}
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return fail(err)
+	var n *node
+	switch cfg.role {
+	case remoteRole:
+		n, err = remotePeer(cfg, client)
+	case failoverRole:
+		n, err = failoverPeer(cfg, client)
+	default:
+		err = fmt.Errorf("unknown role %q", cfg.role)
 	}
-	n, err := startNode(context.Background(), "remote-peer", provider)
 	if err != nil {
 		return fail(err)
 	}
 	defer n.stop()
+	fmt.Printf("READY %s\n", n.system.Address())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// remotePeer starts the remote section's peer node: a region hosting every
+// entity of the remote workload, cfg.entities plain actors named raw-<i>
+// with the same props, and the stats actor.
+func remotePeer(cfg config, client *api.Client) (*node, error) {
+	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	n, err := startNode(context.Background(), "remote-peer", provider)
+	if err != nil {
+		return nil, err
+	}
+	if err := spawnRemotePeerActors(n, cfg); err != nil {
+		n.stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+func spawnRemotePeerActors(n *node, cfg config) error {
 	var count atomic.Int64
 	props := actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*testpb.Ping); ok {
@@ -261,14 +313,14 @@ func peerMain(cfg config) int {
 		}
 	})
 	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards)); err != nil {
-		return fail(err)
+		return fmt.Errorf("start region: %w", err)
 	}
 	for i := range cfg.entities {
 		if _, err := n.system.Root.SpawnNamed(props, fmt.Sprintf("%s%d", rawPrefix, i)); err != nil {
-			return fail(err)
+			return fmt.Errorf("spawn %s%d: %w", rawPrefix, i, err)
 		}
 	}
-	_, err = n.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+	_, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*testpb.Ping); ok {
 			if p.From == "reset" {
 				count.Store(0)
@@ -277,9 +329,7 @@ func peerMain(cfg config) int {
 		}
 	}), statsName)
 	if err != nil {
-		return fail(err)
+		return fmt.Errorf("spawn %s: %w", statsName, err)
 	}
-	fmt.Printf("READY %s\n", n.system.Address())
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
+	return nil
 }
