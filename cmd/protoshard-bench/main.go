@@ -17,6 +17,13 @@
 //     identity lookup, the in-memory test provider), the alternative a
 //     proto.actor user would pick: protoshard's local figures against the
 //     grains'.
+//   - grains-remote: the remote workloads on proto.actor's cluster across
+//     two OS processes: the peer (-role=grains-peer) is a member hosting
+//     the grains, registered in a throwaway Consul agent through
+//     proto.actor's Consul provider, this process a cluster client, so
+//     every message crosses the wire. The remote section's region figures
+//     against the grains'. Skipped, with the reason, when no Consul binary
+//     is found.
 //   - failover: two nodes in two OS processes with Consul membership and
 //     the coordinator's state in Consul KV; the peer (-role=failover-peer)
 //     joins first, so it is the oldest and runs the coordinator. The time
@@ -54,8 +61,8 @@ import (
 type config struct {
 	short bool
 	// sections to run, in this order of execution: local, latency, remote,
-	// grains, failover, memory (memory last: its million entities would
-	// weigh on the others' garbage collection).
+	// grains, grains-remote, failover, memory (memory last: its million
+	// entities would weigh on the others' garbage collection).
 	sections map[string]bool
 
 	entities          int           // entities of the local, remote and grain workloads
@@ -72,14 +79,14 @@ type config struct {
 	jsonPath          string
 	svgPath           string
 
-	// The hidden peer role (the second process of the remote and failover
-	// sections).
+	// The hidden peer role (the second process of the remote, failover and
+	// grains-remote sections).
 	role       string
 	consulAddr string
 	service    string
 }
 
-var allSections = []string{"local", "memory", "latency", "remote", "grains", "failover"}
+var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "failover"}
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
@@ -99,7 +106,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
-	role := fs.String("role", "", "internal: the role of this process ("+remoteRole+" or "+failoverRole+")")
+	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, grainsRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
 	if err := fs.Parse(args); err != nil {
@@ -235,6 +242,10 @@ type shared struct {
 	regionReqP99   float64
 	haveLocal      bool
 	haveRequestLat bool
+	remoteRate     float64 // region msgs/s to another process
+	remoteReqP50   float64 // region request to another process, µs
+	remoteReqP99   float64
+	haveRemote     bool
 }
 
 // run runs the sections, prints the table on out, writes the JSON file if
@@ -274,6 +285,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"latency", benchLatency},
 		{"remote", benchRemote},
 		{"grains", benchGrains},
+		{"grains-remote", benchGrainsRemote},
 		{"failover", benchFailover},
 		{"memory", benchMemory},
 	} {

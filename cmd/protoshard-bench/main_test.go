@@ -14,8 +14,8 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-// TestMain lets the test binary play the peer of the remote and failover
-// sections: the program runs os.Executable again with -role=<role> as the
+// TestMain lets the test binary play the peer of the remote, failover and
+// grains-remote sections: the program runs os.Executable again with -role=<role> as the
 // first argument, which here is this test binary.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-role=") {
@@ -49,17 +49,22 @@ func TestShortRun(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 	// The figures each section must produce.
-	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 3, "failover": 1, "memory": 1}
-	for _, section := range []string{"remote", "failover"} {
+	// (the grains and grains-remote sections both add "vs grains" figures.)
+	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 6, "failover": 1, "memory": 1}
+	for _, section := range []string{"remote", "grains-remote", "failover"} {
 		if _, err := consulagent.Binary(); err != nil {
 			if _, ok := rep.Skipped[section]; !ok {
 				t.Errorf("no Consul binary (%v), but the %s section was not skipped", err, section)
 			}
-			delete(want, section)
 			t.Logf("%s section skipped: %v", section, err)
 		} else if why, ok := rep.Skipped[section]; ok {
 			t.Errorf("a Consul binary is there, but the %s section was skipped: %s", section, why)
 		}
+	}
+	if _, err := consulagent.Binary(); err != nil {
+		delete(want, "remote")
+		delete(want, "failover")
+		want["vs grains"] = 3 // the one-node figures only
 	}
 	got := map[string]int{}
 	for _, f := range rep.Figures {

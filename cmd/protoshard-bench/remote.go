@@ -34,7 +34,7 @@ const (
 // hosts nothing), the peer process the region with every entity, so every
 // message crosses the wire. Baseline: raw proto.actor remote Send and
 // RequestFuture from this process to plain actors in the peer.
-func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error {
+func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
 	bin, err := consulagent.Binary()
 	if err != nil {
 		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
@@ -80,29 +80,12 @@ func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error 
 		return fmt.Errorf("warm-up of the raw actors: %w", err)
 	}
 
-	// rate sends cfg.remoteMessages fire-and-forget and polls the peer's
-	// count until all arrived.
 	rate := func(target func(i int) *actor.PID) (float64, error) {
-		if _, err := peerCount(n.system, stats, "reset"); err != nil {
-			return 0, err
-		}
-		start := time.Now()
-		for i := range cfg.remoteMessages {
+		return remoteRate(ctx, n.system, stats, cfg.remoteMessages, func(i int) error {
 			e := i % len(msgs)
 			n.system.Root.Send(target(e), msgs[e])
-		}
-		for {
-			c, err := peerCount(n.system, stats, "count")
-			if err != nil {
-				return 0, err
-			}
-			if c >= int64(cfg.remoteMessages) {
-				return float64(cfg.remoteMessages) / time.Since(start).Seconds(), nil
-			}
-			if err := sleep(ctx, time.Millisecond); err != nil {
-				return 0, fmt.Errorf("%d of %d messages arrived: %w", c, cfg.remoteMessages, err)
-			}
-		}
+			return nil
+		})
 	}
 	var regionRate, rawRate float64
 	for range rounds {
@@ -150,7 +133,35 @@ func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error 
 			BaselineName: "raw proto.actor remote RequestFuture",
 		})
 	}
+	sh.remoteRate, sh.remoteReqP50, sh.remoteReqP99, sh.haveRemote = regionRate, regionP50, regionP99, true
 	return nil
+}
+
+// remoteRate calls send(i) for i in [0, n) (each sends one fire-and-forget
+// Ping to the peer) and polls the count of the peer's stats actor until
+// all n arrived; it returns messages/s.
+func remoteRate(ctx context.Context, system *actor.ActorSystem, stats *actor.PID, n int, send func(i int) error) (float64, error) {
+	if _, err := peerCount(system, stats, "reset"); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i := range n {
+		if err := send(i); err != nil {
+			return 0, err
+		}
+	}
+	for {
+		c, err := peerCount(system, stats, "count")
+		if err != nil {
+			return 0, err
+		}
+		if c >= int64(n) {
+			return float64(n) / time.Since(start).Seconds(), nil
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return 0, fmt.Errorf("%d of %d messages arrived: %w", c, n, err)
+		}
+	}
 }
 
 // peerCount asks the peer's stats actor to report or reset its count.
@@ -173,6 +184,9 @@ const (
 	// failoverRole hosts the failover section's region and, being the
 	// oldest member, its coordinator.
 	failoverRole = "failover-peer"
+	// grainsRole is a member of proto.actor's own cluster hosting the
+	// grains of the grains-remote section, and the stats actor.
+	grainsRole = "grains-peer"
 )
 
 // peerProcess is the second node: this program run again with -role=<role>.
@@ -265,22 +279,35 @@ func peerMain(cfg config) int {
 	if err != nil {
 		return fail(err)
 	}
-	var n *node
+	var (
+		address string
+		stop    func()
+	)
 	switch cfg.role {
 	case remoteRole:
-		n, err = remotePeer(cfg, client)
+		address, stop, err = served(remotePeer(cfg, client))
 	case failoverRole:
-		n, err = failoverPeer(cfg, client)
+		address, stop, err = served(failoverPeer(cfg, client))
+	case grainsRole:
+		address, stop, err = grainsPeer(cfg, ccfg)
 	default:
 		err = fmt.Errorf("unknown role %q", cfg.role)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	defer n.stop()
-	fmt.Printf("READY %s\n", n.system.Address())
+	defer stop()
+	fmt.Printf("READY %s\n", address)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
+}
+
+// served returns the address and the stop of a peer's node.
+func served(n *node, err error) (string, func(), error) {
+	if err != nil {
+		return "", nil, err
+	}
+	return n.system.Address(), n.stop, nil
 }
 
 // remotePeer starts the remote section's peer node: a region hosting every
@@ -304,14 +331,7 @@ func remotePeer(cfg config, client *api.Client) (*node, error) {
 
 func spawnRemotePeerActors(n *node, cfg config) error {
 	var count atomic.Int64
-	props := actor.PropsFromFunc(func(ctx actor.Context) {
-		if p, ok := ctx.Message().(*testpb.Ping); ok {
-			count.Add(1)
-			if ctx.Sender() != nil {
-				ctx.Respond(&testpb.Pong{EntityId: p.EntityId, Seq: p.Seq})
-			}
-		}
-	})
+	props := countingProps(&count)
 	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards)); err != nil {
 		return fmt.Errorf("start region: %w", err)
 	}
@@ -320,7 +340,26 @@ func spawnRemotePeerActors(n *node, cfg config) error {
 			return fmt.Errorf("spawn %s%d: %w", rawPrefix, i, err)
 		}
 	}
-	_, err := n.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+	return spawnStats(n.system, &count)
+}
+
+// countingProps is the entity of a peer: it counts every Ping in count and
+// answers it with a Pong (a fire-and-forget Ping has no sender and gets no
+// answer).
+func countingProps(count *atomic.Int64) *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*testpb.Ping); ok {
+			count.Add(1)
+			if ctx.Sender() != nil {
+				ctx.Respond(&testpb.Pong{EntityId: p.EntityId, Seq: p.Seq})
+			}
+		}
+	})
+}
+
+// spawnStats spawns the peer's stats actor (see statsName) over count.
+func spawnStats(system *actor.ActorSystem, count *atomic.Int64) error {
+	_, err := system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*testpb.Ping); ok {
 			if p.From == "reset" {
 				count.Store(0)
