@@ -53,6 +53,9 @@ func grainsPeer(cfg config, consulCfg *api.Config) (address string, stop func(),
 // wire, as in the remote section, whose region figures (a proxy here, the
 // region in the peer) are compared against the grains'.
 //
+// The grains are also measured against a direct Send / RequestFuture to
+// the same grains' PIDs (extra figures, as in the grains section).
+//
 // Fire-and-forget looks the grain's PID up the way cluster.Request does
 // (the cluster's PID cache, cluster.Get on a miss) and Sends: proto.actor
 // has no fire-and-forget to a grain, and cluster.Get alone asks the
@@ -123,10 +126,19 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 			_ = sleep(ctx, 100*time.Millisecond)
 		}
 	}
+	// The grains' own baseline, measured here too: a direct Send /
+	// RequestFuture to the activated grains' PIDs in the peer, without
+	// the cluster in between.
+	direct := make([]*actor.PID, len(msgs))
+	for i, m := range msgs {
+		if direct[i] = grainPID(c, m.EntityId); direct[i] == nil {
+			return fmt.Errorf("no PID for grain %s", m.EntityId)
+		}
+	}
 	stats := actor.NewPID(peer.address, statsName)
-	var grainRate float64
+	var grainRate, directRate float64
 	for range rounds {
-		r, err := remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
+		g, err := remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
 			m := msgs[i%len(msgs)]
 			pid := grainPID(c, m.EntityId)
 			if pid == nil {
@@ -138,13 +150,27 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 		if err != nil {
 			return fmt.Errorf("grains: %w", err)
 		}
-		grainRate = max(grainRate, r)
+		d, err := remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
+			e := i % len(msgs)
+			system.Root.Send(direct[e], msgs[e])
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("direct: %w", err)
+		}
+		grainRate, directRate = max(grainRate, g), max(directRate, d)
 	}
 	grainP50, grainP99, err := latencies(cfg.remoteSamples, func(i int) error {
 		return request(msgs[i%len(msgs)], requestTimeout)
 	})
 	if err != nil {
 		return fmt.Errorf("grain requests: %w", err)
+	}
+	directP50, directP99, err := latencies(cfg.remoteSamples, func(i int) error {
+		return ask(system, direct[i%len(msgs)], msgs[i%len(msgs)])
+	})
+	if err != nil {
+		return fmt.Errorf("direct requests: %w", err)
 	}
 
 	rep.add(figure{
@@ -169,6 +195,18 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 			BaselineName: "proto.actor cluster.Request, Consul provider, cluster client",
 		})
 	}
+	rep.addExtra(figure{
+		Section: "grains-remote", Workload: fmt.Sprintf("fire-and-forget to %d grains on another process, PID cache + Send", cfg.entities),
+		Unit: "msgs/s", Protoshard: grainRate, Baseline: directRate, BaselineName: "direct remote Send", HigherIsBetter: true,
+	})
+	rep.addExtra(figure{
+		Section: "grains-remote", Workload: "cluster.Request to another process p50", Unit: "µs",
+		Protoshard: grainP50, Baseline: directP50, BaselineName: "direct remote RequestFuture",
+	})
+	rep.addExtra(figure{
+		Section: "grains-remote", Workload: "cluster.Request to another process p99", Unit: "µs",
+		Protoshard: grainP99, Baseline: directP99, BaselineName: "direct remote RequestFuture",
+	})
 	return nil
 }
 
