@@ -18,8 +18,10 @@ const grainKind = "BenchGrain"
 
 // benchGrains: proto.actor's own cluster, one member with the in-memory
 // test provider and disthash identity lookup, a Kind of the same entity.
-// Fire-and-forget goes through cluster.Get (the PID cache) and Send, as a
-// grain has no Send of its own; request/response through cluster.Request.
+// Fire-and-forget goes through cluster.Get and Send, as a grain has no
+// Send of its own; cluster.Get does not use the PID cache (only
+// cluster.Request does): with disthash every call asks the placement
+// actor (here a local request). Request/response through cluster.Request.
 // The grains are measured against a direct Send / RequestFuture to the
 // same actors' PIDs (kept as extra figures), and protoshard's local
 // figures (from the local and latency sections) against the grains'.

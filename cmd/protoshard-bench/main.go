@@ -17,6 +17,20 @@
 //     identity lookup, the in-memory test provider), the alternative a
 //     proto.actor user would pick: protoshard's local figures against the
 //     grains'.
+//   - grains-remote: the remote workloads on proto.actor's cluster across
+//     two OS processes: the peer (-role=grains-peer) is a member hosting
+//     the grains, registered in a throwaway Consul agent through
+//     proto.actor's Consul provider, this process a cluster client, so
+//     every message crosses the wire. The remote section's region figures
+//     against the grains'. Skipped, with the reason, when no Consul binary
+//     is found.
+//   - failover: two nodes in two OS processes with Consul membership and
+//     the coordinator's state in Consul KV; the peer (-role=failover-peer)
+//     joins first, so it is the oldest and runs the coordinator. The time
+//     from a kill -9 of the peer until a request to a never-seen shard is
+//     answered through this node's region, vs the time until this node's
+//     membership reports the peer removed (the floor that the Consul TTL
+//     sets). Skipped, with the reason, when no Consul binary is found.
 //
 // Usage:
 //
@@ -47,8 +61,8 @@ import (
 type config struct {
 	short bool
 	// sections to run, in this order of execution: local, latency, remote,
-	// grains, memory (memory last: its million entities would weigh on the
-	// others' garbage collection).
+	// grains, grains-remote, failover, memory (memory last: its million
+	// entities would weigh on the others' garbage collection).
 	sections map[string]bool
 
 	entities          int           // entities of the local, remote and grain workloads
@@ -60,17 +74,19 @@ type config struct {
 	rebalanceInterval time.Duration // the coordinator's rebalance interval there
 	remoteMessages    int           // fire-and-forget messages per remote measurement
 	remoteSamples     int           // requests per remote latency measurement
+	failoverRounds    int           // kills of the coordinator's node in the failover section
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
 	svgPath           string
 
-	// The hidden peer role (the second process of the remote section).
+	// The hidden peer role (the second process of the remote, failover and
+	// grains-remote sections).
 	role       string
 	consulAddr string
 	service    string
 }
 
-var allSections = []string{"local", "memory", "latency", "remote", "grains"}
+var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "failover"}
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
@@ -86,10 +102,11 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	rebalanceInterval := fs.Duration("rebalance-interval", 100*time.Millisecond, "the coordinator's rebalance interval in the rebalance workload")
 	remoteMessages := fs.Int("remote-messages", 0, "fire-and-forget messages per remote measurement (default 200000, 30000 with -short)")
 	remoteSamples := fs.Int("remote-samples", 0, "requests per remote latency measurement (default 5000, 1000 with -short)")
+	failoverRounds := fs.Int("failover-rounds", 0, "kills of the coordinator's node in the failover section, the median counts (default 3, 1 with -short)")
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
-	role := fs.String("role", "", "internal: the role of this process (peer)")
+	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, grainsRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
 	if err := fs.Parse(args); err != nil {
@@ -120,6 +137,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		rebalanceInterval: *rebalanceInterval,
 		remoteMessages:    pick(*remoteMessages, 200_000, 30_000),
 		remoteSamples:     pick(*remoteSamples, 5000, 1000),
+		failoverRounds:    pick(*failoverRounds, 3, 1),
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
 		svgPath:           *svgPath,
@@ -142,7 +160,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		}
 	}
 	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
-		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 {
+		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 {
 		return config{}, errors.New("every count must be positive (rebalance-shards at least 3) and the rebalance interval above zero")
 	}
 	return cfg, nil
@@ -166,12 +184,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
 	}
-	if cfg.role == "peer" {
-		os.Exit(peerMain(cfg))
-	}
 	if cfg.role != "" {
-		fmt.Fprintf(os.Stderr, "error: unknown role %q\n", cfg.role)
-		os.Exit(2)
+		os.Exit(peerMain(cfg))
 	}
 	if _, err := run(context.Background(), os.Stdout, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -228,6 +242,10 @@ type shared struct {
 	regionReqP99   float64
 	haveLocal      bool
 	haveRequestLat bool
+	remoteRate     float64 // region msgs/s to another process
+	remoteReqP50   float64 // region request to another process, µs
+	remoteReqP99   float64
+	haveRemote     bool
 }
 
 // run runs the sections, prints the table on out, writes the JSON file if
@@ -250,6 +268,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			"rebalance_interval": cfg.rebalanceInterval.String(),
 			"remote_messages":    cfg.remoteMessages,
 			"remote_samples":     cfg.remoteSamples,
+			"failover_rounds":    cfg.failoverRounds,
 		},
 		Skipped: map[string]string{},
 		Failed:  map[string]string{},
@@ -266,6 +285,8 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"latency", benchLatency},
 		{"remote", benchRemote},
 		{"grains", benchGrains},
+		{"grains-remote", benchGrainsRemote},
+		{"failover", benchFailover},
 		{"memory", benchMemory},
 	} {
 		if !cfg.sections[s.name] {

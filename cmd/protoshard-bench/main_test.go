@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-// TestMain lets the test binary play the peer of the remote section: the
-// program runs os.Executable again with -role=peer, which here is this
-// test binary.
+// TestMain lets the test binary play the peer of the remote, failover and
+// grains-remote sections: the program runs os.Executable again with -role=<role> as the
+// first argument, which here is this test binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "-role=peer" {
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-role=") {
 		cfg, err := parseFlags(os.Args[1:], os.Stderr)
 		if err != nil {
 			os.Stderr.WriteString("peer: " + err.Error() + "\n")
@@ -48,15 +49,25 @@ func TestShortRun(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 	// The figures each section must produce.
-	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 3, "memory": 1}
-	if _, err := consulagent.Binary(); err != nil {
-		if _, ok := rep.Skipped["remote"]; !ok {
-			t.Errorf("no Consul binary (%v), but the remote section was not skipped", err)
+	// (the grains and grains-remote sections both add "vs grains" figures.)
+	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 6, "failover": 1, "memory": 1}
+	for _, section := range []string{"remote", "grains-remote", "failover"} {
+		if _, err := consulagent.Binary(); err != nil {
+			if _, ok := rep.Skipped[section]; !ok {
+				t.Errorf("no Consul binary (%v), but the %s section was not skipped", err, section)
+			}
+			t.Logf("%s section skipped: %v", section, err)
+		} else if why, ok := rep.Skipped[section]; ok {
+			t.Errorf("a Consul binary is there, but the %s section was skipped: %s", section, why)
 		}
+	}
+	// Grains against their own baseline: one node, and across processes.
+	wantExtra := 6
+	if _, err := consulagent.Binary(); err != nil {
 		delete(want, "remote")
-		t.Logf("remote section skipped: %v", err)
-	} else if why, ok := rep.Skipped["remote"]; ok {
-		t.Errorf("a Consul binary is there, but the remote section was skipped: %s", why)
+		delete(want, "failover")
+		want["vs grains"] = 3 // the one-node figures only
+		wantExtra = 3
 	}
 	got := map[string]int{}
 	for _, f := range rep.Figures {
@@ -70,8 +81,8 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("section %q produced %d figures, want %d", section, got[section], n)
 		}
 	}
-	if len(rep.Extra) != 3 {
-		t.Errorf("%d grain reference figures, want 3", len(rep.Extra))
+	if len(rep.Extra) != wantExtra {
+		t.Errorf("%d grain reference figures, want %d", len(rep.Extra), wantExtra)
 	}
 	for _, f := range rep.Extra {
 		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) {

@@ -34,7 +34,7 @@ const (
 // hosts nothing), the peer process the region with every entity, so every
 // message crosses the wire. Baseline: raw proto.actor remote Send and
 // RequestFuture from this process to plain actors in the peer.
-func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error {
+func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
 	bin, err := consulagent.Binary()
 	if err != nil {
 		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
@@ -59,7 +59,7 @@ func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error 
 	if err != nil {
 		return fmt.Errorf("start proxy: %w", err)
 	}
-	peer, err := startPeer(ctx, cfg, agent.addr, service)
+	peer, err := startPeer(ctx, cfg, remoteRole, agent.addr, service)
 	if err != nil {
 		return err
 	}
@@ -80,29 +80,12 @@ func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error 
 		return fmt.Errorf("warm-up of the raw actors: %w", err)
 	}
 
-	// rate sends cfg.remoteMessages fire-and-forget and polls the peer's
-	// count until all arrived.
 	rate := func(target func(i int) *actor.PID) (float64, error) {
-		if _, err := peerCount(n.system, stats, "reset"); err != nil {
-			return 0, err
-		}
-		start := time.Now()
-		for i := range cfg.remoteMessages {
+		return remoteRate(ctx, n.system, stats, cfg.remoteMessages, func(i int) error {
 			e := i % len(msgs)
 			n.system.Root.Send(target(e), msgs[e])
-		}
-		for {
-			c, err := peerCount(n.system, stats, "count")
-			if err != nil {
-				return 0, err
-			}
-			if c >= int64(cfg.remoteMessages) {
-				return float64(cfg.remoteMessages) / time.Since(start).Seconds(), nil
-			}
-			if err := sleep(ctx, time.Millisecond); err != nil {
-				return 0, fmt.Errorf("%d of %d messages arrived: %w", c, cfg.remoteMessages, err)
-			}
-		}
+			return nil
+		})
 	}
 	var regionRate, rawRate float64
 	for range rounds {
@@ -150,7 +133,35 @@ func benchRemote(ctx context.Context, cfg config, rep *report, _ *shared) error 
 			BaselineName: "raw proto.actor remote RequestFuture",
 		})
 	}
+	sh.remoteRate, sh.remoteReqP50, sh.remoteReqP99, sh.haveRemote = regionRate, regionP50, regionP99, true
 	return nil
+}
+
+// remoteRate calls send(i) for i in [0, n) (each sends one fire-and-forget
+// Ping to the peer) and polls the count of the peer's stats actor until
+// all n arrived; it returns messages/s.
+func remoteRate(ctx context.Context, system *actor.ActorSystem, stats *actor.PID, n int, send func(i int) error) (float64, error) {
+	if _, err := peerCount(system, stats, "reset"); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i := range n {
+		if err := send(i); err != nil {
+			return 0, err
+		}
+	}
+	for {
+		c, err := peerCount(system, stats, "count")
+		if err != nil {
+			return 0, err
+		}
+		if c >= int64(n) {
+			return float64(n) / time.Since(start).Seconds(), nil
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return 0, fmt.Errorf("%d of %d messages arrived: %w", c, n, err)
+		}
+	}
 }
 
 // peerCount asks the peer's stats actor to report or reset its count.
@@ -166,7 +177,19 @@ func peerCount(system *actor.ActorSystem, stats *actor.PID, what string) (int64,
 	return p.Seq, nil
 }
 
-// peerProcess is the second node: this program run again with -role=peer.
+// Roles of the peer process, the second OS process of a section.
+const (
+	// remoteRole hosts the remote section's region, raw actors and stats.
+	remoteRole = "peer"
+	// failoverRole hosts the failover section's region and, being the
+	// oldest member, its coordinator.
+	failoverRole = "failover-peer"
+	// grainsRole is a member of proto.actor's own cluster hosting the
+	// grains of the grains-remote section, and the stats actor.
+	grainsRole = "grains-peer"
+)
+
+// peerProcess is the second node: this program run again with -role=<role>.
 type peerProcess struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
@@ -174,12 +197,16 @@ type peerProcess struct {
 	exited  chan struct{}
 }
 
-func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*peerProcess, error) {
+// startPeer runs this program again as role, a member of the cluster whose
+// members register as service with the Consul agent at consulAddr, and
+// returns once the peer printed its READY line with its address.
+func startPeer(ctx context.Context, cfg config, role, consulAddr, service string) (*peerProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to start the peer: %w", err)
 	}
-	cmd := exec.Command(self, "-role=peer", "-consul-addr="+consulAddr, "-service="+service,
+	// -role first: TestMain recognises a peer by its first argument.
+	cmd := exec.Command(self, "-role="+role, "-consul-addr="+consulAddr, "-service="+service,
 		fmt.Sprintf("-entities=%d", cfg.entities), fmt.Sprintf("-shards=%d", cfg.shards))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -191,7 +218,7 @@ func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*pe
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the peer: %w", err)
+		return nil, fmt.Errorf("starting the %s: %w", role, err)
 	}
 	p := &peerProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	ready := make(chan string, 1)
@@ -209,12 +236,12 @@ func startPeer(ctx context.Context, cfg config, consulAddr, service string) (*pe
 	case p.address = <-ready:
 		return p, nil
 	case <-p.exited:
-		return nil, fmt.Errorf("the peer exited before it was ready: %v", cmd.ProcessState)
+		return nil, fmt.Errorf("the %s exited before it was ready: %v", role, cmd.ProcessState)
 	case <-time.After(60 * time.Second):
 	case <-ctx.Done():
 	}
 	p.stop()
-	return nil, fmt.Errorf("the peer was not ready in time")
+	return nil, fmt.Errorf("the %s was not ready in time", role)
 }
 
 // stop closes the peer's stdin (it then exits) and kills it after 10s.
@@ -228,12 +255,22 @@ func (p *peerProcess) stop() {
 	}
 }
 
-// peerMain runs the peer node until its stdin closes: a region hosting
-// every entity of the remote workload, cfg.entities plain actors named
-// raw-<i> with the same props, and the stats actor.
+// kill kills the peer with SIGKILL (kill -9: no goodbye, no deregistration)
+// and waits until it is gone.
+func (p *peerProcess) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("killing the peer: %w", err)
+	}
+	<-p.exited
+	return nil
+}
+
+// peerMain runs the peer node of cfg.role until its stdin closes. It prints
+// one line on stdout, "READY <address>", once the node serves: stdout is
+// the handshake with the parent, so nothing else may go there.
 func peerMain(cfg config) int {
 	fail := func(err error) int {
-		fmt.Fprintln(os.Stderr, "peer:", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.role, err)
 		return 1
 	}
 	ccfg := api.DefaultConfig()
@@ -242,17 +279,75 @@ func peerMain(cfg config) int {
 	if err != nil {
 		return fail(err)
 	}
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
+	var (
+		address string
+		stop    func()
+	)
+	switch cfg.role {
+	case remoteRole:
+		address, stop, err = served(remotePeer(cfg, client))
+	case failoverRole:
+		address, stop, err = served(failoverPeer(cfg, client))
+	case grainsRole:
+		address, stop, err = grainsPeer(cfg, ccfg)
+	default:
+		err = fmt.Errorf("unknown role %q", cfg.role)
+	}
 	if err != nil {
 		return fail(err)
+	}
+	defer stop()
+	fmt.Printf("READY %s\n", address)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// served returns the address and the stop of a peer's node.
+func served(n *node, err error) (string, func(), error) {
+	if err != nil {
+		return "", nil, err
+	}
+	return n.system.Address(), n.stop, nil
+}
+
+// remotePeer starts the remote section's peer node: a region hosting every
+// entity of the remote workload, cfg.entities plain actors named raw-<i>
+// with the same props, and the stats actor.
+func remotePeer(cfg config, client *api.Client) (*node, error) {
+	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
 	}
 	n, err := startNode(context.Background(), "remote-peer", provider)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	defer n.stop()
+	if err := spawnRemotePeerActors(n, cfg); err != nil {
+		n.stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+func spawnRemotePeerActors(n *node, cfg config) error {
 	var count atomic.Int64
-	props := actor.PropsFromFunc(func(ctx actor.Context) {
+	props := countingProps(&count)
+	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards)); err != nil {
+		return fmt.Errorf("start region: %w", err)
+	}
+	for i := range cfg.entities {
+		if _, err := n.system.Root.SpawnNamed(props, fmt.Sprintf("%s%d", rawPrefix, i)); err != nil {
+			return fmt.Errorf("spawn %s%d: %w", rawPrefix, i, err)
+		}
+	}
+	return spawnStats(n.system, &count)
+}
+
+// countingProps is the entity of a peer: it counts every Ping in count and
+// answers it with a Pong (a fire-and-forget Ping has no sender and gets no
+// answer).
+func countingProps(count *atomic.Int64) *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*testpb.Ping); ok {
 			count.Add(1)
 			if ctx.Sender() != nil {
@@ -260,15 +355,11 @@ func peerMain(cfg config) int {
 			}
 		}
 	})
-	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards)); err != nil {
-		return fail(err)
-	}
-	for i := range cfg.entities {
-		if _, err := n.system.Root.SpawnNamed(props, fmt.Sprintf("%s%d", rawPrefix, i)); err != nil {
-			return fail(err)
-		}
-	}
-	_, err = n.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+}
+
+// spawnStats spawns the peer's stats actor (see statsName) over count.
+func spawnStats(system *actor.ActorSystem, count *atomic.Int64) error {
+	_, err := system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*testpb.Ping); ok {
 			if p.From == "reset" {
 				count.Store(0)
@@ -277,9 +368,7 @@ func peerMain(cfg config) int {
 		}
 	}), statsName)
 	if err != nil {
-		return fail(err)
+		return fmt.Errorf("spawn %s: %w", statsName, err)
 	}
-	fmt.Printf("READY %s\n", n.system.Address())
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
+	return nil
 }

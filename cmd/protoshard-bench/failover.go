@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/consul/api"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/singleton"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+const (
+	failoverType = "BenchFailover"
+	// failoverTTL is the Consul check TTL of the failover section's
+	// members, the one the test kit's Consul backend uses: short, so that
+	// a kill -9 is noticed within seconds, yet three refreshes (every
+	// TTL/3) fit in it, so that a busy machine does not make a live member
+	// look dead.
+	failoverTTL = 3 * time.Second
+	// failoverShards is how many shards are placed (over both regions)
+	// before the kill.
+	failoverShards = 20
+	// failoverAttempt bounds one request after the kill: the figure is
+	// known to within about this much.
+	failoverAttempt = 200 * time.Millisecond
+)
+
+// failoverOptions are the sharding settings of both processes of the
+// failover section (the coordinator may run on either). They are the
+// examples/consul and actorsharding Consul-test settings:
+//   - the coordinator's state in Consul KV, so that the new coordinator
+//     recovers the real shard homes instead of starting empty;
+//   - a removal margin of one TTL: the new oldest waits that long after it
+//     saw the old one removed before it starts the coordinator, so that a
+//     node that was only cut off has fenced itself by then (the safety
+//     part of the failover time);
+//   - Register and GetShardHome resent every 200ms, singleton hand-over
+//     retries every 200ms;
+//   - no rebalance during the measurement (an hour), so that no hand-off
+//     is in flight when the coordinator's node dies.
+func failoverOptions(client *api.Client) []actorsharding.Option {
+	return []actorsharding.Option{
+		actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(failoverType))),
+		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: failoverTTL, HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithRetryInterval(200 * time.Millisecond),
+		actorsharding.WithRebalanceInterval(time.Hour),
+	}
+}
+
+// failoverProvider is the Consul membership of a failover member.
+func failoverProvider(client *api.Client, service string) (*consul.Provider, error) {
+	p, err := consul.New(consul.Config{Client: client, ServiceName: service, TTL: failoverTTL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("consul membership: %w", err)
+	}
+	return p, nil
+}
+
+// failoverPeer starts the failover section's peer node: the first member,
+// so the oldest, which runs the coordinator, with a region of the type.
+func failoverPeer(cfg config, client *api.Client) (*node, error) {
+	provider, err := failoverProvider(client, cfg.service)
+	if err != nil {
+		return nil, err
+	}
+	n, err := startNode(context.Background(), "failover-peer", provider)
+	if err != nil {
+		return nil, err
+	}
+	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
+	if _, err := n.sharding.StartRegion(failoverType, entityProps(&counter{}), ex, failoverOptions(client)...); err != nil {
+		n.stop()
+		return nil, fmt.Errorf("start region: %w", err)
+	}
+	return n, nil
+}
+
+// benchFailover: with Consul membership, the time from a kill -9 of the
+// coordinator's node until a shard never seen before can be allocated (a
+// request to an entity of it, sent through the surviving node's region,
+// is answered). Baseline: the time from the same kill until the survivor's
+// membership reports the killed node removed, the failure-detection floor
+// that the Consul TTL sets; the ratio shows what sharding adds on top of
+// it (the removal margin, finding the new coordinator, its state read
+// from Consul, the region's retries). The median of cfg.failoverRounds
+// kills, each with a fresh pair of members.
+func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) error {
+	bin, err := consulagent.Binary()
+	if err != nil {
+		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
+	}
+	agent, err := startConsul(ctx, bin)
+	if err != nil {
+		return fmt.Errorf("consul agent: %w", err)
+	}
+	defer agent.stop()
+	var failover, removal []time.Duration
+	for round := range cfg.failoverRounds {
+		f, r, err := failoverRound(ctx, cfg, agent, round)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round+1, err)
+		}
+		failover, removal = append(failover, f), append(removal, r)
+	}
+	of := "one kill"
+	if cfg.failoverRounds > 1 {
+		of = fmt.Sprintf("median of %d kills", cfg.failoverRounds)
+	}
+	rep.add(figure{
+		Section:      "failover",
+		Workload:     fmt.Sprintf("kill -9 of the coordinator's node until a new shard is allocated, %s (Consul TTL %v, removal margin %v)", of, failoverTTL, failoverTTL),
+		Unit:         "ms",
+		Protoshard:   median(failover),
+		Baseline:     median(removal),
+		BaselineName: "Consul membership sees the node removed",
+	})
+	return nil
+}
+
+// failoverRound starts a peer (the oldest member: the coordinator) and a
+// node of this process, places shards on both, kills the peer and returns
+// the time until a new shard is allocated and the time until the
+// membership saw the peer removed.
+func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round int) (failover, removal time.Duration, err error) {
+	// A service of its own per round, so that the members of an earlier
+	// round (their registrations linger until Consul deregisters them) are
+	// not in this one; and a clean coordinator state.
+	service := fmt.Sprintf("protoshard-bench-failover-%d-%d", os.Getpid(), round)
+	store := coordinatoractor.NewConsulStore(agent.client, coordinatoractor.ConsulStateKey(failoverType))
+	if _, err := agent.client.KV().Delete(store.Key(), nil); err != nil {
+		return 0, 0, fmt.Errorf("clearing the coordinator state: %w", err)
+	}
+	peer, err := startPeer(ctx, cfg, failoverRole, agent.addr, service)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer peer.stop()
+	provider, err := failoverProvider(agent.client, service)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := startNode(ctx, "failover-a", provider)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer n.stop()
+	if ms := n.cluster.Members(); len(ms) != 2 || ms[0].Address != peer.address {
+		return 0, 0, fmt.Errorf("the peer %s should be the oldest of two members, the members are %v", peer.address, ms)
+	}
+	removed := watchRemoval(n, peer.address)
+	defer n.system.Root.Stop(removed.pid)
+
+	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
+	region, err := n.sharding.StartRegion(failoverType, entityProps(&counter{}), ex, failoverOptions(agent.client)...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("start region: %w", err)
+	}
+	if err := waitRegions(ctx, n.system, region, 2); err != nil {
+		return 0, 0, err
+	}
+	// One entity in each of failoverShards shards; the least-shard
+	// allocation puts about half of them on each region.
+	placed := entitiesOfShards(ex, "failover", min(failoverShards, cfg.shards-1), nil)
+	if err := requestAll(n.system, placed, func(int) *actor.PID { return region }); err != nil {
+		return 0, 0, fmt.Errorf("placing shards: %w", err)
+	}
+	before, _, err := store.Load(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	self := coordinatoractor.RegionKey(region)
+	var onPeer *testpb.Ping
+	for _, m := range placed {
+		if home := before.Shards[ex.ShardID(m.EntityId)]; home != self && home != "" {
+			onPeer = m
+			break
+		}
+	}
+	if len(before.Regions) != 2 || onPeer == nil || len(before.Regions[self].Shards) == 0 {
+		return 0, 0, fmt.Errorf("before the kill the coordinator's state should show shards on both regions, it shows %v", shardsPerRegion(before))
+	}
+	// An entity of a shard no region has hosted.
+	fresh := entitiesOfShards(ex, "failover-new", 1, before.Shards)[0]
+
+	t0 := time.Now()
+	if err := peer.kill(); err != nil {
+		return 0, 0, err
+	}
+	// A request that times out leaves its message buffered in the region
+	// until the shard has a home (then its answer goes to dead letters),
+	// so the first answered attempt comes within one attempt of the
+	// allocation.
+	for {
+		start := time.Now()
+		res, err := n.system.Root.RequestFuture(region, fresh, failoverAttempt).Result()
+		if _, ok := res.(*testpb.Pong); err == nil && ok {
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, 0, fmt.Errorf("no answer for a new shard %v after the kill (last: %v): %w", time.Since(t0), err, ctx.Err())
+		}
+		if !errors.Is(err, actor.ErrTimeout) {
+			// Not a timeout: do not spin.
+			_ = sleep(ctx, failoverAttempt-time.Since(start))
+		}
+	}
+	failover = time.Since(t0)
+	select {
+	case at := <-removed.at:
+		removal = at.Sub(t0)
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("the membership never reported the killed peer removed: %w", ctx.Err())
+	}
+
+	// The peer's shards get a new home too, and the shards of this node
+	// kept theirs: the new coordinator recovered the state, it did not
+	// start from scratch.
+	if err := askUntil(ctx, n.system, region, onPeer, 30*time.Second); err != nil {
+		return 0, 0, fmt.Errorf("an entity of a shard of the killed node: %w", err)
+	}
+	after, _, err := store.Load(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, shard := range before.Regions[self].Shards {
+		if after.Shards[shard] != self {
+			return 0, 0, fmt.Errorf("shard %s of the surviving region was not recovered: now %q", shard, after.Shards[shard])
+		}
+	}
+	if len(after.Regions) != 1 {
+		return 0, 0, fmt.Errorf("after the failover the coordinator's state shows %v, want only the surviving region", shardsPerRegion(after))
+	}
+	return failover, removal, nil
+}
+
+// removalWatch records when a member is reported removed.
+type removalWatch struct {
+	pid *actor.PID
+	at  chan time.Time
+}
+
+// watchRemoval subscribes to n's membership events and records the time of
+// the MemberRemoved of the member at address.
+func watchRemoval(n *node, address string) removalWatch {
+	w := removalWatch{at: make(chan time.Time, 1)}
+	w.pid = n.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch e := ctx.Message().(type) {
+		case *actor.Started:
+			n.cluster.Subscribe(ctx.Self())
+		case *actor.Stopping:
+			n.cluster.Unsubscribe(ctx.Self())
+		case membership.MemberRemoved:
+			if e.Member.Address == address {
+				select {
+				case w.at <- time.Now():
+				default:
+				}
+			}
+		}
+	}))
+	return w
+}
+
+// entitiesOfShards returns one Ping for each of n shards that are not in
+// skip, entity IDs "prefix-<i>".
+func entitiesOfShards(ex actorsharding.MessageExtractor, prefix string, n int, skip map[string]string) []*testpb.Ping {
+	seen := map[string]bool{}
+	var out []*testpb.Ping
+	for i := 0; len(out) < n; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		s := ex.ShardID(id)
+		if _, taken := skip[s]; taken || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, &testpb.Ping{EntityId: id, Seq: int64(i), From: "bench"})
+	}
+	return out
+}
+
+// askUntil asks msg through region until it is answered or d passed.
+func askUntil(ctx context.Context, system *actor.ActorSystem, region *actor.PID, msg *testpb.Ping, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		res, err := system.Root.RequestFuture(region, msg, time.Second).Result()
+		if _, ok := res.(*testpb.Pong); err == nil && ok {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("answered %T", res)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", msg.EntityId, err)
+		}
+		_ = sleep(ctx, 50*time.Millisecond)
+	}
+}
+
+// shardsPerRegion summarises a coordinator state for an error message.
+func shardsPerRegion(st coordinatoractor.State) map[string]int {
+	out := map[string]int{}
+	for k, r := range st.Regions {
+		out[k] = len(r.Shards)
+	}
+	return out
+}
+
+// median returns the median of d in milliseconds.
+func median(d []time.Duration) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return float64(m) / float64(time.Millisecond)
+}
