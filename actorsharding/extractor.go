@@ -53,6 +53,9 @@ type EntityIDMessage interface {
 // absolute value is taken in 64 bits, so the one ID hash that Java's
 // Math.abs leaves negative (Integer.MIN_VALUE) still gives a valid shard.
 type HashCodeMessageExtractor struct {
+	// NumberOfShards is the number of shards entity IDs are spread over.
+	// It must be the same on every node and must not change while the
+	// cluster has state (remembered entities are moved if it does).
 	NumberOfShards int
 }
 

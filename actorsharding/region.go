@@ -71,6 +71,7 @@ type region struct {
 // its shards gets an even share, and entities beyond it are passivated
 // (least recently used first, by default). 0 removes the limit.
 type SetActiveEntityLimit struct {
+	// Limit is the region's new active-entity limit; 0 removes it.
 	Limit int
 }
 

@@ -28,10 +28,10 @@ type GetCoordinatorState struct{}
 
 // CurrentCoordinatorState answers GetCoordinatorState.
 type CurrentCoordinatorState struct {
-	Name                string // StateWaitingForState or StateActive
-	State               State
-	Version             uint64
-	RebalanceInProgress []string
+	Name                string   // StateWaitingForState or StateActive
+	State               State    // the coordinator's state, as last written to the store
+	Version             uint64   // the store's version of that state (Consul: its ModifyIndex)
+	RebalanceInProgress []string // shards being handed off now
 }
 
 // Props returns the props of a ShardCoordinator for typeName. It is meant

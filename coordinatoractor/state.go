@@ -20,9 +20,9 @@ func RegionKey(pid *actor.PID) string {
 // RegionEntry is a registered region (or proxy): its PID, the member
 // incarnation it runs on and, for a region, its shards in allocation order.
 type RegionEntry struct {
-	PID      *actor.PID
-	MemberID string
-	Shards   []string
+	PID      *actor.PID // the region's (or proxy's) PID
+	MemberID string     // the member incarnation it runs on
+	Shards   []string   // the region's shards, in allocation order; nil for a proxy
 }
 
 // State is Akka's ShardCoordinator.Internal.State: which regions and
@@ -114,31 +114,37 @@ type Event interface {
 
 // ShardRegionRegistered: a region registered.
 type ShardRegionRegistered struct {
-	Region   *actor.PID
-	MemberID string
+	Region   *actor.PID // the region
+	MemberID string     // the member incarnation it runs on
 }
 
 // ShardRegionProxyRegistered: a proxy registered.
 type ShardRegionProxyRegistered struct {
-	Proxy    *actor.PID
-	MemberID string
+	Proxy    *actor.PID // the proxy
+	MemberID string     // the member incarnation it runs on
 }
 
 // ShardRegionTerminated: a region stopped, left or crashed; its shards are
 // deallocated.
-type ShardRegionTerminated struct{ Region *actor.PID }
+type ShardRegionTerminated struct {
+	Region *actor.PID // the region that is gone
+}
 
 // ShardRegionProxyTerminated: a proxy stopped, left or crashed.
-type ShardRegionProxyTerminated struct{ Proxy *actor.PID }
+type ShardRegionProxyTerminated struct {
+	Proxy *actor.PID // the proxy that is gone
+}
 
 // ShardHomeAllocated: shard now lives on region.
 type ShardHomeAllocated struct {
-	Shard  string
-	Region *actor.PID
+	Shard  string     // the shard
+	Region *actor.PID // its new home
 }
 
 // ShardHomeDeallocated: shard lives nowhere (after a hand-off).
-type ShardHomeDeallocated struct{ Shard string }
+type ShardHomeDeallocated struct {
+	Shard string // the shard that lives nowhere now
+}
 
 func (ShardRegionRegistered) domainEvent()      {}
 func (ShardRegionProxyRegistered) domainEvent() {}
@@ -147,21 +153,32 @@ func (ShardRegionProxyTerminated) domainEvent() {}
 func (ShardHomeAllocated) domainEvent()         {}
 func (ShardHomeDeallocated) domainEvent()       {}
 
+// String names the event and its region, for logs.
 func (e ShardRegionRegistered) String() string {
 	return fmt.Sprintf("ShardRegionRegistered(%s, member %s)", RegionKey(e.Region), e.MemberID)
 }
+
+// String names the event and its proxy, for logs.
 func (e ShardRegionProxyRegistered) String() string {
 	return fmt.Sprintf("ShardRegionProxyRegistered(%s, member %s)", RegionKey(e.Proxy), e.MemberID)
 }
+
+// String names the event and its region, for logs.
 func (e ShardRegionTerminated) String() string {
 	return fmt.Sprintf("ShardRegionTerminated(%s)", RegionKey(e.Region))
 }
+
+// String names the event and its proxy, for logs.
 func (e ShardRegionProxyTerminated) String() string {
 	return fmt.Sprintf("ShardRegionProxyTerminated(%s)", RegionKey(e.Proxy))
 }
+
+// String names the event, its shard and region, for logs.
 func (e ShardHomeAllocated) String() string {
 	return fmt.Sprintf("ShardHomeAllocated(%s, %s)", e.Shard, RegionKey(e.Region))
 }
+
+// String names the event and its shard, for logs.
 func (e ShardHomeDeallocated) String() string {
 	return fmt.Sprintf("ShardHomeDeallocated(%s)", e.Shard)
 }

@@ -9,9 +9,9 @@ import (
 // and the member it runs on: Akka's RegionEntry. The coordinator passes
 // only regions whose member it knows and that are not shutting down.
 type RegionAllocation struct {
-	Region *actor.PID
-	Member membership.Member
-	Shards []string
+	Region *actor.PID        // the region
+	Member membership.Member // the member it runs on (its age orders regions)
+	Shards []string          // its shards, in allocation order
 }
 
 // ShardAllocationStrategy decides where a new shard goes and which shards

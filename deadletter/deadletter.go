@@ -26,6 +26,7 @@ type Event struct {
 	Reason string
 }
 
+// String describes the drop in one line, for logs.
 func (e *Event) String() string {
 	return fmt.Sprintf("dropped %T to %v: %s", e.Message, e.Target, e.Reason)
 }

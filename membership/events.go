@@ -6,22 +6,26 @@ package membership
 // CurrentClusterState is the first message a subscriber receives: the
 // members at the time of subscription, and the subscriber's own member.
 type CurrentClusterState struct {
-	Members []Member
-	Self    Member
+	Members []Member // every member, Up or Leaving
+	Self    Member   // the subscriber's own member (zero before it joined)
 }
 
 // MemberUp is published when a member joins.
-type MemberUp struct{ Member Member }
+type MemberUp struct {
+	Member Member // the member that joined
+}
 
 // MemberLeft is published when a member announced a graceful leave.
-type MemberLeft struct{ Member Member }
+type MemberLeft struct {
+	Member Member // the member, now with Status Leaving
+}
 
 // MemberRemoved is published when a member is gone, by leaving or by
 // failure detection. It is final: the same member id never comes back.
 // When Member is the cluster's own member, the node has been removed
 // (downed) and must stop what it runs as a cluster member.
 type MemberRemoved struct {
-	Member Member
+	Member Member // the member that is gone
 	// Graceful is true when the member had announced its leave.
 	Graceful bool
 }

@@ -24,6 +24,7 @@ const (
 	Leaving
 )
 
+// String is the status's name, for logs.
 func (s Status) String() string {
 	switch s {
 	case Up:

@@ -32,8 +32,8 @@ type GetState struct{}
 
 // CurrentState answers GetState.
 type CurrentState struct {
-	State     string
-	MemberID  string
+	State     string     // the manager's state name (Start, Oldest, Younger, ...)
+	MemberID  string     // the member incarnation the manager runs on
 	Singleton *actor.PID // nil unless running
 }
 

@@ -30,10 +30,10 @@ type Ledger struct {
 // Overlap is one violation of at-most-one: Started came for Key while
 // Active, another incarnation of the same key, had not stopped.
 type Overlap struct {
-	Key     string
-	Active  string
-	Started string
-	At      time.Time
+	Key     string    // the entity (or singleton) key
+	Active  string    // the incarnation that was still running
+	Started string    // the incarnation that started meanwhile
+	At      time.Time // when the second one started
 }
 
 // String describes the overlap for a failure message.
