@@ -29,8 +29,8 @@ type world struct {
 	t        *testing.T
 	cluster  *testkit.Cluster
 	consul   bool
-	backend  *testkit.ConsulBackend // consul worlds only
-	store    coordinatoractor.StateStore
+	backend  *testkit.ConsulBackend      // consul worlds only
+	store    coordinatoractor.StateStore // nil: the default (no WithStateStore)
 	ledger   *testkit.Ledger
 	received *received
 	shards   int
@@ -81,13 +81,15 @@ func (w *world) init(opts []actorsharding.Option) *world {
 		removal = 3 * time.Second // at least the TTL the test kit's Consul backend uses
 	}
 	w.opts = append([]actorsharding.Option{
-		actorsharding.WithStateStore(w.store),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(500 * time.Millisecond),
 		actorsharding.WithHandOffTimeout(15 * time.Second),
 		actorsharding.WithShardStartTimeout(2 * time.Second),
 		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: removal}),
 	}, opts...)
+	if w.store != nil { // nil: the default store
+		w.opts = append([]actorsharding.Option{actorsharding.WithStateStore(w.store)}, w.opts...)
+	}
 	w.t.Cleanup(func() { w.ledger.AssertNoOverlap(w.t) })
 	return w
 }

@@ -53,9 +53,12 @@ type Settings struct {
 	// StateStore keeps the coordinator's state across coordinator moves.
 	// It must be shared by every node of the entity type: a
 	// coordinatoractor.ConsulStore, or (nodes in one process) one
-	// coordinatoractor.MemoryStore. Default: a MemoryStore of this node
-	// only, which loses the shard homes when the coordinator moves to
-	// another process.
+	// coordinatoractor.MemoryStore. Default, with in-process membership
+	// (membership/local): one MemoryStore per entity type shared by the
+	// registry's nodes. With any other membership there is no default:
+	// StartRegion and StartProxy fail with ErrNoStateStore, because a store
+	// of one node would let a coordinator that moves to another process
+	// start from an empty state and allocate a shard that still runs.
 	StateStore coordinatoractor.StateStore
 }
 
@@ -105,9 +108,6 @@ func (s Settings) withDefaults() Settings {
 	if s.AllocationStrategy == nil {
 		s.AllocationStrategy = coordinatoractor.NewLeastShardAllocationStrategy(
 			coordinatoractor.DefaultRebalanceAbsoluteLimit, coordinatoractor.DefaultRebalanceRelativeLimit)
-	}
-	if s.StateStore == nil {
-		s.StateStore = coordinatoractor.NewMemoryStore()
 	}
 	return s
 }

@@ -1,11 +1,18 @@
 package actorsharding_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -57,3 +64,66 @@ func TestBufferSize(t *testing.T) {
 		t.Fatalf("received %v, want 1..5", got)
 	}
 }
+
+// Without WithStateStore, the nodes of one in-process member list share a
+// store: the coordinator that takes over when the oldest node leaves
+// recovers the shard homes of the node that stays, instead of starting
+// empty (and possibly allocating a shard that still runs there).
+func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
+	w := &world{t: t, cluster: testkit.NewCluster(t, testkit.NewLocalBackend())}
+	skipUnderRace(t)
+	w.init([]actorsharding.Option{actorsharding.WithRebalanceInterval(time.Hour)})
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	homesOf(t, b, w, entityIDs(200), 1)
+	before := w.coordinatorState()
+	onB := before.State.Regions[coordinatoractor.RegionKey(w.region(b))].Shards
+	if len(onB) == 0 {
+		t.Fatal("no shard on b")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := a.Leave(ctx); err != nil { // a is the oldest: the coordinator moves to b
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		st := w.coordinatorState()
+		if st == nil || st.Name != coordinatoractor.StateActive {
+			return false
+		}
+		after := st.State.Regions[coordinatoractor.RegionKey(w.region(b))].Shards
+		for _, s := range onB {
+			if !slices.Contains(after, s) {
+				return false
+			}
+		}
+		return true
+	}, "the new coordinator on b does not know the %d shards b hosts", len(onB))
+}
+
+// With membership whose nodes may be in other processes there is no safe
+// default store: starting a region or a proxy without one fails clearly.
+func TestNoDefaultStateStoreAcrossProcesses(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	cluster := membership.NewCluster(system, notInProcess{local.NewRegistry().Provider()}, membership.Config{})
+	s, err := actorsharding.New(system, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := actor.PropsFromFunc(func(actor.Context) {})
+	if _, err := s.StartRegion("NoStore", props, nil); !errors.Is(err, actorsharding.ErrNoStateStore) {
+		t.Errorf("StartRegion without a store: %v, want ErrNoStateStore", err)
+	}
+	if _, err := s.StartProxy("NoStore", nil); !errors.Is(err, actorsharding.ErrNoStateStore) {
+		t.Errorf("StartProxy without a store: %v, want ErrNoStateStore", err)
+	}
+	if _, err := s.StartRegion("WithStore", props, nil, actorsharding.WithStateStore(coordinatoractor.NewMemoryStore())); err != nil {
+		t.Errorf("StartRegion with a store: %v", err)
+	}
+}
+
+// notInProcess hides the local provider's SharedValue, as a provider of
+// another process's members (Consul) has none.
+type notInProcess struct{ membership.Provider }

@@ -62,6 +62,26 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 	return s, nil
 }
 
+// ErrNoStateStore is returned by StartRegion and StartProxy when the
+// coordinator needs a state store and there is no safe default: see
+// Settings.StateStore.
+var ErrNoStateStore = errors.New("no coordinator StateStore: with membership whose nodes may run in other processes, " +
+	"give every node the same store (WithStateStore(coordinatoractor.NewConsulStore(...)))")
+
+// defaultStateStore is the memory store of typeName that every node of an
+// in-process member list shares.
+func (s *Sharding) defaultStateStore(typeName string) (coordinatoractor.StateStore, error) {
+	v, ok := s.cluster.SharedValue("actorsharding/state-store/"+typeName, func() any { return coordinatoractor.NewMemoryStore() })
+	if !ok {
+		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, ErrNoStateStore)
+	}
+	store, ok := v.(coordinatoractor.StateStore)
+	if !ok {
+		return nil, fmt.Errorf("actorsharding: %q: the shared value under the state store's key is a %T", typeName, v)
+	}
+	return store, nil
+}
+
 // RegionName is the actor name of the region (or proxy) of typeName.
 func RegionName(typeName string) string { return "sharding/" + typeName }
 
@@ -112,6 +132,13 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		entityProps = nil
 	}
 	if hasRole {
+		if settings.StateStore == nil {
+			store, err := s.defaultStateStore(typeName)
+			if err != nil {
+				return nil, err
+			}
+			settings.StateStore = store
+		}
 		props := coordinatoractor.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore)
 		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), withSingletonName(settings.Singleton)); err != nil {
 			return nil, fmt.Errorf("actorsharding: start coordinator of %q: %w", typeName, err)

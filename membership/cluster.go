@@ -65,6 +65,19 @@ type namedHook struct {
 	fn   LeaveHook
 }
 
+// SharedValue returns the value stored under key for every node of this
+// process that shares the member list, creating it with create first if
+// there is none. ok is false when the provider's members may run in other
+// processes (it is not an InProcessProvider): no in-memory value can be
+// shared with them.
+func (c *Cluster) SharedValue(key string, create func() any) (value any, ok bool) {
+	p, ok := c.provider.(InProcessProvider)
+	if !ok {
+		return nil, false
+	}
+	return p.SharedValue(key, create), true
+}
+
 // NewCluster creates the membership view of system over provider. It does
 // not join yet: the system's remote must be started first, so its address is
 // known.

@@ -20,3 +20,14 @@ type Provider interface {
 	// deregistering: to the others it looks like a crash.
 	Close()
 }
+
+// InProcessProvider is implemented by a Provider whose members all run in
+// this process (membership/local). What it shares is seen by every node
+// of the same member list. Sharding uses it for a coordinator state store
+// that all those nodes read, so that the zero-set-up default is safe.
+type InProcessProvider interface {
+	Provider
+	// SharedValue returns the value stored under key for the whole member
+	// list, storing create's result first if there is none.
+	SharedValue(key string, create func() any) any
+}

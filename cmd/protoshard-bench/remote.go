@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
@@ -55,7 +56,7 @@ func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error
 	}
 	defer n.stop()
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	proxy, err := n.sharding.StartProxy(remoteType, ex)
+	proxy, err := n.sharding.StartProxy(remoteType, ex, remoteStateStore(agent.client))
 	if err != nil {
 		return fmt.Errorf("start proxy: %w", err)
 	}
@@ -322,17 +323,24 @@ func remotePeer(cfg config, client *api.Client) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spawnRemotePeerActors(n, cfg); err != nil {
+	if err := spawnRemotePeerActors(n, cfg, client); err != nil {
 		n.stop()
 		return nil, err
 	}
 	return n, nil
 }
 
-func spawnRemotePeerActors(n *node, cfg config) error {
+// remoteStateStore is the coordinator's state store of the remote section:
+// the two processes must share one (the coordinator may run in either), so
+// it is in the section's Consul agent.
+func remoteStateStore(client *api.Client) actorsharding.Option {
+	return actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(remoteType)))
+}
+
+func spawnRemotePeerActors(n *node, cfg config, client *api.Client) error {
 	var count atomic.Int64
 	props := countingProps(&count)
-	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards)); err != nil {
+	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client)); err != nil {
 		return fmt.Errorf("start region: %w", err)
 	}
 	for i := range cfg.entities {

@@ -20,6 +20,7 @@ type Registry struct {
 	nextAge  uint64
 	watchers map[int]chan struct{}
 	nextW    int
+	shared   map[string]any // see SharedValue
 }
 
 // NewRegistry returns an empty registry.
@@ -28,8 +29,26 @@ func NewRegistry() *Registry {
 }
 
 // Provider returns a new backend for one node. Each node needs its own.
+// It is a membership.InProcessProvider.
 func (r *Registry) Provider() membership.Provider {
 	return &provider{reg: r}
+}
+
+// SharedValue returns the value stored under key in this registry, storing
+// create's result first if there is none: state that every node of the
+// registry shares, such as sharding's default coordinator state store.
+func (r *Registry) SharedValue(key string, create func() any) any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.shared[key]; ok {
+		return v
+	}
+	if r.shared == nil {
+		r.shared = map[string]any{}
+	}
+	v := create()
+	r.shared[key] = v
+	return v
 }
 
 // Remove makes a member vanish without a goodbye, as failure detection sees
@@ -77,6 +96,13 @@ type provider struct {
 }
 
 var errNotRegistered = errors.New("local membership: not registered")
+
+var _ membership.InProcessProvider = (*provider)(nil)
+
+// SharedValue is the registry's SharedValue.
+func (p *provider) SharedValue(key string, create func() any) any {
+	return p.reg.SharedValue(key, create)
+}
 
 func (p *provider) Register(_ context.Context, self membership.Member) (membership.Member, error) {
 	if self.ID == "" {

@@ -153,3 +153,24 @@ func TestWatchDeliversSnapshots(t *testing.T) {
 	}
 	pa.Close() // nothing to stop; must not panic
 }
+
+func TestSharedValueIsPerRegistry(t *testing.T) {
+	reg, other := local.NewRegistry(), local.NewRegistry()
+	created := 0
+	create := func() any { created++; return new(int) }
+	p1, ok := reg.Provider().(membership.InProcessProvider)
+	if !ok {
+		t.Fatal("the local provider is not an InProcessProvider")
+	}
+	p2 := reg.Provider().(membership.InProcessProvider)
+	a, b := p1.SharedValue("k", create), p2.SharedValue("k", create)
+	if a != b || created != 1 {
+		t.Errorf("two providers of one registry got %p and %p (%d created), want one shared value", a, b, created)
+	}
+	if c := p1.SharedValue("other key", create); c == a {
+		t.Error("another key got the same value")
+	}
+	if d := other.SharedValue("k", create); d == a {
+		t.Error("another registry got the same value")
+	}
+}
