@@ -45,7 +45,8 @@ func exampleNode() (*actor.ActorSystem, *actorsharding.Sharding, func(), error) 
 // Sending to an entity: wrap the message with its entity ID and Send it to
 // the region, from any node. The entity starts on its first message.
 // Messages from one sender to one entity arrive in the order sent, so a
-// request sent after them is answered after they were handled.
+// request sent after them is answered after they were handled. An entity
+// learns its ID with EntityID.
 func ExampleNewEnvelope() {
 	system, sharding, stop, err := exampleNode()
 	if err != nil {
@@ -56,7 +57,8 @@ func ExampleNewEnvelope() {
 	door := actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *wrapperspb.StringValue:
-			fmt.Println("door got", msg.Value)
+			id, _ := actorsharding.EntityID(ctx)
+			fmt.Println(id, "got", msg.Value)
 		case *wrapperspb.BoolValue:
 			ctx.Respond(msg) // "are you done?"
 		}
@@ -67,21 +69,21 @@ func ExampleNewEnvelope() {
 		return
 	}
 	for i := 1; i <= 3; i++ {
-		env, err := actorsharding.NewEnvelope("door-7", wrapperspb.String(fmt.Sprintf("knock %d", i)))
+		env, err := actorsharding.NewEnvelope("door/7", wrapperspb.String(fmt.Sprintf("knock %d", i)))
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
 		system.Root.Send(region, env)
 	}
-	env, _ := actorsharding.NewEnvelope("door-7", wrapperspb.Bool(true))
+	env, _ := actorsharding.NewEnvelope("door/7", wrapperspb.Bool(true))
 	if _, err := system.Root.RequestFuture(region, env, 10*time.Second).Result(); err != nil {
 		fmt.Println(err)
 	}
 	// Output:
-	// door got knock 1
-	// door got knock 2
-	// door got knock 3
+	// door/7 got knock 1
+	// door/7 got knock 2
+	// door/7 got knock 3
 }
 
 // Request/response: the entity answers with ctx.Respond, and the answer

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -156,4 +159,26 @@ func NewEnvelope(entityID string, msg proto.Message) (*messages.ShardingEnvelope
 		return nil, fmt.Errorf("actorsharding: NewEnvelope for %q: %w", entityID, err)
 	}
 	return &messages.ShardingEnvelope{EntityId: entityID, Message: payload}, nil
+}
+
+// EntityID returns the ID of the sharded entity whose context ctx is, as
+// Akka typed's EntityContext.entityId: the entity's actor name, which its
+// shard derived from the ID (shardactor.EntityName), decoded. It fails for
+// an actor that is not an entity of a region.
+func EntityID(ctx actor.Context) (string, error) {
+	self := ctx.Self()
+	if self == nil {
+		return "", errors.New("actorsharding: EntityID: the context has no Self")
+	}
+	// "sharding/<type>/<shard child>/<entity>": entity names never hold a
+	// '/' (EntityName escapes it), so the last segment is the entity's.
+	id := self.GetId()
+	if !strings.HasPrefix(id, "sharding/") || strings.Count(id, "/") < 3 {
+		return "", fmt.Errorf("actorsharding: EntityID: %q is not the name of a sharded entity", id)
+	}
+	entityID, err := shardactor.EntityID(id[strings.LastIndexByte(id, '/')+1:])
+	if err != nil {
+		return "", fmt.Errorf("actorsharding: EntityID of %q: %w", id, err)
+	}
+	return entityID, nil
 }
