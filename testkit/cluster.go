@@ -25,9 +25,6 @@ const (
 	// joinTimeout is generous: the shared CI machines are slow, and a join
 	// that fails is a test failure anyway.
 	joinTimeout = 30 * time.Second
-	// leaveSeenTimeout bounds how long a graceful leave waits for the other
-	// nodes to see the member Leaving.
-	leaveSeenTimeout = 15 * time.Second
 	// rejoinBackoff is short so that tests of re-join do not wait seconds.
 	rejoinBackoff = 100 * time.Millisecond
 )
@@ -168,7 +165,6 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
 
-	n.Membership.RegisterLeaveHook("testkit/leaving-seen", n.waitLeavingSeen)
 	for _, fn := range cfg.beforeJoin {
 		fn(n)
 	}
@@ -350,42 +346,6 @@ func (n *Node) kill() {
 	n.Membership.Close()
 	stopAllActors(n.System)
 	n.System.Shutdown()
-}
-
-// waitLeavingSeen is a leave hook of every node: it waits until every other
-// member sees this one Leaving. Without it, a leave whose hooks finish fast
-// could deregister before the others' watches saw the Leaving state, and
-// they would take the removal for a crash (MemberRemoved{Graceful: false}).
-func (n *Node) waitLeavingSeen(ctx context.Context) error {
-	id := n.MemberID()
-	ctx, cancel := context.WithTimeout(ctx, leaveSeenTimeout)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var waiting []string
-		for _, o := range n.cluster.Running() {
-			if o == n {
-				continue
-			}
-			if _, member := o.liveSelf(); !member {
-				continue // removed itself: it watches nothing
-			}
-			for _, m := range o.Membership.Members() {
-				if m.ID == id && m.Status != membership.Leaving {
-					waiting = append(waiting, o.Name)
-				}
-			}
-		}
-		if len(waiting) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s still see %s Up: %w", strings.Join(waiting, ", "), n.Name, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // stopAllActors stops every actor of system, but the remote's own, and

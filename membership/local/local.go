@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/protoshard/protoshard/membership"
@@ -21,6 +22,9 @@ type Registry struct {
 	watchers map[int]chan struct{}
 	nextW    int
 	shared   map[string]any // see SharedValue
+	// leftLeaving: members removed while Leaving (a graceful leave), so a
+	// watcher that never read their Leaving status still reports it.
+	leftLeaving map[string]bool
 }
 
 // NewRegistry returns an empty registry.
@@ -51,14 +55,38 @@ func (r *Registry) SharedValue(key string, create func() any) any {
 	return v
 }
 
+// vanishedLeavers returns, as Leaving, the members Up in prev that are not
+// in next and were removed while Leaving.
+func (r *Registry) vanishedLeavers(prev, next []membership.Member) []membership.Member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []membership.Member
+	for _, m := range prev {
+		if m.Status != membership.Up || !r.leftLeaving[m.ID] ||
+			slices.ContainsFunc(next, func(n membership.Member) bool { return n.ID == m.ID }) {
+			continue
+		}
+		m.Status = membership.Leaving
+		out = append(out, m)
+	}
+	return out
+}
+
 // Remove makes a member vanish without a goodbye, as failure detection sees
 // a crashed or cut-off node. The member itself, if still running, sees that
 // it was removed.
 func (r *Registry) Remove(memberID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.members[memberID]; !ok {
+	m, ok := r.members[memberID]
+	if !ok {
 		return false
+	}
+	if m.Status == membership.Leaving {
+		if r.leftLeaving == nil {
+			r.leftLeaving = map[string]bool{}
+		}
+		r.leftLeaving[memberID] = true
 	}
 	delete(r.members, memberID)
 	r.notifyLocked()
@@ -155,6 +183,11 @@ func (p *provider) Deregister(context.Context) error {
 // is what makes a crashed member vanish.
 func (p *provider) Close() {}
 
+// Watch delivers the registry's members on every change. A member that was
+// Up in the last delivery and is gone now, but left gracefully (SetLeaving
+// and Deregister came between two deliveries), is first delivered once
+// more as Leaving: otherwise the watcher would take the graceful leave for
+// a crash (the Consul provider does the same with its leaving marker).
 func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)) {
 	ch := make(chan struct{}, 1)
 	p.reg.mu.Lock()
@@ -168,12 +201,18 @@ func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		p.reg.mu.Unlock()
 	}()
 	ch <- struct{}{}
+	var last []membership.Member
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ch:
-			onChange(p.reg.Members())
+			next := p.reg.Members()
+			if leavers := p.reg.vanishedLeavers(last, next); len(leavers) > 0 {
+				onChange(append(slices.Clone(next), leavers...))
+			}
+			onChange(next)
+			last = next
 		}
 	}
 }

@@ -174,3 +174,73 @@ func TestSharedValueIsPerRegistry(t *testing.T) {
 		t.Error("another registry got the same value")
 	}
 }
+
+// A graceful leave whose SetLeaving and Deregister fall between two
+// deliveries is still delivered as Leaving first; a crash (Remove of an Up
+// member) is not.
+func TestWatchReportsAFastLeaveAsLeaving(t *testing.T) {
+	reg := local.NewRegistry()
+	ctx := context.Background()
+	pa, _ := register(t, reg, "a")
+	pb, _ := register(t, reg, "b")
+	register(t, reg, "c")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gate := make(chan struct{})
+	snapshots := make(chan []membership.Member, 100)
+	go pa.Watch(wctx, func(ms []membership.Member) {
+		snapshots <- ms
+		<-gate // hold the watcher so that the next changes coalesce
+	})
+	next := func() []membership.Member {
+		t.Helper()
+		select {
+		case ms := <-snapshots:
+			return ms
+		case <-time.After(10 * time.Second):
+			t.Fatal("no snapshot")
+			return nil
+		}
+	}
+	release := func() {
+		t.Helper()
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watcher is not waiting")
+		}
+	}
+	first := next()
+	if len(first) != 3 {
+		t.Fatalf("first snapshot %v, want a, b and c", first)
+	}
+	if err := pb.SetLeaving(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pb.Deregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg.Remove("c") // a crash of an Up member
+	release()
+	statusOf := func(ms []membership.Member, id string) (membership.Status, bool) {
+		for _, m := range ms {
+			if m.ID == id {
+				return m.Status, true
+			}
+		}
+		return 0, false
+	}
+	second := next()
+	if st, ok := statusOf(second, "b"); !ok || st != membership.Leaving {
+		t.Errorf("b in the next snapshot: %v %v, want Leaving (%v)", st, ok, second)
+	}
+	if _, ok := statusOf(second, "c"); ok {
+		t.Errorf("the crashed c was reported again: %v", second)
+	}
+	release()
+	third := next()
+	if _, ok := statusOf(third, "b"); ok {
+		t.Errorf("b still there after its Leaving snapshot: %v", third)
+	}
+	close(gate)
+}
