@@ -42,9 +42,12 @@ const (
 	DefaultRememberMaxTxnBytes = 500_000
 	// DefaultRememberMaxAttempts bounds the read-modify-write rounds of one
 	// Update that lost check-and-set races to another writer of the same
-	// shard. A lost race means the other writer progressed, so a handful of
-	// rounds is plenty for the two writers of a hand-off race.
-	DefaultRememberMaxAttempts = 10
+	// shard. A lost race means the other writer progressed, so there is no
+	// livelock; but a writer that keeps writing can win round after round
+	// while this one backs off (up to 100ms a round). 10 rounds were seen
+	// to run out on a loaded machine under -race; 30 give a busy
+	// competitor about 2.5s to finish.
+	DefaultRememberMaxAttempts = 30
 )
 
 // consulMaxTxnOps is the operations per transaction. Consul refuses more
