@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
@@ -21,6 +22,26 @@ func heap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// settledHeap is heap once it has stopped moving: the actor systems of the
+// earlier sections are shut down, but their goroutines and timers may
+// still be freeing memory for a moment, which would hide the growth being
+// measured (seen in -short runs, where it is only a few MB).
+func settledHeap(ctx context.Context) uint64 {
+	const still = 256 << 10 // two readings this close: settled
+	prev := heap()
+	for range 20 {
+		if sleep(ctx, 50*time.Millisecond) != nil {
+			break
+		}
+		cur := heap()
+		if max(cur, prev)-min(cur, prev) < still {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
 }
 
 // benchMemory: heap per idle entity, N entities started through a region
@@ -53,7 +74,7 @@ func bareActors(ctx context.Context, n int) (float64, error) {
 	count := &counter{}
 	props := entityProps(count)
 	msg := &testpb.Ping{EntityId: "bare"}
-	before := heap()
+	before := settledHeap(ctx)
 	for from := 0; from < n; from += memBatch {
 		to := min(from+memBatch, n)
 		done := count.expect(int64(to - from))
@@ -95,7 +116,7 @@ func shardedEntities(ctx context.Context, cfg config) (float64, error) {
 	if err := requestAll(nd.system, warm, func(int) *actor.PID { return region }); err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
 	}
-	before := heap()
+	before := settledHeap(ctx)
 	for from := 0; from < cfg.memEntities; from += memBatch {
 		to := min(from+memBatch, cfg.memEntities)
 		done := count.expect(int64(to - from))
