@@ -26,6 +26,20 @@ type consulAgent struct {
 }
 
 func startConsul(ctx context.Context, bin string) (*consulAgent, error) {
+	// A port picked free can be taken by another process before Consul
+	// binds it; Consul then exits at once, and new ports are tried.
+	for attempt := 1; ; attempt++ {
+		a, err := startConsulOnce(ctx, bin)
+		if err == nil || !errors.Is(err, errConsulExited) || attempt == 3 {
+			return a, err
+		}
+	}
+}
+
+// errConsulExited: the agent ended before it was ready.
+var errConsulExited = errors.New("consul exited during start")
+
+func startConsulOnce(ctx context.Context, bin string) (*consulAgent, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -78,7 +92,7 @@ func startConsul(ctx context.Context, bin string) (*consulAgent, error) {
 		}
 		select {
 		case <-a.exited:
-			err := fmt.Errorf("consul exited during start; see its log: %s", a.tail())
+			err := fmt.Errorf("%w; see its log: %s", errConsulExited, a.tail())
 			a.stop()
 			return nil, err
 		case <-ctx.Done():

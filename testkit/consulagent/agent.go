@@ -126,22 +126,9 @@ type ports struct {
 func Start(t testing.TB) *Agent {
 	t.Helper()
 	bin := RequireBinary(t)
-	p, err := freePorts()
-	if err != nil {
-		t.Fatalf("consulagent: picking ports: %v", err)
-	}
 	a := &Agent{
 		bin:     bin,
 		logPath: filepath.Join(t.TempDir(), "consul.log"),
-		ports:   p,
-	}
-	cfg := api.DefaultConfig()
-	cfg.Address = a.Addr()
-	cfg.Scheme = "http"
-	cfg.Token = ""
-	a.client, err = api.NewClient(cfg)
-	if err != nil {
-		t.Fatalf("consulagent: client: %v", err)
 	}
 	// Registered before the first start so that a failed start is cleaned up
 	// too. It runs before t.TempDir's own clean-up (LIFO), so the log is
@@ -152,11 +139,39 @@ func Start(t testing.TB) *Agent {
 			t.Logf("consulagent: tail of %s:\n%s", a.logPath, a.LogTail(60))
 		}
 	})
-	if err := a.start(); err != nil {
-		t.Fatalf("consulagent: %v\nlog tail:\n%s", err, a.LogTail(60))
+	// A port picked free can be taken by another process (other test
+	// binaries run in parallel) before Consul binds it; Consul then exits
+	// at once. New ports are picked for the next attempt.
+	for attempt := 1; ; attempt++ {
+		p, err := freePorts()
+		if err != nil {
+			t.Fatalf("consulagent: picking ports: %v", err)
+		}
+		a.ports = p
+		cfg := api.DefaultConfig()
+		cfg.Address = a.Addr()
+		cfg.Scheme = "http"
+		cfg.Token = ""
+		if a.client, err = api.NewClient(cfg); err != nil {
+			t.Fatalf("consulagent: client: %v", err)
+		}
+		err = a.start()
+		if err == nil {
+			return a
+		}
+		if !errors.Is(err, errExitedDuringStart) || attempt == startAttempts {
+			t.Fatalf("consulagent: %v (attempt %d)\nlog tail:\n%s", err, attempt, a.LogTail(60))
+		}
+		t.Logf("consulagent: start attempt %d failed (%v); retrying on other ports", attempt, err)
 	}
-	return a
 }
+
+// startAttempts bounds Start's tries on fresh ports.
+const startAttempts = 3
+
+// errExitedDuringStart: the agent process ended before it was ready, most
+// often because one of its ports was taken meanwhile.
+var errExitedDuringStart = errors.New("consul exited during start")
 
 // Addr returns the agent's HTTP address (host:port).
 func (a *Agent) Addr() string {
@@ -285,7 +300,7 @@ func (a *Agent) waitReady(proc *process) error {
 	var lastErr error
 	for time.Now().Before(deadline) {
 		if proc.exited() {
-			return fmt.Errorf("consul exited during start: %v", proc.waitErr())
+			return fmt.Errorf("%w: %v", errExitedDuringStart, proc.waitErr())
 		}
 		leader, err := a.client.Status().Leader()
 		switch {
