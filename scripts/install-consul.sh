@@ -13,9 +13,15 @@ CACHE="${PROTOSHARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protoshard}"
 DEST="$CACHE/bin"
 BIN="$DEST/consul-$CONSUL_VERSION"
 
-if [ -x "$BIN" ] && "$BIN" version 2>/dev/null | grep -q "Consul ${CONSUL_VERSION}"; then
-  echo "$BIN"
-  exit 0
+# The version is read whole before it is matched: with pipefail, `version |
+# grep -q` fails whenever grep exits before consul has written its last line
+# (SIGPIPE), and the cached binary was rebuilt for nothing.
+if [ -x "$BIN" ]; then
+  have=$("$BIN" version 2>/dev/null || true)
+  if [[ "$have" == *"Consul ${CONSUL_VERSION}"* ]]; then
+    echo "$BIN"
+    exit 0
+  fi
 fi
 
 command -v go >/dev/null || { echo "install-consul: go is not on PATH" >&2; exit 1; }
