@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,15 +36,16 @@ type node struct {
 // incarnation and answers with where it runs.
 type counter struct {
 	where string
+	out   io.Writer
 	count int
 }
 
 func (c *counter) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		fmt.Printf("  [singleton started on %s]\n", c.where)
+		fmt.Fprintf(c.out, "  [singleton started on %s]\n", c.where)
 	case *actor.Stopped:
-		fmt.Printf("  [singleton on %s stopped after %d messages]\n", c.where, c.count)
+		fmt.Fprintf(c.out, "  [singleton on %s stopped after %d messages]\n", c.where, c.count)
 	case *wrapperspb.StringValue:
 		c.count++
 		if ctx.Sender() != nil {
@@ -53,13 +55,16 @@ func (c *counter) Receive(ctx actor.Context) {
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run tells the story on out (shared by the nodes' actors, so it is
+// locked).
+func run(w io.Writer) error {
+	out := &lockedWriter{w: w}
 	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		level := slog.LevelError
 		if os.Getenv("PROTOSHARD_LOG") != "" {
@@ -70,7 +75,7 @@ func run() error {
 	registry := local.NewRegistry()
 	var nodes []*node
 	for _, name := range []string{"node-a", "node-b", "node-c"} {
-		n, err := startNode(name, registry, quiet)
+		n, err := startNode(name, registry, quiet, out)
 		if err != nil {
 			return err
 		}
@@ -78,14 +83,14 @@ func run() error {
 		nodes = append(nodes, n)
 	}
 
-	fmt.Println("three nodes up; asking the singleton through each node's proxy:")
+	fmt.Fprintln(out, "three nodes up; asking the singleton through each node's proxy:")
 	for _, n := range nodes {
-		if err := ask(n, "hello from "+n.name); err != nil {
+		if err := ask(out, n, "hello from "+n.name); err != nil {
 			return err
 		}
 	}
 
-	fmt.Println("node-a (the oldest) leaves gracefully; node-c keeps sending meanwhile:")
+	fmt.Fprintln(out, "node-a (the oldest) leaves gracefully; node-c keeps sending meanwhile:")
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -100,16 +105,16 @@ func run() error {
 	}
 	nodes[0].remote.Shutdown(true)
 
-	fmt.Println("after the hand-over:")
+	fmt.Fprintln(out, "after the hand-over:")
 	for _, n := range nodes[1:] {
-		if err := ask(n, "hello again from "+n.name); err != nil {
+		if err := ask(out, n, "hello again from "+n.name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func startNode(name string, registry *local.Registry, logging actor.ConfigOption) (*node, error) {
+func startNode(name string, registry *local.Registry, logging actor.ConfigOption, out io.Writer) (*node, error) {
 	system := actor.NewActorSystem(logging)
 	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
 	r.Start()
@@ -119,7 +124,7 @@ func startNode(name string, registry *local.Registry, logging actor.ConfigOption
 	if err := cluster.Join(ctx); err != nil {
 		return nil, err
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &counter{where: name} })
+	props := actor.PropsFromProducer(func() actor.Actor { return &counter{where: name, out: out} })
 	if _, err := singleton.StartManager(system, cluster, props, "counter", singleton.DefaultSettings()); err != nil {
 		return nil, err
 	}
@@ -130,11 +135,27 @@ func startNode(name string, registry *local.Registry, logging actor.ConfigOption
 	return &node{name: name, system: system, remote: r, cluster: cluster, proxy: proxy}, nil
 }
 
-func ask(n *node, text string) error {
+func ask(out io.Writer, n *node, text string) error {
 	res, err := n.system.Root.RequestFuture(n.proxy, wrapperspb.String(text), 15*time.Second).Result()
 	if err != nil {
 		return fmt.Errorf("ask through %s's proxy: %w", n.name, err)
 	}
-	fmt.Printf("  %s's proxy -> %s\n", n.name, res.(*wrapperspb.StringValue).Value)
+	answer, ok := res.(*wrapperspb.StringValue)
+	if !ok {
+		return fmt.Errorf("%s's proxy: unexpected answer %T", n.name, res)
+	}
+	fmt.Fprintf(out, "  %s's proxy -> %s\n", n.name, answer.Value)
 	return nil
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
