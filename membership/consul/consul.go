@@ -769,7 +769,8 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		if haveLast {
 			// Members that vanished while Up but had announced their leave:
 			// report them Leaving first, so that their removal is graceful.
-			if left := p.vanishedLeavers(ctx, last, members); len(left) > 0 {
+			left := membership.VanishedLeavers(last, members, func(id string) bool { return p.leftGracefully(ctx, id) })
+			if len(left) > 0 {
 				last = membership.ByAge(append(slices.Clone(members), left...), "", true)
 				deliver()
 			}
@@ -783,22 +784,6 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		last, haveLast = members, true
 		deliver()
 	}
-}
-
-// vanishedLeavers returns, as Leaving, the members that were Up in prev, are
-// not in next and left a leaving marker.
-func (p *Provider) vanishedLeavers(ctx context.Context, prev, next []membership.Member) []membership.Member {
-	var out []membership.Member
-	for _, m := range prev {
-		if m.Status != membership.Up || slices.ContainsFunc(next, func(n membership.Member) bool { return n.ID == m.ID }) {
-			continue
-		}
-		if p.leftGracefully(ctx, m.ID) {
-			m.Status = membership.Leaving
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // view filters out the member ids this Provider has fenced or deregistered:

@@ -55,21 +55,11 @@ func (r *Registry) SharedValue(key string, create func() any) any {
 	return v
 }
 
-// vanishedLeavers returns, as Leaving, the members Up in prev that are not
-// in next and were removed while Leaving.
-func (r *Registry) vanishedLeavers(prev, next []membership.Member) []membership.Member {
+// leftGracefully tells whether member id was removed while Leaving.
+func (r *Registry) leftGracefully(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []membership.Member
-	for _, m := range prev {
-		if m.Status != membership.Up || !r.leftLeaving[m.ID] ||
-			slices.ContainsFunc(next, func(n membership.Member) bool { return n.ID == m.ID }) {
-			continue
-		}
-		m.Status = membership.Leaving
-		out = append(out, m)
-	}
-	return out
+	return r.leftLeaving[id]
 }
 
 // Remove makes a member vanish without a goodbye, as failure detection sees
@@ -208,7 +198,7 @@ func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)
 			return
 		case <-ch:
 			next := p.reg.Members()
-			if leavers := p.reg.vanishedLeavers(last, next); len(leavers) > 0 {
+			if leavers := membership.VanishedLeavers(last, next, p.reg.leftGracefully); len(leavers) > 0 {
 				onChange(append(slices.Clone(next), leavers...))
 			}
 			onChange(next)
