@@ -240,8 +240,9 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 }
 
 func (r *region) onRetryTick(ctx actor.Context) {
+	// (Whether anybody is left to take the shards changes only with
+	// membership events and the start of the shutdown, which check it.)
 	if r.gracefulShutdown {
-		r.stopLocallyIfNobodyToTakeOver(ctx)
 		r.tryCompleteGracefulShutdown(ctx)
 	}
 	if r.coordinator == nil {
