@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // consulAgent is a throwaway Consul dev agent on free loopback ports (as
@@ -23,6 +24,16 @@ type consulAgent struct {
 	cmd    *exec.Cmd
 	dir    string
 	exited chan struct{}
+}
+
+// consulBinary finds the Consul binary the two-process sections need;
+// without one the section is skipped, with the reason.
+func consulBinary() (string, error) {
+	bin, err := consulagent.Binary()
+	if err != nil {
+		return "", &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
+	}
+	return bin, nil
 }
 
 func startConsul(ctx context.Context, bin string) (*consulAgent, error) {

@@ -17,7 +17,6 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 const (
@@ -96,9 +95,9 @@ func failoverPeer(cfg config, client *api.Client) (*node, error) {
 // from Consul, the region's retries). The median of cfg.failoverRounds
 // kills, each with a fresh pair of members.
 func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) error {
-	bin, err := consulagent.Binary()
+	bin, err := consulBinary()
 	if err != nil {
-		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
+		return err
 	}
 	agent, err := startConsul(ctx, bin)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/internal/testpb"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // grainsPeer starts the grains-remote section's peer: a member of
@@ -61,9 +60,9 @@ func grainsPeer(cfg config, consulCfg *api.Config) (address string, stop func(),
 // has no fire-and-forget to a grain, and cluster.Get alone asks the
 // owner's placement actor on every call, a remote round trip per message.
 func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	bin, err := consulagent.Binary()
+	bin, err := consulBinary()
 	if err != nil {
-		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
+		return err
 	}
 	if !sh.haveRemote {
 		return errors.New("needs the remote section (run it too)")

@@ -18,7 +18,6 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 const (
@@ -36,9 +35,9 @@ const (
 // message crosses the wire. Baseline: raw proto.actor remote Send and
 // RequestFuture from this process to plain actors in the peer.
 func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	bin, err := consulagent.Binary()
+	bin, err := consulBinary()
 	if err != nil {
-		return &skipError{reason: fmt.Sprintf("two processes need Consul membership, and %v (run scripts/install-consul.sh or set PROTOSHARD_CONSUL)", err)}
+		return err
 	}
 	agent, err := startConsul(ctx, bin)
 	if err != nil {
