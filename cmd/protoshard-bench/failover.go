@@ -99,7 +99,7 @@ func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) erro
 	if err != nil {
 		return err
 	}
-	agent, err := startConsul(ctx, bin)
+	agent, err := startConsul(bin)
 	if err != nil {
 		return fmt.Errorf("consul agent: %w", err)
 	}

@@ -67,7 +67,7 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 	if !sh.haveRemote {
 		return errors.New("needs the remote section (run it too)")
 	}
-	agent, err := startConsul(ctx, bin)
+	agent, err := startConsul(bin)
 	if err != nil {
 		return fmt.Errorf("consul agent: %w", err)
 	}

@@ -39,7 +39,7 @@ func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error
 	if err != nil {
 		return err
 	}
-	agent, err := startConsul(ctx, bin)
+	agent, err := startConsul(bin)
 	if err != nil {
 		return fmt.Errorf("consul agent: %w", err)
 	}

@@ -139,13 +139,33 @@ func Start(t testing.TB) *Agent {
 			t.Logf("consulagent: tail of %s:\n%s", a.logPath, a.LogTail(60))
 		}
 	})
-	// A port picked free can be taken by another process (other test
-	// binaries run in parallel) before Consul binds it; Consul then exits
-	// at once. New ports are picked for the next attempt.
+	if err := a.launch(func(msg string) { t.Log(msg) }); err != nil {
+		t.Fatalf("%v\nlog tail:\n%s", err, a.LogTail(60))
+	}
+	return a
+}
+
+// Launch is Start for a program rather than a test (the benchmark): it
+// starts a dev agent of the Consul binary bin on free loopback ports,
+// logging to logPath, and waits until it is ready. The caller stops it
+// with Stop.
+func Launch(bin, logPath string) (*Agent, error) {
+	a := &Agent{bin: bin, logPath: logPath}
+	if err := a.launch(func(string) {}); err != nil {
+		return nil, fmt.Errorf("%w; log tail:\n%s", err, a.LogTail(30))
+	}
+	return a, nil
+}
+
+// launch picks ports and starts the agent. A port picked free can be taken
+// by another process (other test binaries run in parallel) before Consul
+// binds it; Consul then exits at once. New ports are picked for the next
+// attempt, and retrying says why.
+func (a *Agent) launch(retrying func(msg string)) error {
 	for attempt := 1; ; attempt++ {
 		p, err := freePorts()
 		if err != nil {
-			t.Fatalf("consulagent: picking ports: %v", err)
+			return fmt.Errorf("consulagent: picking ports: %w", err)
 		}
 		a.ports = p
 		cfg := api.DefaultConfig()
@@ -153,20 +173,20 @@ func Start(t testing.TB) *Agent {
 		cfg.Scheme = "http"
 		cfg.Token = ""
 		if a.client, err = api.NewClient(cfg); err != nil {
-			t.Fatalf("consulagent: client: %v", err)
+			return fmt.Errorf("consulagent: client: %w", err)
 		}
 		err = a.start()
 		if err == nil {
-			return a
+			return nil
 		}
 		if !errors.Is(err, errExitedDuringStart) || attempt == startAttempts {
-			t.Fatalf("consulagent: %v (attempt %d)\nlog tail:\n%s", err, attempt, a.LogTail(60))
+			return fmt.Errorf("consulagent: %w (attempt %d)", err, attempt)
 		}
-		t.Logf("consulagent: start attempt %d failed (%v); retrying on other ports", attempt, err)
+		retrying(fmt.Sprintf("consulagent: start attempt %d failed (%v); retrying on other ports", attempt, err))
 	}
 }
 
-// startAttempts bounds Start's tries on fresh ports.
+// startAttempts bounds the tries of Start and Launch on fresh ports.
 const startAttempts = 3
 
 // errExitedDuringStart: the agent process ended before it was ready, most
