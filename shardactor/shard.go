@@ -135,8 +135,7 @@ type bufferedMessage struct {
 // Receive handles what every state handles alike, then the current state.
 func (s *shard) Receive(ctx actor.Context) {
 	// The hot path first: a message for an entity while active, without
-	// the behavior's indirection and the big frame of the active switch
-	// (the mailbox runs on a fresh goroutine, whose stack then grows).
+	// the behavior's indirection. (active sees no *Deliver.)
 	if d, ok := ctx.Message().(*Deliver); ok && s.state == stateActive {
 		s.deliverTo(ctx, d, ctx.Sender())
 		return
@@ -184,8 +183,6 @@ func (s *shard) Receive(ctx actor.Context) {
 
 func (s *shard) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *Deliver:
-		s.deliverTo(ctx, msg, ctx.Sender())
 	case Deliver:
 		s.deliverTo(ctx, &msg, ctx.Sender())
 	case *messages.StartEntity:
@@ -290,8 +287,8 @@ func (s *shard) stopped(ctx actor.Context) {
 // --- active ---
 
 // deliverTo hands d to its entity as if from sender, starting the entity
-// if needed. It is the hot path: what is rare is in deliverSlow and
-// dropBadDeliver, which keeps this frame small.
+// if needed. It is the hot path; what is rare is in deliverSlow and
+// dropBadDeliver.
 func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 	if d == nil || d.EntityID == "" || d.Message == nil {
 		s.dropBadDeliver(ctx, d, sender)
