@@ -32,6 +32,14 @@ type Config struct {
 	// LeaveHookTimeout bounds each leave hook when the Leave context has no
 	// deadline. Default 60s.
 	LeaveHookTimeout time.Duration
+	// DownRemovalMargin is Akka's down-removal-margin: after a member is
+	// removed without a graceful leave (a crash, as failure detection sees
+	// it), singletons and shards wait this long before they start again
+	// elsewhere, so that a member that is only cut off has noticed its own
+	// removal and stopped them. Zero: the provider's failure detection
+	// timeout (Consul: the TTL; in-process membership: none). Negative: no
+	// margin. A longer margin means a slower failover after a crash.
+	DownRemovalMargin time.Duration
 }
 
 // LeaveHook runs during a graceful Leave, after the member is marked Leaving
@@ -95,6 +103,22 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 		logger:   system.Logger().With(slog.String("component", "membership")),
 		removed:  map[string]bool{},
 	}
+}
+
+// DownRemovalMargin is how long singletons and shards of a member removed
+// without a graceful leave wait before they start elsewhere: see
+// Config.DownRemovalMargin.
+func (c *Cluster) DownRemovalMargin() time.Duration {
+	switch {
+	case c.cfg.DownRemovalMargin > 0:
+		return c.cfg.DownRemovalMargin
+	case c.cfg.DownRemovalMargin < 0:
+		return 0
+	}
+	if fd, ok := c.provider.(FailureDetector); ok {
+		return max(fd.FailureDetectionTimeout(), 0)
+	}
+	return 0
 }
 
 // NewMemberID returns a fresh random member id.

@@ -213,3 +213,36 @@ func TestLeaveOfRemovedNodeStopsRejoin(t *testing.T) {
 		t.Errorf("Join after Leave = %v, want ErrRemoved", err)
 	}
 }
+
+// detectingProvider is a fakeProvider with a failure detection timeout.
+type detectingProvider struct {
+	*fakeProvider
+	timeout time.Duration
+}
+
+func (p detectingProvider) FailureDetectionTimeout() time.Duration { return p.timeout }
+
+func TestDownRemovalMargin(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	cases := []struct {
+		name     string
+		provider membership.Provider
+		config   time.Duration
+		want     time.Duration
+	}{
+		{"no failure detector, unset", newFakeProvider(), 0, 0},
+		{"no failure detector, set", newFakeProvider(), 2 * time.Second, 2 * time.Second},
+		{"failure detector, unset: its timeout", detectingProvider{newFakeProvider(), 5 * time.Second}, 0, 5 * time.Second},
+		{"failure detector, set: the setting", detectingProvider{newFakeProvider(), 5 * time.Second}, 8 * time.Second, 8 * time.Second},
+		{"failure detector, negative: none", detectingProvider{newFakeProvider(), 5 * time.Second}, -1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := membership.NewCluster(system, tc.provider, membership.Config{DownRemovalMargin: tc.config})
+			if got := c.DownRemovalMargin(); got != tc.want {
+				t.Fatalf("DownRemovalMargin() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

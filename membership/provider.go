@@ -1,6 +1,9 @@
 package membership
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Provider is the backend of a Cluster: where members register and how the
 // current members are read. Implementations: membership/local (in-process)
@@ -30,4 +33,15 @@ type InProcessProvider interface {
 	// SharedValue returns the value stored under key for the whole member
 	// list, storing create's result first if there is none.
 	SharedValue(key string, create func() any) any
+}
+
+// FailureDetector is implemented by a Provider that removes a member some
+// time after it stops giving signs of life (Consul: the TTL check). A member
+// cut off from the others stops trusting its own membership about as long
+// after its last sign of life; that interval is what a DownRemovalMargin
+// must cover (see Cluster.DownRemovalMargin).
+type FailureDetector interface {
+	// FailureDetectionTimeout is how long a member may stay silent before
+	// the others remove it, and before it fences itself.
+	FailureDetectionTimeout() time.Duration
 }

@@ -171,6 +171,14 @@ type registration struct {
 	refreshDone chan struct{}
 }
 
+var _ membership.FailureDetector = (*Provider)(nil)
+
+// FailureDetectionTimeout implements membership.FailureDetector: the TTL.
+// The others remove a silent member once its check has been critical for
+// a TTL, and the member fences itself after a TTL without a successful
+// refresh.
+func (p *Provider) FailureDetectionTimeout() time.Duration { return p.cfg.TTL }
+
 // New returns a Provider for cfg, filling in the defaults.
 func New(cfg Config) (*Provider, error) {
 	if cfg.ServiceName == "" {
