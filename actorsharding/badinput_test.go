@@ -47,7 +47,9 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no entity id", a, &testpb.NoEntity{Text: "x"}, "has no GetEntityId"},
 		{"empty entity id", a, &testpb.Ping{EntityId: ""}, "empty entity_id"},
-		{"envelope with empty id", a, &messages.ShardingEnvelope{Message: mustAny(t, &testpb.Ping{})}, "empty entity_id"},
+		{"envelope with empty id", a, &messages.ShardingEnvelope{Message: mustAny(t, &testpb.Ping{})}, "empty entity ID"},
+		{"entity id past the limit", a, &testpb.Ping{EntityId: strings.Repeat("x", messages.MaxEntityIDLength+1)}, "longer than the limit"},
+		{"envelope with an entity id past the limit", a, &messages.ShardingEnvelope{EntityId: strings.Repeat("x", messages.MaxEntityIDLength+1), Message: mustAny(t, &testpb.Ping{})}, "longer than the limit"},
 		{"envelope without payload", a, &messages.ShardingEnvelope{EntityId: "e-1"}, "has no message"},
 		{"envelope with unknown payload type", a, &messages.ShardingEnvelope{EntityId: "e-1", Message: unknown}, "cannot decode payload"},
 		{"envelope with a wrong shard id", a, &messages.ShardingEnvelope{EntityId: "e-1", ShardId: "no-such-shard", Message: mustAny(t, &testpb.Ping{EntityId: "e-1"})}, "extractors of the nodes differ"},

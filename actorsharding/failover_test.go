@@ -49,7 +49,7 @@ func minMax(xs []int) (int, int) {
 	return lo, hi
 }
 
-// Done-when 3: one node holds all shards, two more join; the shards spread
+// One node holds all shards, two more join; the shards spread
 // within the strategy's limits, no entity runs twice, and every message sent
 // meanwhile either arrives or is dropped with a dead-letter event naming the
 // documented hand-off reason.
@@ -152,7 +152,7 @@ func indexOf(s, sub string) int {
 	return -1
 }
 
-// Done-when 4: a non-coordinator node crashes; its shards are reallocated
+// A non-coordinator node crashes; its shards are reallocated
 // and new messages to its entities reach new incarnations elsewhere.
 func TestNonCoordinatorCrash(t *testing.T) {
 	backends(t, func(t *testing.T, newWorld func(t *testing.T, opts ...actorsharding.Option) *world) {
@@ -215,7 +215,7 @@ func checkStatsTotal(t *testing.T, w *world, n *testkit.Node, want int) {
 	}, "cluster sharding stats never showed %d entities", want)
 }
 
-// Done-when 5: the coordinator's node crashes; a new coordinator takes over
+// The coordinator's node crashes; a new coordinator takes over
 // with the state from the store; shards on surviving nodes do not move;
 // the dead node's shards are reallocated.
 func TestCoordinatorCrash(t *testing.T) {
@@ -269,7 +269,7 @@ func TestCoordinatorCrash(t *testing.T) {
 	})
 }
 
-// Done-when 6: graceful shutdown of the newest region, of an empty region
+// Graceful shutdown of the newest region, of an empty region
 // and of the oldest region (which hosts the coordinator).
 func TestGracefulShutdown(t *testing.T) {
 	// A long rebalance interval keeps the fourth node's region empty.
@@ -319,7 +319,7 @@ func TestGracefulShutdown(t *testing.T) {
 	check(b, a, 4)
 }
 
-// Done-when 7: no allocation until min-nr-of-members regions registered,
+// No allocation until min-nr-of-members regions registered,
 // then an even spread.
 func TestMinNrOfMembers(t *testing.T) {
 	w := newLocalWorld(t, actorsharding.WithMinNrOfMembers(3))
@@ -345,7 +345,7 @@ func TestMinNrOfMembers(t *testing.T) {
 	checkStatsTotal(t, w, a, 601)
 }
 
-// Done-when 8, partial results: while a crashed node is not yet removed,
+// Partial results: while a crashed node is not yet removed,
 // GetClusterShardingStats names its shards as failed instead of hanging.
 func TestQueriesNameWhatFailed(t *testing.T) {
 	skipUnderRace(t)

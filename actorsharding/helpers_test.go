@@ -284,7 +284,7 @@ func (w *world) coordinatorState() *coordinatoractor.CurrentCoordinatorState {
 	if oldest == nil {
 		w.t.Fatal("no oldest node")
 	}
-	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/coordinator")
+	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	res, err := oldest.System.Root.RequestFuture(pid, &coordinatoractor.GetCoordinatorState{}, 10*time.Second).Result()
 	if err != nil {
 		return nil

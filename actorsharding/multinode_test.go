@@ -15,7 +15,7 @@ func backends(t *testing.T, fn func(t *testing.T, newWorld func(t *testing.T, op
 	t.Run("consul", func(t *testing.T) { fn(t, newConsulWorld) })
 }
 
-// Done-when 2: with two and three nodes, entities live on every node, a
+// With two and three nodes, entities live on every node, a
 // message sent to any node's region reaches the one entity, and a
 // proxy-only node routes but hosts nothing.
 func TestTwoAndThreeNodes(t *testing.T) {

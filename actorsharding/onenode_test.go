@@ -8,7 +8,7 @@ import (
 	"github.com/protoshard/protoshard/testkit"
 )
 
-// Done-when 1: one node, 1000 entities in 100 shards; every message
+// One node, 1000 entities in 100 shards; every message
 // arrives, and request/response through the region works.
 func TestOneNodeThousandEntities(t *testing.T) {
 	w := newLocalWorld(t)

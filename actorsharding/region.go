@@ -3,8 +3,7 @@ package actorsharding
 import (
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -37,23 +36,26 @@ type region struct {
 
 	timers      *scheduler.TimerScheduler
 	cancelRetry scheduler.CancelFunc
+	// coordinator is the coordinator this region registered with, and
+	// epoch its epoch: the only source of commands the region obeys.
 	coordinator *actor.PID
-	members     map[string]membership.Member // live members by address
+	epoch       uint64
+	// maxEpoch is the highest coordinator epoch this region has obeyed.
+	maxEpoch uint64
+	members  map[string]membership.Member // live members by address
 
-	regionByShard map[string]*actor.PID
-	regions       map[string]map[string]struct{} // region key -> shards
-	// shards are this region's shard children, by shard id.
-	shards map[string]*actor.PID
-	// shardByChild maps a child's PID id back to its shard.
-	shardByChild map[string]string
-	shardSeq     int
-	handingOff   map[string]bool // child PID id -> handing off
-	buffers      map[string][]bufferedMessage
+	table   shardTable
+	buffers shardBuffers
 	// handedOff: shards this region handed off and whose new home it has
 	// not learned yet (see onEnvelope).
-	handedOff   map[string]bool
-	bufferOrder []string // shards in the order their buffers were opened
-	buffered    int
+	handedOff map[string]bool
+
+	// removed: this member was removed from the cluster (failure detection
+	// or its own fencing) and has not joined again as removedID's
+	// successor. The others may host its shards already, so it hosts and
+	// forwards nothing: messages fail fast with a dead-letter event.
+	removed   bool
+	removedID string
 
 	gracefulShutdown bool
 	// stoppingLocally: shutting down with no other member of the role up
@@ -103,12 +105,8 @@ func (r *region) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.timers = scheduler.NewTimerScheduler(ctx)
 		r.members = map[string]membership.Member{}
-		r.regionByShard = map[string]*actor.PID{}
-		r.regions = map[string]map[string]struct{}{}
-		r.shards = map[string]*actor.PID{}
-		r.shardByChild = map[string]string{}
-		r.handingOff = map[string]bool{}
-		r.buffers = map[string][]bufferedMessage{}
+		r.table = newShardTable(ctx.Self())
+		r.buffers = newShardBuffers(r.settings.BufferSize)
 		r.handedOff = map[string]bool{}
 		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
 		r.cluster.Subscribe(ctx.Self())
@@ -130,7 +128,7 @@ func (r *region) active(ctx actor.Context) {
 		// Sent after the shards (children) and so their entities have
 		// stopped: the coordinator may reallocate them at once.
 		if r.coordinator != nil {
-			ctx.Send(r.coordinator, &messages.RegionStopped{ShardRegion: ctx.Self()})
+			ctx.Request(r.coordinator, &messages.RegionStopped{ShardRegion: ctx.Self()})
 		}
 		if r.stopped != nil {
 			close(r.stopped)
@@ -145,19 +143,29 @@ func (r *region) active(ctx actor.Context) {
 	case *messages.RegisterAck:
 		r.onRegisterAck(ctx, msg)
 	case *messages.ShardHome:
-		r.receiveShardHome(ctx, msg.GetShard(), msg.GetRef())
+		if r.obeys(ctx, msg, msg.GetEpoch()) {
+			r.receiveShardHome(ctx, msg, msg.GetShard(), msg.GetRef())
+		}
 	case *messages.ShardHomes:
-		for _, e := range msg.GetHomes() {
-			for _, s := range e.GetShards() {
-				r.receiveShardHome(ctx, s, e.GetRegion())
+		if r.obeys(ctx, msg, msg.GetEpoch()) {
+			for _, e := range msg.GetHomes() {
+				for _, s := range e.GetShards() {
+					r.receiveShardHome(ctx, msg, s, e.GetRegion())
+				}
 			}
 		}
 	case *messages.HostShard:
-		r.onHostShard(ctx, msg.GetShard())
+		if r.obeys(ctx, msg, msg.GetEpoch()) {
+			r.onHostShard(ctx, msg)
+		}
 	case *messages.BeginHandOff:
-		r.onBeginHandOff(ctx, msg.GetShard())
+		if r.obeys(ctx, msg, msg.GetEpoch()) {
+			r.onBeginHandOff(ctx, msg.GetShard())
+		}
 	case *messages.HandOff:
-		r.onHandOff(ctx, msg.GetShard())
+		if r.obeys(ctx, msg, msg.GetEpoch()) {
+			r.onHandOff(ctx, msg)
+		}
 	case *actor.Terminated:
 		r.onTerminated(ctx, msg.Who)
 	case *messages.GracefulShutdown:
@@ -192,11 +200,9 @@ func (r *region) active(ctx actor.Context) {
 		*messages.StartEntityAck, *messages.GracefulShutdownReq, *messages.RegionStopped:
 		// Protocol messages that only a coordinator, worker or shard takes:
 		// sent here they are a mistake, never an entity's message.
-		deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
-			fmt.Sprintf("shard region %s: %T is a protocol message a region does not take", r.typeName, msg))
+		r.drop(ctx, msg, fmt.Sprintf("%T is a protocol message a region does not take", msg))
 	case nil:
-		deadletter.Publish(ctx.ActorSystem(), ctx.Self(), nil, ctx.Sender(),
-			fmt.Sprintf("shard region %s: nil message", r.typeName))
+		r.drop(ctx, nil, "nil message")
 	default:
 		if r.handleMembership(ctx) {
 			return
@@ -205,38 +211,127 @@ func (r *region) active(ctx actor.Context) {
 	}
 }
 
-// --- registration ---
+// --- registration and fencing ---
 
 func (r *region) register(ctx actor.Context) {
 	self := r.cluster.Self()
-	if self.ID == "" {
-		return // not joined yet (or removed): retried on the next tick
+	if self.ID == "" || r.removed {
+		return // not joined yet, or removed: retried once (re-)joined
 	}
 	if r.proxyOnly() {
 		ctx.Request(r.coordinatorProxy, &messages.RegisterProxy{ShardRegionProxy: ctx.Self(), MemberId: self.ID})
 	} else {
-		ctx.Request(r.coordinatorProxy, &messages.Register{ShardRegion: ctx.Self(), MemberId: self.ID})
+		// The shards it hosts: a coordinator that lost its state adopts
+		// them rather than start them a second time elsewhere.
+		ctx.Request(r.coordinatorProxy, &messages.Register{ShardRegion: ctx.Self(), MemberId: self.ID, Shards: r.table.hosted()})
 	}
 }
 
 func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 	c := msg.GetCoordinator()
-	if c == nil {
+	if c == nil || c.GetId() == "" {
+		r.drop(ctx, msg, "RegisterAck without a coordinator")
 		return
 	}
-	if r.coordinator == nil || !r.coordinator.Equal(c) {
-		ctx.Logger().Info("shard region registered with coordinator", slog.String("type", r.typeName),
-			slog.String("coordinator", c.String()))
+	if r.removed {
+		r.drop(ctx, msg, "RegisterAck while this member is removed from the cluster")
+		return
 	}
+	if r.coordinator != nil && r.coordinator.Equal(c) && r.epoch == msg.GetEpoch() {
+		r.requestShardBufferHomes(ctx)
+		return // a late answer to a Register resent before the first ack
+	}
+	oldest, _ := membership.Oldest(r.memberList(), r.settings.Role)
+	accept, why := acceptCoordinator(r.maxEpoch, msg.GetEpoch(), c.GetAddress() == oldest.Address && oldest.Address != "")
+	if !accept {
+		r.drop(ctx, msg, why)
+		return
+	}
+	if why != "" {
+		ctx.Logger().Warn("shard region: "+why, slog.String("type", r.typeName), slog.String("coordinator", c.String()))
+	}
+	ctx.Logger().Info("shard region registered with coordinator", slog.String("type", r.typeName),
+		slog.String("coordinator", c.String()), slog.Uint64("epoch", msg.GetEpoch()))
 	if r.coordinator != nil && !r.coordinator.Equal(c) {
 		ctx.Unwatch(r.coordinator)
 	}
 	r.coordinator = c
+	r.epoch = msg.GetEpoch()
+	r.maxEpoch = max(r.maxEpoch, r.epoch)
 	ctx.Watch(c)
 	r.requestShardBufferHomes(ctx)
 	if r.gracefulShutdown {
 		ctx.Request(c, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
+}
+
+// acceptCoordinator decides whether a region follows the coordinator of a
+// RegisterAck at epoch, having obeyed coordinators up to maxEpoch. A lower
+// epoch is a stale coordinator (an old ack, a paused node), unless the
+// coordinator runs on the oldest member, where the membership says the
+// coordinator is: then the store's versions went back (Consul lost its
+// data, or it was restored from an older snapshot), and why says so.
+func acceptCoordinator(maxEpoch, epoch uint64, onOldest bool) (accept bool, why string) {
+	switch {
+	case epoch >= maxEpoch:
+		return true, ""
+	case onOldest:
+		return true, fmt.Sprintf("coordinator epoch %d is below the highest seen (%d) but it runs on the oldest member: "+
+			"its state store was reset or restored; following it", epoch, maxEpoch)
+	default:
+		return false, fmt.Sprintf("RegisterAck from a stale coordinator: epoch %d, below the highest seen (%d), and not on the oldest member",
+			epoch, maxEpoch)
+	}
+}
+
+// obeys tells whether a coordinator command (msg, at epoch) comes from the
+// coordinator this region registered with, or one of its rebalance
+// workers, at its epoch; anything else is dropped with the reason. A
+// command from a newer epoch means the region missed a coordinator
+// change: it registers again.
+func (r *region) obeys(ctx actor.Context, msg proto.Message, epoch uint64) bool {
+	why := commandRejection(r.coordinator, r.epoch, ctx.Sender(), epoch)
+	if why == "" {
+		return true
+	}
+	r.drop(ctx, msg, why)
+	if epoch > r.maxEpoch && r.coordinator != nil {
+		r.coordinatorLost(ctx, fmt.Sprintf("a command at epoch %d, above the registered coordinator's %d", epoch, r.epoch))
+	}
+	return false
+}
+
+// commandRejection says why a region registered with coordinator at
+// coordinatorEpoch must not obey a command from sender at epoch, or "".
+// A command comes from the coordinator itself or from one of its
+// rebalance workers, which are its children (their PID ids extend its id).
+func commandRejection(coordinator *actor.PID, coordinatorEpoch uint64, sender *actor.PID, epoch uint64) string {
+	switch {
+	case coordinator == nil:
+		return "coordinator command while the region is not registered with a coordinator"
+	case sender == nil:
+		return "coordinator command without a sender"
+	case !sender.Equal(coordinator) && !isChildOf(sender, coordinator):
+		return fmt.Sprintf("coordinator command from %s, which is neither the coordinator the region registered with (%s) nor one of its workers",
+			sender, coordinator)
+	case epoch != coordinatorEpoch:
+		return fmt.Sprintf("coordinator command at epoch %d; the registered coordinator's epoch is %d", epoch, coordinatorEpoch)
+	}
+	return ""
+}
+
+// isChildOf reports whether pid names a descendant of parent: proto.actor
+// names a child "<parent id>/<name>".
+func isChildOf(pid, parent *actor.PID) bool {
+	return pid.GetAddress() == parent.GetAddress() && strings.HasPrefix(pid.GetId(), parent.GetId()+"/")
+}
+
+func (r *region) memberList() []membership.Member {
+	out := make([]membership.Member, 0, len(r.members))
+	for _, m := range r.members {
+		out = append(out, m)
+	}
+	return out
 }
 
 func (r *region) onRetryTick(ctx actor.Context) {
@@ -259,7 +354,7 @@ func (r *region) requestShardBufferHomes(ctx actor.Context) {
 	if r.coordinator == nil {
 		return
 	}
-	for _, shard := range r.bufferOrder {
+	for _, shard := range r.buffers.shards() {
 		ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
 	}
 }
@@ -277,11 +372,14 @@ func (r *region) coordinatorLost(ctx actor.Context, why string) {
 
 // --- shard homes ---
 
-func (r *region) receiveShardHome(ctx actor.Context, shard string, ref *actor.PID) {
-	if shard == "" || ref == nil {
+// receiveShardHome learns that shard lives at ref (from cmd, a ShardHome or
+// ShardHomes of the coordinator).
+func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard string, ref *actor.PID) {
+	if err := messages.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
+		r.drop(ctx, cmd, fmt.Sprintf("ShardHome with an invalid shard (%v) or region (%v)", err, ref))
 		return
 	}
-	isSelf := r.isSelf(ctx, ref)
+	isSelf := r.table.isSelf(ref)
 	if !isSelf {
 		if _, live := r.members[ref.Address]; !live {
 			// A stale answer (the coordinator has not seen the removal yet):
@@ -290,22 +388,20 @@ func (r *region) receiveShardHome(ctx actor.Context, shard string, ref *actor.PI
 				slog.String("type", r.typeName), slog.String("shard", shard), slog.String("region", ref.String()))
 			return
 		}
-	}
-	if cur, ok := r.regionByShard[shard]; ok && r.isSelf(ctx, cur) && !isSelf {
-		if pid, hosting := r.shards[shard]; hosting {
+		if _, err := r.table.stop(shard); err == nil {
 			// Should not happen: the coordinator moves a shard only after
 			// its hand-off. Akka throws, which restarts the region and stops
 			// all its shards; the coordinator is the authority, so this
 			// region stops its copy of the shard and follows it.
+			pid, _, _ := r.table.child(shard)
 			ctx.Logger().Error("shard region: coordinator names another home for a shard this region hosts; stopping the local shard",
 				slog.String("type", r.typeName), slog.String("shard", shard), slog.String("other", ref.String()))
-			delete(r.shards, shard)
-			r.handingOff[pid.Id] = true
 			ctx.Stop(pid)
+			r.shareEntityLimit(ctx)
 		}
 	}
 	if isSelf && r.gracefulShutdown {
-		if _, running := r.shards[shard]; !running {
+		if _, running := r.table.running(shard); !running {
 			// A coordinator that took over during this region's shutdown
 			// may still name it; starting the shard here would only
 			// restart its entities on a leaving node. Its messages wait
@@ -316,54 +412,45 @@ func (r *region) receiveShardHome(ctx actor.Context, shard string, ref *actor.PI
 		}
 	}
 	r.setHome(ctx, shard, ref)
-	if isSelf {
-		if _, err := r.getShard(ctx, shard); err != nil {
-			ctx.Logger().Error("shard region: cannot start shard", slog.String("shard", shard), slog.Any("error", err))
-			return
-		}
+	if isSelf && !r.ensureShard(ctx, shard) {
+		return // its messages wait for the shard
 	}
 	r.deliverBufferedMessages(ctx, shard)
 }
 
 func (r *region) setHome(ctx actor.Context, shard string, ref *actor.PID) {
-	if old, ok := r.regionByShard[shard]; ok {
-		r.forgetHome(shard, old)
+	if r.table.setHome(shard, ref) {
+		ctx.Watch(ref)
 	}
-	r.regionByShard[shard] = ref
 	delete(r.handedOff, shard)
-	key := coordinatoractor.RegionKey(ref)
-	set, ok := r.regions[key]
-	if !ok {
-		set = map[string]struct{}{}
-		r.regions[key] = set
-		if !r.isSelf(ctx, ref) {
-			ctx.Watch(ref)
-		}
+}
+
+// ensureShard makes sure shard, whose home is this region, has a running
+// child, and reports whether it has. It starts none while an earlier child
+// of the shard is still alive: the shard's messages wait for its
+// Terminated, which starts the next one.
+func (r *region) ensureShard(ctx actor.Context, shard string) bool {
+	if _, ok := r.table.running(shard); ok {
+		return true
 	}
-	set[shard] = struct{}{}
-}
-
-func (r *region) forgetHome(shard string, ref *actor.PID) {
-	delete(r.regionByShard, shard)
-	key := coordinatoractor.RegionKey(ref)
-	if set, ok := r.regions[key]; ok {
-		delete(set, shard)
-		if len(set) == 0 {
-			delete(r.regions, key)
-		}
+	if r.table.alive(shard) {
+		return false
 	}
+	if _, err := r.startShard(ctx, shard); err != nil {
+		ctx.Logger().Error("shard region: cannot start shard", slog.String("type", r.typeName), slog.String("shard", shard), slog.Any("error", err))
+		return false
+	}
+	return true
 }
 
-func (r *region) isSelf(ctx actor.Context, pid *actor.PID) bool {
-	return pid != nil && pid.Equal(ctx.Self())
-}
-
-func (r *region) onHostShard(ctx actor.Context, shard string) {
-	if shard == "" {
+func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
+	shard := msg.GetShard()
+	if err := messages.CheckShardID(shard); err != nil {
+		r.drop(ctx, msg, fmt.Sprintf("HostShard: %v", err))
 		return
 	}
 	if r.proxyOnly() {
-		ctx.Logger().Warn("shard region proxy: ignoring HostShard", slog.String("type", r.typeName), slog.String("shard", shard))
+		r.drop(ctx, msg, "HostShard sent to a proxy, which hosts no shards")
 		return
 	}
 	if r.gracefulShutdown {
@@ -371,42 +458,48 @@ func (r *region) onHostShard(ctx actor.Context, shard string) {
 		return
 	}
 	r.setHome(ctx, shard, ctx.Self())
-	if _, err := r.getShard(ctx, shard); err != nil {
-		ctx.Logger().Error("shard region: cannot start shard", slog.String("shard", shard), slog.Any("error", err))
-		return
+	r.table.awaitStart(shard, ctx.Sender())
+	if !r.ensureShard(ctx, shard) {
+		return // ShardStarted once the earlier child has terminated and the next one runs
 	}
-	ctx.Respond(&messages.ShardStarted{Shard: shard})
+	r.shardStarted(ctx, shard)
+}
+
+// shardStarted answers the HostShard requests waiting for shard, which
+// runs now, and hands it what was buffered for it.
+func (r *region) shardStarted(ctx actor.Context, shard string) {
+	for _, to := range r.table.takeAwaitedStarts(shard) {
+		ctx.Request(to, &messages.ShardStarted{Shard: shard})
+	}
 	r.deliverBufferedMessages(ctx, shard)
 }
 
-// getShard returns the local shard child, starting it if needed.
-func (r *region) getShard(ctx actor.Context, shard string) (*actor.PID, error) {
-	if pid, ok := r.shards[shard]; ok {
-		return pid, nil
-	}
+// startShard spawns shard's child, named by the shard's ID as in Akka. The
+// table refuses while an earlier child lives, so the name is free.
+func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error) {
 	if r.proxyOnly() {
 		return nil, fmt.Errorf("shard region %s is a proxy and hosts no shards", r.typeName)
 	}
-	// The sequence number keeps the name unique while an earlier child of
-	// the same shard is still stopping after a hand-off; EntityName escapes
-	// '$', so the suffix cannot collide with another shard's name.
-	r.shardSeq++
-	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard),
-		fmt.Sprintf("%s$%d", shardactor.EntityName(shard), r.shardSeq))
+	if r.table.alive(shard) {
+		return nil, fmt.Errorf("start shard %s: %w", shard, errShardAlive)
+	}
+	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard), shardactor.EntityName(shard))
 	if err != nil {
 		return nil, fmt.Errorf("spawn shard %s: %w", shard, err)
 	}
-	r.shards[shard] = pid
-	r.shardByChild[pid.Id] = shard
+	if err := r.table.started(shard, pid); err != nil {
+		ctx.Stop(pid)
+		return nil, err
+	}
 	r.shareEntityLimit(ctx)
 	ctx.Logger().Debug("shard started", slog.String("type", r.typeName), slog.String("shard", shard))
 	return pid, nil
 }
 
 func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
-	if ref, ok := r.regionByShard[shard]; ok {
+	if _, ok := r.table.home(shard); ok {
 		ctx.Logger().Debug("shard region: BeginHandOff", slog.String("type", r.typeName), slog.String("shard", shard))
-		r.forgetHome(shard, ref)
+		r.table.forgetHome(shard)
 	}
 	// Request, not Respond: the worker matches the ack by its sender.
 	if ctx.Sender() != nil {
@@ -414,26 +507,36 @@ func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
 	}
 }
 
-func (r *region) onHandOff(ctx actor.Context, shard string) {
+func (r *region) onHandOff(ctx actor.Context, msg *messages.HandOff) {
+	shard := msg.GetShard()
 	ctx.Logger().Debug("shard region: HandOff", slog.String("type", r.typeName), slog.String("shard", shard))
 	// Akka drops what it buffered for the shard between BeginHandOff and
 	// now: those messages may have been forwarded by other regions, and
 	// sending them on after the hand-off could reorder them.
 	r.dropBuffer(ctx, shard, "messages buffered at the shard's old home during its hand-off are dropped to avoid reordering (Akka's rule)")
 	r.handedOff[shard] = true
-	if pid, ok := r.shards[shard]; ok {
-		// The child leaves r.shards now: if the shard comes back here
-		// before the old child has stopped, a new child (with a new name)
-		// hosts it. Its entities cannot overlap the old ones: the
-		// coordinator allocates the shard again only after ShardStopped,
-		// which the old child sends once all its entities have stopped.
-		delete(r.shards, shard)
-		r.handingOff[pid.Id] = true
+	r.table.takeAwaitedStarts(shard)
+	pid, state, alive := r.table.child(shard)
+	switch {
+	case !alive:
+		ctx.Respond(&messages.ShardStopped{Shard: shard})
+	case state == shardRunning:
+		if _, err := r.table.handOff(shard); err != nil {
+			ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
+			return
+		}
 		ctx.Forward(pid)
 		r.shareEntityLimit(ctx)
-		return
+	case state == shardHandingOff:
+		// The shard answers every HandOff it gets, a repeated one too.
+		ctx.Forward(pid)
+	default:
+		// Stopped by this region, it answers nobody: the region answers
+		// for it once it has terminated.
+		if err := r.table.awaitStopped(shard, ctx.Sender()); err != nil {
+			ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
+		}
 	}
-	ctx.Respond(&messages.ShardStopped{Shard: shard})
 }
 
 func (r *region) onTerminated(ctx actor.Context, who *actor.PID) {
@@ -444,44 +547,44 @@ func (r *region) onTerminated(ctx actor.Context, who *actor.PID) {
 		r.coordinatorLost(ctx, "coordinator terminated")
 		return
 	}
-	if who.Address == ctx.Self().Address {
-		if shard, ok := r.shardByChild[who.Id]; ok {
-			delete(r.shardByChild, who.Id)
-			if r.handingOff[who.Id] {
-				delete(r.handingOff, who.Id)
-				r.tryCompleteGracefulShutdown(ctx)
-				return
-			}
-			if cur, ok := r.shards[shard]; ok && cur.Equal(who) {
-				delete(r.shards, shard)
-				r.shareEntityLimit(ctx)
-			}
-			ctx.Logger().Warn("shard stopped unexpectedly; it starts again on its next message",
-				slog.String("type", r.typeName), slog.String("shard", shard))
-			if len(r.buffers[shard]) > 0 {
-				if home, ok := r.regionByShard[shard]; ok && r.isSelf(ctx, home) {
-					r.deliverBufferedMessages(ctx, shard)
-				}
-			}
-			r.tryCompleteGracefulShutdown(ctx)
-			return
-		}
+	if who.Address == ctx.Self().Address && r.table.isChild(who.Id) {
+		r.onShardTerminated(ctx, who)
+		return
 	}
 	r.regionTerminated(ctx, who)
 }
 
-func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
-	key := coordinatoractor.RegionKey(ref)
-	set, ok := r.regions[key]
-	if !ok {
+// onShardTerminated: a shard child is gone, with its entities. Only now
+// may the shard start again here, if its home is still this region and
+// messages or a HostShard wait for it.
+func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
+	shard, ended, err := r.table.terminated(who.Id)
+	if err != nil {
+		ctx.Logger().Error("shard region: Terminated", slog.String("type", r.typeName), slog.Any("error", err))
 		return
 	}
-	ctx.Logger().Debug("shard region: other region terminated", slog.String("type", r.typeName), slog.String("region", key),
-		slog.Int("shards", len(set)))
-	for shard := range set {
-		delete(r.regionByShard, shard)
+	for _, to := range ended.handOffReplyTo {
+		ctx.Request(to, &messages.ShardStopped{Shard: shard})
 	}
-	delete(r.regions, key)
+	if ended.state == shardRunning {
+		ctx.Logger().Warn("shard stopped unexpectedly; it starts again on its next message",
+			slog.String("type", r.typeName), slog.String("shard", shard))
+	}
+	r.shareEntityLimit(ctx)
+	if r.table.homeIsSelf(shard) && !r.gracefulShutdown && !r.removed &&
+		(r.buffers.has(shard) || r.table.startAwaited(shard)) {
+		if r.ensureShard(ctx, shard) {
+			r.shardStarted(ctx, shard)
+		}
+	}
+	r.tryCompleteGracefulShutdown(ctx)
+}
+
+func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
+	if n := r.table.forgetRegion(ref); n > 0 {
+		ctx.Logger().Debug("shard region: other region terminated", slog.String("type", r.typeName),
+			slog.String("region", coordinatoractor.RegionKey(ref)), slog.Int("shards", n))
+	}
 }
 
 // --- membership ---
@@ -492,6 +595,11 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 		r.members = map[string]membership.Member{}
 		for _, m := range msg.Members {
 			r.members[m.Address] = m
+		}
+		if r.removed && msg.Self.ID != "" && msg.Self.ID != r.removedID {
+			ctx.Logger().Info("shard region: this node joined the cluster again as a new member; registering",
+				slog.String("type", r.typeName), slog.String("member", msg.Self.ID))
+			r.removed = false
 		}
 		if r.coordinator == nil {
 			r.register(ctx)
@@ -515,14 +623,12 @@ func (r *region) onMemberRemoved(ctx actor.Context, msg membership.MemberRemoved
 	}
 	if msg.Member.Address == ctx.Self().Address {
 		if self := r.cluster.Self(); self.ID == msg.Member.ID || self.ID == "" {
-			r.selfRemoved(ctx)
+			r.selfRemoved(ctx, msg)
 			return
 		}
 	}
-	for _, ref := range r.regionByShard {
-		if ref.Address == msg.Member.Address && !r.isSelf(ctx, ref) {
-			r.regionTerminated(ctx, ref)
-		}
+	for _, ref := range r.table.regionsAt(msg.Member.Address) {
+		r.regionTerminated(ctx, ref)
 	}
 	if r.coordinator != nil && r.coordinator.Address == msg.Member.Address {
 		r.coordinatorLost(ctx, "its member was removed")
@@ -530,18 +636,28 @@ func (r *region) onMemberRemoved(ctx actor.Context, msg membership.MemberRemoved
 }
 
 // selfRemoved: this member was removed (a crash as the others see it, or
-// its own TTL fencing). The others reallocate its shards at once, so it
-// must stop hosting them now.
-func (r *region) selfRemoved(ctx actor.Context) {
-	ctx.Logger().Warn("shard region: this member was removed; stopping every shard it hosts",
-		slog.String("type", r.typeName), slog.Int("shards", len(r.shards)))
-	for shard, pid := range r.shards {
-		r.handingOff[pid.Id] = true
-		delete(r.shards, shard)
-		ctx.Stop(pid)
+// its own TTL fencing). The others start its shards once their removal
+// margin has passed, so it stops hosting them now, drops what it buffered
+// (forwarding it late would overtake the senders' later messages) and
+// fails fast until it has joined again.
+func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
+	if r.removed && r.removedID == msg.Member.ID {
+		return
 	}
-	for shard, ref := range r.regionByShard {
-		r.forgetHome(shard, ref)
+	r.removed = true
+	r.removedID = msg.Member.ID
+	running := r.table.runningShards()
+	ctx.Logger().Warn("shard region: this member was removed; stopping every shard it hosts",
+		slog.String("type", r.typeName), slog.Int("shards", len(running)), slog.Bool("graceful", msg.Graceful))
+	for _, s := range running {
+		if pid, err := r.table.stop(s.shard); err == nil {
+			ctx.Stop(pid)
+		}
+	}
+	r.table.forgetAllHomes()
+	r.handedOff = map[string]bool{}
+	for _, shard := range r.buffers.shards() {
+		r.dropBuffer(ctx, shard, removedReason)
 	}
 	if r.coordinator != nil {
 		ctx.Unwatch(r.coordinator)
@@ -549,12 +665,14 @@ func (r *region) selfRemoved(ctx actor.Context) {
 	}
 }
 
+const removedReason = "this node was removed from the cluster (failure detection or its own fencing) and has not joined again"
+
 // --- graceful shutdown ---
 
 func (r *region) onGracefulShutdown(ctx actor.Context) {
 	if !r.gracefulShutdown {
 		ctx.Logger().Info("shard region: graceful shutdown starting", slog.String("type", r.typeName),
-			slog.Int("shards", len(r.shards)))
+			slog.Int("shards", r.table.runningCount()))
 	}
 	r.gracefulShutdown = true
 	if r.coordinator != nil {
@@ -596,14 +714,15 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 		return
 	}
 	r.stoppingLocally = true
+	running := r.table.runningShards()
 	ctx.Logger().Info("shard region: no other member of the role is up to take the shards (the cluster is shutting down); stopping them here",
-		slog.String("type", r.typeName), slog.Int("shards", len(r.shards)))
-	for shard, pid := range r.shards {
-		delete(r.shards, shard)
-		r.handingOff[pid.Id] = true
-		ctx.Request(pid, &messages.HandOff{Shard: shard})
+		slog.String("type", r.typeName), slog.Int("shards", len(running)))
+	for _, s := range running {
+		if pid, err := r.table.handOff(s.shard); err == nil {
+			ctx.Request(pid, &messages.HandOff{Shard: s.shard})
+		}
 	}
-	for _, shard := range slices.Clone(r.bufferOrder) {
+	for _, shard := range r.buffers.shards() {
 		r.dropBuffer(ctx, shard, clusterShuttingDown)
 	}
 	r.tryCompleteGracefulShutdown(ctx)
@@ -612,7 +731,7 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 const clusterShuttingDown = "the cluster is shutting down: no member of the role is left up to host the shard"
 
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
-	if r.gracefulShutdown && len(r.shards) == 0 && len(r.handingOff) == 0 && r.buffered == 0 {
+	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 {
 		ctx.Logger().Info("shard region: graceful shutdown complete", slog.String("type", r.typeName))
 		ctx.Stop(ctx.Self())
 	}
@@ -623,7 +742,7 @@ func (r *region) onStopping(ctx actor.Context) {
 	if r.cancelRetry != nil {
 		r.cancelRetry()
 	}
-	for _, shard := range slices.Clone(r.bufferOrder) {
+	for _, shard := range r.buffers.shards() {
 		r.dropBuffer(ctx, shard, "shard region stopped with the message still buffered")
 	}
 }
@@ -632,13 +751,13 @@ func (r *region) onStopping(ctx actor.Context) {
 
 func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 	id := env.GetEntityId()
-	if id == "" {
-		r.drop(ctx, env, "ShardingEnvelope with an empty entity_id")
+	if err := messages.CheckEntityID(id); err != nil {
+		r.drop(ctx, env, fmt.Sprintf("ShardingEnvelope: %v", err))
 		return
 	}
 	shard := r.extractor.ShardID(id)
-	if shard == "" {
-		r.drop(ctx, env, fmt.Sprintf("the extractor gives no shard for entity %q", id))
+	if err := messages.CheckShardID(shard); err != nil {
+		r.drop(ctx, env, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
 	if env.GetShardId() != "" && env.GetShardId() != shard {
@@ -646,7 +765,7 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 			env.GetShardId(), id, shard))
 		return
 	}
-	if _, known := r.regionByShard[shard]; !known && env.GetShardId() != "" && r.handedOff[shard] {
+	if _, known := r.table.home(shard); !known && env.GetShardId() != "" && r.handedOff[shard] {
 		// Forwarded by another region before it heard of the hand-off, and
 		// arriving after it: that region has sent its sender's later
 		// messages to the new home already, so sending this one on could
@@ -675,6 +794,10 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 		r.drop(ctx, msg, fmt.Sprintf("cannot route: %v", err))
 		return
 	}
+	if err := messages.CheckEntityID(id); err != nil {
+		r.drop(ctx, msg, fmt.Sprintf("cannot route: %v", err))
+		return
+	}
 	m, err := r.extractor.UnwrapMessage(msg)
 	if err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("cannot unwrap the message for entity %q: %v", id, err))
@@ -685,8 +808,8 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 		return
 	}
 	shard := r.extractor.ShardID(id)
-	if shard == "" {
-		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no shard for entity %q", id))
+	if err := messages.CheckShardID(shard); err != nil {
+		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
 	if r.proxyOnly() {
@@ -699,23 +822,31 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 }
 
 func (r *region) onStartEntity(ctx actor.Context, msg *messages.StartEntity) {
-	if msg.GetEntityId() == "" {
-		r.drop(ctx, msg, "StartEntity with an empty entity_id")
+	if err := messages.CheckEntityID(msg.GetEntityId()); err != nil {
+		r.drop(ctx, msg, fmt.Sprintf("StartEntity: %v", err))
 		return
 	}
 	shard := r.extractor.ShardID(msg.GetEntityId())
+	if err := messages.CheckShardID(shard); err != nil {
+		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", msg.GetEntityId(), err))
+		return
+	}
 	r.deliverMessage(ctx, shard, bufferedMessage{entityID: msg.GetEntityId(), message: msg, sender: ctx.Sender()})
 }
 
 // deliverMessage is Akka's deliverMessage: to the known home, else into
 // the shard's buffer (asking the coordinator when the buffer opens).
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
-	if len(r.buffers[shard]) > 0 {
+	if r.removed {
+		r.dropBuffered(ctx, shard, m, removedReason)
+		return
+	}
+	if r.buffers.has(shard) {
 		// Older messages wait for the home: keep the order.
 		r.buffer(ctx, shard, m)
 		return
 	}
-	home, ok := r.regionByShard[shard]
+	home, ok := r.table.home(shard)
 	if !ok {
 		r.buffer(ctx, shard, m)
 		if r.coordinator != nil {
@@ -723,23 +854,29 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		}
 		return
 	}
-	if r.isSelf(ctx, home) {
-		if _, running := r.shards[shard]; !running && r.gracefulShutdown {
-			r.buffer(ctx, shard, m) // see receiveShardHome
+	if r.table.isSelf(home) {
+		if pid, running := r.table.running(shard); running {
+			r.sendToShard(ctx, pid, m)
 			return
 		}
-		pid, err := r.getShard(ctx, shard)
+		if r.gracefulShutdown || r.table.alive(shard) {
+			// See receiveShardHome; or an earlier child of the shard still
+			// stops: the message waits for its Terminated.
+			r.buffer(ctx, shard, m)
+			return
+		}
+		pid, err := r.startShard(ctx, shard)
 		if err != nil {
-			r.drop(ctx, m.message, err.Error())
+			r.dropBuffered(ctx, shard, m, err.Error())
 			return
 		}
-		r.sendToShard(ctx, pid, shard, m)
+		r.sendToShard(ctx, pid, m)
 		return
 	}
 	r.sendToRegion(ctx, home, shard, m)
 }
 
-func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, shard string, m bufferedMessage) {
+func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessage) {
 	if se, ok := m.message.(*messages.StartEntity); ok {
 		ctx.RequestWithCustomSender(pid, se, m.sender)
 		return
@@ -763,12 +900,12 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	pm, ok := m.message.(proto.Message)
 	if !ok {
-		r.drop(ctx, m.message, fmt.Sprintf("%T is not a protobuf message, so it cannot reach entity %q on %s", m.message, m.entityID, home.Address))
+		r.dropBuffered(ctx, shard, m, fmt.Sprintf("%T is not a protobuf message, so it cannot reach it on %s", m.message, home.Address))
 		return
 	}
 	payload, err := anypb.New(pm)
 	if err != nil {
-		r.drop(ctx, m.message, fmt.Sprintf("cannot encode %T for entity %q: %v", m.message, m.entityID, err))
+		r.dropBuffered(ctx, shard, m, fmt.Sprintf("cannot encode %T: %v", m.message, err))
 		return
 	}
 	ctx.RequestWithCustomSender(home, &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard}, m.sender)
@@ -776,45 +913,36 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
 	if r.stoppingLocally {
-		r.drop(ctx, m.message, fmt.Sprintf("shard %s, entity %q: %s", shard, m.entityID, clusterShuttingDown))
+		r.dropBuffered(ctx, shard, m, clusterShuttingDown)
 		return
 	}
-	if r.buffered >= r.settings.BufferSize {
-		r.drop(ctx, m.message, fmt.Sprintf("Buffer is full, dropping message (shard %s, buffer size %d)", shard, r.settings.BufferSize))
+	if err := r.buffers.add(shard, m); err != nil {
+		r.dropBuffered(ctx, shard, m, err.Error())
 		return
 	}
-	if _, open := r.buffers[shard]; !open {
-		r.bufferOrder = append(r.bufferOrder, shard)
-	}
-	r.buffers[shard] = append(r.buffers[shard], m)
-	r.buffered++
-	if step := r.settings.BufferSize / 10; step > 0 && r.buffered%step == 0 {
-		ctx.Logger().Warn("shard region buffer usage", slog.String("type", r.typeName), slog.Int("buffered", r.buffered),
+	if step := r.settings.BufferSize / 10; step > 0 && r.buffers.len()%step == 0 {
+		ctx.Logger().Warn("shard region buffer usage", slog.String("type", r.typeName), slog.Int("buffered", r.buffers.len()),
 			slog.Int("buffer-size", r.settings.BufferSize))
 	}
 }
 
-func (r *region) takeBuffer(shard string) []bufferedMessage {
-	msgs := r.buffers[shard]
-	delete(r.buffers, shard)
-	r.bufferOrder = slices.DeleteFunc(r.bufferOrder, func(s string) bool { return s == shard })
-	r.buffered -= len(msgs)
-	return msgs
-}
-
 func (r *region) deliverBufferedMessages(ctx actor.Context, shard string) {
-	msgs := r.takeBuffer(shard)
-	for _, m := range msgs {
+	for _, m := range r.buffers.take(shard) {
 		r.deliverMessage(ctx, shard, m)
 	}
 	r.tryCompleteGracefulShutdown(ctx)
 }
 
 func (r *region) dropBuffer(ctx actor.Context, shard, reason string) {
-	for _, m := range r.takeBuffer(shard) {
-		deadletter.Publish(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
-			fmt.Sprintf("shard region %s: shard %s, entity %q: %s", r.typeName, shard, m.entityID, reason))
+	for _, m := range r.buffers.take(shard) {
+		r.dropBuffered(ctx, shard, m, reason)
 	}
+}
+
+// dropBuffered reports m, a message for an entity of shard, as dropped.
+func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason string) {
+	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+		fmt.Sprintf("shard region %s: shard %s, entity %q: %s", r.typeName, shard, m.entityID, reason))
 }
 
 func (r *region) drop(ctx actor.Context, msg any, reason string) {
@@ -871,7 +999,7 @@ func (r *region) queryShards(ctx actor.Context, q any, build func([]shardAnswer)
 	if requester == nil {
 		return
 	}
-	shards := r.localShards()
+	shards := r.table.runningShards()
 	root := ctx.ActorSystem().Root
 	timeout := r.settings.ShardRegionQueryTimeout
 	go func() {
@@ -887,15 +1015,6 @@ type shardRef struct {
 type shardAnswer struct {
 	shard  string
 	answer any
-}
-
-func (r *region) localShards() []shardRef {
-	out := make([]shardRef, 0, len(r.shards))
-	for s, pid := range r.shards {
-		out = append(out, shardRef{shard: s, pid: pid})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].shard < out[j].shard })
-	return out
 }
 
 // askShards asks every shard at once and waits for all answers or the
@@ -923,8 +1042,9 @@ func (r *region) shareEntityLimit(ctx actor.Context) {
 		return // no limit was ever set: nothing to tell
 	}
 	r.limitShared = true
-	share := ShardLimit(r.activeEntityLimit, len(r.shards))
-	for _, pid := range r.shards {
-		ctx.Send(pid, &shardactor.SetActiveEntityLimit{Limit: share})
+	running := r.table.runningShards()
+	share := ShardLimit(r.activeEntityLimit, len(running))
+	for _, s := range running {
+		ctx.Send(s.pid, &shardactor.SetActiveEntityLimit{Limit: share})
 	}
 }

@@ -95,6 +95,11 @@ func (s Settings) withDefaults() Settings {
 		s.Shard.RememberEntitiesStore = shardactor.NewMemoryRememberEntitiesStore()
 	}
 	s.Singleton.Role = s.Role
+	if s.Coordinator.RegisterWaitTimeout <= 0 {
+		// Regions register at the retry interval: two of them cover one
+		// retry that was lost.
+		s.Coordinator.RegisterWaitTimeout = 2 * s.RetryInterval
+	}
 	if s.Coordinator.ShardRegionQueryTimeout <= 0 {
 		s.Coordinator.ShardRegionQueryTimeout = s.ShardRegionQueryTimeout
 	}

@@ -139,7 +139,9 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			}
 			settings.StateStore = store
 		}
-		props := coordinatoractor.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore)
+		props := coordinatoractor.SupervisorProps(
+			coordinatoractor.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore),
+			settings.Coordinator.CoordinatorFailureBackoff)
 		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), withSingletonName(settings.Singleton)); err != nil {
 			return nil, fmt.Errorf("actorsharding: start coordinator of %q: %w", typeName, err)
 		}
@@ -182,9 +184,12 @@ func hasConfiguredRole(c *membership.Cluster, role string) bool {
 	return c.Self().ID == "" && c.HasConfiguredRole(role)
 }
 
+// withSingletonName names the coordinator's singleton as Akka does: the
+// singleton "singleton" is the coordinator's supervisor, whose child is
+// the coordinator.
 func withSingletonName(st singleton.Settings) singleton.Settings {
 	if st.SingletonName == "" {
-		st.SingletonName = "coordinator"
+		st.SingletonName = "singleton"
 	}
 	return st
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // The tests port, by meaning, Pekko's LeastShardAllocationStrategySpec and
-// LeastShardAllocationStrategyRandomizedSpec. Helpers carry an "ls" prefix
-// because other files of this package are written concurrently.
+// LeastShardAllocationStrategyRandomizedSpec. Helpers carry an "ls" prefix,
+// to keep them apart from the other test files' helpers in this package.
 
 // lsMember is the i-th (0-based) Up member, at 127.0.0.<i+1>:1, aged i+1.
 func lsMember(i int) membership.Member {

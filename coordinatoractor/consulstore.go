@@ -8,6 +8,12 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
+// MaxConsulStateBytes is the largest encoded state a ConsulStore writes:
+// Consul's default txn_max_req_len of 512 KiB holds the value base64
+// encoded (4/3 of it) inside the transaction's JSON, with room left for
+// the rest of the request.
+const MaxConsulStateBytes = 380 * 1024
+
 // ConsulStateKey returns the Consul KV key under which the coordinator of
 // the entity type typeName keeps its state.
 func ConsulStateKey(typeName string) string {
@@ -66,12 +72,16 @@ func (s *ConsulStore) Load(ctx context.Context) (State, uint64, error) {
 // ours would let our next CAS overwrite its state. The price: a
 // transaction carries the value base64-encoded in JSON, so Consul's
 // txn_max_req_len (512 KiB by default) caps the encoded state at about
-// 380 KiB, against 512 KiB for a plain KV write. Larger states fail with a
-// plain error, not ErrVersionConflict.
+// 380 KiB (MaxConsulStateBytes), against 512 KiB for a plain KV write.
+// A larger state fails with ErrStateTooLarge before anything is sent.
 func (s *ConsulStore) Save(ctx context.Context, state State, version uint64) (uint64, error) {
 	data, err := EncodeState(state)
 	if err != nil {
 		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
+	}
+	if len(data) > MaxConsulStateBytes {
+		return 0, fmt.Errorf("consul state store %s: save at version %d: the state is %d bytes, Consul's transaction holds at most %d: %w",
+			s.key, version, len(data), MaxConsulStateBytes, ErrStateTooLarge)
 	}
 	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: s.key, Value: data, Index: version}}
 	ok, resp, _, err := s.kv.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))

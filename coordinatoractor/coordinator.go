@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
@@ -20,6 +21,8 @@ import (
 const (
 	StateWaitingForState = "waitingForState"
 	StateActive          = "active"
+	// StateStopped: a store write failed; the coordinator is stopping.
+	StateStopped = "stopped"
 )
 
 // GetCoordinatorState asks a coordinator for a copy of its State; the
@@ -31,6 +34,7 @@ type CurrentCoordinatorState struct {
 	Name                string   // StateWaitingForState or StateActive
 	State               State    // the coordinator's state, as last written to the store
 	Version             uint64   // the store's version of that state (Consul: its ModifyIndex)
+	Epoch               uint64   // the version the coordinator claimed at its start; its commands carry it
 	RebalanceInProgress []string // shards being handed off now
 }
 
@@ -62,6 +66,14 @@ func Props(typeName string, cluster *membership.Cluster, settings Settings, stra
 // event applied by State.Apply and written to the store (check-and-set)
 // before anyone is told about it, so a coordinator that takes over never
 // contradicts what its predecessor announced.
+//
+// Fencing: at its start it claims the stored state (writes it back), and
+// the version it claimed is its epoch, carried by every command it and its
+// rebalance workers send; regions obey only the coordinator they
+// registered with, at its epoch. A write that fails, a version conflict
+// above all (another coordinator has claimed the state: this one is
+// stale), stops it for good; its supervisor starts a fresh one after the
+// back-off, which claims the state under a new epoch.
 type coordinator struct {
 	typeName string
 	cluster  *membership.Cluster
@@ -73,6 +85,7 @@ type coordinator struct {
 	stateName  string
 	state      State
 	version    uint64
+	epoch      uint64                       // the version claimed at start
 	members    map[string]membership.Member // by member id
 	timers     *scheduler.TimerScheduler
 	cancelTick scheduler.CancelFunc
@@ -88,6 +101,17 @@ type coordinator struct {
 	gracefulShutdownInProgress map[string]bool
 	// unAckedHostShards: shard -> cancel of its HostShard resend timer.
 	unAckedHostShards map[string]scheduler.CancelFunc
+	// registered: members whose region or proxy registered with this
+	// coordinator (not its predecessors); a region's first Register here
+	// is where its hosted shards are adopted.
+	registered map[string]bool
+	// activatedAt: when the coordinator became active; shards the state
+	// does not place are allocated only once every live member has
+	// registered, or RegisterWaitTimeout after it.
+	activatedAt time.Time
+	// pendingRemovals: members removed without a graceful leave whose
+	// regions wait out the down-removal margin.
+	pendingRemovals map[string]bool
 }
 
 type stashed struct {
@@ -102,9 +126,11 @@ type (
 		version uint64
 		err     error
 	}
-	reloadState     struct{}
-	rebalanceTick   struct{}
-	resendShardHost struct {
+	reloadState          struct{}
+	registerWaitOver     struct{}
+	rebalanceTick        struct{}
+	removalMarginElapsed struct{}
+	resendShardHost      struct {
 		shard  string
 		region *actor.PID
 	}
@@ -134,6 +160,8 @@ func (c *coordinator) start(ctx actor.Context) {
 	c.rebalanceWorkers = map[string]*actor.PID{}
 	c.gracefulShutdownInProgress = map[string]bool{}
 	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
+	c.registered = map[string]bool{}
+	c.pendingRemovals = map[string]bool{}
 	c.cluster.Subscribe(ctx.Self())
 	c.become(ctx, StateWaitingForState, c.waitingForState)
 	c.load(ctx)
@@ -182,11 +210,13 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 			c.state.Unallocated = map[string]struct{}{}
 		}
 		// Writing the state back at once claims it: a stale coordinator
-		// that still runs elsewhere fails its next check-and-set.
+		// that still runs elsewhere fails its next check-and-set. The
+		// version claimed is this coordinator's epoch.
 		if err := c.save(ctx, c.state); err != nil {
-			c.storeFailed(ctx, err)
+			c.storeFailed(ctx, fmt.Errorf("claim the state: %w", err))
 			return
 		}
+		c.epoch = c.version
 		c.activate(ctx)
 	case reloadState:
 		c.load(ctx)
@@ -200,27 +230,29 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 func (c *coordinator) activate(ctx actor.Context) {
 	ctx.Logger().Info("shard coordinator recovered its state", slog.String("type", c.typeName),
 		slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
-		slog.Int("shards", len(c.state.Shards)), slog.Uint64("version", c.version))
+		slog.Int("shards", len(c.state.Shards)), slog.Uint64("epoch", c.epoch))
 	c.become(ctx, StateActive, c.active)
-	// Regions of members that are gone are terminated now; the rest are
-	// watched, so that a later crash is noticed too.
+	c.activatedAt = time.Now()
+	// Live regions are watched, so that a crash is noticed; those of
+	// members that are gone are terminated (once their removal margin has
+	// passed).
 	for _, r := range sortedEntries(c.state.Regions) {
-		if !c.isLiveMember(r.MemberID) {
-			c.regionTerminated(ctx, r.PID, "its member is gone")
-			continue
+		if c.isLiveMember(r.MemberID) {
+			ctx.Watch(r.PID)
 		}
-		ctx.Watch(r.PID)
 	}
 	for _, p := range sortedEntries(c.state.Proxies) {
-		if !c.isLiveMember(p.MemberID) {
-			c.proxyTerminated(ctx, p.PID)
-			continue
+		if c.isLiveMember(p.MemberID) {
+			ctx.Watch(p.PID)
 		}
-		ctx.Watch(p.PID)
 	}
+	c.terminateGoneMembers(ctx)
 	if c.stateName != StateActive {
 		return // a store write failed meanwhile
 	}
+	// Unplaced shards wait for the regions of live members to register
+	// (see unregisteredMembers); this timer ends the wait.
+	c.timers.SendOnce(c.settings.RegisterWaitTimeout, ctx.Self(), registerWaitOver{})
 	if c.cancelTick == nil {
 		c.cancelTick = c.timers.SendRepeatedly(c.settings.RebalanceInterval, c.settings.RebalanceInterval, ctx.Self(), rebalanceTick{})
 	}
@@ -256,45 +288,75 @@ func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
 }
 
 // storeFailed: the state in the store is not what this coordinator thinks
-// (a newer coordinator wrote it) or the store is unreachable. Either way
-// the only safe state is the stored one: read it again after the backoff.
+// (ErrVersionConflict: a newer coordinator claimed it, so this one is
+// stale), or the store did not confirm the write (it may or may not have
+// happened). Either way this coordinator can no longer speak for the
+// state: it stops, with its workers and timers. Its supervisor starts a
+// fresh one after the back-off, which reads the state and claims it under
+// a new epoch; never this one, which would overwrite a newer coordinator.
 func (c *coordinator) storeFailed(ctx actor.Context, err error) {
-	level := slog.LevelWarn
+	msg := "shard coordinator: state write failed; stopping (a new coordinator starts after the back-off)"
 	if errors.Is(err, ErrVersionConflict) {
-		level = slog.LevelError
+		msg = "shard coordinator: another coordinator wrote the state, so this one is stale; stopping"
 	}
-	ctx.Logger().Log(context.Background(), level, "shard coordinator: state write failed; reading the state again",
-		slog.String("type", c.typeName), slog.Any("error", err), slog.Duration("backoff", c.settings.CoordinatorFailureBackoff))
-	for shard, cancel := range c.unAckedHostShards {
-		cancel()
-		delete(c.unAckedHostShards, shard)
-	}
-	for shard, w := range c.rebalanceWorkers {
-		ctx.Stop(w)
-		delete(c.rebalanceWorkers, shard)
-	}
-	c.rebalanceInProgress = map[string][]*actor.PID{}
-	c.become(ctx, StateWaitingForState, c.waitingForState)
-	c.timers.SendOnce(c.settings.CoordinatorFailureBackoff, ctx.Self(), reloadState{})
+	ctx.Logger().Error(msg, slog.String("type", c.typeName), slog.Any("error", err), slog.Uint64("epoch", c.epoch))
+	c.become(ctx, StateStopped, c.stopped)
+	ctx.Stop(ctx.Self())
 }
 
-// update applies e, writes the new state and only then adopts it. It
-// reports whether the coordinator may go on (false: it is waiting for its
-// state again and the caller must stop handling the message).
-func (c *coordinator) update(ctx actor.Context, e Event) bool {
+// errEventRejected: an event that does not apply to the state, or a state
+// the store refuses to hold (too large, invalid). The state is unchanged
+// and the coordinator goes on; the message that caused it is dropped.
+var errEventRejected = errors.New("state change rejected")
+
+// errStopped: the store failed and the coordinator is stopping; the caller
+// must stop handling its message.
+var errStopped = errors.New("the coordinator is stopping")
+
+// update applies e, writes the new state and only then adopts it. A nil
+// error means it did; errEventRejected, that the state is unchanged and
+// the coordinator goes on; errStopped, that the store failed and the
+// coordinator is stopping.
+func (c *coordinator) update(ctx actor.Context, e Event) error {
+	if c.stateName != StateActive {
+		return errStopped
+	}
 	next, err := c.state.Apply(e)
 	if err != nil {
 		ctx.Logger().Warn("shard coordinator: event does not apply; ignored",
 			slog.String("type", c.typeName), slog.Any("error", err))
-		return true
+		return fmt.Errorf("%w: %v", errEventRejected, err)
 	}
 	if err := c.save(ctx, next); err != nil {
+		if errors.Is(err, ErrStateTooLarge) || errors.Is(err, ErrInvalidState) {
+			// Nothing was written: the coordinator stays as it was.
+			ctx.Logger().Error("shard coordinator: the store refuses the state after this event; the event is dropped",
+				slog.String("type", c.typeName), slog.String("event", e.String()), slog.Any("error", err))
+			return fmt.Errorf("%w: %v: %w", errEventRejected, e, err)
+		}
 		c.storeFailed(ctx, fmt.Errorf("%v: %w", e, err))
-		return false
+		return errStopped
 	}
 	c.state = next
 	ctx.Logger().Debug("shard coordinator event", slog.String("type", c.typeName), slog.String("event", e.String()))
-	return true
+	return nil
+}
+
+// stopped: the coordinator stopped itself after a store failure; what
+// still arrives before it is gone is dropped (regions retry).
+func (c *coordinator) stopped(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *stateLoaded, reloadState, rebalanceTick, resendShardHost, removalMarginElapsed, registerWaitOver,
+		*actor.Terminated, *messages.RebalanceDone, *actor.DeadLetterResponse:
+	default:
+		c.reject(ctx, msg, "the coordinator is stopping after a store failure")
+	}
+}
+
+// reject drops a message the coordinator will not act on, with a
+// dead-letter event that says why.
+func (c *coordinator) reject(ctx actor.Context, msg any, why string) {
+	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), fmt.Sprintf("shard coordinator %s: %s", c.typeName, why))
 }
 
 func (c *coordinator) save(ctx actor.Context, st State) error {
@@ -316,9 +378,22 @@ func (c *coordinator) active(ctx actor.Context) {
 	case *messages.RegisterProxy:
 		c.onRegisterProxy(ctx, msg)
 	case *messages.GetShardHome:
+		if err := checkShard("GetShardHome", msg.GetShard()); err != nil {
+			c.reject(ctx, msg, err.Error())
+			return
+		}
+		if ctx.Sender() == nil {
+			c.reject(ctx, msg, "GetShardHome without a sender to answer")
+			return
+		}
 		c.onGetShardHome(ctx, msg.GetShard(), ctx.Sender())
 	case *messages.ShardStarted:
-		c.cancelHostShardTimer(msg.GetShard())
+		if r, ok := c.state.RegionOf(msg.GetShard()); ok && ctx.Sender() != nil && RegionKey(r) == RegionKey(ctx.Sender()) {
+			c.cancelHostShardTimer(msg.GetShard())
+			return
+		}
+		ctx.Logger().Debug("shard coordinator: ShardStarted from a region that does not host the shard", slog.String("type", c.typeName),
+			slog.String("shard", msg.GetShard()), slog.Any("sender", ctx.Sender()))
 	case resendShardHost:
 		delete(c.unAckedHostShards, msg.shard)
 		if _, busy := c.rebalanceInProgress[msg.shard]; busy {
@@ -332,14 +407,31 @@ func (c *coordinator) active(ctx actor.Context) {
 		}
 	case rebalanceTick:
 		c.onRebalanceTick(ctx)
+	case removalMarginElapsed:
+		c.terminateGoneMembers(ctx)
+	case registerWaitOver:
+		c.allocateShardHomesForRememberEntities(ctx)
 	case *messages.RebalanceDone:
+		// Only the worker of the shard may end its hand-off: a RebalanceDone
+		// from anyone else would let the shard start elsewhere while it runs.
+		w, ok := c.rebalanceWorkers[msg.GetShard()]
+		if !ok || ctx.Sender() == nil || !w.Equal(ctx.Sender()) {
+			c.reject(ctx, msg, fmt.Sprintf("RebalanceDone for shard %q from %v, which is not its rebalance worker", msg.GetShard(), ctx.Sender()))
+			return
+		}
 		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk())
 	case *messages.GracefulShutdownReq:
+		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), c.state); err != nil {
+			c.reject(ctx, msg, err.Error())
+			return
+		}
 		c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 	case *messages.RegionStopped:
-		if r := msg.GetShardRegion(); r != nil && c.state.IsRegion(r) {
-			c.regionTerminated(ctx, r, "it stopped")
+		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), c.state); err != nil {
+			c.reject(ctx, msg, err.Error())
+			return
 		}
+		c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 	case *actor.Terminated:
 		if msg.Why == actor.TerminatedReason_AddressTerminated {
 			// Only the connection dropped: the node may still run the
@@ -368,20 +460,17 @@ func (c *coordinator) active(ctx actor.Context) {
 		// proto.actor's answer to a message sent to a region that is gone
 		// (its Terminated or removal follows).
 		ctx.Logger().Debug("shard coordinator: a message reached no one", slog.String("type", c.typeName), slog.Any("target", msg.Target))
+	case nil:
+		c.reject(ctx, msg, "nil message")
 	default:
-		ctx.Logger().Warn("shard coordinator: unexpected message", slog.String("type", c.typeName),
-			slog.String("message", fmt.Sprintf("%T", msg)), slog.Any("sender", ctx.Sender()))
+		c.reject(ctx, msg, fmt.Sprintf("unexpected message %T", msg))
 	}
 }
 
 func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 	region := msg.GetShardRegion()
-	if region == nil {
-		return
-	}
-	if !c.isLiveMember(msg.GetMemberId()) {
-		ctx.Logger().Debug("shard coordinator: ignoring Register from a non-member",
-			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("member", msg.GetMemberId()))
+	if err := checkRegistration("Register", region, msg.GetMemberId(), msg.GetShards(), c.members); err != nil {
+		c.reject(ctx, msg, err.Error())
 		return
 	}
 	if old, ok := c.state.Regions[RegionKey(region)]; ok && old.MemberID != msg.GetMemberId() {
@@ -391,41 +480,84 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 		}
 	}
 	if !c.state.IsRegion(region) {
-		if !c.update(ctx, ShardRegionRegistered{Region: region, MemberID: msg.GetMemberId()}) {
+		if err := c.update(ctx, ShardRegionRegistered{Region: region, MemberID: msg.GetMemberId()}); err != nil {
+			if errors.Is(err, errEventRejected) {
+				c.reject(ctx, msg, err.Error())
+			}
 			return
 		}
 		ctx.Watch(region)
 		ctx.Logger().Info("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)))
 	}
+	if !c.registered[msg.GetMemberId()] {
+		c.registered[msg.GetMemberId()] = true
+		if !c.adopt(ctx, region, msg.GetShards()) {
+			return
+		}
+	}
 	c.hasAllRegionsRegistered()
-	ctx.Send(region, &messages.RegisterAck{Coordinator: ctx.Self()})
-	ctx.Send(region, c.shardHomes())
+	ctx.Request(region, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
+	ctx.Request(region, c.shardHomes())
 	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// adopt allocates to region the shards it hosts that the state places
+// nowhere or elsewhere (see adoptions). It reports whether the coordinator
+// may go on.
+func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []string) bool {
+	for _, a := range adoptions(c.state, region, hosted, c.rebalanceInProgress) {
+		var old *actor.PID
+		if a.from != "" {
+			old = c.state.Regions[a.from].PID
+			ctx.Logger().Error("shard coordinator: a registering region hosts a shard the state places elsewhere; moving it to the region that hosts it",
+				slog.String("type", c.typeName), slog.String("shard", a.shard), slog.String("region", RegionKey(region)), slog.String("state", a.from))
+			if err := c.update(ctx, ShardHomeDeallocated{Shard: a.shard}); err != nil {
+				return !errors.Is(err, errStopped)
+			}
+		} else {
+			ctx.Logger().Warn("shard coordinator: adopting a shard that a registering region hosts and the state does not place (was the state store reset?)",
+				slog.String("type", c.typeName), slog.String("shard", a.shard), slog.String("region", RegionKey(region)))
+		}
+		if err := c.update(ctx, ShardHomeAllocated{Shard: a.shard, Region: region}); err != nil {
+			if errors.Is(err, errStopped) {
+				return false
+			}
+			continue
+		}
+		c.cancelHostShardTimer(a.shard)
+		if old != nil {
+			// The region the state named must not keep a copy running.
+			ctx.Request(old, &messages.ShardHome{Shard: a.shard, Ref: region, Epoch: c.epoch})
+		}
+	}
+	return true
 }
 
 func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterProxy) {
 	proxy := msg.GetShardRegionProxy()
-	if proxy == nil {
-		return
-	}
-	if !c.isLiveMember(msg.GetMemberId()) {
+	if err := checkRegistration("RegisterProxy", proxy, msg.GetMemberId(), nil, c.members); err != nil {
+		c.reject(ctx, msg, err.Error())
 		return
 	}
 	if old, ok := c.state.Proxies[RegionKey(proxy)]; ok && old.MemberID != msg.GetMemberId() {
 		c.proxyTerminated(ctx, old.PID)
 	}
 	if !c.state.IsProxy(proxy) {
-		if !c.update(ctx, ShardRegionProxyRegistered{Proxy: proxy, MemberID: msg.GetMemberId()}) {
+		if err := c.update(ctx, ShardRegionProxyRegistered{Proxy: proxy, MemberID: msg.GetMemberId()}); err != nil {
+			if errors.Is(err, errEventRejected) {
+				c.reject(ctx, msg, err.Error())
+			}
 			return
 		}
 		ctx.Watch(proxy)
 	}
-	ctx.Send(proxy, &messages.RegisterAck{Coordinator: ctx.Self()})
-	ctx.Send(proxy, c.shardHomes())
+	c.registered[msg.GetMemberId()] = true
+	ctx.Request(proxy, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
+	ctx.Request(proxy, c.shardHomes())
 }
 
 func (c *coordinator) shardHomes() *messages.ShardHomes {
-	out := &messages.ShardHomes{}
+	out := &messages.ShardHomes{Epoch: c.epoch}
 	for _, r := range sortedEntries(c.state.Regions) {
 		if len(r.Shards) > 0 {
 			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: slices.Clone(r.Shards)})
@@ -446,9 +578,6 @@ func (c *coordinator) hasAllRegionsRegistered() bool {
 // onGetShardHome answers where shard lives, allocating it first if needed.
 // A nil requester allocates without answering (remember-entities).
 func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester *actor.PID) {
-	if shard == "" {
-		return
-	}
 	if waiting, ok := c.rebalanceInProgress[shard]; ok {
 		// Answered when the hand-off is done (RebalanceDone).
 		if requester != nil {
@@ -464,8 +593,14 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 	}
 	if region, ok := c.state.RegionOf(shard); ok {
 		if requester != nil {
-			ctx.Send(requester, &messages.ShardHome{Shard: shard, Ref: region})
+			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
 		}
+		return
+	}
+	if waiting := c.waitingForRegions(); len(waiting) > 0 {
+		// One of them may host the shard already (see unregisteredMembers).
+		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held until the regions of live members register",
+			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("members", waiting))
 		return
 	}
 	active := c.regionAllocations(true)
@@ -479,19 +614,29 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("region", region))
 		return
 	}
-	if !c.update(ctx, ShardHomeAllocated{Shard: shard, Region: region}) {
+	if err := c.update(ctx, ShardHomeAllocated{Shard: shard, Region: region}); err != nil {
 		return
 	}
 	ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
 	c.sendHostShard(ctx, shard, region)
 	if requester != nil {
-		ctx.Send(requester, &messages.ShardHome{Shard: shard, Ref: region})
+		ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
 	}
+}
+
+// waitingForRegions lists the live members whose regions this coordinator
+// still waits for before it allocates unplaced shards; empty once all have
+// registered or RegisterWaitTimeout has passed since it became active.
+func (c *coordinator) waitingForRegions() []string {
+	if time.Since(c.activatedAt) >= c.settings.RegisterWaitTimeout {
+		return nil
+	}
+	return unregisteredMembers(c.members, c.settings.Role, c.registered)
 }
 
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
-	ctx.Request(region, &messages.HostShard{Shard: shard})
+	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch})
 	c.cancelHostShardTimer(shard)
 	c.unAckedHostShards[shard] = c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region})
 }
@@ -537,7 +682,7 @@ func (c *coordinator) startHandOff(ctx actor.Context, shard string, from *actor.
 	for _, p := range sortedEntries(c.state.Proxies) {
 		regions = append(regions, p.PID)
 	}
-	w := ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance))
+	w := ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch))
 	c.rebalanceWorkers[shard] = w
 }
 
@@ -546,7 +691,7 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 	if ok {
 		ctx.Logger().Info("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
-			if !c.update(ctx, ShardHomeDeallocated{Shard: shard}) {
+			if err := c.update(ctx, ShardHomeDeallocated{Shard: shard}); errors.Is(err, errStopped) {
 				return
 			}
 		}
@@ -576,9 +721,6 @@ func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) 
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
-	if region == nil || !c.state.IsRegion(region) {
-		return
-	}
 	key := RegionKey(region)
 	if !c.gracefulShutdownInProgress[key] {
 		ctx.Logger().Info("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
@@ -605,8 +747,8 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	}
 	ctx.Logger().Info("shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
 		slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
-	if !c.update(ctx, ShardRegionTerminated{Region: region}) {
-		return false
+	if err := c.update(ctx, ShardRegionTerminated{Region: region}); err != nil {
+		return !errors.Is(err, errStopped)
 	}
 	ctx.Unwatch(r.PID)
 	for _, shard := range r.Shards {
@@ -624,7 +766,7 @@ func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
 	if !c.state.IsProxy(proxy) {
 		return
 	}
-	if c.update(ctx, ShardRegionProxyTerminated{Proxy: proxy}) {
+	if err := c.update(ctx, ShardRegionProxyTerminated{Proxy: proxy}); err == nil {
 		ctx.Unwatch(proxy)
 	}
 }
@@ -652,15 +794,33 @@ func (c *coordinator) handleMembership(ctx actor.Context) bool {
 	return true
 }
 
+// terminateGoneMembers terminates the regions and proxies of members that
+// are no longer live. The regions of a member removed without a graceful
+// leave wait the down-removal margin first (see removalWait): their shards
+// stay allocated to it meanwhile, so nobody starts them.
 func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	if c.stateName != StateActive {
 		return // done on activation
 	}
+	now := time.Now()
+	margin := c.cluster.DownRemovalMargin()
 	for _, r := range sortedEntries(c.state.Regions) {
-		if !c.isLiveMember(r.MemberID) {
-			if !c.regionTerminated(ctx, r.PID, "its member was removed") {
-				return
+		if c.isLiveMember(r.MemberID) {
+			continue
+		}
+		rm, seen := c.cluster.Removal(r.MemberID)
+		if wait := removalWait(rm, seen, margin, now); wait > 0 {
+			if !c.pendingRemovals[r.MemberID] {
+				c.pendingRemovals[r.MemberID] = true
+				ctx.Logger().Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin",
+					slog.String("type", c.typeName), slog.String("region", RegionKey(r.PID)), slog.Duration("wait", wait))
+				c.timers.SendOnce(wait, ctx.Self(), removalMarginElapsed{})
 			}
+			continue
+		}
+		delete(c.pendingRemovals, r.MemberID)
+		if !c.regionTerminated(ctx, r.PID, "its member was removed") {
+			return
 		}
 	}
 	for _, p := range sortedEntries(c.state.Proxies) {
@@ -752,7 +912,7 @@ func (c *coordinator) current() *CurrentCoordinatorState {
 	if st.Regions == nil {
 		st = NewState(false)
 	}
-	return &CurrentCoordinatorState{Name: c.stateName, State: st.Clone(), Version: c.version, RebalanceInProgress: inProgress}
+	return &CurrentCoordinatorState{Name: c.stateName, State: st.Clone(), Version: c.version, Epoch: c.epoch, RebalanceInProgress: inProgress}
 }
 
 func isLifecycle(msg any) bool {

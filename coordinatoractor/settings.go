@@ -29,9 +29,20 @@ type Settings struct {
 	WaitingForStateTimeout time.Duration
 	// UpdatingStateTimeout bounds a StateStore write. Default 5s.
 	UpdatingStateTimeout time.Duration
-	// CoordinatorFailureBackoff is the pause before the coordinator reads
-	// its state again after the store failed. Default 5s.
+	// CoordinatorFailureBackoff is the pause before a new coordinator
+	// starts after the previous one stopped (its store write failed, or
+	// another coordinator wrote the state), doubling up to five times it,
+	// and before a failed read of the state is retried. Default 5s.
 	CoordinatorFailureBackoff time.Duration
+	// RegisterWaitTimeout bounds how long a coordinator that has just
+	// started waits for the regions of the live members to register before
+	// it allocates a shard its state does not place: a region that hosts
+	// the shard already says so when it registers, and the coordinator
+	// adopts it there instead of starting it a second time elsewhere (the
+	// state store may have been wiped or restored from an old snapshot).
+	// Shards the state places are answered at once. Default 4s (twice the
+	// regions' retry-interval).
+	RegisterWaitTimeout time.Duration
 	// RememberEntities (Akka's remember-entities): a shard that lost its
 	// home (hand-off, crash, graceful shutdown, full restart) is allocated
 	// again at once, without waiting for a message, so that its shard can
@@ -53,6 +64,7 @@ func DefaultSettings() Settings {
 		WaitingForStateTimeout:    2 * time.Second,
 		UpdatingStateTimeout:      5 * time.Second,
 		CoordinatorFailureBackoff: 5 * time.Second,
+		RegisterWaitTimeout:       4 * time.Second,
 		ShardRegionQueryTimeout:   3 * time.Second,
 	}
 }
@@ -67,6 +79,7 @@ func (s Settings) WithDefaults() Settings {
 	setDuration(&s.WaitingForStateTimeout, d.WaitingForStateTimeout)
 	setDuration(&s.UpdatingStateTimeout, d.UpdatingStateTimeout)
 	setDuration(&s.CoordinatorFailureBackoff, d.CoordinatorFailureBackoff)
+	setDuration(&s.RegisterWaitTimeout, d.RegisterWaitTimeout)
 	setDuration(&s.ShardRegionQueryTimeout, d.ShardRegionQueryTimeout)
 	if s.MinNrOfMembers < 1 {
 		s.MinNrOfMembers = d.MinNrOfMembers

@@ -10,8 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Helpers carry an "st" prefix because other files of this package are
-// written concurrently.
+// Helpers of the state tests carry an "st" prefix, to keep them apart from
+// the other test files' helpers in this package.
 
 // stRegion is the region PID on the i-th test node.
 func stRegion(i int) *actor.PID { return actor.NewPID(fmt.Sprintf("127.0.0.%d:1", i), "region") }

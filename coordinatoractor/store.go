@@ -21,6 +21,15 @@ import (
 // because that would overwrite the newer coordinator's state.
 var ErrVersionConflict = errors.New("coordinator state version conflict: the state was written by another coordinator")
 
+// ErrStateTooLarge means the encoded state is larger than the store can
+// hold. Nothing was written; the state in the store is unchanged.
+var ErrStateTooLarge = errors.New("coordinator state too large for the store")
+
+// ErrInvalidState means the state cannot be encoded as one that could be
+// loaded again (a region without an id, a shard listed twice...). Nothing
+// was written.
+var ErrInvalidState = errors.New("invalid coordinator state")
+
 // StateStore keeps the coordinator's State so that a coordinator that
 // starts elsewhere (after a hand-over or a crash) recovers it.
 //
@@ -35,7 +44,8 @@ type StateStore interface {
 	// Save writes state if the stored version is still version (0: only
 	// if nothing is stored) and returns the new version. When the version
 	// has moved it returns an error wrapping ErrVersionConflict and the
-	// stored state is unchanged.
+	// stored state is unchanged. A state it cannot hold fails with
+	// ErrStateTooLarge or ErrInvalidState, before anything is written.
 	Save(ctx context.Context, state State, version uint64) (uint64, error)
 }
 
@@ -131,7 +141,7 @@ func EncodeState(s State) ([]byte, error) {
 		})
 	}
 	if _, err := stateFromMessage(msg); err != nil {
-		return nil, fmt.Errorf("encode coordinator state: %w", err)
+		return nil, fmt.Errorf("encode coordinator state: %w: %w", ErrInvalidState, err)
 	}
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	if err != nil {

@@ -272,8 +272,8 @@ func testStateStore(t *testing.T, h storeHarness) {
 		bad := NewState(false)
 		bad.Regions["x"] = RegionEntry{PID: nil, Shards: []string{"s1"}}
 		_, err := s.Save(ctx, bad, 0)
-		if err == nil || errors.Is(err, ErrVersionConflict) {
-			t.Fatalf("Save of invalid state = %v, want a non-conflict error", err)
+		if err == nil || errors.Is(err, ErrVersionConflict) || !errors.Is(err, ErrInvalidState) {
+			t.Fatalf("Save of invalid state = %v, want ErrInvalidState, not a conflict", err)
 		}
 		if _, v, err := s.Load(ctx); err != nil || v != 0 {
 			t.Fatalf("Load = version %d, %v; want nothing stored", v, err)
@@ -756,8 +756,8 @@ func TestConsulStoreOversizedStateIsNoConflict(t *testing.T) {
 	if err == nil {
 		t.Fatal("Save of an oversized state succeeded")
 	}
-	if errors.Is(err, ErrVersionConflict) {
-		t.Fatalf("Save of an oversized state = %v, must not be a version conflict", err)
+	if errors.Is(err, ErrVersionConflict) || !errors.Is(err, ErrStateTooLarge) {
+		t.Fatalf("Save of an oversized state = %v, want ErrStateTooLarge, not a version conflict", err)
 	}
 	t.Logf("oversized Save: %.300s", err)
 	if _, lv, err := s.Load(ctx); err != nil || lv != v {

@@ -61,6 +61,7 @@ type Cluster struct {
 	leaving     bool
 	members     []Member
 	removed     map[string]bool // ids seen removed: never accepted again
+	removals    map[string]Removal
 	subscribers []*actor.PID
 	hooks       []namedHook
 	stopWatch   context.CancelFunc
@@ -102,7 +103,26 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 		cfg:      cfg,
 		logger:   system.Logger().With(slog.String("component", "membership")),
 		removed:  map[string]bool{},
+		removals: map[string]Removal{},
 	}
+}
+
+// Removal is what this node saw of a member's removal.
+type Removal struct {
+	// At is when this node saw the member removed.
+	At time.Time
+	// Graceful: the member left (MemberRemoved.Graceful).
+	Graceful bool
+}
+
+// Removal returns what this node saw of the removal of member id; ok is
+// false for a member this node never saw removed (one removed before it
+// joined, or a live one).
+func (c *Cluster) Removal(id string) (r Removal, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok = c.removals[id]
+	return r, ok
 }
 
 // DownRemovalMargin is how long singletons and shards of a member removed
@@ -357,6 +377,7 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 	for _, e := range events {
 		if r, ok := e.(MemberRemoved); ok {
 			c.removed[r.Member.ID] = true
+			c.removals[r.Member.ID] = Removal{At: time.Now(), Graceful: r.Graceful}
 		}
 	}
 	c.members = filterRemoved(snapshot, c.removed)
@@ -379,6 +400,7 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	self.Status = Leaving
 	c.joined = false
 	c.removed[self.ID] = true
+	c.removals[self.ID] = Removal{At: time.Now(), Graceful: graceful}
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}

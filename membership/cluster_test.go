@@ -328,6 +328,16 @@ func TestRemovalIsFinal(t *testing.T) {
 	if len(b.cluster.Members()) != 0 {
 		t.Errorf("removed b still lists members: %v", b.memberIDs())
 	}
+	// Both saw the removal, as a crash, and say so when asked.
+	for name, n := range map[string]*node{"a": a, "b": b} {
+		rm, ok := n.cluster.Removal(bSelf.ID)
+		if !ok || rm.Graceful || rm.At.IsZero() {
+			t.Errorf("%s: Removal(b) = %+v, %v; want a crash with its time", name, rm, ok)
+		}
+	}
+	if _, ok := a.cluster.Removal(a.id()); ok {
+		t.Errorf("a: Removal of itself, a live member, is known")
+	}
 
 	// b's id comes back (a zombie registration, a TTL check healthy again),
 	// then an unrelated member joins: by the time a sees that one, it has

@@ -25,9 +25,13 @@ const (
 
 // Register is sent by a ShardRegion to the coordinator until RegisterAck.
 type Register struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardRegion   *actor.PID             `protobuf:"bytes,1,opt,name=shard_region,json=shardRegion,proto3" json:"shard_region,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"` // the registering region's member incarnation
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ShardRegion *actor.PID             `protobuf:"bytes,1,opt,name=shard_region,json=shardRegion,proto3" json:"shard_region,omitempty"`
+	MemberId    string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"` // the registering region's member incarnation
+	// shards the region hosts right now. A coordinator whose stored state
+	// lacks them (the store was wiped or rolled back) adopts them instead of
+	// allocating them again elsewhere, which would run their entities twice.
+	Shards        []string `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -74,6 +78,13 @@ func (x *Register) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *Register) GetShards() []string {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
 }
 
 // RegisterProxy is sent by a proxy-only region until RegisterAck.
@@ -403,6 +414,7 @@ func (x *RegionStopped) GetShardRegion() *actor.PID {
 type RegisterAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Coordinator   *actor.PID             `protobuf:"bytes,1,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,11 +456,19 @@ func (x *RegisterAck) GetCoordinator() *actor.PID {
 	return nil
 }
 
+func (x *RegisterAck) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // ShardHome answers GetShardHome.
 type ShardHome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
 	Ref           *actor.PID             `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,10 +517,18 @@ func (x *ShardHome) GetRef() *actor.PID {
 	return nil
 }
 
+func (x *ShardHome) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // ShardHomes tells a newly registered region where shards live (batched).
 type ShardHomes struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Homes         []*ShardHomesEntry     `protobuf:"bytes,1,rep,name=homes,proto3" json:"homes,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -540,6 +568,13 @@ func (x *ShardHomes) GetHomes() []*ShardHomesEntry {
 		return x.Homes
 	}
 	return nil
+}
+
+func (x *ShardHomes) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // ShardHomesEntry is one region and the shards it hosts.
@@ -599,6 +634,7 @@ func (x *ShardHomesEntry) GetShards() []string {
 type HostShard struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,10 +676,18 @@ func (x *HostShard) GetShard() string {
 	return ""
 }
 
+func (x *HostShard) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // BeginHandOff tells every region to forget the shard's home and buffer its messages.
 type BeginHandOff struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -685,10 +729,18 @@ func (x *BeginHandOff) GetShard() string {
 	return ""
 }
 
+func (x *BeginHandOff) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // HandOff tells the owner to stop the shard; answered with ShardStopped.
 type HandOff struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -728,6 +780,13 @@ func (x *HandOff) GetShard() string {
 		return x.Shard
 	}
 	return ""
+}
+
+func (x *HandOff) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // RebalanceDone is reported by a RebalanceWorker to its coordinator.
@@ -1508,11 +1567,12 @@ var File_sharding_proto protoreflect.FileDescriptor
 const file_sharding_proto_rawDesc = "" +
 	"\n" +
 	"\x0esharding.proto\x12\n" +
-	"protoshard\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"V\n" +
+	"protoshard\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"n\n" +
 	"\bRegister\x12-\n" +
 	"\fshard_region\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\vshardRegion\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"f\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x16\n" +
+	"\x06shards\x18\x03 \x03(\tR\x06shards\"f\n" +
 	"\rRegisterProxy\x128\n" +
 	"\x12shard_region_proxy\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\x10shardRegionProxy\x12\x1b\n" +
@@ -1530,27 +1590,33 @@ const file_sharding_proto_rawDesc = "" +
 	".actor.PIDR\vshardRegion\">\n" +
 	"\rRegionStopped\x12-\n" +
 	"\fshard_region\x18\x01 \x01(\v2\n" +
-	".actor.PIDR\vshardRegion\";\n" +
+	".actor.PIDR\vshardRegion\"Q\n" +
 	"\vRegisterAck\x12,\n" +
 	"\vcoordinator\x18\x01 \x01(\v2\n" +
-	".actor.PIDR\vcoordinator\"?\n" +
+	".actor.PIDR\vcoordinator\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"U\n" +
 	"\tShardHome\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x1c\n" +
 	"\x03ref\x18\x02 \x01(\v2\n" +
-	".actor.PIDR\x03ref\"?\n" +
+	".actor.PIDR\x03ref\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"U\n" +
 	"\n" +
 	"ShardHomes\x121\n" +
-	"\x05homes\x18\x01 \x03(\v2\x1b.protoshard.ShardHomesEntryR\x05homes\"M\n" +
+	"\x05homes\x18\x01 \x03(\v2\x1b.protoshard.ShardHomesEntryR\x05homes\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"M\n" +
 	"\x0fShardHomesEntry\x12\"\n" +
 	"\x06region\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\x06region\x12\x16\n" +
-	"\x06shards\x18\x02 \x03(\tR\x06shards\"!\n" +
+	"\x06shards\x18\x02 \x03(\tR\x06shards\"7\n" +
 	"\tHostShard\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"$\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\":\n" +
 	"\fBeginHandOff\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"\x1f\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"5\n" +
 	"\aHandOff\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"5\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"5\n" +
 	"\rRebalanceDone\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\"D\n" +

@@ -43,15 +43,29 @@ type RegionTerminated struct {
 	Region *actor.PID
 }
 
-// handOffTimedOut is the worker's single timer.
+// handOffTimedOut is the worker's time-out.
 type handOffTimedOut struct{}
+
+// resendBeginHandOff is the worker's resend timer, while acks are missing.
+type resendBeginHandOff struct{}
+
+// beginHandOffResendInterval is how often BeginHandOff is resent to the
+// regions that have not acknowledged it: a region obeys a coordinator's
+// worker only once it has registered with that coordinator, which, right
+// after the coordinator moved, may come a little after the first
+// BeginHandOff. A twentieth of the hand-off timeout, between 100ms and 1s.
+func beginHandOffResendInterval(handOffTimeout time.Duration) time.Duration {
+	return min(max(handOffTimeout/20, 100*time.Millisecond), time.Second)
+}
 
 // Props returns the props of a RebalanceWorker that moves shard away from
 // region from. regions are all regions and proxies to tell (from included;
 // duplicates and nils are ignored). handOffTimeout bounds the whole process
 // (zero or negative: Akka's 60 s). isRebalance only changes the log wording:
 // true for a rebalance, false for a shard stopped because its region shuts
-// down.
+// down. epoch is the coordinator's: BeginHandOff and HandOff carry it, and
+// regions obey them only from a worker of the coordinator they registered
+// with at that epoch.
 //
 // The worker must be spawned as a child of the coordinator, which gets the
 // *messages.RebalanceDone. proto.actor delivers the worker's Terminated (a
@@ -63,7 +77,7 @@ type handOffTimedOut struct{}
 // &messages.BeginHandOffAck{...}), not ctx.Respond: proto.actor's Respond
 // carries no sender, and the ack is matched to the region by its sender (by
 // address and id). ShardStopped may come from anyone (the shard answers it).
-func Props(shard string, from *actor.PID, handOffTimeout time.Duration, regions []*actor.PID, isRebalance bool) *actor.Props {
+func Props(shard string, from *actor.PID, handOffTimeout time.Duration, regions []*actor.PID, isRebalance bool, epoch uint64) *actor.Props {
 	if handOffTimeout <= 0 {
 		handOffTimeout = defaultHandOffTimeout
 	}
@@ -75,6 +89,7 @@ func Props(shard string, from *actor.PID, handOffTimeout time.Duration, regions 
 			handOffTimeout: handOffTimeout,
 			regions:        regions,
 			isRebalance:    isRebalance,
+			epoch:          epoch,
 			behavior:       actor.NewBehavior(),
 		}
 	})
@@ -88,10 +103,12 @@ type worker struct {
 	handOffTimeout time.Duration
 	regions        []*actor.PID
 	isRebalance    bool
+	epoch          uint64
 
 	behavior      actor.Behavior
 	state         string
 	cancelTimeout scheduler.CancelFunc
+	cancelResend  scheduler.CancelFunc
 
 	asked    map[string]bool       // pidKey of every region told BeginHandOff
 	pending  map[string]*actor.PID // regions whose ack is still missing
@@ -108,6 +125,9 @@ func (w *worker) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if w.cancelTimeout != nil {
 			w.cancelTimeout()
+		}
+		if w.cancelResend != nil {
+			w.cancelResend()
 		}
 		// The worker is gone; the regions need not tell it when they stop.
 		for _, pid := range w.watched {
@@ -150,10 +170,13 @@ func (w *worker) start(ctx actor.Context) {
 		// of an unknown PID with Terminated) counts as acknowledged; Akka
 		// relies on the coordinator's ShardRegionTerminated alone.
 		w.watch(ctx, r)
-		ctx.Request(r, &messages.BeginHandOff{Shard: w.shard})
+		ctx.Request(r, &messages.BeginHandOff{Shard: w.shard, Epoch: w.epoch})
 	}
 	w.watch(ctx, w.from)
-	w.cancelTimeout = scheduler.NewTimerScheduler(ctx).SendOnce(w.handOffTimeout, ctx.Self(), handOffTimedOut{})
+	timers := scheduler.NewTimerScheduler(ctx)
+	w.cancelTimeout = timers.SendOnce(w.handOffTimeout, ctx.Self(), handOffTimedOut{})
+	resend := beginHandOffResendInterval(w.handOffTimeout)
+	w.cancelResend = timers.SendRepeatedly(resend, resend, ctx.Self(), resendBeginHandOff{})
 	if len(w.pending) == 0 {
 		w.allAcked(ctx)
 	}
@@ -182,6 +205,10 @@ func (w *worker) waitingForAcks(ctx actor.Context) {
 		w.checkAllAcked(ctx)
 	case handOffTimedOut:
 		w.timedOut(ctx)
+	case resendBeginHandOff:
+		for _, r := range w.pending {
+			ctx.Request(r, &messages.BeginHandOff{Shard: w.shard, Epoch: w.epoch})
+		}
 	default:
 		w.drop(ctx, msg, fmt.Sprintf("unexpected message %T in state %s", msg, w.state))
 	}
@@ -212,6 +239,7 @@ func (w *worker) stoppingShard(ctx actor.Context) {
 		ctx.Logger().Debug("rebalance worker: late BeginHandOffAck", append(w.attrs(), slog.Any("region", ctx.Sender()))...)
 	case handOffTimedOut:
 		w.timedOut(ctx)
+	case resendBeginHandOff:
 	default:
 		w.drop(ctx, msg, fmt.Sprintf("unexpected message %T in state %s", msg, w.state))
 	}
@@ -219,7 +247,8 @@ func (w *worker) stoppingShard(ctx actor.Context) {
 
 func (w *worker) doneState(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Terminated, *actor.DeadLetterResponse, *RegionTerminated, RegionTerminated, handOffTimedOut, *messages.BeginHandOffAck, *messages.ShardStopped:
+	case *actor.Terminated, *actor.DeadLetterResponse, *RegionTerminated, RegionTerminated, handOffTimedOut, resendBeginHandOff,
+		*messages.BeginHandOffAck, *messages.ShardStopped:
 		ctx.Logger().Debug("rebalance worker: message after completion", append(w.attrs(), slog.String("message", fmt.Sprintf("%T", msg)))...)
 	default:
 		w.drop(ctx, msg, "the rebalance worker has finished")
@@ -284,8 +313,9 @@ func (w *worker) allAcked(ctx actor.Context) {
 		w.done(ctx, true)
 		return
 	}
+	w.cancelResend()
 	ctx.Logger().Debug("rebalance worker: all regions acknowledged; handing off", append(w.attrs(), slog.Any("from", w.from))...)
-	ctx.Request(w.from, &messages.HandOff{Shard: w.shard})
+	ctx.Request(w.from, &messages.HandOff{Shard: w.shard, Epoch: w.epoch})
 	w.become(ctx, stateStoppingShard, w.stoppingShard)
 }
 
@@ -330,7 +360,9 @@ func (w *worker) done(ctx actor.Context, ok bool) {
 	w.become(ctx, stateDone, w.doneState)
 	result := &messages.RebalanceDone{Shard: w.shard, Ok: ok}
 	if parent := ctx.Parent(); parent != nil {
-		ctx.Send(parent, result)
+		// With the worker as sender: the coordinator takes RebalanceDone
+		// only from the shard's worker.
+		ctx.Request(parent, result)
 	} else {
 		deadletter.Publish(ctx.ActorSystem(), nil, result, ctx.Self(), w.reason("the worker has no parent (coordinator) to report to"))
 	}

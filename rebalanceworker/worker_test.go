@@ -23,6 +23,10 @@ const deadline = 10 * time.Second
 
 const shard = "42"
 
+// testEpoch is the coordinator's epoch the workers are given; every command
+// they send must carry it (the fake regions record one that does not).
+const testEpoch = 77
+
 type fixture struct {
 	t      *testing.T
 	system *actor.ActorSystem
@@ -76,6 +80,9 @@ func (f *fixture) region(name string, ack bool, onHandOff func(ctx actor.Context
 	pid, err := f.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *messages.BeginHandOff:
+			if msg.GetEpoch() != testEpoch {
+				f.record(fmt.Sprintf("%s BeginHandOff at epoch %d", name, msg.GetEpoch()))
+			}
 			f.record(name + " BeginHandOff")
 			if ack {
 				// With the region as sender (not ctx.Respond): the worker
@@ -83,6 +90,9 @@ func (f *fixture) region(name string, ack bool, onHandOff func(ctx actor.Context
 				ctx.Request(ctx.Sender(), &messages.BeginHandOffAck{Shard: msg.GetShard()})
 			}
 		case *messages.HandOff:
+			if msg.GetEpoch() != testEpoch {
+				f.record(fmt.Sprintf("%s HandOff at epoch %d", name, msg.GetEpoch()))
+			}
 			f.record(name + " HandOff")
 			if onHandOff != nil {
 				onHandOff(ctx, msg)
@@ -181,7 +191,7 @@ func TestHappyPath(t *testing.T) {
 	// Copies: the worker must compare PIDs by address and id, never by
 	// pointer. Duplicates are asked once.
 	regions := []*actor.PID{copyPID(from), copyPID(r2), copyPID(proxy), copyPID(r2)}
-	c := f.startWorker(rebalanceworker.Props(shard, copyPID(from), deadline, regions, true))
+	c := f.startWorker(rebalanceworker.Props(shard, copyPID(from), deadline, regions, true, testEpoch))
 
 	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: true}, c.done(t))
 	log := f.snapshot()
@@ -198,7 +208,7 @@ func TestStoppedRegionCountsAsAcknowledged(t *testing.T) {
 	mute := f.region("mute", false, nil)
 	gone := actor.NewPID(f.system.Address(), "never-existed")
 
-	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute, gone}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute, gone}, true, testEpoch))
 	waitFor(t, "mute asked", func() bool { return f.seen("mute BeginHandOff") }, func() any { return f.snapshot() })
 	require.False(t, f.seen("from HandOff"), "still waiting for mute")
 	f.system.Root.Stop(mute)
@@ -212,7 +222,7 @@ func TestRegionThatNeverAcksTimesOut(t *testing.T) {
 	from := f.region("from", true, answerShardStopped)
 	mute := f.region("mute", false, nil)
 
-	c := f.startWorker(rebalanceworker.Props(shard, from, 300*time.Millisecond, []*actor.PID{from, mute}, false))
+	c := f.startWorker(rebalanceworker.Props(shard, from, 300*time.Millisecond, []*actor.PID{from, mute}, false, testEpoch))
 	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: false}, c.done(t))
 	require.False(t, f.seen("from HandOff"), "no HandOff without every ack")
 }
@@ -222,7 +232,7 @@ func TestRegionTerminatedCountsAsAcknowledged(t *testing.T) {
 	from := f.region("from", true, answerShardStopped)
 	mute := f.region("mute", false, nil)
 
-	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute}, true, testEpoch))
 	waitFor(t, "mute asked", func() bool { return f.seen("mute BeginHandOff") }, func() any { return f.snapshot() })
 	f.system.Root.Send(c.pid, toWorker{&rebalanceworker.RegionTerminated{Region: copyPID(mute)}})
 
@@ -235,7 +245,7 @@ func TestOwnerStoppedWhileStoppingShard(t *testing.T) {
 	// The owner never answers HandOff; it stops, and its entities with it.
 	from := f.region("from", true, func(ctx actor.Context, _ *messages.HandOff) { ctx.Stop(ctx.Self()) })
 
-	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from}, true, testEpoch))
 	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: true}, c.done(t))
 }
 
@@ -247,7 +257,7 @@ func TestOwnerRemovedWhileStoppingShard(t *testing.T) {
 		// arrive in stoppingShard).
 		ctx.Send(ctx.Sender(), &rebalanceworker.RegionTerminated{Region: copyPID(ctx.Self())})
 	})
-	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from}, true, testEpoch))
 	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: true}, c.done(t))
 }
 
@@ -258,7 +268,7 @@ func TestOwnerUnreachableIsNotStopped(t *testing.T) {
 	from := f.region("from", true, func(ctx actor.Context, _ *messages.HandOff) {
 		ctx.Send(ctx.Sender(), &actor.Terminated{Who: copyPID(ctx.Self()), Why: actor.TerminatedReason_AddressTerminated})
 	})
-	c := f.startWorker(rebalanceworker.Props(shard, from, time.Second, []*actor.PID{from}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, time.Second, []*actor.PID{from}, true, testEpoch))
 	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: false}, c.done(t))
 	require.True(t, f.seen("from HandOff"))
 }
@@ -266,7 +276,7 @@ func TestOwnerUnreachableIsNotStopped(t *testing.T) {
 func TestOwnerThatNeverAnswersHandOffTimesOut(t *testing.T) {
 	f := newFixture(t)
 	from := f.region("from", true, nil)
-	c := f.startWorker(rebalanceworker.Props(shard, from, 300*time.Millisecond, []*actor.PID{from}, false))
+	c := f.startWorker(rebalanceworker.Props(shard, from, 300*time.Millisecond, []*actor.PID{from}, false, testEpoch))
 	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: false}, c.done(t))
 	require.True(t, f.seen("from HandOff"))
 }
@@ -275,7 +285,7 @@ func TestOwnerGoneBeforeAllAcks(t *testing.T) {
 	f := newFixture(t)
 	from := f.region("from", false, answerShardStopped)
 	mute := f.region("mute", false, nil)
-	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute}, true, testEpoch))
 	waitFor(t, "both asked", func() bool { return f.seen("from BeginHandOff") && f.seen("mute BeginHandOff") },
 		func() any { return f.snapshot() })
 	f.system.Root.Stop(from)
@@ -294,7 +304,7 @@ func TestStrayMessagesAreDropped(t *testing.T) {
 	})
 	mute := f.region("mute", false, nil)
 	stranger := f.region("stranger", false, nil)
-	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute}, true))
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, mute}, true, testEpoch))
 	waitFor(t, "mute asked", func() bool { return f.seen("mute BeginHandOff") }, func() any { return f.snapshot() })
 
 	// An ack for another shard, an ack from a region that was not asked,
@@ -318,4 +328,28 @@ func TestStrayMessagesAreDropped(t *testing.T) {
 		"%v", f.deadLetters)
 	require.True(t, slices.ContainsFunc(f.deadLetters, func(r string) bool { return strings.Contains(r, "which was not asked") }))
 	require.True(t, slices.ContainsFunc(f.deadLetters, func(r string) bool { return strings.Contains(r, "without a sender") }))
+}
+
+// A region that ignores the first BeginHandOff (it has not registered with
+// the worker's coordinator yet, right after the coordinator moved) gets it
+// again and acknowledges; the hand-off completes well before the time-out.
+func TestBeginHandOffIsResentUntilAcknowledged(t *testing.T) {
+	f := newFixture(t)
+	from := f.region("from", true, answerShardStopped)
+	var asked int
+	late, err := f.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if msg, ok := ctx.Message().(*messages.BeginHandOff); ok {
+			asked++
+			f.record(fmt.Sprintf("late BeginHandOff %d", asked))
+			if asked >= 2 {
+				ctx.Request(ctx.Sender(), &messages.BeginHandOffAck{Shard: msg.GetShard()})
+			}
+		}
+	}), "late")
+	require.NoError(t, err)
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, late}, true, testEpoch))
+	start := time.Now()
+	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: true}, c.done(t))
+	require.Less(t, time.Since(start), deadline/2, "done by the resend, not at the time-out")
+	require.Contains(t, f.snapshot(), "late BeginHandOff 2")
 }

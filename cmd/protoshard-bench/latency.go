@@ -144,7 +144,7 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 	}
 	place := time.Since(t0)
 
-	coordinator := actor.NewPID(a.system.Address(), actorsharding.CoordinatorManagerName(typeName)+"/coordinator")
+	coordinator := actor.NewPID(a.system.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	spread := func() ([]int, error) {
 		res, err := a.system.Root.RequestFuture(coordinator, &coordinatoractor.GetCoordinatorState{}, 2*time.Second).Result()
 		if err != nil {

@@ -1,0 +1,60 @@
+package actorsharding
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// errBufferFull is shardBuffers.add's error past the region's buffer-size.
+var errBufferFull = errors.New("Buffer is full, dropping message")
+
+// shardBuffers is the region's buffer of messages for shards whose home is
+// unknown or not ready (Akka's shardBuffers, a MessageBufferMap): per
+// shard in arrival order, bounded in total by the region's buffer-size.
+type shardBuffers struct {
+	limit   int
+	byShard map[string][]bufferedMessage
+	order   []string // shards in the order their buffers were opened
+	total   int
+}
+
+func newShardBuffers(limit int) shardBuffers {
+	return shardBuffers{limit: limit, byShard: map[string][]bufferedMessage{}}
+}
+
+// add appends m to shard's buffer; past the limit it fails with
+// errBufferFull and keeps nothing.
+func (b *shardBuffers) add(shard string, m bufferedMessage) error {
+	if b.total >= b.limit {
+		return fmt.Errorf("%w (shard %s, buffer size %d)", errBufferFull, shard, b.limit)
+	}
+	if _, open := b.byShard[shard]; !open {
+		b.order = append(b.order, shard)
+	}
+	b.byShard[shard] = append(b.byShard[shard], m)
+	b.total++
+	return nil
+}
+
+// has reports whether shard has buffered messages.
+func (b *shardBuffers) has(shard string) bool { return len(b.byShard[shard]) > 0 }
+
+// take returns shard's messages, oldest first, and forgets them.
+func (b *shardBuffers) take(shard string) []bufferedMessage {
+	msgs, ok := b.byShard[shard]
+	if !ok {
+		return nil
+	}
+	delete(b.byShard, shard)
+	b.order = slices.DeleteFunc(b.order, func(s string) bool { return s == shard })
+	b.total -= len(msgs)
+	return msgs
+}
+
+// shards lists the shards with buffered messages, in the order their
+// buffers were opened.
+func (b *shardBuffers) shards() []string { return slices.Clone(b.order) }
+
+// len is the number of buffered messages, all shards together.
+func (b *shardBuffers) len() int { return b.total }

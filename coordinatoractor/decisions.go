@@ -1,0 +1,149 @@
+package coordinatoractor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// The coordinator's decisions, as pure functions of its state and the
+// message: the actor only moves messages and applies what they say.
+
+// ErrInvalidMessage is wrapped by the reasons the coordinator gives when it
+// rejects a protocol message at its boundary (with a dead-letter event).
+var ErrInvalidMessage = errors.New("invalid coordinator message")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalidMessage)
+}
+
+// checkRegionPID: a region or proxy PID the state can store.
+func checkRegionPID(what string, pid *actor.PID) error {
+	switch {
+	case pid == nil:
+		return invalid("%s without a PID", what)
+	case pid.GetId() == "":
+		return invalid("%s PID at %q has an empty id", what, pid.GetAddress())
+	case pid.GetAddress() == "" || pid.GetAddress() == "nonhost":
+		return invalid("%s PID %q has no remote address", what, pid.GetId())
+	}
+	return nil
+}
+
+// checkRegistration validates a Register or RegisterProxy from region on
+// member memberID against the coordinator's live members (by member ID):
+// the member must be live, and the region must run on its address.
+func checkRegistration(what string, region *actor.PID, memberID string, shards []string, members map[string]membership.Member) error {
+	if err := checkRegionPID(what, region); err != nil {
+		return err
+	}
+	if memberID == "" {
+		return invalid("%s of %s without a member id", what, RegionKey(region))
+	}
+	for _, s := range shards {
+		if err := messages.CheckShardID(s); err != nil {
+			return invalid("%s of %s lists a bad shard: %v", what, RegionKey(region), err)
+		}
+	}
+	m, live := members[memberID]
+	if !live {
+		return invalid("%s of %s from member %s, which is not a live member", what, RegionKey(region), memberID)
+	}
+	if m.Address != region.GetAddress() {
+		return invalid("%s of %s from member %s, which runs at %s", what, RegionKey(region), memberID, m.Address)
+	}
+	return nil
+}
+
+// checkShard validates a shard ID a message names.
+func checkShard(what, shard string) error {
+	if err := messages.CheckShardID(shard); err != nil {
+		return invalid("%s: %v", what, err)
+	}
+	return nil
+}
+
+// checkFromRegion validates a message that a region sends about itself
+// (GracefulShutdownReq, RegionStopped): it names a registered region, and
+// the region is its sender.
+func checkFromRegion(what string, named, sender *actor.PID, st State) error {
+	if err := checkRegionPID(what, named); err != nil {
+		return err
+	}
+	if !st.IsRegion(named) {
+		return invalid("%s for %s, which is not a registered region", what, RegionKey(named))
+	}
+	if sender == nil || RegionKey(sender) != RegionKey(named) {
+		return invalid("%s for %s sent by %v, not by the region itself", what, RegionKey(named), sender)
+	}
+	return nil
+}
+
+// adoption is one step of adopting what a registering region hosts.
+type adoption struct {
+	shard string
+	// from is the region the state allocates the shard to, if another
+	// one ("": the shard is unallocated).
+	from string
+}
+
+// adoptions lists what the coordinator must change in st so that the
+// shards region hosts (as its first Register to this coordinator says)
+// are allocated to it. A shard the state lacks is allocated to it; one the
+// state puts elsewhere is moved to it: a region that hosts a shard is the
+// only certain fact (the state may be older than it: a store wiped or
+// restored from a snapshot), and allocating the shard anywhere else would
+// run its entities twice. Shards being handed off are left alone.
+func adoptions(st State, region *actor.PID, hosted []string, inProgress map[string][]*actor.PID) []adoption {
+	key := RegionKey(region)
+	var out []adoption
+	shards := slices.Clone(hosted)
+	slices.Sort(shards)
+	for _, shard := range slices.Compact(shards) {
+		if _, busy := inProgress[shard]; busy {
+			continue
+		}
+		cur, allocated := st.Shards[shard]
+		switch {
+		case !allocated:
+			out = append(out, adoption{shard: shard})
+		case cur != key:
+			out = append(out, adoption{shard: shard, from: cur})
+		}
+	}
+	return out
+}
+
+// removalWait is how long the coordinator must still wait before it
+// reallocates the shards of member id, which is not live: a member removed
+// without a graceful leave waits the down-removal margin from its removal,
+// so that a member that is only cut off has noticed its own removal and
+// stopped its shards; a graceful leave, or a removal this node never saw
+// (before it joined), waits nothing.
+func removalWait(rm membership.Removal, seen bool, margin time.Duration, now time.Time) time.Duration {
+	if !seen || rm.Graceful || margin <= 0 {
+		return 0
+	}
+	return max(rm.At.Add(margin).Sub(now), 0)
+}
+
+// unregisteredMembers lists the live members with role whose region (or
+// proxy) has not registered with this coordinator. Until they have, the
+// coordinator does not allocate shards the state does not place: such a
+// member may host them already (the state was wiped or is older than its
+// regions) and will say so when it registers.
+func unregisteredMembers(members map[string]membership.Member, role string, registered map[string]bool) []string {
+	var out []string
+	for id, m := range members {
+		if m.Status == membership.Up && m.HasRole(role) && !registered[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,147 @@
+package coordinatoractor
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+)
+
+func TestCheckRegistration(t *testing.T) {
+	region := actor.NewPID("127.0.0.1:1", "sharding/T")
+	members := map[string]membership.Member{
+		"m1": {ID: "m1", Address: "127.0.0.1:1"},
+		"m2": {ID: "m2", Address: "127.0.0.1:2"},
+	}
+	cases := []struct {
+		name   string
+		region *actor.PID
+		member string
+		shards []string
+		want   string // "" for valid, else part of the reason
+	}{
+		{"valid", region, "m1", []string{"1", "2"}, ""},
+		{"nil PID", nil, "m1", nil, "without a PID"},
+		{"empty PID id (stalled the coordinator once)", &actor.PID{Address: "127.0.0.1:1"}, "m1", nil, "empty id"},
+		{"PID before remote started", actor.NewPID("nonhost", "sharding/T"), "m1", nil, "no remote address"},
+		{"no member id", region, "", nil, "without a member id"},
+		{"not a live member", region, "m9", nil, "not a live member"},
+		{"address of another member", region, "m2", nil, "runs at 127.0.0.1:2"},
+		{"an empty shard", region, "m1", []string{"1", ""}, "bad shard"},
+		{"a shard id past the limit", region, "m1", []string{strings.Repeat("s", messages.MaxShardIDLength+1)}, "bad shard"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkRegistration("Register", tc.region, tc.member, tc.shards, members)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid registration rejected: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("checkRegistration = %v, want an ErrInvalidMessage naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckFromRegion(t *testing.T) {
+	st := stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
+	cases := []struct {
+		name   string
+		named  *actor.PID
+		sender *actor.PID
+		ok     bool
+	}{
+		{"the region itself", stRegion(1), stRegion(1), true},
+		{"the region, as a copy", stRegion(1), actor.NewPID(stRegion(1).Address, stRegion(1).Id), true},
+		{"sent by someone else (it would move a live region's shards)", stRegion(1), stRegion(2), false},
+		{"no sender", stRegion(1), nil, false},
+		{"not registered", stRegion(2), stRegion(2), false},
+		{"nil region", nil, stRegion(1), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := checkFromRegion("RegionStopped", tc.named, tc.sender, st); (err == nil) != tc.ok {
+				t.Fatalf("checkFromRegion = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestAdoptions(t *testing.T) {
+	st := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
+	)
+	inProgress := map[string][]*actor.PID{"busy": nil}
+	cases := []struct {
+		name   string
+		hosted []string
+		want   []adoption
+	}{
+		{"nothing hosted", nil, nil},
+		{"what the state says", []string{"a"}, nil},
+		{"unplaced shards are adopted (a wiped store)", []string{"c", "a", "c"}, []adoption{{shard: "c"}}},
+		{"a shard the state places elsewhere moves to where it runs", []string{"b"}, []adoption{{shard: "b", from: RegionKey(stRegion(2))}}},
+		{"a shard being handed off is left alone", []string{"busy"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := adoptions(st, stRegion(1), tc.hosted, inProgress); !slices.Equal(got, tc.want) {
+				t.Fatalf("adoptions = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRemovalWait(t *testing.T) {
+	now := time.Now()
+	margin := 5 * time.Second
+	cases := []struct {
+		name string
+		rm   membership.Removal
+		seen bool
+		want time.Duration
+	}{
+		{"a crash just now waits the margin", membership.Removal{At: now}, true, margin},
+		{"a crash 2s ago waits the rest", membership.Removal{At: now.Add(-2 * time.Second)}, true, 3 * time.Second},
+		{"a crash long ago waits nothing", membership.Removal{At: now.Add(-time.Minute)}, true, 0},
+		{"a graceful leave waits nothing", membership.Removal{At: now, Graceful: true}, true, 0},
+		{"a removal never seen waits nothing", membership.Removal{}, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := removalWait(tc.rm, tc.seen, margin, now); got != tc.want {
+				t.Fatalf("removalWait = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := removalWait(membership.Removal{At: now}, true, 0, now); got != 0 {
+		t.Fatalf("no margin: %v", got)
+	}
+}
+
+func TestUnregisteredMembers(t *testing.T) {
+	members := map[string]membership.Member{
+		"m1": {ID: "m1", Status: membership.Up, Roles: []string{"shards"}},
+		"m2": {ID: "m2", Status: membership.Up, Roles: []string{"shards"}},
+		"m3": {ID: "m3", Status: membership.Leaving, Roles: []string{"shards"}},
+		"m4": {ID: "m4", Status: membership.Up},
+	}
+	got := unregisteredMembers(members, "shards", map[string]bool{"m1": true})
+	if !slices.Equal(got, []string{"m2"}) {
+		t.Fatalf("unregisteredMembers = %v, want m2 (m1 registered, m3 leaving, m4 without the role)", got)
+	}
+	if got := unregisteredMembers(members, "", map[string]bool{"m1": true, "m2": true}); !slices.Equal(got, []string{"m4"}) {
+		t.Fatalf("no role: %v, want m4", got)
+	}
+}
