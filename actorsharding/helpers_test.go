@@ -144,9 +144,9 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 	return actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
-			w.ledger.Started(entityKey(ctx), ctx.Self().String())
+			w.ledger.Started(entityKey(ctx), incarnation(ctx))
 		case *actor.Stopped:
-			w.ledger.Stopped(entityKey(ctx), ctx.Self().String())
+			w.ledger.Stopped(entityKey(ctx), incarnation(ctx))
 		case *testpb.Ping:
 			switch m.Seq {
 			case passivateSeq:
@@ -174,9 +174,16 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 				panic("test entity told to fail")
 			}
 			w.received.add(m.EntityId, m.Seq)
-			ctx.Respond(&testpb.Pong{EntityId: m.EntityId, Seq: m.Seq, Node: n.Address(), Incarnation: ctx.Self().String()})
+			ctx.Respond(&testpb.Pong{EntityId: m.EntityId, Seq: m.Seq, Node: n.Address(), Incarnation: incarnation(ctx)})
 		}
 	})
+}
+
+// incarnation names one live actor for the ledger: its PID and its
+// context, since an entity's next incarnation has the same PID (a shard
+// and its entities are named by their IDs).
+func incarnation(ctx actor.Context) string {
+	return fmt.Sprintf("%s@%p", ctx.Self(), ctx)
 }
 
 // entityKey is the entity ID as the ledger knows it: the last part of the

@@ -149,6 +149,14 @@ func WithShardStartTimeout(d time.Duration) Option {
 	return func(s *Settings) { s.Coordinator.ShardStartTimeout = d }
 }
 
+// WithCoordinatorFailureBackoff sets Akka's coordinator-failure-backoff:
+// after the coordinator stopped (a failed state write, or another
+// coordinator claimed the state), a new one starts after this pause,
+// doubling up to five times it. Default 5s.
+func WithCoordinatorFailureBackoff(d time.Duration) Option {
+	return func(s *Settings) { s.Coordinator.CoordinatorFailureBackoff = d }
+}
+
 // WithRebalanceInterval sets Akka's rebalance-interval.
 func WithRebalanceInterval(d time.Duration) Option {
 	return func(s *Settings) { s.Coordinator.RebalanceInterval = d }

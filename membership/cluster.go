@@ -21,13 +21,23 @@ var ErrRemoved = errors.New("membership: this member was removed from the cluste
 type Config struct {
 	// Roles of this node (Akka's cluster roles).
 	Roles []string
-	// RejoinAfterRemoval makes a node that finds itself removed (failure
-	// detection gave up on it, or the backend lost its registration) join
-	// again as a new member: a new ID and a new age, after its subscribers
-	// were told of the removal. Off, a removed node stays out.
-	RejoinAfterRemoval bool
-	// RejoinBackoff is the first delay between re-join attempts (doubling up
-	// to 10x). Default 1s.
+	// AfterRemoval is what a node does when it finds itself removed
+	// without having left: failure detection gave up on it (it was paused
+	// or cut off), or the backend lost its registration. Rejoin, the
+	// default, joins again as a new member (a new ID and a new age) once
+	// its subscribers were told of the removal; Terminate leaves the
+	// cluster for good and calls OnTerminate.
+	AfterRemoval AfterRemoval
+	// OnTerminate is called once, on its own goroutine, when a node with
+	// AfterRemoval Terminate finds itself removed, after its subscribers
+	// were told. The application should stop (Akka's
+	// run-coordinated-shutdown-when-down with exit-jvm); the node's regions
+	// and singletons have stopped hosting already. Nil: the removal is only
+	// logged, and the node stays out of the cluster.
+	OnTerminate func()
+	// RejoinBackoff is the delay before a removed node joins again, and
+	// the first delay between failed attempts (doubling up to 10x).
+	// Default 1s.
 	RejoinBackoff time.Duration
 	// LeaveHookTimeout bounds each leave hook when the Leave context has no
 	// deadline. Default 60s.
@@ -40,6 +50,29 @@ type Config struct {
 	// timeout (Consul: the TTL; in-process membership: none). Negative: no
 	// margin. A longer margin means a slower failover after a crash.
 	DownRemovalMargin time.Duration
+}
+
+// AfterRemoval is what a node does once it finds itself removed without
+// having left (see Config.AfterRemoval).
+type AfterRemoval int
+
+const (
+	// Rejoin: join again as a new member (the default).
+	Rejoin AfterRemoval = iota
+	// Terminate: stay out of the cluster for good and call
+	// Config.OnTerminate.
+	Terminate
+)
+
+// String names the choice, for logs.
+func (a AfterRemoval) String() string {
+	switch a {
+	case Rejoin:
+		return "rejoin"
+	case Terminate:
+		return "terminate"
+	}
+	return fmt.Sprintf("AfterRemoval(%d)", int(a))
 }
 
 // LeaveHook runs during a graceful Leave, after the member is marked Leaving
@@ -406,7 +439,11 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	}
 	c.members = nil
 	c.publishLocked(MemberRemoved{Member: self, Graceful: graceful})
-	rejoin := !graceful && c.cfg.RejoinAfterRemoval && !c.closed
+	rejoin := !graceful && c.cfg.AfterRemoval == Rejoin && !c.closed
+	terminate := !graceful && c.cfg.AfterRemoval == Terminate && !c.closed
+	if terminate {
+		c.closed = true // removal is final for this node: no join any more
+	}
 	c.mu.Unlock()
 	if !graceful {
 		// Best effort: a lingering registration must not look alive.
@@ -415,10 +452,20 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	if rejoin {
 		go c.rejoinLoop()
 	}
+	if terminate {
+		c.logger.Error("this member was removed from the cluster; it terminates (AfterRemoval is Terminate)", slog.String("member", self.ID))
+		if c.cfg.OnTerminate != nil {
+			go c.cfg.OnTerminate()
+		}
+	}
 }
 
+// rejoinLoop joins again as a new member. It waits RejoinBackoff before
+// the first attempt too: the subscribers (regions, singleton managers)
+// stop what they hosted meanwhile, and the others' removal margin runs.
 func (c *Cluster) rejoinLoop() {
 	backoff := c.cfg.RejoinBackoff
+	time.Sleep(backoff)
 	for {
 		c.mu.Lock()
 		closed := c.closed || c.system.IsStopped()

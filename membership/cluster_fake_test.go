@@ -186,7 +186,7 @@ func TestJoinTimeoutUndoesRegistration(t *testing.T) {
 // removal final: the pending re-join must not bring it back.
 func TestLeaveOfRemovedNodeStopsRejoin(t *testing.T) {
 	p := newFakeProvider()
-	c := membership.NewCluster(fakeSystem(), p, membership.Config{RejoinAfterRemoval: true, RejoinBackoff: 10 * time.Millisecond})
+	c := membership.NewCluster(fakeSystem(), p, membership.Config{RejoinBackoff: 10 * time.Millisecond})
 	if err := c.Join(context.Background()); err != nil {
 		t.Fatal(err)
 	}

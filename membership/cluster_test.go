@@ -310,7 +310,8 @@ func TestLeaveHookErrorIsReturned(t *testing.T) {
 func TestRemovalIsFinal(t *testing.T) {
 	reg := local.NewRegistry()
 	a := startNode(t, reg, membership.Config{})
-	b := startNode(t, reg, membership.Config{})
+	terminated := make(chan struct{})
+	b := startNode(t, reg, membership.Config{AfterRemoval: membership.Terminate, OnTerminate: func() { close(terminated) }})
 	bSelf := b.cluster.Self()
 	a.rec.waitIndex(t, "a sees b up", isUp(bSelf.ID))
 
@@ -322,6 +323,11 @@ func TestRemovalIsFinal(t *testing.T) {
 		t.Errorf("a: %+v, want not graceful", ev)
 	}
 	i = b.rec.waitIndex(t, "b sees itself removed", isRemoved(bSelf.ID))
+	select {
+	case <-terminated:
+	case <-time.After(waitTimeout):
+		t.Fatal("b's OnTerminate was not called")
+	}
 	if ev := b.rec.all()[i].(membership.MemberRemoved); ev.Graceful {
 		t.Errorf("b: %+v, want not graceful", ev)
 	}
@@ -363,7 +369,7 @@ func TestRemovalIsFinal(t *testing.T) {
 	if got, want := a.memberIDs(), sorted(a.id(), probe.ID); !slices.Equal(got, want) {
 		t.Errorf("a.Members = %v, want %v (b's id is not accepted again)", got, want)
 	}
-	// b, without RejoinAfterRemoval, stays out: only a, the zombie and the
+	// b, which terminates after a removal, stays out: only a, the zombie and the
 	// probe are registered, and b got nothing after its removal.
 	if got := len(reg.Members()); got != 3 {
 		t.Errorf("registry holds %d members, want 3: %+v", got, reg.Members())
@@ -376,7 +382,7 @@ func TestRemovalIsFinal(t *testing.T) {
 func TestRejoinAfterRemoval(t *testing.T) {
 	reg := local.NewRegistry()
 	a := startNode(t, reg, membership.Config{})
-	b := startNode(t, reg, membership.Config{RejoinAfterRemoval: true, RejoinBackoff: 50 * time.Millisecond})
+	b := startNode(t, reg, membership.Config{RejoinBackoff: 50 * time.Millisecond})
 	old := b.cluster.Self()
 	a.rec.waitIndex(t, "a sees b up", isUp(old.ID))
 

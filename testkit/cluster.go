@@ -70,7 +70,7 @@ type NodeOption func(*nodeConfig)
 type nodeConfig struct {
 	name       string
 	roles      []string
-	rejoin     bool
+	stayOut    bool
 	configure  []func(*membership.Config)
 	beforeJoin []func(*Node)
 }
@@ -85,11 +85,12 @@ func WithRoles(roles ...string) NodeOption {
 	return func(c *nodeConfig) { c.roles = append(c.roles, roles...) }
 }
 
-// WithRejoinAfterRemoval makes the node join again as a new member when it
-// finds itself removed (membership.Config.RejoinAfterRemoval), with a short
-// back-off.
-func WithRejoinAfterRemoval() NodeOption {
-	return func(c *nodeConfig) { c.rejoin = true }
+// WithStayOutAfterRemoval makes a node that finds itself removed stay out
+// of the cluster (membership.Terminate without OnTerminate), though its
+// actor system runs on. By default it joins again as a new member, with a
+// short back-off (membership.Rejoin, the library's default).
+func WithStayOutAfterRemoval() NodeOption {
+	return func(c *nodeConfig) { c.stayOut = true }
 }
 
 // WithMembershipConfig lets a test adjust the node's membership.Config
@@ -144,9 +145,11 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 		c.t.Fatalf("testkit: %s: membership provider: %v", cfg.name, err)
 	}
 	mcfg := membership.Config{
-		Roles:              slices.Clone(cfg.roles),
-		RejoinAfterRemoval: cfg.rejoin,
-		RejoinBackoff:      rejoinBackoff,
+		Roles:         slices.Clone(cfg.roles),
+		RejoinBackoff: rejoinBackoff,
+	}
+	if cfg.stayOut {
+		mcfg.AfterRemoval = membership.Terminate
 	}
 	for _, fn := range cfg.configure {
 		fn(&mcfg)
@@ -157,7 +160,7 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 		Remote:     r,
 		Membership: membership.NewCluster(system, provider, mcfg),
 		cluster:    c,
-		rejoin:     mcfg.RejoinAfterRemoval,
+		rejoin:     mcfg.AfterRemoval == membership.Rejoin,
 	}
 	// Listed before joining, so that the cleanup stops it even if the join
 	// fails half-way.

@@ -177,8 +177,8 @@ func TestRemovedNodeRejoinsOrStaysOut(t *testing.T) {
 	b := NewLocalBackend()
 	c := NewCluster(t, b)
 	n1 := c.StartNode()
-	n2 := c.StartNode(WithRejoinAfterRemoval())
-	n3 := c.StartNode()
+	n2 := c.StartNode()
+	n3 := c.StartNode(WithStayOutAfterRemoval())
 	c.WaitConverged(t, timeout)
 
 	old2, old3 := n2.Member(), n3.MemberID()

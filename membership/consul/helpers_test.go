@@ -127,9 +127,9 @@ func newNode(t *testing.T, agent *consulagent.Agent, logger *slog.Logger, name s
 		t.Fatalf("%s: consul.New: %v", name, err)
 	}
 	c := membership.NewCluster(system, p, membership.Config{
-		Roles:              o.roles,
-		RejoinAfterRemoval: o.rejoin,
-		RejoinBackoff:      200 * time.Millisecond,
+		Roles:         o.roles,
+		AfterRemoval:  afterRemoval(o.rejoin),
+		RejoinBackoff: 200 * time.Millisecond,
 	})
 	rec := &recorder{}
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return rec }))
@@ -299,4 +299,12 @@ func catalogEntry(t *testing.T, c *api.Client, id string) *api.CatalogService {
 		}
 	}
 	return nil
+}
+
+// afterRemoval is Rejoin when rejoin, else Terminate (the node stays out).
+func afterRemoval(rejoin bool) membership.AfterRemoval {
+	if rejoin {
+		return membership.Rejoin
+	}
+	return membership.Terminate
 }

@@ -1,0 +1,417 @@
+package actorsharding_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/testkit"
+)
+
+// moveOnce allocates every shard to the region that asks, and rebalances
+// one shard once, as soon as there are two regions.
+type moveOnce struct {
+	shard string
+	done  atomic.Bool
+}
+
+func (m *moveOnce) AllocateShard(requester *actor.PID, _ string, current []coordinatoractor.RegionAllocation) *actor.PID {
+	for _, r := range current {
+		if requester != nil && coordinatoractor.RegionKey(r.Region) == coordinatoractor.RegionKey(requester) {
+			return r.Region
+		}
+	}
+	if len(current) == 0 {
+		return nil
+	}
+	return current[0].Region
+}
+
+func (m *moveOnce) Rebalance(current []coordinatoractor.RegionAllocation, _ map[string]struct{}) []string {
+	if len(current) < 2 || m.done.Load() {
+		return nil
+	}
+	for _, r := range current {
+		for _, s := range r.Shards {
+			if s == m.shard {
+				m.done.Store(true)
+				return []string{s}
+			}
+		}
+	}
+	return nil
+}
+
+func (w *world) dropsWith(since int, reason string) []*deadletter.Event {
+	var out []*deadletter.Event
+	for _, d := range w.dropped()[since:] {
+		if strings.Contains(d.Reason, reason) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (w *world) waitDrop(since int, reason string) {
+	w.t.Helper()
+	testkit.WaitFor(w.t, 20*time.Second, func() bool { return len(w.dropsWith(since, reason)) > 0 },
+		"a dead-letter event with %q; got %v", reason, testkit.Lazy(func() any { return w.dropped()[since:] }))
+}
+
+func (w *world) coordinatorPID(n *testkit.Node) *actor.PID {
+	return actor.NewPID(n.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
+}
+
+// An entity that takes longer than the hand-off timeout to stop: the
+// rebalance times out and the shard stays where it was, but its region
+// starts no second child of the shard while the first is alive. The
+// messages sent meanwhile wait, and reach the next incarnation in order.
+func TestSlowHandOffNeverStartsAShardTwice(t *testing.T) {
+	const id = "e-1"
+	shard := actorsharding.NewHashCodeMessageExtractor(100).ShardID(id)
+	w := newLocalWorld(t,
+		actorsharding.WithHandOffTimeout(1500*time.Millisecond),
+		actorsharding.WithHandOffStopMessage(&testpb.Ping{EntityId: id, Seq: slowStopSeq}),
+		actorsharding.WithAllocationStrategy(&moveOnce{shard: shard}))
+	a := w.startNode(false)
+	if p := askEventually(t, a, w.region(a), id, 0); p.Node != a.Address() {
+		t.Fatalf("%s started on %s, want the only node", id, p.Node)
+	}
+	w.startNode(false)
+	select {
+	case <-w.stopping: // the rebalance told it to stop; it holds
+	case <-time.After(60 * time.Second):
+		t.Fatal("the rebalance never reached the entity")
+	}
+	const n = 20
+	for seq := int64(1); seq <= n; seq++ {
+		a.System.Root.Send(w.region(a), pingMsg(id, seq))
+		time.Sleep(100 * time.Millisecond) // 2s in all: past the hand-off time-out
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		st := w.coordinatorState()
+		return st != nil && len(st.RebalanceInProgress) == 0
+	}, "the rebalance to time out")
+	time.Sleep(time.Second) // room for a second child, if the region started one
+	if starts := w.ledger.Starts(id); starts != 1 {
+		t.Fatalf("%s started %d times while its first incarnation was still stopping", id, starts)
+	}
+	close(w.release)
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		got := w.received.get(id)
+		return len(got) > 0 && got[len(got)-1] == n
+	}, "the last message to reach the next incarnation; got %v", testkit.Lazy(func() any { return w.received.get(id) }))
+	got := w.received.get(id)[1:] // after the seq-0 ask
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("out of order: %v", got)
+		}
+	}
+	if starts := w.ledger.Starts(id); starts != 2 {
+		t.Fatalf("%s started %d times, want twice (before and after the hand-off)", id, starts)
+	}
+}
+
+// A region obeys coordinator commands only from the coordinator it
+// registered with, and its workers, at its epoch: anything else (an
+// unrelated actor, a stale coordinator's late command) is dropped with a
+// reason, and no shard starts or stops because of it.
+func TestRegionObeysOnlyItsCoordinator(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	var id string
+	for _, e := range entityIDs(200) {
+		if askEventually(t, a, w.region(a), e, 0).Node == a.Address() {
+			id = e
+			break
+		}
+	}
+	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(id)
+	st := w.coordinatorState()
+	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
+	stale := st.Epoch - 1
+	stranger := b.System.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+
+	cases := []struct {
+		name   string
+		to     *actor.PID
+		msg    any
+		sender *actor.PID
+		reason string
+	}{
+		{"HostShard without a sender", w.region(b), &messages.HostShard{Shard: shard, Epoch: st.Epoch}, nil, "without a sender"},
+		{"HostShard from an unrelated actor", w.region(b), &messages.HostShard{Shard: shard, Epoch: st.Epoch}, stranger, "neither the coordinator"},
+		{"HostShard from the coordinator at a stale epoch", w.region(b), &messages.HostShard{Shard: shard, Epoch: stale}, coordinator, "epoch"},
+		{"ShardHome from a stale epoch", w.region(b), &messages.ShardHome{Shard: shard, Ref: w.region(b), Epoch: stale}, coordinator, "epoch"},
+		{"HandOff from a stale epoch", w.region(a), &messages.HandOff{Shard: shard, Epoch: stale}, coordinator, "epoch"},
+		{"BeginHandOff from an unrelated actor", w.region(a), &messages.BeginHandOff{Shard: shard, Epoch: st.Epoch}, stranger, "neither the coordinator"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(w.dropped())
+			if c.sender == nil {
+				a.System.Root.Send(c.to, c.msg)
+			} else {
+				a.System.Root.RequestWithCustomSender(c.to, c.msg, c.sender)
+			}
+			w.waitDrop(before, c.reason)
+		})
+	}
+	if p := askEventually(t, b, w.region(b), id, 1); p.Node != a.Address() {
+		t.Fatalf("%s answers from %s, want %s", id, p.Node, a.Address())
+	}
+	if stats := regionStats(t, b, w.region(b)); stats.Stats[shard] != 0 {
+		t.Fatalf("b hosts shard %s after the commands it must not obey: %v", shard, stats.Stats)
+	}
+	if starts := w.ledger.Starts(id); starts != 1 {
+		t.Fatalf("%s started %d times, want once", id, starts)
+	}
+}
+
+// A coordinator whose state write meets a version conflict (another
+// coordinator claimed the state) stops instead of reloading and claiming
+// it again; its supervisor starts a new one, which claims the state under
+// a higher epoch, and the regions follow it.
+func TestVersionConflictStopsTheCoordinator(t *testing.T) {
+	w := newLocalWorld(t, actorsharding.WithCoordinatorFailureBackoff(300*time.Millisecond))
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	askEventually(t, a, w.region(a), "e-1", 0)
+	before := w.coordinatorState()
+
+	// Another coordinator claims the state, as a second one would.
+	ctx := context.Background()
+	st, v, err := w.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.store.Save(ctx, st, v); err != nil {
+		t.Fatal(err)
+	}
+	// The next write of the running coordinator (a new shard) conflicts.
+	for _, id := range entityIDs(30)[2:] {
+		askEventually(t, b, w.region(b), id, 0)
+	}
+	after := w.coordinatorState()
+	if after == nil || after.Name != coordinatoractor.StateActive || after.Epoch <= v {
+		t.Fatalf("coordinator after the conflict: %+v; want a new one, active, at an epoch above %d (the other writer's)", after, v)
+	}
+	if after.Epoch <= before.Epoch {
+		t.Fatalf("epoch %d after the conflict, was %d", after.Epoch, before.Epoch)
+	}
+	askEventually(t, a, w.region(a), "e-1", 1)
+	if starts := w.ledger.Starts("e-1"); starts != 1 {
+		t.Fatalf("e-1 started %d times, want once: its shard kept its home", starts)
+	}
+}
+
+// Malformed protocol messages from any peer are rejected at the
+// coordinator's boundary with a dead-letter event; none of them is taken
+// for a store failure, so the coordinator stays, with its epoch.
+func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	askEventually(t, a, w.region(a), "e-1", 0)
+	before := w.coordinatorState()
+	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
+	probe := testkit.NewProbe(a.System)
+	cases := []struct {
+		name   string
+		msg    any
+		reason string
+	}{
+		{"Register with an empty region id", &messages.Register{ShardRegion: &actor.PID{Address: a.Address()}, MemberId: a.MemberID()}, "empty id"},
+		{"Register at another member's address", &messages.Register{ShardRegion: actor.NewPID(b.Address(), "fake"), MemberId: a.MemberID()}, "which runs at"},
+		{"Register of a member that is not live", &messages.Register{ShardRegion: w.region(a), MemberId: "gone"}, "not a live member"},
+		{"Register listing an oversized shard", &messages.Register{ShardRegion: w.region(a), MemberId: a.MemberID(), Shards: []string{strings.Repeat("s", messages.MaxShardIDLength+1)}}, "bad shard"},
+		{"GetShardHome of an oversized shard", &messages.GetShardHome{Shard: strings.Repeat("s", messages.MaxShardIDLength+1)}, "longer than the limit"},
+		{"GetShardHome of an empty shard", &messages.GetShardHome{}, "empty shard"},
+		{"RegionStopped for another region", &messages.RegionStopped{ShardRegion: w.region(b)}, "not by the region itself"},
+		{"GracefulShutdownReq for another region", &messages.GracefulShutdownReq{ShardRegion: w.region(b)}, "not by the region itself"},
+		{"RebalanceDone from a stranger", &messages.RebalanceDone{Shard: "1", Ok: true}, "not its rebalance worker"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			since := len(w.dropped())
+			a.System.Root.RequestWithCustomSender(coordinator, c.msg, probe.PID())
+			w.waitDrop(since, c.reason)
+		})
+	}
+	after := w.coordinatorState()
+	if after.Name != coordinatoractor.StateActive || after.Epoch != before.Epoch || len(after.State.Regions) != 2 {
+		t.Fatalf("coordinator after bad input: %s at epoch %d with %d regions; want active at epoch %d with 2",
+			after.Name, after.Epoch, len(after.State.Regions), before.Epoch)
+	}
+	askEventually(t, b, w.region(b), "e-1", 1)
+}
+
+// A coordinator that stops (here: poisoned) comes back after the
+// coordinator-failure-backoff, as under Akka's backoff supervisor, while
+// its node stays the oldest.
+func TestStoppedCoordinatorComesBack(t *testing.T) {
+	w := newLocalWorld(t, actorsharding.WithCoordinatorFailureBackoff(300*time.Millisecond))
+	a := w.startNode(false)
+	w.waitRegistered(1)
+	askEventually(t, a, w.region(a), "e-1", 0)
+	before := w.coordinatorState()
+	for range 3 {
+		if err := a.System.Root.PoisonFuture(w.coordinatorPID(a)).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 30*time.Second, func() bool {
+			st := w.coordinatorState()
+			return st != nil && st.Name == coordinatoractor.StateActive
+		}, "a new coordinator")
+	}
+	after := w.coordinatorState()
+	if after.Epoch <= before.Epoch {
+		t.Fatalf("epoch %d after three restarts, was %d", after.Epoch, before.Epoch)
+	}
+	askEventually(t, a, w.region(a), "e-2", 0)
+	if starts := w.ledger.Starts("e-1"); starts != 1 {
+		t.Fatalf("e-1 started %d times, want once", starts)
+	}
+}
+
+// A member removed without leaving (crashed, or cut off) keeps its shards
+// for the down-removal margin: they start elsewhere only after it, so a
+// member that was only cut off has noticed its removal and stopped them.
+func TestCrashedMembersShardsWaitTheRemovalMargin(t *testing.T) {
+	const margin = 3 * time.Second
+	w := newLocalWorld(t)
+	w.nodeOpts = []testkit.NodeOption{testkit.WithMembershipConfig(func(c *membership.Config) { c.DownRemovalMargin = margin })}
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	var id string
+	for _, e := range entityIDs(200) {
+		if askEventually(t, a, w.region(a), e, 0).Node == b.Address() {
+			id = e
+			break
+		}
+	}
+	crashed := time.Now()
+	b.Crash()
+	p := askEventually(t, a, w.region(a), id, 1)
+	took := time.Since(crashed)
+	if p.Node != a.Address() {
+		t.Fatalf("%s answers from %s", id, p.Node)
+	}
+	if took < margin {
+		t.Fatalf("%s answered again %v after its node crashed, within the removal margin %v", id, took, margin)
+	}
+	t.Logf("answered again after %v (margin %v)", took, margin)
+}
+
+// A node that finds itself removed (here: failure detection gave up on it
+// while it ran) stops its shards, fails fast with dead-letter events
+// instead of buffering, then joins again as a new member and hosts again.
+func TestRemovedNodeFailsFastThenRejoins(t *testing.T) {
+	w := newLocalWorld(t)
+	w.nodeOpts = []testkit.NodeOption{testkit.WithMembershipConfig(func(c *membership.Config) { c.RejoinBackoff = 2 * time.Second })}
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	var onA, onB string
+	for _, e := range entityIDs(200) {
+		switch askEventually(t, a, w.region(a), e, 0).Node {
+		case a.Address():
+			onA = e
+		case b.Address():
+			onB = e
+		}
+		if onA != "" && onB != "" {
+			break
+		}
+	}
+	reg := w.cluster.Backend().(*testkit.LocalBackend).Registry
+	oldB := b.MemberID()
+	since := len(w.dropped())
+	reg.Remove(oldB)
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		b.System.Root.Send(w.region(b), pingMsg(onA, 100))
+		return len(w.dropsWith(since, "removed from the cluster")) > 0
+	}, "b to fail fast while removed")
+	testkit.WaitFor(t, 30*time.Second, func() bool { return b.MemberID() != oldB && b.MemberID() != "" }, "b to join again")
+	w.cluster.WaitConverged(t, 30*time.Second)
+	p := askEventually(t, b, w.region(b), onB, 1)
+	askEventually(t, b, w.region(b), onA, 2)
+	t.Logf("%s answers from %s after b re-joined", onB, p.Node)
+}
+
+// A coordinator that starts without its stored state (the store was wiped)
+// adopts what each registering region hosts instead of allocating those
+// shards afresh: no entity starts a second time anywhere.
+func TestCoordinatorAdoptsHostedShardsAfterStoreReset(t *testing.T) {
+	store := &resettableStore{}
+	w := newLocalWorld(t, actorsharding.WithCoordinatorFailureBackoff(300*time.Millisecond), actorsharding.WithStateStore(store))
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	ids := entityIDs(100)
+	homes := homesOf(t, a, w, ids, 0)
+
+	store.reset()
+	if err := a.System.Root.PoisonFuture(w.coordinatorPID(w.cluster.Oldest(""))).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		st := w.coordinatorState()
+		return st != nil && st.Name == coordinatoractor.StateActive && len(st.State.Regions) == 2 && len(st.State.Shards) > 0
+	}, "the new coordinator with both regions")
+	for _, id := range ids {
+		if p := askEventually(t, b, w.region(b), id, 1); p.Node != homes[id] {
+			t.Errorf("%s moved from %s to %s", id, homes[id], p.Node)
+		}
+		if starts := w.ledger.Starts(id); starts != 1 {
+			t.Errorf("%s started %d times, want once", id, starts)
+		}
+	}
+}
+
+// resettableStore is a memory StateStore that a test can wipe, as a Consul
+// agent that lost its data.
+type resettableStore struct {
+	mu    atomic.Pointer[coordinatoractor.MemoryStore]
+	wiped atomic.Int32
+}
+
+func (s *resettableStore) inner() *coordinatoractor.MemoryStore {
+	if m := s.mu.Load(); m != nil {
+		return m
+	}
+	s.mu.CompareAndSwap(nil, coordinatoractor.NewMemoryStore())
+	return s.mu.Load()
+}
+
+func (s *resettableStore) reset() {
+	s.mu.Store(coordinatoractor.NewMemoryStore())
+	s.wiped.Add(1)
+}
+
+func (s *resettableStore) Load(ctx context.Context) (coordinatoractor.State, uint64, error) {
+	return s.inner().Load(ctx)
+}
+
+func (s *resettableStore) Save(ctx context.Context, st coordinatoractor.State, v uint64) (uint64, error) {
+	nv, err := s.inner().Save(ctx, st, v)
+	if err != nil {
+		return 0, fmt.Errorf("resettable store (wiped %d times): %w", s.wiped.Load(), err)
+	}
+	return nv, nil
+}
