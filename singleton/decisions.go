@@ -140,3 +140,17 @@ func removalDelay(s Settings, graceful bool) time.Duration {
 	}
 	return s.RemovalMargin
 }
+
+// effectiveRemovalMargin resolves the RemovalMargin setting against the
+// cluster's down-removal margin: zero takes the cluster's, negative means
+// none, positive is used as is.
+func effectiveRemovalMargin(setting, clusterMargin time.Duration) time.Duration {
+	switch {
+	case setting > 0:
+		return setting
+	case setting < 0:
+		return 0
+	default:
+		return max(clusterMargin, 0)
+	}
+}

@@ -149,3 +149,25 @@ func TestProxySettingsBounds(t *testing.T) {
 	assert.Equal(t, 0, ProxySettings{BufferSize: -1}.withDefaults().BufferSize)
 	assert.Equal(t, MaxProxyBufferSize, ProxySettings{BufferSize: 50000}.withDefaults().BufferSize)
 }
+
+func TestEffectiveRemovalMargin(t *testing.T) {
+	cases := []struct {
+		name          string
+		setting       time.Duration
+		clusterMargin time.Duration
+		want          time.Duration
+	}{
+		{"zero takes the cluster's (Consul: the TTL)", 0, 3 * time.Second, 3 * time.Second},
+		{"zero with in-process membership: none", 0, 0, 0},
+		{"negative: no margin, whatever the cluster says", -1, 3 * time.Second, 0},
+		{"positive: as given", 7 * time.Second, 3 * time.Second, 7 * time.Second},
+		{"positive below the cluster's: as given", time.Second, 3 * time.Second, time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, effectiveRemovalMargin(c.setting, c.clusterMargin))
+		})
+	}
+	assert.Equal(t, time.Duration(-1), Settings{RemovalMargin: -1}.withDefaults().RemovalMargin,
+		"a negative margin survives the defaults, to mean none")
+}

@@ -50,6 +50,7 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 		return nil, errors.New("singleton: manager name is empty")
 	}
 	settings = settings.withDefaults()
+	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return newManager(cluster, props, settings)
 	}), name)

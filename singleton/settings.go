@@ -27,8 +27,14 @@ type Settings struct {
 	// RemovalMargin is how long a new oldest waits after the previous oldest
 	// was removed by failure detection (not a graceful leave) before it
 	// starts the singleton, so that the removed node has noticed its own
-	// removal and stopped its singleton (Akka's down-removal-margin). With
-	// Consul membership it should be at least the check TTL. Default 0.
+	// removal and stopped its singleton (Akka's down-removal-margin). Zero
+	// (the default) takes the cluster's margin,
+	// membership.Cluster.DownRemovalMargin: membership.Config's
+	// DownRemovalMargin, else the provider's failure detection timeout
+	// (Consul: the check TTL; in-process membership: none). Negative: no
+	// margin. A longer margin means a slower failover after a crash; a
+	// margin shorter than the failure detection timeout lets a node that is
+	// only cut off run its singleton next to the new one.
 	RemovalMargin time.Duration
 	// TerminationMessage is sent to the singleton to stop it at hand-over.
 	// nil (the default) poisons it (Akka's PoisonPill).
@@ -59,9 +65,6 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.MinNumberOfHandOverRetries <= 0 {
 		s.MinNumberOfHandOverRetries = d.MinNumberOfHandOverRetries
-	}
-	if s.RemovalMargin < 0 {
-		s.RemovalMargin = 0
 	}
 	if s.BufferSize <= 0 {
 		s.BufferSize = d.BufferSize
