@@ -140,3 +140,149 @@ func removalDelay(s Settings, graceful bool) time.Duration {
 	}
 	return s.RemovalMargin
 }
+
+// effectiveRemovalMargin resolves the RemovalMargin setting against the
+// cluster's down-removal margin: zero takes the cluster's, negative means
+// none, positive is used as is.
+func effectiveRemovalMargin(setting, clusterMargin time.Duration) time.Duration {
+	switch {
+	case setting > 0:
+		return setting
+	case setting < 0:
+		return 0
+	default:
+		return max(clusterMargin, 0)
+	}
+}
+
+// becomeOldestDecision is how a manager that may now run the singleton
+// goes on (Akka's tryGotoOldest).
+type becomeOldestDecision int
+
+const (
+	// startSingletonNow: no lease; start the singleton at once (Oldest).
+	startSingletonNow becomeOldestDecision = iota
+	// acquireLeaseFirst: with use-lease, acquire the lease first
+	// (AcquiringLease); the singleton starts once it is held.
+	acquireLeaseFirst
+)
+
+func decideBecomeOldest(useLease bool) becomeOldestDecision {
+	if useLease {
+		return acquireLeaseFirst
+	}
+	return startSingletonNow
+}
+
+// acquireResultDecision is what the manager does with the answer to one of
+// its lease acquisitions.
+type acquireResultDecision int
+
+const (
+	// ignoreAcquireResult: a later acquire or release of the same lease
+	// has been asked for since, and decides what is held.
+	ignoreAcquireResult acquireResultDecision = iota
+	// startWithLease: acquired and still held; start the singleton.
+	startWithLease
+	// retryLeaseLater: not acquired (or lost before it could be used);
+	// try again after the lease-retry-interval.
+	retryLeaseLater
+	// releaseUnwantedLease: acquired after the manager stopped wanting it
+	// (it left AcquiringLease meanwhile); give it back.
+	releaseUnwantedLease
+)
+
+// acquireOutcome is what decideAcquireResult looks at.
+type acquireOutcome struct {
+	current   bool // the answer to the latest acquisition asked for
+	acquiring bool // the manager is in AcquiringLease, waiting for this answer
+	acquired  bool // the lease said yes
+	stillHeld bool // the lease's CheckLease at the time the answer is handled
+	mayHold   bool // no release has been asked for since this acquisition
+}
+
+// decideAcquireResult: the singleton starts only on a yes to the latest
+// request that is still held when handled (a loss may have come between the
+// answer and its handling); a yes nobody waits for any more is given back,
+// unless a release is queued after it already.
+func decideAcquireResult(o acquireOutcome) acquireResultDecision {
+	switch {
+	case !o.current:
+		return ignoreAcquireResult
+	case o.acquiring && o.acquired && o.stillHeld:
+		return startWithLease
+	case o.acquiring:
+		return retryLeaseLater
+	case o.acquired && o.mayHold:
+		return releaseUnwantedLease
+	default:
+		return ignoreAcquireResult
+	}
+}
+
+// leaseLostDecision is what the manager does when its lease is lost.
+type leaseLostDecision int
+
+const (
+	// ignoreLeaseLost: an earlier holding, or nothing runs under it.
+	ignoreLeaseLost leaseLostDecision = iota
+	// stopSingletonAndReacquire: Oldest with a running singleton: stop it at
+	// once and go back to AcquiringLease; acquire again once it has
+	// terminated (Akka: "Lease has been lost. Terminating singleton and
+	// trying to re-acquire lease").
+	stopSingletonAndReacquire
+	// reacquireLease: Oldest whose singleton had already terminated:
+	// nothing to stop, acquire again now.
+	reacquireLease
+	// stopSingletonNow: WasOldest or HandingOver: the singleton must not
+	// run on without the lease until the hand-over stops it; the hand-over
+	// goes on.
+	stopSingletonNow
+)
+
+// decideLeaseLost: the singleton runs only while the lease is held, in
+// every state (Akka reacts only in Oldest).
+func decideLeaseLost(current bool, state string, singletonAlive bool) leaseLostDecision {
+	if !current {
+		return ignoreLeaseLost
+	}
+	switch state {
+	case StateOldest:
+		if singletonAlive {
+			return stopSingletonAndReacquire
+		}
+		return reacquireLease
+	case StateWasOldest, StateHandingOver:
+		if singletonAlive {
+			return stopSingletonNow
+		}
+	}
+	// AcquiringLease: not started under it yet (the answer's handling sees
+	// the loss), or the previous singleton is stopping already. Stopping:
+	// stopped already. The others hold no lease.
+	return ignoreLeaseLost
+}
+
+// leaseRetryDecision is what an AcquiringLease manager does when its retry
+// timer fires.
+type leaseRetryDecision int
+
+const (
+	ignoreLeaseRetry leaseRetryDecision = iota
+	acquireLeaseNow
+	// waitForSingletonToStop: the singleton of the lost holding is still
+	// stopping; its termination triggers the next acquisition (Akka: no new
+	// lease while the old instance may still run).
+	waitForSingletonToStop
+)
+
+func decideLeaseRetry(current, requestInProgress, singletonAlive bool) leaseRetryDecision {
+	switch {
+	case !current || requestInProgress:
+		return ignoreLeaseRetry
+	case singletonAlive:
+		return waitForSingletonToStop
+	default:
+		return acquireLeaseNow
+	}
+}

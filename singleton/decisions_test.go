@@ -149,3 +149,104 @@ func TestProxySettingsBounds(t *testing.T) {
 	assert.Equal(t, 0, ProxySettings{BufferSize: -1}.withDefaults().BufferSize)
 	assert.Equal(t, MaxProxyBufferSize, ProxySettings{BufferSize: 50000}.withDefaults().BufferSize)
 }
+
+func TestEffectiveRemovalMargin(t *testing.T) {
+	cases := []struct {
+		name          string
+		setting       time.Duration
+		clusterMargin time.Duration
+		want          time.Duration
+	}{
+		{"zero takes the cluster's (Consul: the TTL)", 0, 3 * time.Second, 3 * time.Second},
+		{"zero with in-process membership: none", 0, 0, 0},
+		{"negative: no margin, whatever the cluster says", -1, 3 * time.Second, 0},
+		{"positive: as given", 7 * time.Second, 3 * time.Second, 7 * time.Second},
+		{"positive below the cluster's: as given", time.Second, 3 * time.Second, time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, effectiveRemovalMargin(c.setting, c.clusterMargin))
+		})
+	}
+	assert.Equal(t, time.Duration(-1), Settings{RemovalMargin: -1}.withDefaults().RemovalMargin,
+		"a negative margin survives the defaults, to mean none")
+}
+
+func TestDecideBecomeOldest(t *testing.T) {
+	assert.Equal(t, startSingletonNow, decideBecomeOldest(false))
+	assert.Equal(t, acquireLeaseFirst, decideBecomeOldest(true), "Akka's AcquiringLease before the singleton starts")
+}
+
+func TestDecideAcquireResult(t *testing.T) {
+	cases := []struct {
+		name string
+		in   acquireOutcome
+		want acquireResultDecision
+	}{
+		{"acquired and held: start", acquireOutcome{current: true, acquiring: true, acquired: true, stillHeld: true, mayHold: true}, startWithLease},
+		{"another owner holds it: retry", acquireOutcome{current: true, acquiring: true, mayHold: true}, retryLeaseLater},
+		{"acquired but lost before handled: retry, never start", acquireOutcome{current: true, acquiring: true, acquired: true, mayHold: true}, retryLeaseLater},
+		{"an earlier acquisition: a later operation decides", acquireOutcome{acquired: true, stillHeld: true, mayHold: true}, ignoreAcquireResult},
+		{"an earlier acquisition while acquiring again", acquireOutcome{acquiring: true, acquired: true, stillHeld: true, mayHold: true}, ignoreAcquireResult},
+		{"acquired after leaving AcquiringLease: give it back", acquireOutcome{current: true, acquired: true, stillHeld: true, mayHold: true}, releaseUnwantedLease},
+		{"acquired after leaving, release queued already", acquireOutcome{current: true, acquired: true, stillHeld: true}, ignoreAcquireResult},
+		{"refused after leaving AcquiringLease", acquireOutcome{current: true, mayHold: true}, ignoreAcquireResult},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, decideAcquireResult(c.in))
+		})
+	}
+}
+
+func TestDecideLeaseLost(t *testing.T) {
+	cases := []struct {
+		name    string
+		current bool
+		state   string
+		alive   bool
+		want    leaseLostDecision
+	}{
+		{"oldest with its singleton: stop it, acquire again", true, StateOldest, true, stopSingletonAndReacquire},
+		{"oldest whose singleton ended by itself", true, StateOldest, false, reacquireLease},
+		{"was oldest, hand-over not begun: stop at once", true, StateWasOldest, true, stopSingletonNow},
+		{"handing over with a termination message: stop at once", true, StateHandingOver, true, stopSingletonNow},
+		{"handing over, singleton gone", true, StateHandingOver, false, ignoreLeaseLost},
+		{"acquiring: not started under it", true, StateAcquiringLease, false, ignoreLeaseLost},
+		{"acquiring: the previous singleton stops already", true, StateAcquiringLease, true, ignoreLeaseLost},
+		{"stopping: stopped already", true, StateStopping, true, ignoreLeaseLost},
+		{"an earlier holding", false, StateOldest, true, ignoreLeaseLost},
+		{"younger holds nothing", true, StateYounger, false, ignoreLeaseLost},
+		{"end holds nothing", true, StateEnd, false, ignoreLeaseLost},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, decideLeaseLost(c.current, c.state, c.alive))
+		})
+	}
+}
+
+func TestDecideLeaseRetry(t *testing.T) {
+	cases := []struct {
+		name                        string
+		current, inProgress, aliveS bool
+		want                        leaseRetryDecision
+	}{
+		{"nothing running, nothing asked: acquire", true, false, false, acquireLeaseNow},
+		{"previous singleton still stopping: its termination triggers it", true, false, true, waitForSingletonToStop},
+		{"an acquisition is out", true, true, false, ignoreLeaseRetry},
+		{"stale timer", false, false, false, ignoreLeaseRetry},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, decideLeaseRetry(c.current, c.inProgress, c.aliveS))
+		})
+	}
+}
+
+func TestSettingsDefaults(t *testing.T) {
+	s := Settings{}.withDefaults()
+	assert.Equal(t, 5*time.Second, s.LeaseRetryInterval, "Akka's lease-retry-interval")
+	assert.Nil(t, s.UseLease, "no lease unless asked for")
+	assert.Equal(t, "singleton-counter", LeaseName("counter"))
+}

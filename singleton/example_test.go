@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/singleton"
@@ -56,4 +57,58 @@ func Example() {
 	}
 	fmt.Println(res.(*wrapperspb.StringValue).Value)
 	// Output: hello, world
+}
+
+// ledgerWriter is a singleton that writes under a lease: it passes its
+// fencing token with every write, so that the store can refuse writes from
+// an earlier holder that has not stopped yet.
+type ledgerWriter struct {
+	token uint64
+}
+
+func (w *ledgerWriter) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		w.token, _ = singleton.FencingToken(ctx)
+	case *wrapperspb.StringValue:
+		// A real store would compare the token with the highest it has seen.
+		ctx.Respond(wrapperspb.String(fmt.Sprintf("wrote %q with fencing token %d", msg.Value, w.token)))
+	}
+}
+
+// With use-lease the singleton runs only while its member holds the lease,
+// and reads the holding's fencing token with FencingToken. In-process
+// leases here; across processes use lease/consul's provider.
+func ExampleFencingToken() {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	defer system.Shutdown()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	r.Start()
+	defer r.Shutdown(false)
+
+	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cluster.Join(ctx); err != nil {
+		fmt.Println("join:", err)
+		return
+	}
+	settings := singleton.DefaultSettings()
+	settings.UseLease = lease.NewMemoryLeases() // the same one for every node of the process
+	props := actor.PropsFromProducer(func() actor.Actor { return &ledgerWriter{} })
+	if _, err := singleton.StartManager(system, cluster, props, "ledger", settings); err != nil {
+		fmt.Println("manager:", err)
+		return
+	}
+	proxy, _ := singleton.StartProxy(system, cluster, "ledger", singleton.DefaultProxySettings())
+
+	res, err := system.Root.RequestFuture(proxy, wrapperspb.String("entry-1"), 10*time.Second).Result()
+	if err != nil {
+		fmt.Println("ask:", err)
+		return
+	}
+	fmt.Println(res.(*wrapperspb.StringValue).Value)
+	// Output: wrote "entry-1" with fencing token 1
 }

@@ -54,3 +54,28 @@ type handOverDoneRetry struct {
 // drained fires when a leaving manager in End has had no proxied message
 // for one hand-over interval.
 type drained struct{ gen int }
+
+// acquireLeaseResult is the answer to the manager's acquisition number gen.
+type acquireLeaseResult struct {
+	gen      int
+	token    uint64
+	acquired bool
+	err      error
+}
+
+// leaseLost comes from the lease-lost callback of acquisition number gen.
+type leaseLost struct {
+	gen    int
+	reason error
+}
+
+// leaseRetry is AcquiringLease's timer (Akka's LeaseRetry).
+type leaseRetry struct{ gen int }
+
+// releaseLeaseResult is the answer to a release; afterHandOver marks the
+// release a hand-over waits for before it sends HandOverDone.
+type releaseLeaseResult struct {
+	released      bool
+	err           error
+	afterHandOver bool
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -20,6 +21,7 @@ const (
 	StateOldest         = "Oldest"
 	StateYounger        = "Younger"
 	StateBecomingOldest = "BecomingOldest"
+	StateAcquiringLease = "AcquiringLease"
 	StateWasOldest      = "WasOldest"
 	StateHandingOver    = "HandingOver"
 	StateStopping       = "Stopping"
@@ -40,8 +42,9 @@ type CurrentState struct {
 // StartManager spawns a ClusterSingletonManager named name on system. It must
 // be started with the same name and settings on every member (of the role).
 // The singleton is created from props, as the child SingletonName, on the
-// oldest member only. The manager registers a leave hook on cluster, so a
-// graceful Leave waits for the hand-over.
+// oldest member only (and, with Settings.UseLease, only while that member
+// holds the lease LeaseName(name)). The manager registers a leave hook on
+// cluster, so a graceful Leave waits for the hand-over.
 func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, settings Settings) (*actor.PID, error) {
 	if props == nil {
 		return nil, errors.New("singleton: props is nil")
@@ -50,8 +53,9 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 		return nil, errors.New("singleton: manager name is empty")
 	}
 	settings = settings.withDefaults()
+	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return newManager(cluster, props, settings)
+		return newManager(cluster, props, name, settings)
 	}), name)
 	if err != nil {
 		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
@@ -77,6 +81,7 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 type manager struct {
 	cluster  *membership.Cluster
 	props    *actor.Props
+	name     string
 	settings Settings
 
 	behavior actor.Behavior
@@ -101,18 +106,36 @@ type manager struct {
 	doneSent       *messages.HandOverDone        // End: HandOverDone not yet acknowledged
 	drainGen       int                           // End: re-armed by each proxied message
 	quiet          bool                          // End: no proxied message for an interval
+	awaitingNext   bool                          // a getNext is out: the buffer owes one change
+
+	// The lease (Settings.UseLease). Its operations run one after the
+	// other, off the actor, in the order asked for; their answers come back
+	// as messages.
+	lease          lease.Lease
+	leaseOwner     string          // the member incarnation m.lease was made for
+	leaseGen       int             // number of the latest acquisition asked for
+	leaseRequested bool            // AcquiringLease: the latest acquisition is unanswered
+	leaseMayHold   bool            // an acquisition was asked for and no release since
+	leaseRetryGen  int             // re-armed by each retry timer
+	leaseOpsTail   chan struct{}   // closed when the last queued operation is over
+	leaseCtx       context.Context // canceled when the manager has stopped
+	cancelLease    context.CancelFunc
 }
 
 // maxEnvelopeHops bounds manager-to-manager forwards of a proxied message.
 const maxEnvelopeHops = 3
 
-func newManager(cluster *membership.Cluster, props *actor.Props, settings Settings) *manager {
+func newManager(cluster *membership.Cluster, props *actor.Props, name string, settings Settings) *manager {
+	leaseCtx, cancelLease := context.WithCancel(context.Background())
 	return &manager{
-		cluster:  cluster,
-		props:    props,
-		settings: settings,
-		behavior: actor.NewBehavior(),
-		removed:  map[string]bool{},
+		cluster:     cluster,
+		props:       props,
+		name:        name,
+		settings:    settings,
+		behavior:    actor.NewBehavior(),
+		removed:     map[string]bool{},
+		leaseCtx:    leaseCtx,
+		cancelLease: cancelLease,
 	}
 }
 
@@ -123,10 +146,29 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.buffer = ctx.Spawn(actor.PropsFromProducer(newOldestChangedBuffer(m.cluster, m.settings.Role)))
 		m.cluster.Subscribe(ctx.Self())
 		m.become(ctx, StateStart, m.start)
-		ctx.Send(m.buffer, getNext{})
+		m.askNext(ctx)
 		return
 	case *actor.Stopping:
 		m.cluster.Unsubscribe(ctx.Self())
+		return
+	case *actor.Stopped:
+		// Every child, the singleton too, has stopped by now.
+		m.singleton = nil
+		m.clearFencingToken(ctx)
+		m.releaseLease(ctx, "the manager stopped", false)
+		m.cancelLease() // an acquisition still running gives up; no answers any more
+		return
+	case *initialOldestState, *oldestChanged:
+		m.awaitingNext = false // handled by the state below
+	case *actor.Terminated:
+		if m.isSingleton(msg.Who) {
+			m.clearFencingToken(ctx)
+		}
+	case releaseLeaseResult:
+		m.logReleaseResult(ctx, msg)
+		if msg.afterHandOver {
+			m.sendHandOverDone(ctx)
+		}
 		return
 	case GetState:
 		ctx.Respond(&CurrentState{State: m.state, MemberID: m.self.ID, Singleton: m.runningSingleton()})
@@ -166,7 +208,7 @@ func (m *manager) onInitial(ctx actor.Context, msg *initialOldestState) {
 	m.removed = map[string]bool{}
 	switch decideStart(msg.self, msg.oldest, msg.safeToBeOldest) {
 	case startAsOldest:
-		m.gotoOldest(ctx)
+		m.tryGotoOldest(ctx)
 	case startBecomingOldest:
 		m.previousOldest = nil
 		m.gotoBecomingOldest(ctx)
@@ -185,14 +227,14 @@ func (m *manager) younger(ctx actor.Context) {
 		m.logChange(ctx, msg.oldest)
 		switch decideYounger(m.self, msg.oldest, m.previousOldest, m.removed) {
 		case becomeOldestNow:
-			m.gotoOldest(ctx)
+			m.tryGotoOldest(ctx)
 		case askHandOver:
 			m.gotoBecomingOldest(ctx)
 		default:
 			if msg.oldest != nil && !containsMember(m.previousOldest, msg.oldest.ID) {
 				m.previousOldest = append([]membership.Member{*msg.oldest}, m.previousOldest...)
 			}
-			ctx.Send(m.buffer, getNext{})
+			m.askNext(ctx)
 		}
 	case *messages.HandOverToMe:
 		if m.selfExited {
@@ -216,7 +258,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		prev, ok := firstLive(m.previousOldest, m.removed)
 		if ok && prev.ID == msg.FromMemberId {
 			m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
-			m.gotoOldest(ctx)
+			m.tryGotoOldest(ctx)
 			for _, env := range msg.Buffered {
 				m.onEnvelope(ctx, env)
 			}
@@ -246,7 +288,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		prev, ok := firstLive(m.previousOldest, m.removed)
 		if !ok {
 			ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
-			m.gotoOldest(ctx)
+			m.tryGotoOldest(ctx)
 			return
 		}
 		if msg.count > maxHandOverRetries(m.settings) && msg.count%maxHandOverRetries(m.settings) == 1 {
@@ -262,7 +304,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		if containsMember(m.previousOldest, msg.member.ID) {
 			if _, live := firstLive(m.previousOldest, m.removed); !live {
 				ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
-				m.gotoOldest(ctx)
+				m.tryGotoOldest(ctx)
 			}
 		}
 	default:
@@ -292,6 +334,50 @@ func (m *manager) oldest(ctx actor.Context) {
 			ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka)")
 			m.singleton = nil
 		}
+	case leaseLost:
+		m.onLeaseLost(ctx, msg)
+	default:
+		m.unhandled(ctx)
+	}
+}
+
+// acquiringLease is Akka's AcquiringLease: this member may run the
+// singleton, but first it must hold the lease. It is also where an Oldest
+// goes when its lease was lost, until the old singleton has terminated and
+// the lease is acquired again.
+func (m *manager) acquiringLease(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case acquireLeaseResult:
+		m.onAcquireResult(ctx, msg)
+	case leaseRetry:
+		switch decideLeaseRetry(msg.gen == m.leaseRetryGen, m.leaseRequested, m.singleton != nil) {
+		case acquireLeaseNow:
+			m.tryAcquireLease(ctx)
+		case waitForSingletonToStop:
+			ctx.Logger().Info("singleton: lease retry waits for the previous singleton to terminate")
+		}
+	case *actor.Terminated:
+		if m.isSingleton(msg.Who) {
+			m.singleton = nil
+			ctx.Logger().Info("singleton: singleton actor terminated; trying to acquire the lease again before re-creating it")
+			m.tryAcquireLease(ctx)
+		}
+	case leaseLost:
+		m.onLeaseLost(ctx, msg)
+	case *oldestChanged:
+		m.logChange(ctx, msg.oldest)
+		m.handleOldestChanged(ctx, msg.oldest)
+	case *messages.HandOverToMe:
+		if m.removed[msg.FromMemberId] {
+			return
+		}
+		m.gotoHandingOver(ctx, ctx.Sender())
+	case *messages.TakeOverFromMe:
+		// already (about to be) oldest: confirm and continue like that
+		m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
+	case *messages.HandOverDone:
+		// A resend whose ack was lost: the hand-over was taken already.
+		m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 	default:
 		m.unhandled(ctx)
 	}
@@ -300,7 +386,7 @@ func (m *manager) oldest(ctx actor.Context) {
 func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.Member) {
 	switch decideOldestChanged(m.self, newOldest, m.removed, m.selfExited) {
 	case stayOldest:
-		ctx.Send(m.buffer, getNext{})
+		m.askNext(ctx)
 	case handOverToNobody:
 		m.gotoHandingOver(ctx, nil)
 	default:
@@ -348,6 +434,8 @@ func (m *manager) wasOldest(ctx actor.Context) {
 		if m.isSingleton(msg.Who) {
 			m.singleton = nil
 		}
+	case leaseLost:
+		m.onLeaseLost(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -364,6 +452,8 @@ func (m *manager) handingOver(ctx actor.Context) {
 		if m.handOverTo != nil && ctx.Sender() != nil && m.handOverTo.Equal(ctx.Sender()) {
 			m.reply(ctx, &messages.HandOverInProgress{FromMemberId: m.self.ID})
 		}
+	case leaseLost:
+		m.onLeaseLost(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -394,12 +484,12 @@ func (m *manager) end(ctx actor.Context) {
 			m.onInitial(ctx, msg)
 			return
 		}
-		ctx.Send(m.buffer, getNext{})
+		m.askNext(ctx)
 	case *oldestChanged:
 		// Not interested any more; keep draining so a re-join's initial
 		// state gets through.
 		if m.selfGone {
-			ctx.Send(m.buffer, getNext{})
+			m.askNext(ctx)
 		}
 	case *messages.HandOverToMe:
 		// Nothing runs here any more.
@@ -469,8 +559,15 @@ func (m *manager) unhandled(ctx actor.Context) {
 	case *oldestChanged:
 		// Not asked for in this state; the buffer only sends on getNext.
 		ctx.Logger().Warn("singleton: unexpected OldestChanged", slog.String("state", m.state))
-	case handOverRetry, takeOverRetry, handOverDoneRetry, drained:
+	case handOverRetry, takeOverRetry, handOverDoneRetry, drained, leaseRetry:
 		// stale timer
+	case acquireLeaseResult:
+		// An acquisition answered after the manager left AcquiringLease.
+		m.onAcquireResult(ctx, msg)
+	case leaseLost:
+		// A holding given up already, or one nothing runs under.
+		ctx.Logger().Debug("singleton: lease lost while nothing runs under it", slog.String("state", m.state),
+			slog.Any("reason", msg.reason))
 	case *messages.HandOverDoneAck:
 		// late ack of a hand-over already given up on
 	case *actor.Terminated:
@@ -492,19 +589,44 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 	m.answerLeaveWaitersIfIdle(ctx)
 }
 
-func (m *manager) gotoOldest(ctx actor.Context) {
+// tryGotoOldest is Akka's tryGotoOldest: start the singleton, after
+// acquiring the lease when one is used.
+func (m *manager) tryGotoOldest(ctx actor.Context) {
+	if decideBecomeOldest(m.settings.UseLease != nil) == startSingletonNow {
+		m.gotoOldest(ctx, 0, false)
+		return
+	}
+	ctx.Logger().Info("singleton: trying to acquire lease before starting singleton", slog.String("lease", LeaseName(m.name)))
+	m.previousOldest = nil
+	m.become(ctx, StateAcquiringLease, m.acquiringLease)
+	m.askNext(ctx)
+	m.tryAcquireLease(ctx)
+}
+
+// gotoOldest starts the singleton; leased: under a lease holding whose
+// fencing token is token.
+func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
+	if leased {
+		m.setFencingToken(ctx, token)
+	}
 	pid, err := ctx.SpawnNamed(m.props, m.settings.SingletonName)
 	if err != nil {
 		// Only possible if the previous instance is still registered,
 		// which the states rule out; never run a second one.
+		m.clearFencingToken(ctx)
 		ctx.Logger().Error("singleton: could not start the singleton actor", slog.Any("error", err))
 		return
 	}
 	m.singleton = pid
 	m.previousOldest = nil
-	ctx.Logger().Info("singleton manager starting singleton actor", slog.String("pid", pid.String()))
+	if leased {
+		ctx.Logger().Info("singleton manager starting singleton actor", slog.String("pid", pid.String()),
+			slog.Uint64("fencingToken", token))
+	} else {
+		ctx.Logger().Info("singleton manager starting singleton actor", slog.String("pid", pid.String()))
+	}
 	m.become(ctx, StateOldest, m.oldest)
-	ctx.Send(m.buffer, getNext{})
+	m.askNext(ctx)
 	held := m.envelopes
 	m.envelopes = nil
 	for _, env := range held {
@@ -514,7 +636,7 @@ func (m *manager) gotoOldest(ctx actor.Context) {
 
 func (m *manager) gotoYounger(ctx actor.Context) {
 	m.become(ctx, StateYounger, m.younger)
-	ctx.Send(m.buffer, getNext{})
+	m.askNext(ctx)
 }
 
 func (m *manager) gotoBecomingOldest(ctx actor.Context) {
@@ -552,13 +674,17 @@ func (m *manager) handOverDone(ctx actor.Context) {
 		// The held messages travel with the hand-over, so the new oldest
 		// hands them to its singleton before anything sent later.
 		m.doneSent = &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held}
-		m.send(ctx, to, m.doneSent)
-		m.timerGen++
-		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: 1, gen: m.timerGen})
+		// The lease is given back before the new oldest hears that it may
+		// start, so that its first acquisition finds the lease free rather
+		// than waiting a lease-retry-interval.
+		if !m.releaseLease(ctx, "hand-over done", true) {
+			m.sendHandOverDone(ctx)
+		}
 	} else {
 		for _, env := range held {
 			m.drop(ctx, env, "hand-over to nobody: no member took the singleton over")
 		}
+		m.releaseLease(ctx, "the singleton has terminated", false)
 	}
 	if to == nil && !m.selfExited {
 		m.previousOldest = nil
@@ -578,7 +704,19 @@ func (m *manager) armDrain(ctx actor.Context) {
 	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), drained{gen: m.drainGen})
 }
 
+// sendHandOverDone sends the hand-over's HandOverDone (again until it is
+// acknowledged).
+func (m *manager) sendHandOverDone(ctx actor.Context) {
+	if m.doneSent == nil || m.handedOverTo == nil {
+		return
+	}
+	m.send(ctx, m.handedOverTo, m.doneSent)
+	m.timerGen++
+	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: 1, gen: m.timerGen})
+}
+
 func (m *manager) gotoEnd(ctx actor.Context) {
+	m.releaseLease(ctx, "the singleton has terminated", false)
 	m.armDrain(ctx)
 	m.become(ctx, StateEnd, m.end)
 	if m.pendingInitial != nil {
@@ -588,7 +726,7 @@ func (m *manager) gotoEnd(ctx actor.Context) {
 		return
 	}
 	if m.selfGone {
-		ctx.Send(m.buffer, getNext{})
+		m.askNext(ctx)
 	}
 }
 
@@ -633,7 +771,7 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 			return
 		}
 		ctx.Send(m.singleton, msg)
-	case StateStart, StateBecomingOldest, StateHandingOver:
+	case StateStart, StateBecomingOldest, StateAcquiringLease, StateHandingOver:
 		if len(m.envelopes) >= m.settings.BufferSize {
 			dropped := m.envelopes[0]
 			m.envelopes = m.envelopes[1:]
@@ -699,7 +837,8 @@ func (m *manager) answerLeaveWaitersIfIdle(ctx actor.Context) {
 }
 
 func (m *manager) runningSingleton() *actor.PID {
-	if m.state == StateOldest || m.state == StateWasOldest || m.state == StateHandingOver || m.state == StateStopping {
+	switch m.state {
+	case StateOldest, StateAcquiringLease, StateWasOldest, StateHandingOver, StateStopping:
 		return m.singleton
 	}
 	return nil
@@ -760,4 +899,186 @@ func withoutMember(ms []membership.Member, id string) []membership.Member {
 		}
 	}
 	return out
+}
+
+// askNext asks the OldestChangedBuffer for the next change, unless a request
+// is out already: a second one would make the buffer deliver a change in a
+// state that does not ask for it (Akka's oldestChangedReceived).
+func (m *manager) askNext(ctx actor.Context) {
+	if m.awaitingNext {
+		return
+	}
+	m.awaitingNext = true
+	ctx.Send(m.buffer, getNext{})
+}
+
+// --- lease ---
+
+// currentLease returns the lease of this member incarnation, creating it
+// on first use: a re-joined member is a new owner.
+func (m *manager) currentLease() (lease.Lease, error) {
+	owner := m.self.Address + "/" + m.self.ID
+	if m.lease == nil || m.leaseOwner != owner {
+		l, err := m.settings.UseLease.NewLease(LeaseName(m.name), owner)
+		if err != nil {
+			return nil, fmt.Errorf("singleton: lease %q for %s: %w", LeaseName(m.name), owner, err)
+		}
+		m.lease, m.leaseOwner = l, owner
+	}
+	return m.lease, nil
+}
+
+// tryAcquireLease asks the lease for a holding; the answer comes back as an
+// acquireLeaseResult, and a later loss as a leaseLost, both numbered.
+func (m *manager) tryAcquireLease(ctx actor.Context) {
+	l, err := m.currentLease()
+	if err != nil {
+		ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", err))
+		m.leaseRequested = false
+		m.armLeaseRetry(ctx)
+		return
+	}
+	m.leaseGen++
+	gen := m.leaseGen
+	m.leaseRequested = true
+	m.leaseMayHold = true
+	self, system, stopped := ctx.Self(), ctx.ActorSystem(), m.leaseCtx
+	lost := func(reason error) {
+		if stopped.Err() == nil {
+			system.Root.Send(self, leaseLost{gen: gen, reason: reason})
+		}
+	}
+	m.runLeaseOp(ctx, func() any {
+		token, acquired, err := l.Acquire(stopped, lost)
+		return acquireLeaseResult{gen: gen, token: token, acquired: acquired, err: err}
+	})
+}
+
+func (m *manager) armLeaseRetry(ctx actor.Context) {
+	m.leaseRetryGen++
+	m.timers.SendOnce(m.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{gen: m.leaseRetryGen})
+}
+
+func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
+	current := msg.gen == m.leaseGen
+	acquiring := current && m.state == StateAcquiringLease && m.leaseRequested
+	if acquiring {
+		m.leaseRequested = false
+	}
+	held := msg.acquired && m.lease != nil && m.lease.CheckLease()
+	switch decideAcquireResult(acquireOutcome{current: current, acquiring: acquiring, acquired: msg.acquired,
+		stillHeld: held, mayHold: m.leaseMayHold}) {
+	case startWithLease:
+		ctx.Logger().Info("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
+		m.gotoOldest(ctx, msg.token, true)
+	case retryLeaseLater:
+		switch {
+		case msg.err != nil:
+			ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", msg.err),
+				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
+		case msg.acquired:
+			ctx.Logger().Warn("singleton: lease lost before the singleton could start (will be retried)",
+				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
+		default:
+			ctx.Logger().Info("singleton: acquire lease result false: held by another owner, or not yet free (will be retried)",
+				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
+		}
+		m.armLeaseRetry(ctx)
+	case releaseUnwantedLease:
+		m.releaseLease(ctx, "acquired after the manager stopped wanting it", false)
+	}
+}
+
+func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
+	switch decideLeaseLost(msg.gen == m.leaseGen, m.state, m.singleton != nil) {
+	case stopSingletonAndReacquire:
+		// Stopped, not sent the termination message: that would wait
+		// behind the singleton's mailbox, and the lease's margin is short.
+		ctx.Logger().Warn("singleton: Lease has been lost. Terminating singleton and trying to re-acquire lease",
+			slog.Any("reason", msg.reason), slog.String("pid", m.singleton.String()))
+		ctx.Stop(m.singleton)
+		m.leaseRequested = false
+		m.become(ctx, StateAcquiringLease, m.acquiringLease)
+		m.askNext(ctx)
+	case reacquireLease:
+		ctx.Logger().Warn("singleton: Lease has been lost. Trying to re-acquire lease", slog.Any("reason", msg.reason))
+		m.become(ctx, StateAcquiringLease, m.acquiringLease)
+		m.askNext(ctx)
+		m.tryAcquireLease(ctx)
+	case stopSingletonNow:
+		ctx.Logger().Warn("singleton: lease lost during the hand-over; stopping the singleton at once",
+			slog.Any("reason", msg.reason), slog.String("state", m.state))
+		ctx.Stop(m.singleton)
+	default:
+		ctx.Logger().Debug("singleton: ignoring a lease loss", slog.String("state", m.state), slog.Any("reason", msg.reason))
+	}
+}
+
+// releaseLease gives the lease back if an acquisition may hold it. Never
+// while the singleton may still run. It reports whether a release was
+// started (its answer comes as a releaseLeaseResult).
+func (m *manager) releaseLease(ctx actor.Context, why string, afterHandOver bool) bool {
+	if m.lease == nil || !m.leaseMayHold {
+		return false
+	}
+	if m.singleton != nil {
+		ctx.Logger().Error("singleton: not releasing the lease while the singleton may run", slog.String("why", why))
+		return false
+	}
+	m.leaseMayHold = false
+	m.leaseRequested = false
+	l := m.lease
+	ctx.Logger().Info("singleton: releasing lease", slog.String("why", why))
+	m.runLeaseOp(ctx, func() any {
+		rctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
+		defer cancel()
+		released, err := l.Release(rctx)
+		return releaseLeaseResult{released: released, err: err, afterHandOver: afterHandOver}
+	})
+	return true
+}
+
+// leaseReleaseTimeout bounds a release on top of the lease's own operation
+// timeout: a hand-over waits for it.
+const leaseReleaseTimeout = 30 * time.Second
+
+// runLeaseOp runs op off the actor, after every operation queued before it
+// (an acquisition and a release of one lease must not overtake each other),
+// and sends its answer to the manager unless the manager has stopped.
+func (m *manager) runLeaseOp(ctx actor.Context, op func() any) {
+	prev := m.leaseOpsTail
+	done := make(chan struct{})
+	m.leaseOpsTail = done
+	self, system, stopped := ctx.Self(), ctx.ActorSystem(), m.leaseCtx
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		answer := op()
+		if stopped.Err() == nil {
+			system.Root.Send(self, answer)
+		}
+	}()
+}
+
+func (m *manager) logReleaseResult(ctx actor.Context, msg releaseLeaseResult) {
+	switch {
+	case msg.err != nil:
+		ctx.Logger().Error("singleton: failed to release lease; the singleton may not run elsewhere until the lease times out",
+			slog.Any("error", msg.err))
+	case msg.released:
+		ctx.Logger().Info("singleton: lease released")
+	default:
+		ctx.Logger().Debug("singleton: lease was not held any more when released")
+	}
+}
+
+func (m *manager) setFencingToken(ctx actor.Context, token uint64) {
+	fencingTokens.Store(fencingKey{system: ctx.ActorSystem(), manager: ctx.Self().Id},
+		fencingEntry{singletonID: ctx.Self().Id + "/" + m.settings.SingletonName, token: token})
+}
+
+func (m *manager) clearFencingToken(ctx actor.Context) {
+	fencingTokens.Delete(fencingKey{system: ctx.ActorSystem(), manager: ctx.Self().Id})
 }

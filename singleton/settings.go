@@ -2,11 +2,16 @@
 // ClusterSingletonManager on every member (of a role) runs the singleton
 // actor on the oldest member only, and hands it over when that member leaves
 // or crashes; a ClusterSingletonProxy on any node routes messages to wherever
-// the singleton runs, buffering while it is unknown.
+// the singleton runs, buffering while it is unknown. With a lease
+// (Settings.UseLease, Akka's use-lease) the singleton also runs only while
+// its member holds the lease, and reads the lease's fencing token with
+// FencingToken.
 package singleton
 
 import (
 	"time"
+
+	"github.com/protoshard/protoshard/lease"
 )
 
 // Settings of a ClusterSingletonManager, with Akka's names and defaults
@@ -27,17 +32,42 @@ type Settings struct {
 	// RemovalMargin is how long a new oldest waits after the previous oldest
 	// was removed by failure detection (not a graceful leave) before it
 	// starts the singleton, so that the removed node has noticed its own
-	// removal and stopped its singleton (Akka's down-removal-margin). With
-	// Consul membership it should be at least the check TTL. Default 0.
+	// removal and stopped its singleton (Akka's down-removal-margin). Zero
+	// (the default) takes the cluster's margin,
+	// membership.Cluster.DownRemovalMargin: membership.Config's
+	// DownRemovalMargin, else the provider's failure detection timeout
+	// (Consul: the check TTL; in-process membership: none). Negative: no
+	// margin. A longer margin means a slower failover after a crash; a
+	// margin shorter than the failure detection timeout lets a node that is
+	// only cut off run its singleton next to the new one (unless a lease,
+	// UseLease, stops it).
 	RemovalMargin time.Duration
 	// TerminationMessage is sent to the singleton to stop it at hand-over.
 	// nil (the default) poisons it (Akka's PoisonPill).
 	TerminationMessage any
 	// BufferSize bounds the proxied messages a manager holds while it has no
-	// running singleton to give them to (becoming oldest, handing over).
-	// When full the oldest is dropped (logged, dead letter). Default 1000.
+	// running singleton to give them to (becoming oldest, acquiring the
+	// lease, handing over). When full the oldest is dropped (logged, dead
+	// letter). Default 1000.
 	BufferSize int
+	// UseLease is Akka's use-lease: with a lease provider, the manager that
+	// would start the singleton first acquires the lease named LeaseName
+	// (state AcquiringLease), runs the singleton only while it holds it,
+	// stops it at once when the lease is lost, and releases the lease once
+	// the singleton has terminated after a hand-over or a removal. The
+	// singleton reads the holding's fencing token with FencingToken. Every
+	// manager of the singleton must use the same provider (the same
+	// lease.MemoryLeases in one process, or lease/consul leases on the same
+	// Consul). nil (the default): no lease.
+	UseLease lease.Provider
+	// LeaseRetryInterval is Akka's lease-retry-interval: how long after a
+	// failed acquisition the manager tries again. Default 5s.
+	LeaseRetryInterval time.Duration
 }
+
+// LeaseName is the name of the lease a singleton's managers share:
+// "singleton-" and the manager's name (Akka: "<system>-singleton-<path>").
+func LeaseName(managerName string) string { return "singleton-" + managerName }
 
 // DefaultSettings returns Akka's defaults.
 func DefaultSettings() Settings {
@@ -46,6 +76,7 @@ func DefaultSettings() Settings {
 		HandOverRetryInterval:      time.Second,
 		MinNumberOfHandOverRetries: 15,
 		BufferSize:                 1000,
+		LeaseRetryInterval:         5 * time.Second,
 	}
 }
 
@@ -60,11 +91,11 @@ func (s Settings) withDefaults() Settings {
 	if s.MinNumberOfHandOverRetries <= 0 {
 		s.MinNumberOfHandOverRetries = d.MinNumberOfHandOverRetries
 	}
-	if s.RemovalMargin < 0 {
-		s.RemovalMargin = 0
-	}
 	if s.BufferSize <= 0 {
 		s.BufferSize = d.BufferSize
+	}
+	if s.LeaseRetryInterval <= 0 {
+		s.LeaseRetryInterval = d.LeaseRetryInterval
 	}
 	return s
 }

@@ -3,11 +3,17 @@ package singleton_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/consul/api"
+	"github.com/protoshard/protoshard/lease"
+	leaseconsul "github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 	"github.com/stretchr/testify/require"
@@ -23,20 +29,64 @@ const (
 )
 
 // backends runs each scenario over in-process membership and over a real
-// Consul agent.
+// Consul agent; with use-lease, over the lease that goes with each.
 var backends = []struct {
-	name string
-	new  func(t *testing.T) (testkit.Backend, time.Duration)
+	name   string
+	new    func(t *testing.T) (testkit.Backend, time.Duration)
+	leases func(t *testing.T, b testkit.Backend) *leaseKit
 }{
-	{"local", func(t *testing.T) (testkit.Backend, time.Duration) { return testkit.NewLocalBackend(), 0 }},
+	{"local", func(t *testing.T) (testkit.Backend, time.Duration) { return testkit.NewLocalBackend(), 0 }, memoryLeases},
 	{"consul", func(t *testing.T) (testkit.Backend, time.Duration) {
 		b := testkit.NewConsulBackend(t)
 		return b, b.TTL // removal margin: the check TTL, as recommended
-	}},
+	}, consulLeases},
+}
+
+// leaseKit is the lease of one backend: the provider every node's manager
+// uses, and a way to make the current holder of a lease lose it.
+type leaseKit struct {
+	provider lease.Provider
+	lose     func(t *testing.T, leaseName string)
+}
+
+// memoryLeases: in-process leases; a revoked holder keeps others off the
+// lease until it released it.
+func memoryLeases(*testing.T, testkit.Backend) *leaseKit {
+	leases := lease.NewMemoryLeases()
+	return &leaseKit{provider: leases, lose: func(t *testing.T, name string) {
+		if _, ok := leases.Revoke(name); !ok {
+			t.Fatalf("nobody holds the lease %q", name)
+		}
+	}}
+}
+
+// consulLeases: leases on the backend's Consul agent; a holder loses its
+// lease when its session is destroyed from outside (Consul's lock delay then
+// keeps the lock from everybody, the holder too, for a few seconds).
+func consulLeases(t *testing.T, b testkit.Backend) *leaseKit {
+	client := b.(*testkit.ConsulBackend).Agent.Client()
+	p, err := leaseconsul.NewProvider(leaseconsul.Config{
+		Client:          client,
+		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
+		LockDelay:       3 * time.Second,
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
+		key := leaseconsul.DefaultKeyPrefix + name
+		pair, _, err := client.KV().Get(key, &api.QueryOptions{RequireConsistent: true})
+		require.NoError(t, err)
+		require.NotNil(t, pair, "the lock %s", key)
+		require.NotEmpty(t, pair.Session, "the lock %s has no holder", key)
+		_, err = client.Session().Destroy(pair.Session, nil)
+		require.NoError(t, err)
+	}}
 }
 
 // counter is the test singleton: it writes its life into the ledger,
-// records every payload it receives, and answers with its incarnation.
+// records every payload it receives, and answers with its incarnation (the
+// node and member, and under a lease "#" and its fencing token, so that two
+// runs on one node are two incarnations).
 type counter struct {
 	f           *fixture
 	incarnation string
@@ -45,6 +95,10 @@ type counter struct {
 func (c *counter) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		if token, ok := singleton.FencingToken(ctx); ok {
+			c.incarnation += fmt.Sprintf("#%d", token)
+			c.f.recordToken(token)
+		}
 		c.f.ledger.Started(key, c.incarnation)
 	case *actor.Stopped:
 		c.f.ledger.Stopped(key, c.incarnation)
@@ -61,10 +115,13 @@ type fixture struct {
 	cluster  *testkit.Cluster
 	ledger   *testkit.Ledger
 	settings singleton.Settings
+	leases   *leaseKit // nil: no lease
 	proxies  map[*testkit.Node]*actor.PID
+	managers map[*testkit.Node]*actor.PID
 
 	mu       sync.Mutex
 	received map[string]int
+	tokens   []uint64 // fencing tokens of the singletons, in start order
 }
 
 func newFixture(t *testing.T, backend testkit.Backend, removalMargin time.Duration) *fixture {
@@ -73,11 +130,37 @@ func newFixture(t *testing.T, backend testkit.Backend, removalMargin time.Durati
 		cluster:  testkit.NewCluster(t, backend),
 		ledger:   testkit.NewLedger(),
 		proxies:  map[*testkit.Node]*actor.PID{},
+		managers: map[*testkit.Node]*actor.PID{},
 		received: map[string]int{},
 		settings: singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: removalMargin},
 	}
 	t.Cleanup(func() { f.ledger.AssertNoOverlap(t) })
 	return f
+}
+
+// useLease makes the nodes started from now on run the singleton under the
+// lease of kit, retrying a failed acquisition every 300ms.
+func (f *fixture) useLease(kit *leaseKit) {
+	f.leases = kit
+	f.settings.UseLease = kit.provider
+	f.settings.LeaseRetryInterval = 300 * time.Millisecond
+}
+
+func (f *fixture) recordToken(token uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens = append(f.tokens, token)
+}
+
+// requireTokensGrow checks that every singleton got a larger fencing token
+// than the one before it.
+func (f *fixture) requireTokensGrow() {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := 1; i < len(f.tokens); i++ {
+		require.Greater(f.t, f.tokens[i], f.tokens[i-1], "fencing tokens in start order: %v", f.tokens)
+	}
 }
 
 func (f *fixture) record(v string) {
@@ -105,8 +188,9 @@ func (f *fixture) startNode() *testkit.Node {
 	node := f.cluster.StartNode()
 	inc := incarnation(node)
 	props := actor.PropsFromProducer(func() actor.Actor { return &counter{f: f, incarnation: inc} })
-	_, err := singleton.StartManager(node.System, node.Membership, props, manager, f.settings)
+	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.settings)
 	require.NoError(f.t, err)
+	f.managers[node] = mgr
 	proxy, err := singleton.StartProxy(node.System, node.Membership, manager, singleton.ProxySettings{
 		SingletonIdentificationInterval: 200 * time.Millisecond,
 	})
@@ -117,14 +201,30 @@ func (f *fixture) startNode() *testkit.Node {
 
 func incarnation(n *testkit.Node) string { return n.Name + "/" + n.MemberID() }
 
+// runsOn reports whether the singleton incarnation inc is the node's
+// current member's (under any fencing token).
+func runsOn(inc string, n *testkit.Node) bool {
+	want := incarnation(n)
+	return inc == want || strings.HasPrefix(inc, want+"#")
+}
+
 // waitSingletonOn waits until exactly the given node's singleton is active.
 func (f *fixture) waitSingletonOn(n *testkit.Node) {
 	f.t.Helper()
 	want := incarnation(n)
 	f.ledger.WaitFor(f.t, deadline, func() bool {
 		a := f.ledger.Active(key)
-		return len(a) == 1 && a[0] == want
+		return len(a) == 1 && runsOn(a[0], n)
 	}, "singleton to run on %s only (active: %v)", want, func() []string { return f.ledger.Active(key) })
+}
+
+// managerState asks the node's manager for its state name.
+func (f *fixture) managerState(n *testkit.Node) string {
+	res, err := n.System.Root.RequestFuture(f.managers[n], singleton.GetState{}, 5*time.Second).Result()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	return res.(*singleton.CurrentState).State
 }
 
 // allProxiesReach asks the singleton through every running node's proxy and
@@ -140,7 +240,7 @@ func (f *fixture) allProxiesReach(on *testkit.Node) {
 				return false
 			}
 			got, ok := res.(*wrapperspb.StringValue)
-			return ok && got.Value == want
+			return ok && runsOn(got.Value, on)
 		}, "the proxy on %s to reach the singleton on %s", n.Name, want)
 	}
 }
@@ -154,9 +254,28 @@ func forEachBackend(t *testing.T, test func(t *testing.T, f *fixture)) {
 	}
 }
 
+// forEachBackendWithLease runs test on each backend with use-lease on.
+func forEachBackendWithLease(t *testing.T, test func(t *testing.T, f *fixture)) {
+	for _, b := range backends {
+		t.Run(b.name+"+lease", func(t *testing.T) {
+			backend, margin := b.new(t)
+			f := newFixture(t, backend, margin)
+			f.useLease(b.leases(t, backend))
+			test(t, f)
+		})
+	}
+}
+
+// forEachBackendWithAndWithoutLease runs test on each backend, without and
+// with use-lease.
+func forEachBackendWithAndWithoutLease(t *testing.T, test func(t *testing.T, f *fixture)) {
+	forEachBackend(t, test)
+	forEachBackendWithLease(t, test)
+}
+
 // (a) 3-5 nodes: exactly one singleton, on the oldest; every proxy reaches it.
 func TestSingletonRunsOnOldest(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, f *fixture) {
+	forEachBackendWithAndWithoutLease(t, func(t *testing.T, f *fixture) {
 		f.startNodes(4)
 		oldest := f.cluster.Oldest("")
 		f.waitSingletonOn(oldest)
@@ -169,7 +288,7 @@ func TestSingletonRunsOnOldest(t *testing.T) {
 // younger node's proxy: the next oldest takes over, never two at once, and
 // every message sent during the hand-over is delivered exactly once.
 func TestSingletonGracefulHandOver(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, f *fixture) {
+	forEachBackendWithAndWithoutLease(t, func(t *testing.T, f *fixture) {
 		nodes := f.startNodes(3)
 		oldest := f.cluster.Oldest("")
 		f.waitSingletonOn(oldest)
@@ -207,12 +326,13 @@ func TestSingletonGracefulHandOver(t *testing.T) {
 		}
 		f.allProxiesReach(next)
 		require.Equal(t, 2, f.ledger.Starts(key))
+		f.requireTokensGrow()
 	})
 }
 
 // (c) the oldest crashes: the next oldest takes over after failure detection.
 func TestSingletonOldestCrashes(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, f *fixture) {
+	forEachBackendWithAndWithoutLease(t, func(t *testing.T, f *fixture) {
 		f.startNodes(3)
 		oldest := f.cluster.Oldest("")
 		f.waitSingletonOn(oldest)
@@ -265,4 +385,78 @@ func TestProxyRejectsBadInput(t *testing.T) {
 		}
 	}
 	f.allProxiesReach(nodes[0])
+}
+
+// With use-lease the singleton runs only while its node holds the lease. The
+// holder loses it: the singleton stops at once, and starts again on the same
+// node (still the oldest) only once the lease is acquired again, with a
+// larger fencing token; never two at a time (the ledger's cleanup checks).
+func TestSingletonLeaseLost(t *testing.T) {
+	forEachBackendWithLease(t, func(t *testing.T, f *fixture) {
+		f.startNodes(3)
+		oldest := f.cluster.Oldest("")
+		f.waitSingletonOn(oldest)
+		first := f.ledger.Active(key)[0]
+
+		f.leases.lose(t, singleton.LeaseName(manager))
+		f.ledger.WaitFor(t, deadline, func() bool {
+			a := f.ledger.Active(key)
+			return len(a) == 1 && a[0] != first && runsOn(a[0], oldest)
+		}, "the singleton to stop and start again under a new holding on %s (active: %v)", oldest.Name,
+			func() []string { return f.ledger.Active(key) })
+		require.Equal(t, 2, f.ledger.Starts(key))
+		f.requireTokensGrow()
+		f.allProxiesReach(oldest)
+	})
+}
+
+// Another owner holds the lease: the oldest waits in AcquiringLease without
+// a singleton, retries every lease-retry-interval, and starts the singleton
+// once the lease is free, with a larger fencing token.
+func TestSingletonWaitsForTheLease(t *testing.T) {
+	forEachBackendWithLease(t, func(t *testing.T, f *fixture) {
+		other, err := f.leases.provider.NewLease(singleton.LeaseName(manager), "another owner")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		otherToken, ok, err := other.Acquire(ctx, nil)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		nodes := f.startNodes(2)
+		testkit.WaitFor(t, deadline, func() bool { return f.managerState(nodes[0]) == singleton.StateAcquiringLease },
+			"the oldest's manager to wait in AcquiringLease")
+		time.Sleep(3 * f.settings.LeaseRetryInterval) // a few refused retries
+		require.Equal(t, 0, f.ledger.Starts(key), "no singleton while another owner holds the lease")
+		require.Equal(t, singleton.StateAcquiringLease, f.managerState(nodes[0]))
+
+		released, err := other.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, released)
+		f.waitSingletonOn(nodes[0])
+		f.mu.Lock()
+		require.Greater(t, f.tokens[0], otherToken)
+		f.mu.Unlock()
+		f.allProxiesReach(nodes[0])
+	})
+}
+
+// Membership alone would start the singleton twice here: the oldest is
+// removed while it runs (as failure detection would remove a node that is
+// only cut off) and there is no removal margin, so the next oldest takes
+// over at once, while the removed node is still stopping its singleton.
+// The lease keeps the next oldest waiting until the removed node's
+// singleton has terminated and its manager has released the lease.
+func TestSingletonLeaseCoversRemovalWithoutMargin(t *testing.T) {
+	backend := testkit.NewLocalBackend()
+	f := newFixture(t, backend, -1)
+	f.useLease(memoryLeases(t, backend))
+	nodes := f.startNodes(3)
+	f.waitSingletonOn(nodes[0])
+
+	backend.Registry.Remove(nodes[0].MemberID())
+	f.waitSingletonOn(nodes[1])
+	require.Equal(t, 2, f.ledger.Starts(key))
+	f.requireTokensGrow()
+	f.allProxiesReach(nodes[1])
 }

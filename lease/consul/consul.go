@@ -1,0 +1,468 @@
+// Package consul is a lease.Lease on a Consul session and a KV lock, kept
+// apart from package lease so that users of in-process leases do not link
+// the Consul client.
+//
+// A holding is a session (TTL = HeartbeatTimeout, behavior "delete", no
+// health checks) that has acquired the key <KeyPrefix><lease name>; the key's
+// value is the owner name. The fencing token is the key's ModifyIndex right
+// after the acquisition: a Raft index, so every later holding of the lease
+// has a larger one.
+//
+// Why the holder knows of a loss before anybody else can take the lease:
+//
+//   - The holder renews the session every HeartbeatInterval and declares the
+//     lease lost (the lease-lost callback) once HeartbeatTimeout −
+//     SafetyMargin have passed since the start of its last successful
+//     renewal, measured with the monotonic clock. Consul never expires a
+//     session sooner than its TTL after it processed a renewal (in fact it
+//     waits twice the TTL), and it processed that renewal after the holder
+//     sent it. So a holder cut off from Consul, or whose agent died, reports
+//     the loss at least SafetyMargin before its session can expire.
+//   - When a session ends (expired, destroyed from outside, or by the holder
+//     after a loss) Consul keeps its locks from everybody else for LockDelay.
+//     That is the holder's time to stop what the lease protects, on top of
+//     the margin. A destroyed session is noticed at the next heartbeat, so
+//     LockDelay must cover HeartbeatInterval + OperationTimeout.
+//   - The session has no health checks: Consul's default one (the agent's
+//     serfHealth) would end the session as soon as the agent looks dead,
+//     sooner than the TTL the holder counts on.
+//   - A graceful Release unlocks and deletes the key in one transaction,
+//     then destroys the session, which then holds nothing: the next holder
+//     need not wait out the lock delay.
+//
+// What it does not cover: a Consul that loses its state (a dev agent
+// restarted, a cluster restored from an old snapshot) forgets the lock and
+// starts its indexes again, so tokens handed out after that can be smaller
+// than earlier ones. A holder whose process is paused for longer than the
+// margin plus the lock delay runs on when it wakes up, until its next
+// heartbeat fails; the fencing token is what protects a resource then.
+package consul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/lease"
+)
+
+// Defaults and Consul's limits.
+const (
+	// DefaultKeyPrefix is where the lease keys live in Consul KV.
+	DefaultKeyPrefix = "protoshard/lease/"
+	// MinSessionTTL is Consul's minimum session TTL (session_ttl_min), so
+	// the least HeartbeatTimeout.
+	MinSessionTTL = 10 * time.Second
+	// MaxLockDelay is Consul's maximum lock delay; Consul lowers longer ones
+	// to it.
+	MaxLockDelay = 60 * time.Second
+)
+
+// Config configures the Consul leases. Zero fields take their defaults.
+type Config struct {
+	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
+	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
+	Client *api.Client
+	// KeyPrefix is prepended to the lease name to form the lock's key.
+	// Default DefaultKeyPrefix; a missing trailing '/' is added.
+	KeyPrefix string
+	// TimeoutSettings: HeartbeatTimeout is the session TTL (at least
+	// MinSessionTTL; Akka's default 120s), HeartbeatInterval how often the
+	// session is renewed (default a tenth of the TTL), OperationTimeout bounds
+	// each request to Consul (default 5s).
+	lease.TimeoutSettings
+	// SafetyMargin is how long before the TTL runs out, counted from the
+	// start of the last successful renewal, the holder declares the lease
+	// lost. Default a fifth of HeartbeatTimeout; it must leave room for a
+	// heartbeat: HeartbeatInterval < HeartbeatTimeout − SafetyMargin.
+	SafetyMargin time.Duration
+	// LockDelay is how long Consul keeps the lock from others after the
+	// holder's session ended other than by Release: the holder's time to
+	// stop. Default HeartbeatTimeout, at most MaxLockDelay; it must cover
+	// HeartbeatInterval + OperationTimeout. It also delays the next holder
+	// after a crash: that one acquires between TTL + LockDelay and
+	// 2×TTL + LockDelay after the crashed holder's last renewal.
+	LockDelay time.Duration
+	// Logger receives the leases' logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills in the defaults and checks the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	c.KeyPrefix = strings.TrimLeft(c.KeyPrefix, "/")
+	if c.KeyPrefix != "" && !strings.HasSuffix(c.KeyPrefix, "/") {
+		c.KeyPrefix += "/"
+	}
+	c.TimeoutSettings = c.TimeoutSettings.WithDefaults()
+	if c.SafetyMargin == 0 {
+		c.SafetyMargin = c.HeartbeatTimeout / 5
+	}
+	if c.LockDelay == 0 {
+		c.LockDelay = min(c.HeartbeatTimeout, MaxLockDelay)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.HeartbeatTimeout < MinSessionTTL:
+		return c, fmt.Errorf("consul lease: heartbeat timeout %v is below Consul's minimum session TTL %v", c.HeartbeatTimeout, MinSessionTTL)
+	case c.SafetyMargin <= 0 || c.SafetyMargin >= c.HeartbeatTimeout:
+		return c, fmt.Errorf("consul lease: safety margin %v must be positive and below the heartbeat timeout %v", c.SafetyMargin, c.HeartbeatTimeout)
+	case c.HeartbeatInterval >= c.HeartbeatTimeout-c.SafetyMargin:
+		return c, fmt.Errorf("consul lease: heartbeat interval %v leaves no heartbeat before the loss is declared (heartbeat timeout %v − safety margin %v)",
+			c.HeartbeatInterval, c.HeartbeatTimeout, c.SafetyMargin)
+	case c.LockDelay < 0 || c.LockDelay > MaxLockDelay:
+		return c, fmt.Errorf("consul lease: lock delay %v is outside Consul's 0..%v", c.LockDelay, MaxLockDelay)
+	case c.LockDelay < c.HeartbeatInterval+c.OperationTimeout:
+		return c, fmt.Errorf("consul lease: lock delay %v does not cover a heartbeat (interval %v + operation timeout %v), so a session destroyed from outside could be taken over before the holder notices",
+			c.LockDelay, c.HeartbeatInterval, c.OperationTimeout)
+	}
+	return c, nil
+}
+
+// Provider creates Consul leases of one Config: a lease.Provider for the
+// cluster singleton's use-lease.
+type Provider struct {
+	cfg    Config
+	client *api.Client
+}
+
+var _ lease.Provider = (*Provider)(nil)
+
+// NewProvider checks cfg and returns a Provider of its leases.
+func NewProvider(cfg Config) (*Provider, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	client := cfg.Client
+	if client == nil {
+		if client, err = api.NewClient(api.DefaultConfig()); err != nil {
+			return nil, fmt.Errorf("consul lease: creating the Consul client: %w", err)
+		}
+	}
+	return &Provider{cfg: cfg, client: client}, nil
+}
+
+// NewLease implements lease.Provider.
+func (p *Provider) NewLease(leaseName, ownerName string) (lease.Lease, error) {
+	return p.Lease(leaseName, ownerName)
+}
+
+// Lease returns a new holder of the lease leaseName, typed.
+func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
+	if leaseName == "" {
+		return nil, errors.New("consul lease: lease name is empty")
+	}
+	key := p.cfg.KeyPrefix + strings.TrimLeft(leaseName, "/")
+	return &Lease{
+		settings: lease.Settings{LeaseName: leaseName, OwnerName: ownerName, TimeoutSettings: p.cfg.TimeoutSettings},
+		cfg:      p.cfg,
+		client:   p.client,
+		key:      key,
+		log: p.cfg.Logger.With(slog.String("component", "consul-lease"), slog.String("lease", leaseName),
+			slog.String("owner", ownerName)),
+	}, nil
+}
+
+// Lease is one holder of a Consul lease. It is safe for concurrent use.
+type Lease struct {
+	settings lease.Settings
+	cfg      Config
+	client   *api.Client
+	key      string
+	log      *slog.Logger
+
+	opMu sync.Mutex // serialises Acquire and Release
+
+	mu  sync.Mutex
+	cur *holding // the current or last holding; nil after Release
+}
+
+// holding is one acquisition: one session.
+type holding struct {
+	session string
+	token   uint64
+	cancel  context.CancelFunc // stops the heartbeats
+
+	// Guarded by Lease.mu.
+	lastRenew time.Time // start of the last successful renewal (or of the session's creation)
+	lost      bool
+	onLost    lease.LostFunc
+}
+
+var _ lease.Lease = (*Lease)(nil)
+
+// Key returns the Consul KV key of the lock.
+func (l *Lease) Key() string { return l.key }
+
+// Settings returns the lease's name, owner and timeouts.
+func (l *Lease) Settings() lease.Settings { return l.settings }
+
+// lossAfter is how long after the start of the last successful renewal the
+// holder declares the lease lost.
+func (l *Lease) lossAfter() time.Duration { return l.cfg.HeartbeatTimeout - l.cfg.SafetyMargin }
+
+// Acquire implements lease.Lease: it creates a session and tries to lock the
+// key with it. The token is the key's ModifyIndex after the lock.
+func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, bool, error) {
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
+	l.mu.Lock()
+	h := l.cur
+	if h != nil && !h.lost {
+		if time.Since(h.lastRenew) < l.lossAfter() {
+			h.onLost = leaseLost
+			token := h.token
+			l.mu.Unlock()
+			return token, true, nil
+		}
+		// The heartbeat goroutine is late to declare it.
+		l.mu.Unlock()
+		l.lose(h, fmt.Errorf("%w: no successful heartbeat for %v", lease.ErrLost, l.lossAfter()))
+	} else {
+		l.mu.Unlock()
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, fmt.Errorf("consul lease %q: acquire: %w", l.settings.LeaseName, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
+	defer cancel()
+
+	start := time.Now()
+	session, _, err := l.client.Session().CreateNoChecks(&api.SessionEntry{
+		Name:      "protoshard lease " + l.settings.LeaseName + " of " + l.settings.OwnerName,
+		TTL:       l.cfg.HeartbeatTimeout.String(),
+		LockDelay: l.cfg.LockDelay,
+		Behavior:  api.SessionBehaviorDelete,
+	}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return 0, false, fmt.Errorf("consul lease %q: creating a session: %w", l.settings.LeaseName, err)
+	}
+	token, acquired, err := l.lock(ctx, session)
+	if err == nil && acquired && time.Since(start) >= l.lossAfter() {
+		err = fmt.Errorf("consul lease %q: acquiring took %v, past the %v a holding may go without a heartbeat",
+			l.settings.LeaseName, time.Since(start), l.lossAfter())
+	}
+	if err != nil || !acquired {
+		// A session that locked nothing goes without a lock delay; one whose
+		// lock is in doubt (the answer was lost) frees it with one.
+		l.destroy(session)
+		return 0, false, err
+	}
+	hctx, stop := context.WithCancel(context.Background())
+	h = &holding{session: session, token: token, cancel: stop, lastRenew: start, onLost: leaseLost}
+	l.mu.Lock()
+	l.cur = h
+	l.mu.Unlock()
+	l.log.Info("consul lease acquired", slog.Uint64("token", token), slog.String("session", session))
+	go l.heartbeat(hctx, h)
+	return token, true, nil
+}
+
+// lock tries to lock the key with session and reads the resulting
+// ModifyIndex with a consistent read.
+func (l *Lease) lock(ctx context.Context, session string) (uint64, bool, error) {
+	kv := l.client.KV()
+	ok, _, err := kv.Acquire(&api.KVPair{Key: l.key, Value: []byte(l.settings.OwnerName), Session: session},
+		(&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return 0, false, fmt.Errorf("consul lease %q: locking %s: %w", l.settings.LeaseName, l.key, err)
+	}
+	if !ok {
+		return 0, false, nil // held by another session, or in its lock delay
+	}
+	pair, _, err := kv.Get(l.key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return 0, false, fmt.Errorf("consul lease %q: reading %s after locking it: %w", l.settings.LeaseName, l.key, err)
+	}
+	if pair == nil || pair.Session != session {
+		return 0, false, nil
+	}
+	return pair.ModifyIndex, true, nil
+}
+
+// errGone: the session or the lock is no longer there; the holding is over.
+var errGone = errors.New("holding gone")
+
+// heartbeat renews the session every HeartbeatInterval and declares the
+// lease lost when the session or the lock is gone, or when no renewal has
+// succeeded for lossAfter. A renewal that hangs does not delay the loss: the
+// loss timer runs on its own.
+func (l *Lease) heartbeat(ctx context.Context, h *holding) {
+	loss := time.NewTimer(l.untilLoss(h))
+	defer loss.Stop()
+	next := time.NewTimer(l.cfg.HeartbeatInterval)
+	defer next.Stop()
+	lostReason := func() error {
+		return fmt.Errorf("%w: no successful heartbeat to Consul for %v (heartbeat timeout %v − safety margin %v)",
+			lease.ErrLost, l.lossAfter(), l.cfg.HeartbeatTimeout, l.cfg.SafetyMargin)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-loss.C:
+			l.lose(h, lostReason())
+			return
+		case <-next.C:
+		}
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
+		done := make(chan error, 1)
+		go func() { done <- l.renew(rctx, h.session) }()
+		var err error
+		select {
+		case <-ctx.Done():
+			cancel()
+			return
+		case <-loss.C:
+			cancel()
+			l.lose(h, lostReason())
+			return
+		case err = <-done:
+			cancel()
+		}
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			h.lastRenew = start
+			l.mu.Unlock()
+			loss.Reset(l.untilLoss(h))
+		case errors.Is(err, errGone):
+			l.lose(h, fmt.Errorf("%w: %w", lease.ErrLost, err))
+			return
+		default:
+			l.log.Warn("consul lease: heartbeat failed; retrying", slog.Any("error", err),
+				slog.Duration("lostIn", l.untilLoss(h)))
+		}
+		next.Reset(max(0, l.cfg.HeartbeatInterval-time.Since(start)))
+	}
+}
+
+func (l *Lease) untilLoss(h *holding) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(0, l.lossAfter()-time.Since(h.lastRenew))
+}
+
+// renew renews the session, then checks that it still holds the lock (the
+// key may have been deleted or unlocked from outside). Only a failed renewal
+// is an error that keeps the loss clock running; a failed check is not.
+func (l *Lease) renew(ctx context.Context, session string) error {
+	entry, _, err := l.client.Session().Renew(session, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("renewing session %s: %w", session, err)
+	}
+	if entry == nil {
+		return fmt.Errorf("%w: session %s no longer exists", errGone, session)
+	}
+	pair, _, err := l.client.KV().Get(l.key, (&api.QueryOptions{}).WithContext(ctx))
+	switch {
+	case err != nil:
+		l.log.Debug("consul lease: could not check the lock after a renewal", slog.Any("error", err))
+	case pair == nil:
+		return fmt.Errorf("%w: key %s was deleted", errGone, l.key)
+	case pair.Session != session:
+		return fmt.Errorf("%w: key %s is no longer locked by session %s", errGone, l.key, session)
+	}
+	return nil
+}
+
+// lose declares h lost, once: the callback runs, then the session is
+// destroyed in the background, which frees the lock (after the lock delay)
+// without waiting for the session's TTL.
+func (l *Lease) lose(h *holding, reason error) {
+	l.mu.Lock()
+	if l.cur != h || h.lost {
+		l.mu.Unlock()
+		return
+	}
+	h.lost = true
+	cb := h.onLost
+	h.onLost = nil
+	h.cancel()
+	l.mu.Unlock()
+	l.log.Warn("consul lease lost", slog.Uint64("token", h.token), slog.Any("reason", reason))
+	if cb != nil {
+		cb(reason)
+	}
+	go l.destroy(h.session)
+}
+
+// destroy destroys a session, best effort, bounded by OperationTimeout.
+func (l *Lease) destroy(session string) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OperationTimeout)
+	defer cancel()
+	if _, err := l.client.Session().Destroy(session, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		l.log.Debug("consul lease: destroying session failed; it ends at its TTL", slog.String("session", session),
+			slog.Any("error", err))
+	}
+}
+
+// Release implements lease.Lease: it unlocks and deletes the key in one
+// transaction, then destroys the session.
+func (l *Lease) Release(ctx context.Context) (bool, error) {
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
+	l.mu.Lock()
+	h := l.cur
+	l.cur = nil
+	lost := h == nil || h.lost
+	if h != nil {
+		h.cancel()
+		h.onLost = nil
+	}
+	l.mu.Unlock()
+	if lost {
+		return false, nil // its session is destroyed already (or being)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
+	defer cancel()
+	ok, resp, _, err := l.client.Txn().Txn(api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: l.key, Session: h.session}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: l.key}},
+	}, (&api.QueryOptions{}).WithContext(ctx))
+	// Destroyed whatever happened: after the unlock it holds nothing (no
+	// lock delay for the next holder); if the unlock failed, destroying it
+	// is the way to let go.
+	l.destroy(h.session)
+	if err != nil {
+		return false, fmt.Errorf("consul lease %q: releasing %s: %w", l.settings.LeaseName, l.key, err)
+	}
+	if !ok {
+		l.log.Warn("consul lease: release found the lock no longer held", slog.Any("errors", txnErrors(resp)))
+		return false, nil
+	}
+	l.log.Info("consul lease released", slog.Uint64("token", h.token))
+	return true, nil
+}
+
+// CheckLease implements lease.Lease: held, not lost, and the last successful
+// renewal recent enough.
+func (l *Lease) CheckLease() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.cur
+	return h != nil && !h.lost && time.Since(h.lastRenew) < l.lossAfter()
+}
+
+func txnErrors(resp *api.TxnResponse) []string {
+	if resp == nil {
+		return nil
+	}
+	out := make([]string, 0, len(resp.Errors))
+	for _, e := range resp.Errors {
+		out = append(out, e.What)
+	}
+	return out
+}
