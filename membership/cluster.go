@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 )
 
 // ErrRemoved is returned by Join and Leave of a Cluster whose member was
@@ -28,6 +29,11 @@ type Config struct {
 	// its subscribers were told of the removal; Terminate leaves the
 	// cluster for good and calls OnTerminate.
 	AfterRemoval AfterRemoval
+	// Quarantine, when set, fences this node against removed members at
+	// the remote layer: it must be the one installed in the node's remote
+	// (Quarantine.RemoteOption). Nil: messages a removed member still
+	// sends are processed, and its address is dialled again on demand.
+	Quarantine *Quarantine
 	// OnTerminate is called once, on its own goroutine, when a node with
 	// AfterRemoval Terminate finds itself removed, after its subscribers
 	// were told. The application should stop (Akka's
@@ -202,7 +208,7 @@ func (c *Cluster) Join(ctx context.Context) error {
 }
 
 func (c *Cluster) join(ctx context.Context) error {
-	self := Member{ID: NewMemberID(), Address: c.system.Address(), Roles: c.cfg.Roles, Status: Up}
+	self := Member{ID: NewMemberID(), Address: c.system.Address(), Roles: c.cfg.Roles, Status: Up, SystemID: c.system.ID}
 	registered, err := c.provider.Register(ctx, self)
 	if err != nil {
 		return fmt.Errorf("membership: join as %s: %w", self.ID, err)
@@ -387,6 +393,9 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 			return // our registration is not visible yet
 		}
 		c.members = filterRemoved(snapshot, c.removed)
+		for _, m := range c.members {
+			c.admit(m)
+		}
 		close(c.firstView)
 		for _, s := range c.subscribers {
 			c.system.Root.Send(s, &CurrentClusterState{Members: ByAge(c.members, "", true), Self: c.self})
@@ -407,10 +416,18 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		return
 	}
 	events := Diff(c.members, snapshot, c.removed)
+	var gone []string
 	for _, e := range events {
-		if r, ok := e.(MemberRemoved); ok {
-			c.removed[r.Member.ID] = true
-			c.removals[r.Member.ID] = Removal{At: time.Now(), Graceful: r.Graceful}
+		switch e := e.(type) {
+		case MemberRemoved:
+			c.removed[e.Member.ID] = true
+			c.removals[e.Member.ID] = Removal{At: time.Now(), Graceful: e.Graceful}
+			if c.cfg.Quarantine != nil && e.Member.SystemID != c.system.ID {
+				c.cfg.Quarantine.removed(e.Member, e.Graceful)
+				gone = append(gone, e.Member.Address)
+			}
+		case MemberUp:
+			c.admit(e.Member)
 		}
 	}
 	c.members = filterRemoved(snapshot, c.removed)
@@ -419,6 +436,20 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		c.publishLocked(e)
 	}
 	c.mu.Unlock()
+	// Close the connections to the removed members: proto.actor's remote
+	// drops their endpoints, and the quarantine keeps it from dialling
+	// them again.
+	for _, addr := range gone {
+		c.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
+	}
+}
+
+// admit lifts the quarantine of a live member (a removed node that joined
+// again, or a new process at a removed member's address).
+func (c *Cluster) admit(m Member) {
+	if c.cfg.Quarantine != nil {
+		c.cfg.Quarantine.up(m)
+	}
 }
 
 // markSelfRemoved tells subscribers this member is gone for good, stops the

@@ -50,6 +50,10 @@ type Member struct {
 	Age uint64
 	// Status is Up or Leaving.
 	Status Status
+	// SystemID is the proto.actor actor system's ID, which its remote
+	// names when it connects to another node. A removed member's system
+	// is quarantined by it (see Quarantine).
+	SystemID string
 }
 
 // HasRole reports whether the member has the role; the empty role matches

@@ -136,7 +136,8 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 	}
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(testLogger(cfg.name)))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start()
 	provider, err := c.backend.NewProvider()
 	if err != nil {
@@ -147,6 +148,7 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 	mcfg := membership.Config{
 		Roles:         slices.Clone(cfg.roles),
 		RejoinBackoff: rejoinBackoff,
+		Quarantine:    quarantine,
 	}
 	if cfg.stayOut {
 		mcfg.AfterRemoval = membership.Terminate

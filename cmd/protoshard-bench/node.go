@@ -47,9 +47,12 @@ type node struct {
 
 func startNode(ctx context.Context, name string, provider membership.Provider) (*node, error) {
 	system := newSystem(name)
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	// The quarantine fences this node against removed members at the remote
+	// layer (nothing a removed node still sends is processed).
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start() // before membership: a member is known by its address
-	c := membership.NewCluster(system, provider, membership.Config{})
+	c := membership.NewCluster(system, provider, membership.Config{Quarantine: quarantine})
 	n := &node{name: name, system: system, remote: r, cluster: c}
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

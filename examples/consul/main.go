@@ -172,7 +172,10 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	}
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", cfg.port))
+	// The quarantine fences this node against removed members at the remote
+	// layer (nothing a removed node still sends is processed).
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", cfg.port, quarantine.RemoteOption()))
 	// The remote first: a member is known by its address.
 	r.Start()
 	// Error paths: stop at once. The graceful path ends the same way below.
@@ -188,7 +191,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
-	cluster := membership.NewCluster(system, provider, membership.Config{Roles: []string{nameRolePrefix + cfg.name}})
+	cluster := membership.NewCluster(system, provider, membership.Config{Roles: []string{nameRolePrefix + cfg.name}, Quarantine: quarantine})
 	defer cluster.Close()
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = cluster.Join(jctx)

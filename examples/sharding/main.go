@@ -256,11 +256,14 @@ func logging(node string) actor.ConfigOption {
 
 func (d *demo) startNode(ctx context.Context, name string) error {
 	system := actor.NewActorSystem(logging(name))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	// The quarantine fences this node against removed members at the remote
+	// layer (nothing a removed node still sends is processed).
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	// The remote first: a member is known by its address, which is
 	// "nonhost" until the remote listens.
 	r.Start()
-	cluster := membership.NewCluster(system, d.registry.Provider(), membership.Config{})
+	cluster := membership.NewCluster(system, d.registry.Provider(), membership.Config{Quarantine: quarantine})
 	n := &node{name: name, system: system, remote: r, cluster: cluster}
 	d.nodes = append(d.nodes, n) // listed now, so shutdown stops it even if the join fails
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -116,9 +116,12 @@ func run(w io.Writer) error {
 
 func startNode(name string, registry *local.Registry, logging actor.ConfigOption, out io.Writer) (*node, error) {
 	system := actor.NewActorSystem(logging)
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	// The quarantine fences this node against removed members at the remote
+	// layer (nothing a removed node still sends is processed).
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start()
-	cluster := membership.NewCluster(system, registry.Provider(), membership.Config{})
+	cluster := membership.NewCluster(system, registry.Provider(), membership.Config{Quarantine: quarantine})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cluster.Join(ctx); err != nil {

@@ -60,6 +60,8 @@ const (
 	MetaMemberID = "protoshard_member_id"
 	// MetaRoles holds the member's roles, comma-joined.
 	MetaRoles = "protoshard_roles"
+	// MetaSystemID holds the member's actor system ID (Member.SystemID).
+	MetaSystemID = "protoshard_system_id"
 	// MetaStatus holds the member's status: StatusUp or StatusLeaving.
 	MetaStatus = "protoshard_status"
 )
@@ -276,6 +278,7 @@ func (p *Provider) Register(ctx context.Context, self membership.Member) (member
 			MetaMemberID: self.ID,
 			MetaRoles:    strings.Join(self.Roles, ","),
 			MetaStatus:   StatusUp,
+			MetaSystemID: self.SystemID,
 		},
 		Check: &api.AgentServiceCheck{
 			CheckID: checkID,
@@ -891,10 +894,11 @@ func toMember(e *api.ServiceEntry) (membership.Member, bool) {
 		return membership.Member{}, false
 	}
 	m := membership.Member{
-		ID:      s.ID,
-		Address: net.JoinHostPort(host, strconv.Itoa(s.Port)),
-		Age:     s.CreateIndex,
-		Status:  membership.Up,
+		ID:       s.ID,
+		Address:  net.JoinHostPort(host, strconv.Itoa(s.Port)),
+		Age:      s.CreateIndex,
+		Status:   membership.Up,
+		SystemID: s.Meta[MetaSystemID],
 	}
 	if roles := s.Meta[MetaRoles]; roles != "" {
 		m.Roles = strings.Split(roles, ",")
@@ -907,7 +911,8 @@ func toMember(e *api.ServiceEntry) (membership.Member, bool) {
 
 func sameMembers(a, b []membership.Member) bool {
 	return slices.EqualFunc(a, b, func(x, y membership.Member) bool {
-		return x.ID == y.ID && x.Address == y.Address && x.Age == y.Age && x.Status == y.Status && slices.Equal(x.Roles, y.Roles)
+		return x.ID == y.ID && x.Address == y.Address && x.Age == y.Age && x.Status == y.Status && slices.Equal(x.Roles, y.Roles) &&
+			x.SystemID == y.SystemID
 	})
 }
 

@@ -45,7 +45,7 @@ func register(t *testing.T, p *consul.Provider, id, addr string, roles ...string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 	defer cancel()
-	m, err := p.Register(ctx, membership.Member{ID: id, Address: addr, Roles: roles})
+	m, err := p.Register(ctx, membership.Member{ID: id, Address: addr, Roles: roles, SystemID: "system-of-" + id})
 	if err != nil {
 		t.Fatalf("register %s: %v", id, err)
 	}
@@ -138,7 +138,8 @@ func TestSetLeavingKeepsAgeAndCheck(t *testing.T) {
 	}
 	eventually(t, waitDeadline, "the watch to show the member Leaving with its age", func() (bool, string) {
 		m, ok := find(snaps.last(), self.ID)
-		return ok && m.Status == membership.Leaving && m.Age == self.Age && len(m.Roles) == 2, describe(snaps.last())
+		return ok && m.Status == membership.Leaving && m.Age == self.Age && len(m.Roles) == 2 && m.SystemID == "system-of-leaver",
+			describe(snaps.last())
 	})
 	// The check survived the re-registration and is still refreshed: well
 	// after the TTL the member is still passing (and Leaving).
