@@ -415,3 +415,66 @@ func (s *resettableStore) Save(ctx context.Context, st coordinatoractor.State, v
 	}
 	return nv, nil
 }
+
+// The Consul agent restarts empty (a dev agent keeps nothing): every node
+// finds itself removed, stops its shards and joins again, in some order;
+// the coordinator that starts first, with an empty state, must not start
+// a shard that a node which has not noticed its removal yet still hosts.
+func TestConsulWipedStartsNoEntityTwice(t *testing.T) {
+	w := newConsulWorld(t)
+	a := w.startNode(false)
+	w.startNode(false)
+	w.startNode(false)
+	w.cluster.WaitConverged(t, 60*time.Second)
+	w.waitRegistered(3)
+	ids := entityIDs(60)
+	homesOf(t, a, w, ids, 0)
+
+	before := map[*testkit.Node]string{}
+	for _, n := range w.cluster.Running() {
+		before[n] = n.MemberID()
+	}
+	// Traffic through every node all along, so that any node that hosts a
+	// shard too early gets messages for it.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for seq := int64(100); ; seq++ {
+			for _, n := range w.cluster.Running() {
+				for _, id := range ids {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					n.System.Root.Send(w.region(n), pingMsg(id, seq))
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	w.backend.Agent.Restart(t)
+	testkit.WaitFor(t, 90*time.Second, func() bool {
+		for n, id := range before {
+			if n.MemberID() == id || n.MemberID() == "" {
+				return false
+			}
+		}
+		return true
+	}, "every node to find itself removed and join again")
+	w.cluster.WaitConverged(t, 90*time.Second)
+	for _, id := range ids {
+		askEventually(t, a, w.region(a), id, 1)
+	}
+	t.Logf("entity starts after the wipe: %d for %d entities", w.ledgerStarts(ids), len(ids))
+}
+
+func (w *world) ledgerStarts(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		n += w.ledger.Starts(id)
+	}
+	return n
+}

@@ -251,8 +251,9 @@ func (c *coordinator) activate(ctx actor.Context) {
 		return // a store write failed meanwhile
 	}
 	// Unplaced shards wait for the regions of live members to register
-	// (see unregisteredMembers); this timer ends the wait.
-	c.timers.SendOnce(c.settings.RegisterWaitTimeout, ctx.Self(), registerWaitOver{})
+	// (see unregisteredMembers), and after a re-join for the removal
+	// margin (see rejoinHold); this timer ends the wait.
+	c.timers.SendOnce(max(c.settings.RegisterWaitTimeout, c.rejoinHold()), ctx.Self(), registerWaitOver{})
 	if c.cancelTick == nil {
 		c.cancelTick = c.timers.SendRepeatedly(c.settings.RebalanceInterval, c.settings.RebalanceInterval, ctx.Self(), rebalanceTick{})
 	}
@@ -603,6 +604,11 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("members", waiting))
 		return
 	}
+	if wait := c.rejoinHold(); wait > 0 {
+		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held: this node re-joined after its removal, and the removal margin has not passed",
+			slog.String("type", c.typeName), slog.String("shard", shard), slog.Duration("wait", wait))
+		return
+	}
 	active := c.regionAllocations(true)
 	if len(active) == 0 {
 		ctx.Logger().Debug("shard coordinator: no region to allocate to", slog.String("type", c.typeName), slog.String("shard", shard))
@@ -632,6 +638,17 @@ func (c *coordinator) waitingForRegions() []string {
 		return nil
 	}
 	return unregisteredMembers(c.members, c.settings.Role, c.registered)
+}
+
+// rejoinHold is how long a coordinator on a node that joined again after
+// it was removed still holds allocations its state does not place: the
+// members of the cluster it was removed from may not have noticed their
+// own removal yet (a Consul agent that lost its data removes everybody at
+// once) and still run those shards, and their removal margin must pass
+// first, as for any removed member (see removalWait).
+func (c *coordinator) rejoinHold() time.Duration {
+	rm, seen := c.cluster.SelfRemoval()
+	return removalWait(rm, seen, c.cluster.DownRemovalMargin(), time.Now())
 }
 
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {

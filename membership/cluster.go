@@ -101,6 +101,7 @@ type Cluster struct {
 	members     []Member
 	removed     map[string]bool // ids seen removed: never accepted again
 	removals    map[string]Removal
+	selfRemoval *Removal // the last removal of this node's own member
 	subscribers []*actor.PID
 	hooks       []namedHook
 	stopWatch   context.CancelFunc
@@ -152,6 +153,19 @@ type Removal struct {
 	At time.Time
 	// Graceful: the member left (MemberRemoved.Graceful).
 	Graceful bool
+}
+
+// SelfRemoval returns the last removal of this node's own member, if it
+// was removed (and possibly joined again since). A node that re-joined
+// after a removal it did not ask for cannot know what its old incarnation's
+// peers still run until the down-removal margin has passed since then.
+func (c *Cluster) SelfRemoval() (Removal, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.selfRemoval == nil {
+		return Removal{}, false
+	}
+	return *c.selfRemoval, true
 }
 
 // Removal returns what this node saw of the removal of member id; ok is
@@ -465,6 +479,7 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	c.joined = false
 	c.removed[self.ID] = true
 	c.removals[self.ID] = Removal{At: time.Now(), Graceful: graceful}
+	c.selfRemoval = &Removal{At: time.Now(), Graceful: graceful}
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}

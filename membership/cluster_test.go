@@ -344,6 +344,12 @@ func TestRemovalIsFinal(t *testing.T) {
 	if _, ok := a.cluster.Removal(a.id()); ok {
 		t.Errorf("a: Removal of itself, a live member, is known")
 	}
+	if rm, ok := b.cluster.SelfRemoval(); !ok || rm.Graceful {
+		t.Errorf("b: SelfRemoval = %+v, %v; want its crash", rm, ok)
+	}
+	if _, ok := a.cluster.SelfRemoval(); ok {
+		t.Errorf("a: SelfRemoval known, but a was never removed")
+	}
 
 	// b's id comes back (a zombie registration, a TTL check healthy again),
 	// then an unrelated member joins: by the time a sees that one, it has
