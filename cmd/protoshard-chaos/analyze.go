@@ -559,3 +559,33 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 func stamp(t int64) string {
 	return time.Unix(0, t).Format("15:04:05.000000")
 }
+
+// singletonNodes returns the nodes whose singleton incarnation was alive
+// at t (started before it and not stopped by then), by the records: the
+// node that a kill of the coordinator's node should have hit.
+func singletonNodes(recs []Record, t int64) []string {
+	alive := map[string]string{} // incarnation -> node
+	for _, r := range recs {
+		if r.T > t {
+			break
+		}
+		switch r.Ev {
+		case evSStart:
+			alive[r.Inc] = r.Node
+		case evSStop:
+			delete(alive, r.Inc)
+		case evKill, evExit:
+			for inc, node := range alive {
+				if node == r.Node {
+					delete(alive, inc)
+				}
+			}
+		}
+	}
+	var nodes []string
+	for _, node := range alive {
+		nodes = append(nodes, node)
+	}
+	sort.Strings(nodes)
+	return nodes
+}

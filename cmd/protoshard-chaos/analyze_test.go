@@ -380,3 +380,44 @@ func TestSampler(t *testing.T) {
 		}
 	}
 }
+
+func TestSingletonNodes(t *testing.T) {
+	recs := []Record{
+		{T: at(0), Ev: evSStart, Node: "n1", Inc: "a"},
+		{T: at(5), Ev: evSStop, Node: "n1", Inc: "a"},
+		{T: at(6), Ev: evSStart, Node: "n2", Inc: "b"},
+		orch(9, evKill, "n2"),
+		{T: at(12), Ev: evSStart, Node: "n3", Inc: "c"},
+	}
+	for _, tt := range []struct {
+		at   float64
+		want string
+	}{{1, "n1"}, {5.5, ""}, {7, "n2"}, {10, ""}, {13, "n3"}} {
+		if got := strings.Join(singletonNodes(recs, at(tt.at)), ","); got != tt.want {
+			t.Errorf("at %vs: %q, want %q", tt.at, got, tt.want)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	r := &Report{Faults: []*Fault{
+		{N: 1, Kind: faultKill, Counts: Counts{Dropped: 3, LostToCrash: 1}, Recovery: &Recovery{AllAnswered: true, SinceStartS: 4}},
+		{N: 2, Kind: faultPause, Counts: Counts{OverlappingActivations: 2}, Recovery: &Recovery{AllAnswered: true, SinceStartS: 8}},
+		{N: 3, Kind: faultKill, Counts: Counts{Dropped: 1, OrderViolations: 5}, Recovery: &Recovery{AllAnswered: true, SinceStartS: 6}},
+		{N: 4, Kind: faultKill, Recovery: &Recovery{Answered: 3, Total: 4}},
+		{N: 5, Kind: faultPartition, Error: "skipped: not root"},
+	}}
+	r.summarize()
+	if len(r.ByKind) != 2 {
+		t.Fatalf("by kind %+v, want kill and pause", r.ByKind)
+	}
+	k := r.ByKind[0]
+	want := KindSummary{Kind: faultKill, Faults: 3, Counts: Counts{Dropped: 4, LostToCrash: 1, OrderViolations: 5},
+		Recovered: 2, NotRecovered: 1, RecoveryMedianS: 5, RecoveryMaxS: 6}
+	if k != want {
+		t.Errorf("kill\n got %+v\nwant %+v", k, want)
+	}
+	if p := r.ByKind[1]; p.Kind != faultPause || p.Counts.OverlappingActivations != 2 || p.RecoveryMedianS != 8 {
+		t.Errorf("pause %+v", p)
+	}
+}

@@ -83,8 +83,9 @@ const (
 	evExit        = "exit"   // the process ended; Reason holds its status
 	evConsulStop  = "consul-stop"
 	evConsulStart = "consul-start"
-	evFault       = "fault" // a fault began; Fault, Reason (its kind), Node (its target)
-	evEnd         = "end"   // the end of the observation: later records are ignored
+	evFault       = "fault"     // a fault began; Fault, Reason (its kind), Node (its target)
+	evFaultEnd    = "fault-end" // and ended; Fault, Reason (what happened, or why it could not be injected)
+	evEnd         = "end"       // the end of the observation: later records are ignored
 )
 
 // Where a drop was reported.

@@ -179,7 +179,15 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 	rep.Findings.BadLines = bad
 	for i, f := range rep.Faults {
 		f.Counts = rep.Findings.PerFault[i]
+		if f.Kind == faultKillCoordinator && f.Error == "" {
+			// The singleton runs where the coordinator does: on the
+			// oldest node. The kill must have hit it.
+			if on := singletonNodes(recs, f.Start.UnixNano()-1); len(on) != 1 || on[0] != f.Node {
+				f.Note = fmt.Sprintf("the singleton (and so the coordinator) ran on %v, not on the killed %s", on, f.Node)
+			}
+		}
 	}
+	rep.summarize()
 	rep.Ended = time.Now().Format(time.RFC3339)
 	rep.judge(os.Getenv("CI") == "true")
 	rep.writeText(out)
@@ -195,19 +203,50 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 	return nil
 }
 
-// reanalyze judges the ledgers a run left in dir again (the faults come
-// from the orchestrator's ledger; their recovery times are not kept
-// there).
+// reanalyze judges the ledgers a run left in dir again: the faults come
+// from the orchestrator's ledger, their recovery from the load generator's
+// probe answers.
 func reanalyze(out io.Writer, cfg config, dir string) (*Report, error) {
 	recs, _, err := readLedgers(dir)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Dir: dir, Skipped: map[string]string{}}
+	byN := map[int]*Fault{}
 	for _, r := range recs {
-		if r.Ev == evFault {
-			rep.Faults = append(rep.Faults, &Fault{N: r.Fault, Kind: r.Reason, Node: r.Node, PID: r.PID, Start: r.Time(), End: r.Time()})
+		switch r.Ev {
+		case evFault:
+			f := &Fault{N: r.Fault, Kind: r.Reason, Node: r.Node, PID: r.PID, Start: r.Time(), End: r.Time()}
+			rep.Faults = append(rep.Faults, f)
+			byN[f.N] = f
+		case evFaultEnd:
+			if f := byN[r.Fault]; f != nil {
+				f.End, f.Detail = r.Time(), r.Reason
+			}
 		}
+	}
+	// The recovery after each fault, from the load generator's probe
+	// answers: every entity that answered the warm-up probe must answer.
+	answered := map[int]map[string]bool{}
+	last := map[int]int64{}
+	for _, r := range recs {
+		if r.Ev == evAnswer {
+			if answered[r.Probe] == nil {
+				answered[r.Probe] = map[string]bool{}
+			}
+			answered[r.Probe][r.Ent] = true
+			last[r.Probe] = max(last[r.Probe], r.T)
+		}
+	}
+	total := len(answered[0])
+	for _, f := range rep.Faults {
+		rec := &Recovery{Answered: len(answered[f.N]), Total: total}
+		rec.AllAnswered = total > 0 && rec.Answered == total
+		if rec.AllAnswered {
+			rec.SinceStartS = time.Unix(0, last[f.N]).Sub(f.Start).Seconds()
+			rec.SinceEndS = time.Unix(0, last[f.N]).Sub(f.End).Seconds()
+		}
+		f.Recovery = rec
 	}
 	if len(recs) > 0 {
 		rep.Started = recs[0].Time().Format(time.RFC3339)
@@ -541,6 +580,7 @@ func (o *orchestrator) faultLoop(ctx context.Context) error {
 			o.faults = append(o.faults, f)
 			o.inject(ctx, f)
 			o.ledger.write(Record{T: f.Start.UnixNano(), Ev: evFault, Fault: f.N, Reason: f.Kind, Node: f.Node, PID: f.PID})
+			o.ledger.write(Record{T: f.End.UnixNano(), Ev: evFaultEnd, Fault: f.N, Reason: f.Detail + errSuffix(f.Error)})
 			if err := ctx.Err(); err != nil {
 				return err
 			}

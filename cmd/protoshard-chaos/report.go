@@ -19,6 +19,8 @@ type Report struct {
 	// WarmUp is the probe of every entity before the first fault.
 	WarmUp *Recovery `json:"warm_up,omitempty"`
 	Faults []*Fault  `json:"faults"`
+	// ByKind adds up the faults of each kind.
+	ByKind []KindSummary `json:"by_kind"`
 	// Skipped names fault kinds that could not run here, with the reason.
 	Skipped  map[string]string `json:"skipped,omitempty"`
 	Findings Findings          `json:"findings"`
@@ -147,13 +149,21 @@ func (r *Report) writeText(w io.Writer) {
 			p("      note: %s", f.Note)
 		}
 	}
-	if byKind := r.recoveryByKind(); len(byKind) > 0 {
+	if len(r.ByKind) > 0 {
 		p("")
-		p("until every entity answered again, from the fault's start (median / max over the faults of a kind):")
-		for _, k := range faultKinds {
-			if line, ok := byKind[k]; ok {
-				p("  %-17s %s", k, line)
+		p("by kind (recovery: until every entity answered again, from the fault's start, median / max):")
+		p("  %-17s %6s %8s %10s %7s %5s %11s %5s %4s  %s", "kind", "faults", "overlaps", "singletons", "dropped", "lost", "unaccounted", "order", "dup", "recovery")
+		for _, k := range r.ByKind {
+			c := k.Counts
+			rec := "-"
+			if k.Recovered > 0 {
+				rec = fmt.Sprintf("%.1fs / %.1fs", k.RecoveryMedianS, k.RecoveryMaxS)
 			}
+			if k.NotRecovered > 0 {
+				rec += fmt.Sprintf(" (%d not recovered)", k.NotRecovered)
+			}
+			p("  %-17s %6d %8d %10d %7d %5d %11d %5d %4d  %s", k.Kind, k.Faults, c.OverlappingActivations, c.OverlappingSingletons,
+				c.Dropped, c.LostToCrash, c.Unaccounted, c.OrderViolations, c.Duplicated, rec)
 		}
 	}
 	f := r.Findings
@@ -238,38 +248,65 @@ func (r *Report) writeText(w io.Writer) {
 	p("FAIL: %s", strings.Join(r.Failures, "; "))
 }
 
-// recoveryByKind summarises the recovery times of each fault kind.
-func (r *Report) recoveryByKind() map[string]string {
-	times := map[string][]float64{}
-	failed := map[string]int{}
-	for _, f := range r.Faults {
-		switch {
-		case f.Recovery == nil:
-		case f.Recovery.AllAnswered:
-			times[f.Kind] = append(times[f.Kind], f.Recovery.SinceStartS)
-		default:
-			failed[f.Kind]++
+// KindSummary adds up the faults of one kind.
+type KindSummary struct {
+	Kind   string `json:"kind"`
+	Faults int    `json:"faults"`
+	// Counts are the sums of the faults' windows.
+	Counts Counts `json:"counts"`
+	// Recovered faults had every entity answer again; RecoveryMedianS and
+	// RecoveryMaxS are over them, from the fault's start.
+	Recovered       int     `json:"recovered"`
+	NotRecovered    int     `json:"not_recovered"`
+	RecoveryMedianS float64 `json:"recovery_median_s"`
+	RecoveryMaxS    float64 `json:"recovery_max_s"`
+}
+
+// summarize fills ByKind from the faults (those injected).
+func (r *Report) summarize() {
+	r.ByKind = nil
+	for _, kind := range faultKinds {
+		k := KindSummary{Kind: kind}
+		var times []float64
+		for _, f := range r.Faults {
+			if f.Kind != kind || f.Error != "" {
+				continue
+			}
+			k.Faults++
+			k.Counts = addCounts(k.Counts, f.Counts)
+			switch {
+			case f.Recovery == nil:
+			case f.Recovery.AllAnswered:
+				times = append(times, f.Recovery.SinceStartS)
+			default:
+				k.NotRecovered++
+			}
 		}
-	}
-	out := map[string]string{}
-	for _, k := range faultKinds {
-		ts := times[k]
-		if len(ts) == 0 && failed[k] == 0 {
+		if k.Faults == 0 {
 			continue
 		}
-		line := "-"
-		if len(ts) > 0 {
-			sort.Float64s(ts)
-			med := ts[len(ts)/2]
-			if len(ts)%2 == 0 {
-				med = (ts[len(ts)/2-1] + med) / 2
+		if len(times) > 0 {
+			sort.Float64s(times)
+			k.Recovered = len(times)
+			k.RecoveryMedianS = times[len(times)/2]
+			if len(times)%2 == 0 {
+				k.RecoveryMedianS = (times[len(times)/2-1] + times[len(times)/2]) / 2
 			}
-			line = fmt.Sprintf("%.1fs / %.1fs over %d", med, ts[len(ts)-1], len(ts))
+			k.RecoveryMaxS = times[len(times)-1]
 		}
-		if failed[k] > 0 {
-			line += fmt.Sprintf("; %d not recovered within the probe deadline", failed[k])
-		}
-		out[k] = line
+		r.ByKind = append(r.ByKind, k)
 	}
-	return out
+}
+
+func addCounts(a, b Counts) Counts {
+	a.OverlappingActivations += b.OverlappingActivations
+	a.OverlappingSingletons += b.OverlappingSingletons
+	a.Sent += b.Sent
+	a.Delivered += b.Delivered
+	a.Duplicated += b.Duplicated
+	a.Dropped += b.Dropped
+	a.LostToCrash += b.LostToCrash
+	a.Unaccounted += b.Unaccounted
+	a.OrderViolations += b.OrderViolations
+	return a
 }
