@@ -628,7 +628,15 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 	case faultKill:
 		o.killAndReplace(ctx, f, o.randomNode())
 	case faultKillCoordinator:
+		// Right after a Consul restart the nodes may not have registered
+		// again yet: wait for them a while.
 		target, err := o.oldestNode()
+		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); {
+			if sleep(ctx, 500*time.Millisecond) != nil {
+				break
+			}
+			target, err = o.oldestNode()
+		}
 		if err != nil {
 			f.Error = err.Error()
 			return
