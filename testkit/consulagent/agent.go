@@ -241,9 +241,20 @@ func (a *Agent) Kill() {
 func (a *Agent) Restart(t testing.TB) {
 	t.Helper()
 	a.Stop()
-	if err := a.start(); err != nil {
-		t.Fatalf("consulagent: restart: %v\nlog tail:\n%s", err, a.LogTail(60))
+	if err := a.Relaunch(); err != nil {
+		t.Fatalf("%v\nlog tail:\n%s", err, a.LogTail(60))
 	}
+}
+
+// Relaunch starts a stopped agent again on the same ports and waits until
+// it is ready: Restart for a program, which stops the agent (Stop or Kill)
+// and starts it with Relaunch when it chooses, to keep Consul away for a
+// while. Like Restart, it comes back empty.
+func (a *Agent) Relaunch() error {
+	if err := a.start(); err != nil {
+		return fmt.Errorf("consulagent: restart: %w", err)
+	}
+	return nil
 }
 
 // LogTail returns the last n lines of the agent's log.

@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/shardactor"
+)
+
+// base is the time of the hand-made ledgers; at(s) is s seconds later.
+var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(s float64) int64 { return base.Add(time.Duration(s * float64(time.Second))).UnixNano() }
+
+// Builders of ledger records.
+func start(s float64, node, ent, inc string) Record {
+	return Record{T: at(s), Ev: evStart, Node: node, Ent: ent, Inc: inc}
+}
+func stop(s float64, node, ent, inc string) Record {
+	return Record{T: at(s), Ev: evStop, Node: node, Ent: ent, Inc: inc}
+}
+func recv(s float64, node, ent, inc, snd string, seq int64) Record {
+	return Record{T: at(s), Ev: evRecv, Node: node, Ent: ent, Inc: inc, Snd: snd, Seq: seq}
+}
+func sent(s float64, snd, ent string, seq int64) Record {
+	return Record{T: at(s), Ev: evSent, Node: "loadgen", Ent: ent, Snd: snd, Seq: seq}
+}
+func orch(s float64, ev, node string) Record { return Record{T: at(s), Ev: ev, Node: node} }
+func end(s float64) Record                   { return Record{T: at(s), Ev: evEnd, Node: "orchestrator"} }
+
+func TestAnalyzeActivations(t *testing.T) {
+	tests := []struct {
+		name       string
+		recs       []Record
+		overlaps   int
+		singletons int
+		endBy      string // of the first overlap's first incarnation, if any
+	}{
+		{
+			name: "hand-off: the old one stops before the new one starts",
+			recs: []Record{
+				start(0, "n1", "e", "a"), stop(5, "n1", "e", "a"),
+				start(5.001, "n2", "e", "b"), end(30),
+			},
+		},
+		{
+			name: "overlap: the new one starts while the old one runs",
+			recs: []Record{
+				start(0, "n1", "e", "a"), start(5, "n2", "e", "b"),
+				stop(10, "n1", "e", "a"), end(30),
+			},
+			overlaps: 1, endBy: "stop record",
+		},
+		{
+			name: "no stop record and no kill: alive until the end",
+			recs: []Record{
+				start(0, "n1", "e", "a"), start(20, "n2", "e", "b"), end(30),
+			},
+			overlaps: 1, endBy: "still alive at the end",
+		},
+		{
+			name: "kill -9 ends the incarnations of its node",
+			recs: []Record{
+				start(0, "n1", "e", "a"), orch(5, evKill, "n1"), orch(5.01, evExit, "n1"),
+				start(11, "n2", "e", "b"), end(30),
+			},
+		},
+		{
+			name: "kill -9 after the new one started is an overlap",
+			recs: []Record{
+				start(0, "n1", "e", "a"), start(4, "n2", "e", "b"), orch(5, evKill, "n1"), end(30),
+			},
+			overlaps: 1, endBy: "kill -9 of n1",
+		},
+		{
+			name: "frozen node: an incarnation that only stops after SIGCONT ended at the freeze",
+			recs: []Record{
+				start(0, "n1", "e", "a"), recv(1, "n1", "e", "a", "s1", 1),
+				orch(5, evFreeze, "n1"), start(10, "n2", "e", "b"),
+				orch(13, evThaw, "n1"), stop(13.1, "n1", "e", "a"), end(30),
+			},
+		},
+		{
+			name: "frozen node: an incarnation that processes after SIGCONT overlaps",
+			recs: []Record{
+				start(0, "n1", "e", "a"), orch(5, evFreeze, "n1"), start(10, "n2", "e", "b"),
+				orch(13, evThaw, "n1"), recv(13.05, "n1", "e", "a", "s1", 1), stop(13.1, "n1", "e", "a"), end(30),
+			},
+			overlaps: 1, endBy: "last activity after the freeze of n1",
+		},
+		{
+			name: "frozen node: a probe answered after SIGCONT is activity too",
+			recs: []Record{
+				start(0, "n1", "e", "a"), orch(5, evFreeze, "n1"), start(10, "n2", "e", "b"),
+				orch(13, evThaw, "n1"), {T: at(13.02), Ev: evProbe, Node: "n1", Ent: "e", Inc: "a", Probe: 3}, end(30),
+			},
+			overlaps: 1, endBy: "last activity after the freeze of n1",
+		},
+		{
+			name: "frozen node: activity after SIGCONT but before the other started is no overlap",
+			recs: []Record{
+				start(0, "n1", "e", "a"), orch(5, evFreeze, "n1"), orch(13, evThaw, "n1"),
+				recv(13.05, "n1", "e", "a", "s1", 1), start(13.2, "n2", "e", "b"), stop(13.3, "n1", "e", "a"), end(30),
+			},
+		},
+		{
+			name: "an incarnation started after the freeze is judged by its records",
+			recs: []Record{
+				start(0, "n2", "e", "b"), orch(5, evFreeze, "n1"), orch(13, evThaw, "n1"),
+				start(13.1, "n1", "e", "a"), stop(13.2, "n1", "e", "a"), end(30),
+			},
+			overlaps: 1, endBy: "still alive at the end",
+		},
+		{
+			name: "singletons: a second one while the first runs",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, {T: at(3), Ev: evSStart, Node: "n2", Inc: "s-b"}, end(30),
+			},
+			singletons: 1, endBy: "still alive at the end",
+		},
+		{
+			name: "singletons: a frozen oldest that ticks after SIGCONT overlaps its successor",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evFreeze, "n1"),
+				{T: at(9), Ev: evSStart, Node: "n2", Inc: "s-b"}, orch(13, evThaw, "n1"),
+				{T: at(13.01), Ev: evSTick, Node: "n1", Inc: "s-a"}, {T: at(13.02), Ev: evSStop, Node: "n1", Inc: "s-a"}, end(30),
+			},
+			singletons: 1, endBy: "last activity after the freeze of n1",
+		},
+		{
+			name: "singletons: a frozen oldest that only stops after SIGCONT does not",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evFreeze, "n1"),
+				{T: at(9), Ev: evSStart, Node: "n2", Inc: "s-b"}, orch(13, evThaw, "n1"),
+				{T: at(13.02), Ev: evSStop, Node: "n1", Inc: "s-a"}, end(30),
+			},
+		},
+		{
+			name: "records after the end of the observation do not count",
+			recs: []Record{
+				start(0, "n1", "e", "a"), stop(5, "n1", "e", "a"), end(30), start(31, "n2", "e", "b"), start(32, "n3", "e", "c"),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs := append([]Record(nil), tt.recs...)
+			sortRecords(recs)
+			f := analyze(recs, nil, 5*time.Second)
+			if f.OverlappingActivations != tt.overlaps || f.OverlappingSingletons != tt.singletons {
+				t.Fatalf("overlapping activations %d, singletons %d; want %d, %d\n%+v\n%+v",
+					f.OverlappingActivations, f.OverlappingSingletons, tt.overlaps, tt.singletons, f.Overlaps, f.SingletonOverlaps)
+			}
+			list := append(f.Overlaps, f.SingletonOverlaps...)
+			if tt.endBy != "" && (len(list) == 0 || list[0].FirstEndBy != tt.endBy) {
+				t.Errorf("evidence %+v, want the first incarnation ended by %q", list, tt.endBy)
+			}
+			if tt.overlaps > 0 && f.EntitiesWithOverlap != 1 {
+				t.Errorf("entities with an overlap: %d, want 1", f.EntitiesWithOverlap)
+			}
+		})
+	}
+}
+
+func TestAnalyzeMessages(t *testing.T) {
+	recs := []Record{
+		// e1 lives on n2 all the time.
+		start(0, "n2", "e1", "e1@n2"),
+		// Delivered once.
+		sent(1, "s1", "e1", 1), recv(1.1, "n2", "e1", "e1@n2", "s1", 1),
+		// Delivered twice: one duplicate.
+		sent(2, "s1", "e1", 2), recv(2.1, "n2", "e1", "e1@n2", "s1", 2), recv(2.2, "n2", "e1", "e1@n2", "s1", 2),
+		// s2's #2 overtakes its #1: one order violation (and #1 still
+		// counts as delivered).
+		sent(3, "s2", "e1", 1), sent(3.1, "s2", "e1", 2),
+		recv(3.2, "n2", "e1", "e1@n2", "s2", 2), recv(3.3, "n2", "e1", "e1@n2", "s2", 1),
+		// Dropped with protoshard's reason (and proto.actor's event).
+		sent(4, "s1", "e1", 3),
+		{T: at(4.1), Ev: evDrop, Node: "n2", Src: srcDeadletter, Reason: `shard region Chaos: shard 7, entity "e1": the cluster is shutting down`, Snd: "s1", Ent: "e1", Seq: 3},
+		{T: at(4.1), Ev: evDrop, Node: "n2", Src: srcProto, Snd: "s1", Ent: "e1", Seq: 3},
+		// Dropped with proto.actor's event only.
+		sent(4.5, "s3", "e1", 1),
+		{T: at(4.6), Ev: evDrop, Node: "loadgen", Src: srcProto, Reason: "dead letter to x", Snd: "s3", Ent: "e1", Seq: 1},
+		// Never arrived, no event, e1's node alive: unaccounted.
+		sent(5, "s1", "e1", 4),
+
+		// e2 lives on n1, killed at 10.
+		start(0, "n1", "e2", "e2@n1"),
+		// Sent 2s before the kill and never arrived: lost to the crash.
+		sent(8, "s1", "e2", 1),
+		// Sent long before the kill and never arrived: unaccounted.
+		sent(2, "s2", "e2", 1),
+		orch(10, evKill, "n1"), orch(10.01, evExit, "n1"),
+		// Sent after the kill, before membership noticed: lost too.
+		sent(11, "s1", "e2", 2),
+		// e2 starts again on n3 at 17; sent after that and lost: not
+		// the kill's doing.
+		start(17, "n3", "e2", "e2@n3"),
+		sent(18, "s1", "e2", 3),
+		sent(19, "s1", "e2", 4), recv(19.1, "n3", "e2", "e2@n3", "s1", 4),
+
+		// A receipt with no send record.
+		recv(20, "n3", "e2", "e2@n3", "s9", 1),
+		end(40),
+	}
+	sortRecords(recs)
+	faults := []time.Time{time.Unix(0, at(7)), time.Unix(0, at(15))}
+	f := analyze(recs, faults, 5*time.Second)
+	want := Counts{Sent: 12, Delivered: 5, Duplicated: 1, Dropped: 2, LostToCrash: 2, Unaccounted: 3, OrderViolations: 1}
+	if f.Counts != want {
+		t.Errorf("counts\n got %+v\nwant %+v", f.Counts, want)
+	}
+	if f.DroppedProtoOnly != 1 || f.ReceivedNotSent != 1 {
+		t.Errorf("dropped by proto.actor only %d, received not sent %d; want 1, 1", f.DroppedProtoOnly, f.ReceivedNotSent)
+	}
+	if n := f.DroppedByReason[`shard region Chaos: shard N, entity "…": the cluster is shutting down`]; n != 1 {
+		t.Errorf("drop reasons %v", f.DroppedByReason)
+	}
+	// Windows: before the faults (sends up to 7s), fault 1 (7s-15s),
+	// fault 2 (from 15s).
+	before := Counts{Sent: 8, Delivered: 4, Duplicated: 1, Dropped: 2, Unaccounted: 2, OrderViolations: 1}
+	fault1 := Counts{Sent: 2, LostToCrash: 2}
+	fault2 := Counts{Sent: 2, Delivered: 1, Unaccounted: 1}
+	if f.BeforeFaults != before || f.PerFault[0] != fault1 || f.PerFault[1] != fault2 {
+		t.Errorf("windows\n got %+v / %+v / %+v\nwant %+v / %+v / %+v", f.BeforeFaults, f.PerFault[0], f.PerFault[1], before, fault1, fault2)
+	}
+	if len(f.OrderList) != 1 || f.OrderList[0].Seq != 1 || f.OrderList[0].After != 2 {
+		t.Errorf("order evidence %+v", f.OrderList)
+	}
+	if len(f.LostList) != 2 || len(f.UnaccountedList) != 3 || len(f.DuplicateList) != 1 {
+		t.Errorf("evidence: %d lost, %d unaccounted, %d duplicates", len(f.LostList), len(f.UnaccountedList), len(f.DuplicateList))
+	}
+}
+
+// TestAnalyzeOrderWindow: an order violation counts where the late
+// message was sent, not where it arrived.
+func TestAnalyzeOrderWindow(t *testing.T) {
+	recs := []Record{
+		start(0, "n1", "e", "a"),
+		sent(1, "s1", "e", 1), sent(9, "s1", "e", 2),
+		recv(9.1, "n1", "e", "a", "s1", 2), recv(12, "n1", "e", "a", "s1", 1),
+		end(20),
+	}
+	f := analyze(recs, []time.Time{time.Unix(0, at(5)), time.Unix(0, at(10))}, 5*time.Second)
+	if f.OrderViolations != 1 || f.BeforeFaults.OrderViolations != 1 || f.PerFault[1].OrderViolations != 0 {
+		t.Errorf("order violations %d, before the faults %d, in fault 2 %d; want 1, 1, 0", f.OrderViolations, f.BeforeFaults.OrderViolations, f.PerFault[1].OrderViolations)
+	}
+}
+
+func TestParseLedger(t *testing.T) {
+	in := `{"t":1,"ev":"start","node":"n1","ent":"e","inc":"a"}
+
+{"t":2,"ev":"recv","node":"n1","ent":"e","inc":"a","snd":"s1","seq":3}
+not json
+{"t":3,"ev":""}
+{"t":4,"ev":"stop","node":"n1","ent":"e","in`
+	recs, bad, err := parseLedger(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || bad != 3 {
+		t.Fatalf("%d records, %d bad; want 2, 3: %+v", len(recs), bad, recs)
+	}
+	if r := recs[1]; r.Ev != evRecv || r.Snd != "s1" || r.Seq != 3 || r.Inc != "a" {
+		t.Errorf("parsed %+v", r)
+	}
+}
+
+func TestLedgerRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	l, err := openLedger(ledgerPath(dir, "n1"), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.write(Record{Ev: evStart, Ent: "e", Inc: "a"})
+	l.write(Record{Ev: evStop, Ent: "e", Inc: "a", T: 5})
+	_ = l.close()
+	recs, bad, err := readLedgers(dir)
+	if err != nil || bad != 0 || len(recs) != 2 {
+		t.Fatalf("%d records, %d bad, %v", len(recs), bad, err)
+	}
+	// Sorted by time: the stop stamped 5 comes first.
+	if recs[0].Ev != evStop || recs[1].Node != "n1" || recs[1].T == 0 {
+		t.Errorf("records %+v", recs)
+	}
+}
+
+func TestNumbered(t *testing.T) {
+	p := &testpb.Ping{EntityId: "e", Seq: 4, From: "s2"}
+	env, err := actorsharding.NewEnvelope("e", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []any{p, env, &shardactor.Deliver{EntityID: "e", Message: p}, &actor.MessageEnvelope{Message: env}} {
+		got := numbered(m, 0)
+		if got == nil || got.From != "s2" || got.Seq != 4 {
+			t.Errorf("numbered(%T) = %v", m, got)
+		}
+	}
+	if numbered(&testpb.Pong{}, 0) != nil || numbered(nil, 0) != nil {
+		t.Error("found a numbered message where there is none")
+	}
+}
+
+func TestJudge(t *testing.T) {
+	tests := []struct {
+		name  string
+		f     Counts
+		fault *Fault
+		ci    bool
+		fails int
+	}{
+		{name: "all held", f: Counts{Sent: 10, Delivered: 8, Dropped: 1, LostToCrash: 1, Duplicated: 2}},
+		{name: "overlap", f: Counts{Sent: 1, OverlappingActivations: 1}, fails: 1},
+		{name: "singleton", f: Counts{Sent: 1, OverlappingSingletons: 2}, fails: 1},
+		{name: "unaccounted", f: Counts{Sent: 1, Unaccounted: 1}, fails: 1},
+		{name: "order", f: Counts{Sent: 1, OrderViolations: 3}, fails: 1},
+		{name: "nothing sent", fails: 1},
+		{name: "a fault not injected", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPause, Error: "SIGSTOP: no such process"}, fails: 1},
+		{name: "partition skipped without root", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartition, Error: "skipped: not root"}},
+		{name: "partition skipped in CI", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartition, Error: "skipped: not root"}, ci: true, fails: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Report{Skipped: map[string]string{faultPartition: "not root"}}
+			r.Findings.Counts = tt.f
+			if tt.fault != nil {
+				r.Faults = []*Fault{tt.fault}
+			}
+			r.judge(tt.ci)
+			if len(r.Failures) != tt.fails {
+				t.Errorf("failures %q, want %d", r.Failures, tt.fails)
+			}
+			var out bytes.Buffer
+			r.writeText(&out)
+			if pass := strings.Contains(out.String(), "\nPASS"); pass != (tt.fails == 0) {
+				t.Errorf("text report says pass=%v:\n%s", pass, out.String())
+			}
+		})
+	}
+}
+
+func TestNormalizeReason(t *testing.T) {
+	got := normalizeReason(`shard region Chaos: shard 42, entity "e-00012": dropped to 10.77.0.12:4000`)
+	want := `shard region Chaos: shard N, entity "…": dropped to N.N.N.N:N`
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestSampler(t *testing.T) {
+	// One fault's findings: a few examples, not all.
+	var one sampler
+	for range 100 {
+		one.take(4)
+	}
+	if one.n != examplesPerFault {
+		t.Errorf("one fault gave %d examples, want %d", one.n, examplesPerFault)
+	}
+	// Many faults: bounded in all, and each fault capped.
+	var s sampler
+	taken := map[int]int{}
+	for i := range 1000 {
+		if s.take(i % 50) {
+			taken[i%50]++
+		}
+	}
+	if s.n != maxExamples {
+		t.Errorf("took %d examples, want %d", s.n, maxExamples)
+	}
+	for fault, n := range taken {
+		if n > examplesPerFault {
+			t.Errorf("fault %d: %d examples", fault, n)
+		}
+	}
+}
+
+func TestSingletonNodes(t *testing.T) {
+	recs := []Record{
+		{T: at(0), Ev: evSStart, Node: "n1", Inc: "a"},
+		{T: at(5), Ev: evSStop, Node: "n1", Inc: "a"},
+		{T: at(6), Ev: evSStart, Node: "n2", Inc: "b"},
+		orch(9, evKill, "n2"),
+		{T: at(12), Ev: evSStart, Node: "n3", Inc: "c"},
+	}
+	for _, tt := range []struct {
+		at   float64
+		want string
+	}{{1, "n1"}, {5.5, ""}, {7, "n2"}, {10, ""}, {13, "n3"}} {
+		if got := strings.Join(singletonNodes(recs, at(tt.at)), ","); got != tt.want {
+			t.Errorf("at %vs: %q, want %q", tt.at, got, tt.want)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	r := &Report{Faults: []*Fault{
+		{N: 1, Kind: faultKill, Counts: Counts{Dropped: 3, LostToCrash: 1}, Recovery: &Recovery{AllAnswered: true, SinceStartS: 4}},
+		{N: 2, Kind: faultPause, Counts: Counts{OverlappingActivations: 2}, Recovery: &Recovery{AllAnswered: true, SinceStartS: 8}},
+		{N: 3, Kind: faultKill, Counts: Counts{Dropped: 1, OrderViolations: 5}, Recovery: &Recovery{AllAnswered: true, SinceStartS: 6}},
+		{N: 4, Kind: faultKill, Recovery: &Recovery{Answered: 3, Total: 4}},
+		{N: 5, Kind: faultPartition, Error: "skipped: not root"},
+	}}
+	r.summarize()
+	if len(r.ByKind) != 2 {
+		t.Fatalf("by kind %+v, want kill and pause", r.ByKind)
+	}
+	k := r.ByKind[0]
+	want := KindSummary{Kind: faultKill, Faults: 3, Counts: Counts{Dropped: 4, LostToCrash: 1, OrderViolations: 5},
+		Recovered: 2, NotRecovered: 1, RecoveryMedianS: 5, RecoveryMaxS: 6}
+	if k != want {
+		t.Errorf("kill\n got %+v\nwant %+v", k, want)
+	}
+	if p := r.ByKind[1]; p.Kind != faultPause || p.Counts.OverlappingActivations != 2 || p.RecoveryMedianS != 8 {
+		t.Errorf("pause %+v", p)
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+// TestMain lets the test binary play the processes of a run: the
+// orchestrator runs os.Executable again with -role=<role> as the first
+// argument, which here is this test binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-role=") {
+		cfg, err := parseFlags(os.Args[1:], os.Stderr)
+		if err != nil {
+			os.Stderr.WriteString("chaos process: " + err.Error() + "\n")
+			os.Exit(2)
+		}
+		os.Exit(roleMain(cfg))
+	}
+	os.Exit(m.Run())
+}
+
+// TestShortRun runs the program in -short mode: every fault once against
+// four node processes, a load generator and a real Consul agent. It
+// asserts sharding's promises (no overlapping activations or singletons,
+// no unaccounted message, per-sender order kept) and that every fault was
+// injected. The partition fault needs root and network namespaces: without
+// them it is skipped with the reason, except in CI (CI=true), where that
+// fails the test.
+func TestShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a chaos run of one to three minutes with Consul and six processes")
+	}
+	if testkit.RaceEnabled {
+		t.Skip("the run's processes would be race-instrumented copies of this binary, too slow for its timing; runs in the non-race pass")
+	}
+	consulagent.RequireBinary(t)
+	ci := os.Getenv("CI") == "true"
+	if why := labUnavailable(); why != nil {
+		if ci {
+			t.Fatalf("the partition fault needs root and network namespaces (ip netns), which CI must provide: %v", why)
+		}
+		t.Logf("the partition fault will be skipped: it needs root and network namespaces (ip netns): %v", why)
+	}
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	cfg, err := parseFlags([]string{"-short", "-json", jsonPath, "-dir", t.TempDir()}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Generous: the machine is shared, and a fault the cluster does not
+	// recover from waits out its probe deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	began := time.Now()
+	rep, err := run(ctx, &out, cfg)
+	took := time.Since(began)
+	if err != nil {
+		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
+	}
+	f := rep.Findings
+	if f.OverlappingActivations != 0 {
+		t.Errorf("%d overlapping activations (%d entities)", f.OverlappingActivations, f.EntitiesWithOverlap)
+	}
+	if f.OverlappingSingletons != 0 {
+		t.Errorf("%d overlapping singletons", f.OverlappingSingletons)
+	}
+	if f.Unaccounted != 0 {
+		t.Errorf("%d unaccounted messages", f.Unaccounted)
+	}
+	if f.OrderViolations != 0 {
+		t.Errorf("%d order violations", f.OrderViolations)
+	}
+	if f.Sent == 0 || f.Delivered == 0 {
+		t.Errorf("sent %d, delivered %d: the load did not run", f.Sent, f.Delivered)
+	}
+	injected := map[string]bool{}
+	for _, ft := range rep.Faults {
+		switch {
+		case ft.Error == "":
+			injected[ft.Kind] = true
+		case ft.Kind == faultPartition && rep.Skipped[faultPartition] != "" && !ci:
+			t.Logf("fault %d (%s) skipped: %s", ft.N, ft.Kind, ft.Error)
+			injected[ft.Kind] = true
+		default:
+			t.Errorf("fault %d (%s) was not injected: %s", ft.N, ft.Kind, ft.Error)
+		}
+	}
+	for _, kind := range faultKinds {
+		if !injected[kind] {
+			t.Errorf("no %s fault was injected", kind)
+		}
+	}
+	if took > 3*time.Minute {
+		t.Errorf("the -short run took %v, want under 3 minutes", took.Round(time.Second))
+	}
+
+	// The JSON file holds the same report.
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromFile Report
+	if err := json.Unmarshal(b, &fromFile); err != nil {
+		t.Fatalf("%s: %v", jsonPath, err)
+	}
+	if fromFile.Findings.Counts != f.Counts || len(fromFile.Faults) != len(rep.Faults) || fromFile.Seed != rep.Seed {
+		t.Errorf("the JSON file differs from the run's report")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out.String())
+	} else {
+		t.Logf("took %v; %d sent, %d delivered, %d dropped, %d lost to crashes", took.Round(time.Second), f.Sent, f.Delivered, f.Dropped, f.LostToCrash)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"-short"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.entities != 400 || cfg.duration != 0 || cfg.nodes != 4 || cfg.senders != 3 || cfg.seed == 0 {
+		t.Errorf("-short gave %+v", cfg)
+	}
+	cfg, err = parseFlags([]string{"-seed", "7", "-entities", "50"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.entities != 50 || cfg.duration != 5*time.Minute || cfg.seed != 7 || cfg.quiet != 15*time.Second {
+		t.Errorf("defaults gave %+v", cfg)
+	}
+	for _, bad := range [][]string{{"-nodes", "1"}, {"-rate", "0"}, {"-ttl", "10ms"}, {"-role=node"}, {"extra"}} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+}

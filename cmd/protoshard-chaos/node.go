@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/singleton"
+)
+
+const (
+	// typeName is the one sharded entity type of the run.
+	typeName = "Chaos"
+	// nodeRole marks the members that host entities and may run the
+	// coordinator and the singleton; the load generator lacks it, so it
+	// never runs either and is never a target of a fault.
+	nodeRole = "node"
+	// singletonName is the manager of the run's cluster singleton.
+	singletonName = "chaos-singleton"
+	// probeSender marks a probe: an entity answers it and records it as
+	// activity, not as a numbered message.
+	probeSender = "probe"
+	// singletonTick is how often the singleton does its work (a ledger
+	// record): a frozen singleton that wakes up and works shows it.
+	singletonTick = 250 * time.Millisecond
+	// leaveTimeout bounds a node's graceful leave.
+	leaveTimeout = 60 * time.Second
+)
+
+// shardingOptions are the settings of the entity type on every process:
+// the coordinator's state in Consul KV (shared by all), a removal margin of
+// one TTL for the coordinator singleton, as the README asks for Consul
+// membership, retries and rebalances every few hundred milliseconds so that
+// a fault's effects show within the run, and no passivation, so that an
+// incarnation stops only because of sharding itself.
+func shardingOptions(client *api.Client, ttl time.Duration) []actorsharding.Option {
+	return []actorsharding.Option{
+		actorsharding.WithRole(nodeRole),
+		actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(typeName))),
+		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}),
+		actorsharding.WithRetryInterval(500 * time.Millisecond),
+		actorsharding.WithRebalanceInterval(2 * time.Second),
+		actorsharding.WithPassivationIdleTimeout(-1),
+	}
+}
+
+// member is what every process of the run that joins the cluster has.
+type member struct {
+	name    string
+	ledger  *ledger
+	client  *api.Client
+	system  *actor.ActorSystem
+	remote  *remote.Remote
+	cluster *membership.Cluster
+}
+
+// joinCluster starts an actor system with its remote on bind, subscribes
+// the ledger to its dead letters and joins the Consul membership as a
+// member with roles. A member fenced by failure detection joins again as
+// a new member (RejoinAfterRemoval), so a paused or cut-off node comes back.
+func joinCluster(cfg config, roles []string) (*member, error) {
+	l, err := openLedger(ledgerPath(cfg.dir, cfg.name), cfg.name)
+	if err != nil {
+		return nil, err
+	}
+	ccfg := api.DefaultConfig()
+	ccfg.Address, ccfg.Scheme, ccfg.Token = cfg.consulAddr, "http", ""
+	client, err := api.NewClient(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("consul client: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With(slog.String("node", cfg.name))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	system.EventStream.Subscribe(func(evt any) { recordDrop(l, evt) })
+	r := remote.NewRemote(system, remote.Configure(cfg.bind, 0))
+	r.Start() // before membership: a member is known by its address
+	m := &member{name: cfg.name, ledger: l, client: client, system: system, remote: r}
+	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, TTL: cfg.ttl, Logger: logger})
+	if err != nil {
+		m.stop()
+		return nil, fmt.Errorf("consul membership: %w", err)
+	}
+	m.cluster = membership.NewCluster(system, provider, membership.Config{Roles: roles, RejoinAfterRemoval: true})
+	watchMembership(m)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := m.cluster.Join(ctx); err != nil {
+		m.stop()
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	return m, nil
+}
+
+// stop ends the member without a goodbye.
+func (m *member) stop() {
+	if m.cluster != nil {
+		m.cluster.Close()
+	}
+	m.remote.Shutdown(false)
+	m.system.Shutdown()
+}
+
+// watchMembership writes the membership events the member sees into its
+// ledger: evidence of when a node saw itself or another removed.
+func watchMembership(m *member) {
+	m.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch e := ctx.Message().(type) {
+		case *actor.Started:
+			m.cluster.Subscribe(ctx.Self())
+		case membership.MemberUp:
+			m.ledger.write(Record{Ev: evMember, Reason: "up", Addr: e.Member.Address, Member: e.Member.ID})
+		case membership.MemberLeft:
+			m.ledger.write(Record{Ev: evMember, Reason: "left", Addr: e.Member.Address, Member: e.Member.ID})
+		case membership.MemberRemoved:
+			kind := "removed"
+			if e.Graceful {
+				kind = "removed gracefully"
+			}
+			if e.Member.ID == m.cluster.Self().ID || e.Member.Address == m.system.Address() {
+				kind += " (self)"
+			}
+			m.ledger.write(Record{Ev: evMember, Reason: kind, Addr: e.Member.Address, Member: e.Member.ID})
+		}
+	}))
+}
+
+// recordDrop writes a dead-letter event that names a numbered message (or
+// a probe) into the ledger. protoshard publishes both a *deadletter.Event
+// and proto.actor's *actor.DeadLetterEvent for each of its drops; proto.actor
+// alone publishes the latter (a remote endpoint that is down, a PID that no
+// longer exists).
+func recordDrop(l *ledger, evt any) {
+	var (
+		msg         any
+		src, reason string
+	)
+	switch e := evt.(type) {
+	case *deadletter.Event:
+		msg, src, reason = e.Message, srcDeadletter, e.Reason
+	case *actor.DeadLetterEvent:
+		msg, src = e.Message, srcProto
+		if e.PID != nil {
+			reason = "dead letter to " + e.PID.String()
+		}
+	default:
+		return
+	}
+	p := numbered(msg, 0)
+	if p == nil {
+		return
+	}
+	r := Record{Ev: evDrop, Src: src, Reason: reason, Ent: p.EntityId}
+	if p.From == probeSender {
+		r.Probe = int(p.Seq)
+	} else {
+		r.Snd, r.Seq = p.From, p.Seq
+	}
+	l.write(r)
+}
+
+// numbered finds the run's message inside whatever a drop event carries:
+// the message itself, a ShardingEnvelope, a shard's Deliver, or
+// proto.actor's envelope.
+func numbered(msg any, depth int) *testpb.Ping {
+	if depth > 4 {
+		return nil
+	}
+	switch m := msg.(type) {
+	case *testpb.Ping:
+		return m
+	case *messages.ShardingEnvelope:
+		inner, err := actorsharding.UnpackEnvelope(m)
+		if err != nil {
+			return nil
+		}
+		return numbered(inner, depth+1)
+	case *shardactor.Deliver:
+		return numbered(m.Message, depth+1)
+	case *actor.MessageEnvelope:
+		return numbered(m.Message, depth+1)
+	}
+	return nil
+}
+
+// incarnations numbers the activations of this process: an actor id can
+// be used again (an entity started again in the same shard), a number
+// cannot.
+var incarnations atomic.Int64
+
+func newIncarnation(node string, self *actor.PID) string {
+	return fmt.Sprintf("%s|%s|%d", node, self.GetId(), incarnations.Add(1))
+}
+
+// entity records its lifecycle and every message it receives, and answers
+// probes with its incarnation.
+type entity struct {
+	node   string
+	ledger *ledger
+	id     string
+	inc    string
+}
+
+func (e *entity) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		id, err := actorsharding.EntityID(ctx)
+		if err != nil {
+			id = ctx.Self().GetId()
+		}
+		e.id, e.inc = id, newIncarnation(e.node, ctx.Self())
+		e.ledger.write(Record{Ev: evStart, Ent: e.id, Inc: e.inc})
+	case *actor.Stopped:
+		e.ledger.write(Record{Ev: evStop, Ent: e.id, Inc: e.inc})
+	case *testpb.Ping:
+		if msg.From == probeSender {
+			e.ledger.write(Record{Ev: evProbe, Ent: e.id, Inc: e.inc, Probe: int(msg.Seq)})
+			if ctx.Sender() != nil {
+				ctx.Respond(&testpb.Pong{EntityId: msg.EntityId, Seq: msg.Seq, Node: e.node, Incarnation: e.inc})
+			}
+			return
+		}
+		e.ledger.write(Record{Ev: evRecv, Ent: msg.EntityId, Inc: e.inc, Snd: msg.From, Seq: msg.Seq})
+	}
+}
+
+// singletonActor records its lifecycle and a tick of work every
+// singletonTick.
+type singletonActor struct {
+	node   string
+	ledger *ledger
+	inc    string
+}
+
+func (s *singletonActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		s.inc = newIncarnation(s.node, ctx.Self())
+		s.ledger.write(Record{Ev: evSStart, Inc: s.inc})
+		ctx.SetReceiveTimeout(singletonTick)
+	case *actor.ReceiveTimeout:
+		s.ledger.write(Record{Ev: evSTick, Inc: s.inc})
+	case *actor.Stopped:
+		s.ledger.write(Record{Ev: evSStop, Inc: s.inc})
+	}
+}
+
+// nodeMain is a node process: a member with the node role, a region of
+// the entity type and the singleton's manager. It prints "READY <address>"
+// once it serves, and on SIGTERM leaves the cluster gracefully (handing
+// off its shards and the singleton) and exits.
+func nodeMain(cfg config) int {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	m, err := joinCluster(cfg, []string{nodeRole, "name:" + cfg.name})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.name, err)
+		return 1
+	}
+	sharding, err := actorsharding.New(m.system, m.cluster)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.name, err)
+		m.stop()
+		return 1
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &entity{node: cfg.name, ledger: m.ledger} })
+	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, cfg.ttl)...); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: start region: %v\n", cfg.name, err)
+		m.stop()
+		return 1
+	}
+	sprops := actor.PropsFromProducer(func() actor.Actor { return &singletonActor{node: cfg.name, ledger: m.ledger} })
+	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName,
+		singleton.Settings{Role: nodeRole, RemovalMargin: cfg.ttl, HandOverRetryInterval: 500 * time.Millisecond}); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: start singleton manager: %v\n", cfg.name, err)
+		m.stop()
+		return 1
+	}
+	self := m.cluster.Self()
+	m.ledger.write(Record{Ev: evReady, Addr: m.system.Address(), Member: self.ID})
+	fmt.Printf("READY %s %s\n", m.system.Address(), self.ID)
+
+	<-term
+	m.ledger.write(Record{Ev: evLeaving})
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	err = m.cluster.Leave(ctx)
+	cancel()
+	left := Record{Ev: evLeft}
+	if err != nil {
+		left.Reason = err.Error()
+	}
+	m.ledger.write(left)
+	// Shards and singleton are handed off: nothing is left to deliver, and
+	// a graceful remote shutdown would wait for connections to dead nodes.
+	m.stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: leave: %v\n", cfg.name, err)
+		return 1
+	}
+	return 0
+}
