@@ -89,7 +89,8 @@ func joinCluster(cfg config, roles []string) (*member, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With(slog.String("node", cfg.name))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	system.EventStream.Subscribe(func(evt any) { recordDrop(l, evt) })
-	r := remote.NewRemote(system, remote.Configure(cfg.bind, 0))
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure(cfg.bind, 0, quarantine.RemoteOption()))
 	r.Start() // before membership: a member is known by its address
 	m := &member{name: cfg.name, ledger: l, client: client, system: system, remote: r}
 	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, TTL: cfg.ttl, Logger: logger})
@@ -97,7 +98,7 @@ func joinCluster(cfg config, roles []string) (*member, error) {
 		m.stop()
 		return nil, fmt.Errorf("consul membership: %w", err)
 	}
-	m.cluster = membership.NewCluster(system, provider, membership.Config{Roles: roles, RejoinAfterRemoval: true})
+	m.cluster = membership.NewCluster(system, provider, membership.Config{Roles: roles, Quarantine: quarantine})
 	watchMembership(m)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
