@@ -52,6 +52,7 @@ func TestBadInput(t *testing.T) {
 		{"envelope with an entity id past the limit", a, &messages.ShardingEnvelope{EntityId: strings.Repeat("x", messages.MaxEntityIDLength+1), Message: mustAny(t, &testpb.Ping{})}, "longer than the limit"},
 		{"envelope without payload", a, &messages.ShardingEnvelope{EntityId: "e-1"}, "has no message"},
 		{"envelope with unknown payload type", a, &messages.ShardingEnvelope{EntityId: "e-1", Message: unknown}, "cannot decode payload"},
+		{"envelope for an earlier incarnation of the node", a, &messages.ShardingEnvelope{EntityId: "e-1", ToMemberId: "an-earlier-incarnation", Message: mustAny(t, &testpb.Ping{EntityId: "e-1"})}, "earlier incarnation"},
 		{"envelope with a wrong shard id", a, &messages.ShardingEnvelope{EntityId: "e-1", ShardId: "no-such-shard", Message: mustAny(t, &testpb.Ping{EntityId: "e-1"})}, "extractors of the nodes differ"},
 		{"non-proto to an entity on another node", a, goPing{id: remoteID}, "not a protobuf message"},
 		{"non-proto through a proxy", proxy, goPing{id: remoteID}, "not a protobuf message"},

@@ -478,3 +478,30 @@ func (w *world) ledgerStarts(ids []string) int {
 	}
 	return n
 }
+
+// Messages a region forwards to a node that crashed, before membership
+// removed it, are lost; proto.actor reports them only with its reasonless
+// dead letter, and sharding turns that into a dead-letter event with a
+// reason, so that no loss is silent.
+func TestMessagesToACrashedNodeAreReported(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	var id string
+	for _, e := range entityIDs(200) {
+		if askEventually(t, a, w.region(a), e, 0).Node == b.Address() {
+			id = e
+			break
+		}
+	}
+	w.cluster.Backend().(*testkit.LocalBackend).FailureDetectionDelay = 3 * time.Second
+	since := len(w.dropped())
+	b.Crash()
+	for seq := int64(1); seq <= 20; seq++ {
+		a.System.Root.Send(w.region(a), pingMsg(id, seq))
+		time.Sleep(50 * time.Millisecond)
+	}
+	testkit.WaitFor(t, 60*time.Second, func() bool { return len(w.dropsWith(since, "could not be reached")) > 0 },
+		"a dead-letter event for a message to the crashed node; got %v", testkit.Lazy(func() any { return w.dropped()[since:] }))
+}

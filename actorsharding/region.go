@@ -760,6 +760,11 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 		r.drop(ctx, env, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
+	if to := env.GetToMemberId(); to != "" && to != r.cluster.Self().ID {
+		r.drop(ctx, env, fmt.Sprintf("message for entity %q was forwarded to member %s, an earlier incarnation of this node (removed since); dropped so it cannot overtake its sender's later messages",
+			id, to))
+		return
+	}
 	if env.GetShardId() != "" && env.GetShardId() != shard {
 		r.drop(ctx, env, fmt.Sprintf("ShardingEnvelope names shard %q but this node's extractor maps entity %q to shard %q: the extractors of the nodes differ",
 			env.GetShardId(), id, shard))
@@ -908,7 +913,8 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		r.dropBuffered(ctx, shard, m, fmt.Sprintf("cannot encode %T: %v", m.message, err))
 		return
 	}
-	ctx.RequestWithCustomSender(home, &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard}, m.sender)
+	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: r.members[home.Address].ID}
+	ctx.RequestWithCustomSender(home, env, m.sender)
 }
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {

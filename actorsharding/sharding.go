@@ -18,8 +18,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/extensions"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 )
 
@@ -59,7 +61,27 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 	}
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
 	system.Extensions.Register(s)
+	deadletter.ReportUndelivered(system, undeliveredReason(system))
 	return s, nil
+}
+
+// undeliveredReason explains the sharding messages that proto.actor could
+// not deliver (its dead letters carry no reason): a region on a node that
+// crashed or was removed (the remote cannot reach it, or the quarantine
+// refuses it), or a local shard or region that stopped meanwhile.
+func undeliveredReason(system *actor.ActorSystem) func(*actor.DeadLetterEvent) string {
+	return func(dl *actor.DeadLetterEvent) string {
+		switch dl.Message.(type) {
+		case *messages.ShardingEnvelope, *messages.StartEntity, *shardactor.Deliver:
+		default:
+			return ""
+		}
+		if dl.PID != nil && dl.PID.GetAddress() != system.Address() {
+			return fmt.Sprintf("sharding: the region at %s could not be reached: its node crashed, was removed from the cluster, or is shutting down",
+				dl.PID.GetAddress())
+		}
+		return fmt.Sprintf("sharding: %v stopped before the message reached it", dl.PID)
+	}
 }
 
 // ErrNoStateStore is returned by StartRegion and StartProxy when the

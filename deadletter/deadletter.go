@@ -10,8 +10,10 @@ package deadletter
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 )
 
 // Event is a message that was dropped, with the reason.
@@ -31,13 +33,45 @@ func (e *Event) String() string {
 	return fmt.Sprintf("dropped %T to %v: %s", e.Message, e.Target, e.Reason)
 }
 
+// own holds the *actor.DeadLetterEvents that Publish is publishing right
+// now. EventStream.Publish calls subscribers synchronously, so a
+// ReportUndelivered subscriber can tell them from proto.actor's own.
+var own sync.Map
+
 // Publish reports a dropped message on system's EventStream and logs it.
 func Publish(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, reason string) {
+	dl := &actor.DeadLetterEvent{PID: target, Message: message, Sender: sender}
+	own.Store(dl, struct{}{})
+	system.EventStream.Publish(dl)
+	own.Delete(dl)
+	publishEvent(system, &Event{Target: target, Message: message, Sender: sender, Reason: reason})
+}
+
+func publishEvent(system *actor.ActorSystem, e *Event) {
 	system.Logger().Warn("message dropped",
-		slog.String("reason", reason),
-		slog.String("type", fmt.Sprintf("%T", message)),
-		slog.Any("target", target),
-		slog.Any("sender", sender))
-	system.EventStream.Publish(&actor.DeadLetterEvent{PID: target, Message: message, Sender: sender})
-	system.EventStream.Publish(&Event{Target: target, Message: message, Sender: sender, Reason: reason})
+		slog.String("reason", e.Reason),
+		slog.String("type", fmt.Sprintf("%T", e.Message)),
+		slog.Any("target", e.Target),
+		slog.Any("sender", e.Sender))
+	system.EventStream.Publish(e)
+}
+
+// ReportUndelivered makes the messages that proto.actor itself could not
+// deliver, and reported only with its reasonless *actor.DeadLetterEvent (a
+// target actor that is gone, a node its remote cannot reach), reported as
+// Events too, with the reason reason gives; reason returns "" for the dead
+// letters it does not take. The returned subscription ends it.
+func ReportUndelivered(system *actor.ActorSystem, reason func(*actor.DeadLetterEvent) string) *eventstream.Subscription {
+	return system.EventStream.Subscribe(func(evt any) {
+		dl, ok := evt.(*actor.DeadLetterEvent)
+		if !ok {
+			return
+		}
+		if _, mine := own.Load(dl); mine {
+			return // Publish reports it with its own reason
+		}
+		if why := reason(dl); why != "" {
+			publishEvent(system, &Event{Target: dl.PID, Message: dl.Message, Sender: dl.Sender, Reason: why})
+		}
+	})
 }

@@ -34,7 +34,13 @@ type ShardingEnvelope struct {
 	Message  *anypb.Any             `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// shard_id is filled by the region that extracted it, so a receiving region
 	// does not need the user's extractor to understand the payload.
-	ShardId       string `protobuf:"bytes,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	ShardId string `protobuf:"bytes,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// to_member_id is set by a region that forwards the envelope: the member
+	// incarnation it believed hosts the receiving region. A region of another
+	// incarnation (its node was removed and joined again since) drops it with
+	// a dead-letter event: the sender's later messages went to the shard's new
+	// home, and this one, delivered late, would overtake them.
+	ToMemberId    string `protobuf:"bytes,4,opt,name=to_member_id,json=toMemberId,proto3" json:"to_member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,16 +96,25 @@ func (x *ShardingEnvelope) GetShardId() string {
 	return ""
 }
 
+func (x *ShardingEnvelope) GetToMemberId() string {
+	if x != nil {
+		return x.ToMemberId
+	}
+	return ""
+}
+
 var File_envelope_proto protoreflect.FileDescriptor
 
 const file_envelope_proto_rawDesc = "" +
 	"\n" +
 	"\x0eenvelope.proto\x12\n" +
-	"protoshard\x1a\x19google/protobuf/any.proto\"z\n" +
+	"protoshard\x1a\x19google/protobuf/any.proto\"\x9c\x01\n" +
 	"\x10ShardingEnvelope\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12.\n" +
 	"\amessage\x18\x02 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x19\n" +
-	"\bshard_id\x18\x03 \x01(\tR\ashardIdB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
+	"\bshard_id\x18\x03 \x01(\tR\ashardId\x12 \n" +
+	"\fto_member_id\x18\x04 \x01(\tR\n" +
+	"toMemberIdB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
 
 var (
 	file_envelope_proto_rawDescOnce sync.Once

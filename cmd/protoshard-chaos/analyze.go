@@ -54,7 +54,7 @@ type Counts struct {
 	Delivered              int `json:"delivered"`
 	Duplicated             int `json:"duplicated"`
 	Dropped                int `json:"dropped"`
-	LostToCrash            int `json:"lost_in_flight_to_crashed_node"`
+	LostToCrash            int `json:"lost_in_flight_to_crashed_or_isolated_node"`
 	Unaccounted            int `json:"unaccounted"`
 	OrderViolations        int `json:"order_violations"`
 }
@@ -206,7 +206,9 @@ func normalizeReason(s string) string {
 //     started before the send (or within lostWindow after it) was ended by
 //     a kill -9 of its node within lostWindow after the send or noticeAfter
 //     before it (a sender routes to a dead node until membership removes
-//     it); unaccounted otherwise.
+//     it), or its node was frozen or cut off while the message was on its
+//     way there (sent during the isolation or within lostWindow before it:
+//     to the others such a node crashed); unaccounted otherwise.
 //   - An order violation is a receipt, by any incarnation, of a lower
 //     sequence number from a sender after a higher one for that entity. It
 //     counts in the window of the late message's send, where its delay
@@ -245,6 +247,7 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	killed := map[string]int64{}
 	exited := map[string]int64{}
 	freezes := map[string][]interval{}
+	cuts := map[string][]interval{}
 	for _, r := range recs {
 		if r.T > end {
 			break
@@ -263,6 +266,12 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		case evThaw:
 			if fs := freezes[r.Node]; len(fs) > 0 {
 				fs[len(fs)-1].to = r.T
+			}
+		case evCut:
+			cuts[r.Node] = append(cuts[r.Node], interval{from: r.T, to: end})
+		case evHeal:
+			if cs := cuts[r.Node]; len(cs) > 0 {
+				cs[len(cs)-1].to = r.T
 			}
 		}
 	}
@@ -476,18 +485,38 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	}
 	// crashed returns an incarnation of ent that a kill -9 of its node
 	// ended within the window of a message sent at t: one that started
-	// before the send or within lostWindow after it.
-	crashed := func(ent string, t int64) (*incarnation, int64) {
+	// before the send or within lostWindow after it. The detail says when.
+	crashed := func(ent string, t int64) (*incarnation, string) {
 		for _, in := range entityIncs[ent] {
 			if in.start > t+int64(lostWindow) {
 				break
 			}
 			k, ok := killed[in.node]
 			if ok && in.rawEnd == k && k >= t-int64(noticeAfter) && k <= t+int64(lostWindow) {
-				return in, k
+				return in, "node killed at " + stamp(k)
 			}
 		}
-		return nil, 0
+		return nil, ""
+	}
+	// isolated returns an incarnation of ent whose node was frozen or cut
+	// off while a message sent at t was on its way there (sent during the
+	// isolation, or within lostWindow before it), and which ended after
+	// the isolation began: the cluster removed that node as if it had
+	// crashed, and what was in flight to it is lost the same way.
+	isolated := func(ent string, t int64) (*incarnation, string) {
+		for _, in := range entityIncs[ent] {
+			if in.start > t+int64(lostWindow) {
+				break
+			}
+			for what, ivs := range map[string][]interval{"frozen": freezes[in.node], "cut off": cuts[in.node]} {
+				for _, iv := range ivs {
+					if t >= iv.from-int64(lostWindow) && t <= iv.to && in.start <= iv.from && in.rawEnd >= iv.from {
+						return in, fmt.Sprintf("node %s from %s to %s", what, stamp(iv.from), stamp(iv.to))
+					}
+				}
+			}
+		}
+		return nil, ""
 	}
 
 	// Messages.
@@ -529,16 +558,20 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 				f.DroppedByReason["proto.actor dead letter only (no deadletter.Event)"]++
 			}
 		default:
-			if in, kt := crashed(k.ent, m.sent); in != nil {
+			in, how := crashed(k.ent, m.sent)
+			if in == nil {
+				in, how = isolated(k.ent, m.sent)
+			}
+			if in != nil {
 				f.LostToCrash++
 				w.LostToCrash++
 				if lostEx.take(ev.Fault) {
-					ev.Detail = fmt.Sprintf("home %s, node killed at %s", in.id, stamp(kt))
+					ev.Detail = fmt.Sprintf("home %s, %s", in.id, how)
 					f.LostList = append(f.LostList, ev)
 				}
 				continue
 			}
-			in := home(k.ent, m.sent)
+			in = home(k.ent, m.sent)
 			f.Unaccounted++
 			w.Unaccounted++
 			if unaccEx.take(ev.Fault) {

@@ -421,3 +421,38 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("pause %+v", p)
 	}
 }
+
+// TestAnalyzeLossToAnIsolatedNode: a message on its way to a node that was
+// frozen or cut off (the others removed it as crashed) is lost in flight,
+// like one to a killed node; one sent long before the isolation, or to a
+// node that was never isolated, stays unaccounted.
+func TestAnalyzeLossToAnIsolatedNode(t *testing.T) {
+	recs := []Record{
+		start(0, "n1", "e1", "e1@n1"),
+		start(0, "n2", "e2", "e2@n2"),
+		start(0, "n3", "e3", "e3@n3"),
+		// Sent long before n1 froze: unaccounted.
+		sent(1, "s1", "e1", 1),
+		// Sent 2s before and during the freeze of n1 (10s-18s): lost.
+		sent(8, "s1", "e1", 2),
+		sent(12, "s1", "e1", 3),
+		orch(10, evFreeze, "n1"), orch(18, evThaw, "n1"),
+		stop(18.1, "n1", "e1", "e1@n1"),
+		// Sent while n2 was cut off (20s-28s): lost.
+		orch(20, evCut, "n2"), sent(22, "s2", "e2", 1), orch(28, evHeal, "n2"),
+		stop(28.1, "n2", "e2", "e2@n2"),
+		// n3 was never isolated: unaccounted.
+		sent(22, "s3", "e3", 1),
+		end(40),
+	}
+	sortRecords(recs)
+	f := analyze(recs, []time.Time{time.Unix(0, at(10)), time.Unix(0, at(20))}, 5*time.Second)
+	if f.LostToCrash != 3 || f.Unaccounted != 2 {
+		t.Fatalf("lost %d, unaccounted %d; want 3 lost (frozen, frozen, cut off), 2 unaccounted", f.LostToCrash, f.Unaccounted)
+	}
+	for _, ev := range f.LostList {
+		if !strings.Contains(ev.Detail, "frozen") && !strings.Contains(ev.Detail, "cut off") {
+			t.Errorf("lost evidence %q does not name the isolation", ev.Detail)
+		}
+	}
+}

@@ -72,7 +72,11 @@
 //     incarnation of the entity that started before the send (or within 5s
 //     after it) was ended by a kill -9 of its node within 5s after the
 //     send, or shortly before it (up to TTL+2s, at least 5s: senders route
-//     to a dead node until membership removes it). Unaccounted: all other
+//     to a dead node until membership removes it); or whose node was
+//     frozen or cut off while the message was on its way (sent during the
+//     isolation or up to 5s before it): the others removed that node as
+//     crashed, and what was in flight to it is lost the same way (a region
+//     cannot tell a paused node from a dead one). Unaccounted: all other
 //     messages that were not received.
 //   - Order violations: receipts by an entity (any incarnation) of a lower
 //     sequence number from a sender after a higher one; counted in the

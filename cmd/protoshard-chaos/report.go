@@ -175,7 +175,7 @@ func (r *Report) writeText(w io.Writer) {
 	p("  delivered:                      %d", f.Delivered)
 	p("  duplicated:                     %d", f.Duplicated)
 	p("  dropped with a reason:          %d", f.Dropped)
-	p("  lost in flight to crashed node: %d", f.LostToCrash)
+	p("  lost to a crashed/cut-off node: %d", f.LostToCrash)
 	p("  unaccounted:                    %d", f.Unaccounted)
 	p("  order violations:               %d", f.OrderViolations)
 	if f.DeliveredAndDropped > 0 || f.ReceivedNotSent > 0 || f.BadLines > 0 {
@@ -235,7 +235,7 @@ func (r *Report) writeText(w io.Writer) {
 		}
 	}
 	messages("duplicated messages", f.DuplicateList)
-	messages("lost in flight to a crashed node", f.LostList)
+	messages("lost in flight to a crashed, frozen or cut-off node", f.LostList)
 	for _, w := range r.Warnings {
 		p("")
 		p("warning: %s", w)
