@@ -665,6 +665,9 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	}
 }
 
+const staleReason = "this node has not confirmed its membership within the failure detection timeout " +
+	"(it was paused or cut off): the others may have removed it"
+
 const removedReason = "this node was removed from the cluster (failure detection or its own fencing) and has not joined again"
 
 // --- graceful shutdown ---
@@ -844,6 +847,12 @@ func (r *region) onStartEntity(ctx actor.Context, msg *messages.StartEntity) {
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
 	if r.removed {
 		r.dropBuffered(ctx, shard, m, removedReason)
+		return
+	}
+	if r.cluster.Stale() {
+		// Paused or cut off past the TTL: the others may have removed this
+		// node and started its shards elsewhere, and it has not heard yet.
+		r.dropBuffered(ctx, shard, m, staleReason)
 		return
 	}
 	if r.buffers.has(shard) {

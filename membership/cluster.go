@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 )
 
 // ErrRemoved is returned by Join and Leave of a Cluster whose member was
@@ -93,6 +93,9 @@ type Cluster struct {
 	provider Provider
 	cfg      Config
 	logger   *slog.Logger
+
+	// member mirrors joined for Stale, which runs on every routed message.
+	member atomic.Bool
 
 	mu          sync.Mutex
 	self        Member
@@ -240,6 +243,7 @@ func (c *Cluster) join(ctx context.Context) error {
 	}
 	c.self = registered
 	c.joined = true
+	c.member.Store(true)
 	c.leaving = false
 	c.members = nil
 	c.stopWatch = cancel
@@ -272,6 +276,7 @@ func (c *Cluster) abandonJoin(id string) bool {
 	}
 	if current {
 		c.joined = false
+		c.member.Store(false)
 		c.stopWatch()
 	}
 	c.mu.Unlock()
@@ -288,6 +293,25 @@ func (c *Cluster) deregisterQuietly() {
 	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.provider.Deregister(dctx)
+}
+
+// Stale reports whether this node, joined as a member, has not confirmed
+// its membership within the provider's failure detection timeout (see
+// Confirmer): the others may have removed it already, though it has not
+// noticed (it was paused or cut off). Until it knows, it must not act as a
+// member: regions drop what they would deliver or forward, with a reason.
+// Always false before the join, after a removal (the node knows then), and
+// with a provider that does not confirm (in-process membership).
+func (c *Cluster) Stale() bool {
+	if !c.member.Load() {
+		return false
+	}
+	cf, ok := c.provider.(Confirmer)
+	if !ok {
+		return false
+	}
+	at, ok := cf.LastConfirmed()
+	return ok && time.Since(at) >= cf.FailureDetectionTimeout()
 }
 
 // Self returns this node's current member (zero before Join).
@@ -430,7 +454,6 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		return
 	}
 	events := Diff(c.members, snapshot, c.removed)
-	var gone []string
 	for _, e := range events {
 		switch e := e.(type) {
 		case MemberRemoved:
@@ -438,7 +461,6 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 			c.removals[e.Member.ID] = Removal{At: time.Now(), Graceful: e.Graceful}
 			if c.cfg.Quarantine != nil && e.Member.SystemID != c.system.ID {
 				c.cfg.Quarantine.removed(e.Member, e.Graceful)
-				gone = append(gone, e.Member.Address)
 			}
 		case MemberUp:
 			c.admit(e.Member)
@@ -450,12 +472,6 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		c.publishLocked(e)
 	}
 	c.mu.Unlock()
-	// Close the connections to the removed members: proto.actor's remote
-	// drops their endpoints, and the quarantine keeps it from dialling
-	// them again.
-	for _, addr := range gone {
-		c.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
-	}
 }
 
 // admit lifts the quarantine of a live member (a removed node that joined
@@ -477,6 +493,7 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	self := c.self
 	self.Status = Leaving
 	c.joined = false
+	c.member.Store(false)
 	c.removed[self.ID] = true
 	c.removals[self.ID] = Removal{At: time.Now(), Graceful: graceful}
 	c.selfRemoval = &Removal{At: time.Now(), Graceful: graceful}
@@ -539,6 +556,7 @@ func (c *Cluster) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.joined = false
+	c.member.Store(false)
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}

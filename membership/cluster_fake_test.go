@@ -246,3 +246,46 @@ func TestDownRemovalMargin(t *testing.T) {
 		})
 	}
 }
+
+// confirmingProvider is a fakeProvider that confirms its registration
+// when the test says so.
+type confirmingProvider struct {
+	*fakeProvider
+	at time.Time
+}
+
+func (p *confirmingProvider) FailureDetectionTimeout() time.Duration { return time.Second }
+
+func (p *confirmingProvider) LastConfirmed() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.at, !p.at.IsZero()
+}
+
+func TestStale(t *testing.T) {
+	p := &confirmingProvider{fakeProvider: newFakeProvider()}
+	c := membership.NewCluster(fakeSystem(), p, membership.Config{AfterRemoval: membership.Terminate})
+	if c.Stale() {
+		t.Fatal("stale before the join")
+	}
+	p.mu.Lock()
+	p.at = time.Now()
+	p.mu.Unlock()
+	if err := c.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stale() {
+		t.Fatal("stale right after a confirmation")
+	}
+	p.mu.Lock()
+	p.at = time.Now().Add(-2 * time.Second) // past the timeout: a pause
+	p.mu.Unlock()
+	if !c.Stale() {
+		t.Fatal("not stale after no confirmation for longer than the failure detection timeout")
+	}
+	p.mu.Lock()
+	p.registered = false // its removal, as the provider reports it
+	p.mu.Unlock()
+	p.deliver()
+	waitFor(t, func() bool { return !c.Stale() }, "the removal to end staleness (the node knows now)")
+}

@@ -45,3 +45,16 @@ type FailureDetector interface {
 	// the others remove it, and before it fences itself.
 	FailureDetectionTimeout() time.Duration
 }
+
+// Confirmer is a FailureDetector whose member confirms its own
+// registration periodically (Consul: the TTL refresh). A member that has
+// not confirmed it for the FailureDetectionTimeout may have been removed
+// by the others already, although it cannot have heard of it: paused, its
+// timers and mailboxes run on when it resumes, before its own check does.
+type Confirmer interface {
+	FailureDetector
+	// LastConfirmed returns when the member last confirmed its
+	// registration (a time with a monotonic reading); false while there is
+	// none.
+	LastConfirmed() (time.Time, bool)
+}

@@ -22,9 +22,12 @@ import (
 // connection through it (see RemoteOption), and the Cluster (Config
 // Quarantine) tells it who was removed. A connection from a quarantined
 // actor system is refused, and one already open is closed at its next
-// message, which is dropped. proto.actor's own BlockList is not used: its
-// endpoint reader answers a blocked system "blocked" and goes on reading
-// its messages.
+// message, which is dropped. A new connection to a quarantined address is
+// refused; one already open is left to end by itself, so that what was on
+// its way to a node that is only paused reaches it, and it drops that with
+// a reason once it resumes (a dead node's connection ends at once).
+// proto.actor's own BlockList is not used: its endpoint reader answers a
+// blocked system "blocked" and goes on reading its messages.
 //
 // A removed node that joins again does so as a new member of the same
 // actor system: its quarantine is lifted when the new member is up, since

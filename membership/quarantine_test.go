@@ -95,6 +95,9 @@ func TestQuarantineOfARemovedMember(t *testing.T) {
 	if !a.q.AddressBlocked(old.Address) {
 		t.Fatal("b's address is not blocked")
 	}
+	// a's connection to b ends (as it does when b's process dies, or the
+	// network between them); a must not open a new one.
+	a.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: old.Address})
 	b.system.Root.Send(a.pid, &testpb.Ping{Seq: 2})
 	a.system.Root.Send(b.pid, &testpb.Ping{Seq: 2})
 	time.Sleep(time.Second)

@@ -47,6 +47,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -147,6 +148,11 @@ type Provider struct {
 	// another.
 	opMu sync.Mutex
 
+	// lastOK is when the current registration last refreshed its TTL
+	// successfully (its send time, with a monotonic reading); nil while
+	// there is none. Read on every message a region routes.
+	lastOK atomic.Pointer[time.Time]
+
 	mu     sync.Mutex
 	reg    *registration // the current (or last) registration, nil before the first
 	gone   map[string]bool
@@ -173,7 +179,17 @@ type registration struct {
 	refreshDone chan struct{}
 }
 
-var _ membership.FailureDetector = (*Provider)(nil)
+var _ membership.Confirmer = (*Provider)(nil)
+
+// LastConfirmed implements membership.Confirmer: when the current
+// registration last refreshed its TTL check successfully (when the refresh
+// was sent).
+func (p *Provider) LastConfirmed() (time.Time, bool) {
+	if t := p.lastOK.Load(); t != nil {
+		return *t, true
+	}
+	return time.Time{}, false
+}
 
 // FailureDetectionTimeout implements membership.FailureDetector: the TTL.
 // The others remove a silent member once its check has been critical for
@@ -312,6 +328,7 @@ func (p *Provider) Register(ctx context.Context, self membership.Member) (member
 	p.mu.Unlock()
 
 	sent := time.Now()
+	p.lastOK.Store(&sent)
 	if err := p.client.Agent().ServiceRegisterOpts(svc, api.ServiceRegisterOpts{ReplaceExistingChecks: true}.WithContext(ctx)); err != nil {
 		close(reg.refreshDone) // no refresher was started
 		// The agent may have registered it all the same (the answer was
@@ -439,6 +456,7 @@ func (p *Provider) refreshLoop(ctx context.Context, reg *registration, lastOK ti
 			}
 			failures = 0
 			lastOK = sent
+			p.lastOK.Store(&sent)
 			// Since Go 1.23 Reset needs no draining: no stale fire is received.
 			expiry.Reset(time.Until(lastOK.Add(p.cfg.TTL)))
 			p.renewLeaveSession(ctx, reg)
