@@ -14,6 +14,8 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/lease"
+	leaseconsul "github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
@@ -33,7 +35,35 @@ const (
 	// failoverAttempt bounds one request after the kill: the figure is
 	// known to within about this much.
 	failoverAttempt = 200 * time.Millisecond
+	// failoverLeaseTTL is the Consul session TTL of the coordinator's
+	// lease in the lease variant: Consul's minimum. After a kill -9 the
+	// next holder acquires it between TTL + lock delay and 2×TTL + lock
+	// delay after the killed holder's last renewal.
+	failoverLeaseTTL = 10 * time.Second
 )
+
+// failoverLeases returns the Consul leases of the lease variant: the
+// coordinator's singleton runs only while its member holds a session lock
+// under a prefix of the round's own (service). The lock delay covers a
+// heartbeat and an operation, the holder's time to stop.
+func failoverLeases(client *api.Client, service string) (lease.Provider, error) {
+	p, err := leaseconsul.NewProvider(leaseconsul.Config{
+		Client:    client,
+		KeyPrefix: "protoshard/bench-lease/" + service + "/",
+		TimeoutSettings: lease.TimeoutSettings{
+			HeartbeatTimeout:  failoverLeaseTTL,
+			HeartbeatInterval: time.Second,
+			OperationTimeout:  time.Second,
+		},
+		SafetyMargin: 2 * time.Second,
+		LockDelay:    3 * time.Second,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consul leases: %w", err)
+	}
+	return p, nil
+}
 
 // failoverOptions are the sharding settings of both processes of the
 // failover section (the coordinator may run on either). They are the
@@ -48,13 +78,24 @@ const (
 //     retries every 200ms;
 //   - no rebalance during the measurement (an hour), so that no hand-off
 //     is in flight when the coordinator's node dies.
-func failoverOptions(client *api.Client) []actorsharding.Option {
+//
+// With withLease (the lease variant), the coordinator's singleton also
+// runs only while its member holds a Consul lease (failoverLeases).
+func failoverOptions(client *api.Client, service string, withLease bool) ([]actorsharding.Option, error) {
+	st := singleton.Settings{RemovalMargin: failoverTTL, HandOverRetryInterval: 200 * time.Millisecond}
+	if withLease {
+		leases, err := failoverLeases(client, service)
+		if err != nil {
+			return nil, err
+		}
+		st.UseLease, st.LeaseRetryInterval = leases, 200*time.Millisecond
+	}
 	return []actorsharding.Option{
 		actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(failoverType))),
-		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: failoverTTL, HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithSingletonSettings(st),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(time.Hour),
-	}
+	}, nil
 }
 
 // failoverProvider is the Consul membership of a failover member.
@@ -68,8 +109,12 @@ func failoverProvider(client *api.Client, service string) (*consul.Provider, err
 
 // failoverPeer starts the failover section's peer node: the first member,
 // so the oldest, which runs the coordinator, with a region of the type.
-func failoverPeer(cfg config, client *api.Client) (*node, error) {
+func failoverPeer(cfg config, client *api.Client, withLease bool) (*node, error) {
 	provider, err := failoverProvider(client, cfg.service)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := failoverOptions(client, cfg.service, withLease)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +123,7 @@ func failoverPeer(cfg config, client *api.Client) (*node, error) {
 		return nil, err
 	}
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	if _, err := n.sharding.StartRegion(failoverType, entityProps(&counter{}), ex, failoverOptions(client)...); err != nil {
+	if _, err := n.sharding.StartRegion(failoverType, entityProps(&counter{}), ex, opts...); err != nil {
 		n.stop()
 		return nil, fmt.Errorf("start region: %w", err)
 	}
@@ -104,26 +149,36 @@ func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) erro
 		return fmt.Errorf("consul agent: %w", err)
 	}
 	defer agent.stop()
-	var failover, removal []time.Duration
-	for round := range cfg.failoverRounds {
-		f, r, err := failoverRound(ctx, cfg, agent, round)
-		if err != nil {
-			return fmt.Errorf("round %d: %w", round+1, err)
-		}
-		failover, removal = append(failover, f), append(removal, r)
-	}
 	of := "one kill"
 	if cfg.failoverRounds > 1 {
 		of = fmt.Sprintf("median of %d kills", cfg.failoverRounds)
 	}
-	rep.add(figure{
-		Section:      "failover",
-		Workload:     fmt.Sprintf("kill -9 of the coordinator's node until a new shard is allocated, %s (Consul TTL %v, removal margin %v)", of, failoverTTL, failoverTTL),
-		Unit:         "ms",
-		Protoshard:   median(failover),
-		Baseline:     median(removal),
-		BaselineName: "Consul membership sees the node removed",
-	})
+	// The lease variant first: it is the safe configuration, and the
+	// figure to read; the margin alone shows what the lease costs.
+	for _, withLease := range []bool{true, false} {
+		var failover, removal []time.Duration
+		for round := range cfg.failoverRounds {
+			f, r, err := failoverRound(ctx, cfg, agent, round, withLease)
+			if err != nil {
+				return fmt.Errorf("round %d (lease %v): %w", round+1, withLease, err)
+			}
+			failover, removal = append(failover, f), append(removal, r)
+		}
+		how := fmt.Sprintf("Consul TTL %v, removal margin %v", failoverTTL, failoverTTL)
+		if withLease {
+			how += fmt.Sprintf(", coordinator lease: session TTL %v", failoverLeaseTTL)
+		} else {
+			how += ", no lease"
+		}
+		rep.add(figure{
+			Section:      "failover",
+			Workload:     fmt.Sprintf("kill -9 of the coordinator's node until a new shard is allocated, %s (%s)", of, how),
+			Unit:         "ms",
+			Protoshard:   median(failover),
+			Baseline:     median(removal),
+			BaselineName: "Consul membership sees the node removed",
+		})
+	}
 	return nil
 }
 
@@ -131,16 +186,20 @@ func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) erro
 // node of this process, places shards on both, kills the peer and returns
 // the time until a new shard is allocated and the time until the
 // membership saw the peer removed.
-func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round int) (failover, removal time.Duration, err error) {
+func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round int, withLease bool) (failover, removal time.Duration, err error) {
 	// A service of its own per round, so that the members of an earlier
 	// round (their registrations linger until Consul deregisters them) are
 	// not in this one; and a clean coordinator state.
-	service := fmt.Sprintf("protoshard-bench-failover-%d-%d", os.Getpid(), round)
+	service := fmt.Sprintf("protoshard-bench-failover-%d-%d-%v", os.Getpid(), round, withLease)
 	store := coordinatoractor.NewConsulStore(agent.client, coordinatoractor.ConsulStateKey(failoverType))
 	if _, err := agent.client.KV().Delete(store.Key(), nil); err != nil {
 		return 0, 0, fmt.Errorf("clearing the coordinator state: %w", err)
 	}
-	peer, err := startPeer(ctx, cfg, failoverRole, agent.addr, service)
+	role := failoverRole
+	if withLease {
+		role = failoverLeaseRole
+	}
+	peer, err := startPeer(ctx, cfg, role, agent.addr, service)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -161,7 +220,11 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 	defer n.system.Root.Stop(removed.pid)
 
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	region, err := n.sharding.StartRegion(failoverType, entityProps(&counter{}), ex, failoverOptions(agent.client)...)
+	opts, err := failoverOptions(agent.client, service, withLease)
+	if err != nil {
+		return 0, 0, err
+	}
+	region, err := n.sharding.StartRegion(failoverType, entityProps(&counter{}), ex, opts...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("start region: %w", err)
 	}

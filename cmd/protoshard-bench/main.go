@@ -106,7 +106,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
-	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, grainsRole}, ", ")+")")
+	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, grainsRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
 	if err := fs.Parse(args); err != nil {

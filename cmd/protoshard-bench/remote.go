@@ -184,6 +184,8 @@ const (
 	// failoverRole hosts the failover section's region and, being the
 	// oldest member, its coordinator.
 	failoverRole = "failover-peer"
+	// failoverLeaseRole is failoverRole with the coordinator on a lease.
+	failoverLeaseRole = "failover-lease-peer"
 	// grainsRole is a member of proto.actor's own cluster hosting the
 	// grains of the grains-remote section, and the stats actor.
 	grainsRole = "grains-peer"
@@ -286,8 +288,8 @@ func peerMain(cfg config) int {
 	switch cfg.role {
 	case remoteRole:
 		address, stop, err = served(remotePeer(cfg, client))
-	case failoverRole:
-		address, stop, err = served(failoverPeer(cfg, client))
+	case failoverRole, failoverLeaseRole:
+		address, stop, err = served(failoverPeer(cfg, client, cfg.role == failoverLeaseRole))
 	case grainsRole:
 		address, stop, err = grainsPeer(cfg, ccfg)
 	default:
