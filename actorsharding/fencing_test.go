@@ -2,6 +2,7 @@ package actorsharding_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -504,4 +505,76 @@ func TestMessagesToACrashedNodeAreReported(t *testing.T) {
 	}
 	testkit.WaitFor(t, 60*time.Second, func() bool { return len(w.dropsWith(since, "could not be reached")) > 0 },
 		"a dead-letter event for a message to the crashed node; got %v", testkit.Lazy(func() any { return w.dropped()[since:] }))
+}
+
+// limitedStore is a memory StateStore that holds states up to max bytes,
+// as Consul's transaction limit does.
+type limitedStore struct {
+	*coordinatoractor.MemoryStore
+	max int
+}
+
+func (s limitedStore) Save(ctx context.Context, st coordinatoractor.State, v uint64) (uint64, error) {
+	data, err := coordinatoractor.EncodeState(st)
+	if err != nil {
+		return 0, err
+	}
+	if len(data) > s.max {
+		return 0, fmt.Errorf("limited store: %d bytes: %w", len(data), coordinatoractor.ErrStateTooLarge)
+	}
+	return s.MemoryStore.Save(ctx, st, v)
+}
+
+// A state the store cannot hold rejects the one change that would have
+// grown it past the limit, with a clear error; the coordinator stays, at
+// its epoch, and keeps serving the shards it placed (before, it retried the
+// same write for ever).
+func TestStateTooLargeRejectsTheChangeOnly(t *testing.T) {
+	store := limitedStore{MemoryStore: coordinatoractor.NewMemoryStore(), max: 200}
+	w := newLocalWorld(t, actorsharding.WithStateStore(store))
+	a := w.startNode(false)
+	w.waitRegistered(1)
+	var placed []string
+	for _, id := range entityIDs(200) {
+		if _, err := ask(a, w.region(a), id, 0, 2*time.Second); err == nil {
+			placed = append(placed, id)
+		}
+		if len(placed) > 0 && len(w.dropsWith(0, "too large")) > 0 {
+			break
+		}
+	}
+	st := w.coordinatorState()
+	if len(placed) == 0 || st.Name != coordinatoractor.StateActive {
+		t.Fatalf("placed %d entities; coordinator %s", len(placed), st.Name)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool { return len(w.dropsWith(0, "too large")) > 0 },
+		"a dead-letter event naming the state as too large")
+	before := st.Epoch
+	for _, id := range placed {
+		askEventually(t, a, w.region(a), id, 1)
+	}
+	if after := w.coordinatorState(); after.Name != coordinatoractor.StateActive || after.Epoch != before {
+		t.Fatalf("coordinator %s at epoch %d after the rejected change, was active at %d", after.Name, after.Epoch, before)
+	}
+}
+
+// When the node's Consul agent cannot be reached past the TTL, the node
+// fences itself (the others may have removed it); requests through its
+// region then fail at once with a dead letter instead of waiting for the
+// caller's time-out.
+func TestConsulUnreachableFailsFast(t *testing.T) {
+	w := newConsulWorld(t)
+	a := w.startNode(false)
+	w.waitRegistered(1)
+	askEventually(t, a, w.region(a), "e-1", 0)
+	w.backend.Agent.Stop()
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		_, err := ask(a, w.region(a), "e-1", 1, 10*time.Second)
+		return errors.Is(err, actor.ErrDeadLetter)
+	}, "a request to fail fast with a dead letter while the node is fenced")
+	start := time.Now()
+	_, err := ask(a, w.region(a), "e-2", 1, 10*time.Second)
+	if !errors.Is(err, actor.ErrDeadLetter) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a request while fenced: %v after %v, want a dead letter at once", err, time.Since(start))
+	}
 }

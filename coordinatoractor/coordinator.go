@@ -621,6 +621,11 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		return
 	}
 	if err := c.update(ctx, ShardHomeAllocated{Shard: shard, Region: region}); err != nil {
+		if errors.Is(err, errEventRejected) && requester != nil {
+			// The region asks again on its next retry; each time it is told.
+			deadletter.Publish(ctx.ActorSystem(), ctx.Self(), &messages.GetShardHome{Shard: shard}, requester,
+				fmt.Sprintf("shard coordinator %s: shard %s cannot be allocated: %v", c.typeName, shard, err))
+		}
 		return
 	}
 	ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
