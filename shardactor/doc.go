@@ -15,6 +15,10 @@
 // starts again after Settings.EntityRestartBackoff. Automatic passivation
 // is off with it, as in Akka.
 //
+// Each entity's life (Pekko's Shard.EntityState: RememberingStart, Active,
+// Passivating, WaitingForRestart...) is kept by a value type with checked
+// transitions (entities.go); the actor only moves messages.
+//
 // An entity finds its own ID from its name:
 //
 //	name := ctx.Self().Id[strings.LastIndexByte(ctx.Self().Id, '/')+1:]
