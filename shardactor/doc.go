@@ -13,7 +13,9 @@
 // Consul KV with batched writes) and starts them all again wherever it
 // starts next. A passivated entity is forgotten; one that stops otherwise
 // starts again after Settings.EntityRestartBackoff. Automatic passivation
-// is off with it, as in Akka.
+// is off with it, as in Akka. A store error that wraps ErrPermanent stops
+// the shard (its region starts it again after
+// Settings.ShardFailureBackoff); other errors are retried.
 //
 // Each entity's life (Pekko's Shard.EntityState: RememberingStart, Active,
 // Passivating, WaitingForRestart...) is kept by a value type with checked

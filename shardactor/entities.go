@@ -65,7 +65,8 @@ func (s entityState) String() string {
 type bufferedMessage struct {
 	message any
 	sender  *actor.PID
-	start   bool // a StartEntity: ack it to sender once the entity runs
+	start   bool      // a StartEntity: ack it to sender once the entity runs
+	since   time.Time // when it began to wait
 }
 
 // heldMessage is a held message with the entity it was for, as handed back
@@ -155,8 +156,10 @@ const (
 //	RememberedButNotCreated -> Active                 message, StartEntity or written
 //	RememberedButNotCreated -> RememberingStop        started on another shard (extractor changed)
 //	RememberingStart        -> RememberedButNotCreated  written (then started at once)
+//	RememberingStart        -> NoState                the write failed for good
 //	RememberingStop         -> NoState                written
 //	RememberingStop         -> RememberingStart       written with messages held, or a message before the write
+//	RememberingStop         -> RememberedButNotCreated  the write failed for good
 //	Active                  -> Passivating            Passivate, or chosen by automatic passivation
 //	Active                  -> WaitingForRestart      terminated, remembering
 //	Active                  -> NoState                terminated, not remembering
@@ -596,6 +599,59 @@ func (es *entities) writeFailed() error {
 // retryWrites ends the back-off of a failed write: nextWrite takes what is
 // queued again.
 func (es *entities) retryWrites() { es.backingOff = false }
+
+// writeFailedForGood: the store will never accept the write in flight. Its
+// entities leave the store's queue as they are in the store (a start not
+// written: NoState; a stop not written: remembered, not running) and the
+// messages held for them are handed back, to drop.
+func (es *entities) writeFailedForGood() []heldMessage {
+	if es.writing == nil {
+		return nil
+	}
+	var out []heldMessage
+	ids := make([]string, 0, len(es.writing))
+	for id := range es.writing {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r := es.byID[id]
+		for _, m := range es.takeHeld(r) {
+			out = append(out, heldMessage{id: id, m: m})
+		}
+		if r.state == rememberingStart {
+			es.forget(id, r)
+		} else {
+			r.state = rememberedButNotCreated
+		}
+	}
+	es.writing = nil
+	return out
+}
+
+// expire takes the messages that have waited for the store longer than
+// bound at now (held for entities in RememberingStart or RememberingStop),
+// to drop. Messages held for a passivating entity wait for its
+// termination, whatever it takes, as in Akka.
+func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
+	var out []heldMessage
+	for _, id := range es.sortedIDs() {
+		r := es.byID[id]
+		if r.state != rememberingStart && r.state != rememberingStop {
+			continue
+		}
+		n := 0
+		for n < len(r.held) && now.Sub(r.held[n].since) > bound {
+			out = append(out, heldMessage{id: id, m: r.held[n]})
+			n++
+		}
+		if n > 0 {
+			r.held = slices.Delete(r.held, 0, n)
+			es.held -= n
+		}
+	}
+	return out
+}
 
 // --- hand-off and stop ---
 

@@ -16,9 +16,9 @@ func pidOf(id string, inc int) *actor.PID {
 	return actor.NewPID("nonhost", fmt.Sprintf("region/7/%s#%d", id, inc))
 }
 
-func msg(v string) bufferedMessage { return bufferedMessage{message: v} }
+func msg(v string) bufferedMessage { return bufferedMessage{message: v, since: t0} }
 
-func startMsg() bufferedMessage { return bufferedMessage{start: true} }
+func startMsg() bufferedMessage { return bufferedMessage{start: true, since: t0} }
 
 // checkInvariants verifies what every transition must keep: counts match
 // the records, PIDs only where an actor runs, queued writes only for
@@ -193,6 +193,9 @@ func events() []event {
 		{"write failed", func(es *entities) (string, error) {
 			return "", es.writeFailed()
 		}},
+		{"write failed for good", func(es *entities) (string, error) {
+			return fmt.Sprintf("%d dropped", len(es.writeFailedForGood())), nil
+		}},
 		{"hand-off", func(es *entities) (string, error) {
 			pids, dropped := es.handOff()
 			return fmt.Sprintf("%d to stop, %d dropped", len(pids), len(dropped)), nil
@@ -246,6 +249,7 @@ func TestEntityTransitions(t *testing.T) {
 			"acked by another shard": {noState, "counted true, moved false"},
 			"written":                {noState, invalid},
 			"write failed":           {noState, invalid},
+			"write failed for good":  {noState, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 0 dropped"},
 		},
 		"NoState remembering": {
@@ -254,6 +258,7 @@ func TestEntityTransitions(t *testing.T) {
 			"restartDue":             {noState, "false"},
 			"recovered":              {rememberedButNotCreated, ""},
 			"acked by another shard": {noState, "counted true, moved false"},
+			"write failed for good":  {noState, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 0 dropped"},
 		},
 		"RememberedButNotCreated": {
@@ -262,6 +267,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {rememberedButNotCreated, "unknown"},
 			"restartDue":             {rememberedButNotCreated, "false"},
 			"acked by another shard": {rememberingStop, "counted true, moved true"},
+			"write failed for good":  {rememberedButNotCreated, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 0 dropped"},
 		},
 		"RememberingStart queued": {
@@ -269,6 +275,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {rememberingStart, "unknown"},
 			"restartDue":             {rememberingStart, "false"},
 			"acked by another shard": {rememberingStart, "counted true, moved false"},
+			"write failed for good":  {rememberingStart, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 1 dropped"},
 		},
 		"RememberingStart in flight": {
@@ -278,6 +285,7 @@ func TestEntityTransitions(t *testing.T) {
 			"acked by another shard": {rememberingStart, "counted true, moved false"},
 			"written":                {rememberedButNotCreated, "[e]"},
 			"write failed":           {rememberingStart, ""},
+			"write failed for good":  {noState, "1 dropped"},
 			"hand-off":               {noState, "0 to stop, 1 dropped"},
 		},
 		"RememberingStop queued": {
@@ -286,6 +294,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {rememberingStop, "unknown"},
 			"restartDue":             {rememberingStop, "false"},
 			"acked by another shard": {rememberingStop, "counted true, moved false"},
+			"write failed for good":  {rememberingStop, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 0 dropped"},
 		},
 		"RememberingStop in flight": {
@@ -295,6 +304,7 @@ func TestEntityTransitions(t *testing.T) {
 			"acked by another shard": {rememberingStop, "counted true, moved false"},
 			"written":                {noState, "[]"},
 			"write failed":           {rememberingStop, ""},
+			"write failed for good":  {rememberedButNotCreated, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 0 dropped"},
 		},
 		"Active": {
@@ -303,6 +313,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {noState, "gone, 0 held"},
 			"restartDue":             {active, "false"},
 			"acked by another shard": {active, "counted true, moved false"},
+			"write failed for good":  {active, "0 dropped"},
 			"hand-off":               {active, "1 to stop, 0 dropped"},
 		},
 		"Active remembering": {
@@ -311,6 +322,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {waitingForRestart, "restartAfterBackoff, 0 held"},
 			"restartDue":             {active, "false"},
 			"acked by another shard": {active, "counted true, moved false"},
+			"write failed for good":  {active, "0 dropped"},
 			"hand-off":               {active, "1 to stop, 0 dropped"},
 		},
 		"Passivating": {
@@ -319,6 +331,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {noState, "gone, 0 held"},
 			"restartDue":             {passivating, "false"},
 			"acked by another shard": {passivating, "counted true, moved false"},
+			"write failed for good":  {passivating, "0 dropped"},
 			"hand-off":               {passivating, "1 to stop, 0 dropped"},
 		},
 		"Passivating holding": {
@@ -327,6 +340,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {noState, "restartHeld, 1 held"},
 			"restartDue":             {passivating, "false"},
 			"acked by another shard": {passivating, "counted true, moved false"},
+			"write failed for good":  {passivating, "0 dropped"},
 			"hand-off":               {passivating, "1 to stop, 1 dropped"},
 		},
 		"Passivating remembering holding": {
@@ -335,6 +349,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {rememberedButNotCreated, "restartHeld, 1 held"},
 			"restartDue":             {passivating, "false"},
 			"acked by another shard": {passivating, "counted true, moved false"},
+			"write failed for good":  {passivating, "0 dropped"},
 			"hand-off":               {passivating, "1 to stop, 1 dropped"},
 		},
 		"Passivating remembering": {
@@ -343,6 +358,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {rememberingStop, "writeStop, 0 held"},
 			"restartDue":             {passivating, "false"},
 			"acked by another shard": {passivating, "counted true, moved false"},
+			"write failed for good":  {passivating, "0 dropped"},
 			"hand-off":               {passivating, "1 to stop, 0 dropped"},
 		},
 		"WaitingForRestart": {
@@ -351,6 +367,7 @@ func TestEntityTransitions(t *testing.T) {
 			"terminated":             {waitingForRestart, "unknown"},
 			"restartDue":             {waitingForRestart, "true"},
 			"acked by another shard": {waitingForRestart, "counted true, moved false"},
+			"write failed for good":  {waitingForRestart, "0 dropped"},
 			"hand-off":               {noState, "0 to stop, 0 dropped"},
 		},
 	}
@@ -509,6 +526,59 @@ func TestEntitiesRememberBatches(t *testing.T) {
 	checkInvariants(t, es)
 }
 
+// TestEntitiesWriteFailures: a failed write is queued again but not taken
+// before the back-off is over; messages that waited longer than the bound
+// are taken out, in order, those for passivating entities never.
+func TestEntitiesWriteFailures(t *testing.T) {
+	es := newEntities(true)
+	must(t, es.recovered([]string{"p"}))
+	_, err := es.started("p", pidOf("p", 1), t0)
+	must(t, err)
+	_, err = es.passivate("p")
+	must(t, err)
+	for i, m := range []bufferedMessage{
+		{message: "old", since: t0},
+		{message: "new", since: t0.Add(5 * time.Second)},
+	} {
+		for _, id := range []string{"a", "p"} {
+			if _, _, err := es.deliver(id, m, 100); err != nil {
+				t.Fatalf("message %d for %s: %v", i, id, err)
+			}
+		}
+	}
+	if _, _, ok := es.nextWrite(); !ok {
+		t.Fatal("no write")
+	}
+	must(t, es.writeFailed())
+	checkInvariants(t, es)
+	if _, _, ok := es.nextWrite(); ok {
+		t.Fatal("a write taken during the back-off")
+	}
+	expired := es.expire(t0.Add(4*time.Second), 3*time.Second)
+	if len(expired) != 1 || expired[0].id != "a" || expired[0].m.message != "old" {
+		t.Fatalf("expired: %+v", expired)
+	}
+	if got := es.expire(t0.Add(4*time.Second), 3*time.Second); len(got) != 0 {
+		t.Fatalf("expired twice: %+v", got)
+	}
+	checkInvariants(t, es)
+	es.retryWrites()
+	started, _, ok := es.nextWrite()
+	if !ok || !reflect.DeepEqual(started, []string{"a"}) {
+		t.Fatalf("retried write: %v %v", started, ok)
+	}
+	// Refused for good: a's remaining message is handed back, a forgotten;
+	// the passivating entity keeps its messages.
+	dropped := es.writeFailedForGood()
+	if len(dropped) != 1 || dropped[0].id != "a" || dropped[0].m.message != "new" {
+		t.Fatalf("dropped for good: %+v", dropped)
+	}
+	if es.state("a") != noState || es.heldCount() != 2 {
+		t.Fatalf("after the failure: a %s, %d held", es.state("a"), es.heldCount())
+	}
+	checkInvariants(t, es)
+}
+
 func TestEntitiesHeldBound(t *testing.T) {
 	es := newEntities(true)
 	if _, _, err := es.deliver("a", msg("1"), 1); err != nil {
@@ -656,16 +726,54 @@ func TestEntitiesIdle(t *testing.T) {
 
 func TestWaitingMessages(t *testing.T) {
 	var w waitingMessages
-	for i := range 3 {
-		if err := w.add(bufferedMessage{message: i}, 3); err != nil {
+	for i, since := range []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)} {
+		if err := w.add(bufferedMessage{message: i, since: since}, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := w.add(bufferedMessage{message: 3}, 3); !errors.Is(err, errWaitingFull) {
 		t.Fatalf("fourth: %v", err)
 	}
-	got := w.take()
-	if len(got) != 3 || got[0].message != 0 || got[2].message != 2 || w.len() != 0 {
+	cases := []struct {
+		now  time.Time
+		want []any
+		left int
+	}{
+		{t0.Add(time.Second), nil, 3},
+		{t0.Add(2500 * time.Millisecond), []any{0, 1}, 1},
+		{t0.Add(2500 * time.Millisecond), nil, 1},
+	}
+	for i, c := range cases {
+		var got []any
+		for _, m := range w.expire(c.now, time.Second) {
+			got = append(got, m.message)
+		}
+		if !reflect.DeepEqual(got, c.want) || w.len() != c.left {
+			t.Fatalf("case %d: expired %v, %d left; want %v, %d", i, got, w.len(), c.want, c.left)
+		}
+	}
+	if got := w.take(); len(got) != 1 || got[0].message != 2 || w.len() != 0 {
 		t.Fatalf("take: %v, %d left", got, w.len())
+	}
+}
+
+func TestRememberRetryDelay(t *testing.T) {
+	cases := []struct {
+		attempt int
+		ceiling time.Duration
+		want    time.Duration
+	}{
+		{1, 5 * time.Second, time.Second},
+		{2, 5 * time.Second, 2 * time.Second},
+		{3, 5 * time.Second, 4 * time.Second},
+		{4, 5 * time.Second, 5 * time.Second},
+		{100, 5 * time.Second, 5 * time.Second},
+		{1, 200 * time.Millisecond, 200 * time.Millisecond},
+		{0, 0, time.Second},
+	}
+	for _, c := range cases {
+		if got := rememberRetryDelay(c.attempt, c.ceiling); got != c.want {
+			t.Errorf("rememberRetryDelay(%d, %v) = %v, want %v", c.attempt, c.ceiling, got, c.want)
+		}
 	}
 }

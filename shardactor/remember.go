@@ -2,6 +2,8 @@ package shardactor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -25,7 +27,12 @@ import (
 //     the next one, so a burst of new entities costs few writes.
 //   - An entity stopped by Passivate is forgotten; one that stops otherwise
 //     starts again after EntityRestartBackoff; a hand-off keeps them all.
-//   - A failed store read or write is retried after rememberBackoff.
+//   - A store error is retried after a back-off, and a message that waits
+//     for the store longer than 3 × UpdatingStateTimeout is dropped with a
+//     dead-letter event. An error that wraps ErrPermanent is not retried:
+//     the messages of the entities concerned are dropped with it as reason
+//     and the shard stops (Akka's shard stops when its store fails); its
+//     region starts it again after ShardFailureBackoff.
 //
 // The entities value (entities.go) keeps each entity's state and decides;
 // this file does the reads and writes and moves the messages.
@@ -50,12 +57,21 @@ type (
 	restartEntity        struct{ id string }
 )
 
-// rememberBackoff is the pause before a failed store read or write is
-// retried.
+// rememberBackoff is the pause before the first retry of a failed store
+// read or write; it doubles with every failure in a row.
 const rememberBackoff = time.Second
 
-// rememberTimeout bounds one store read or write.
-const rememberTimeout = 30 * time.Second
+// rememberRetryDelay is the pause before retry number attempt (from 1) of
+// a failed store read or write: rememberBackoff doubling, at most ceiling
+// (the operation's own timeout, so that a message's wait for the store,
+// bounded by a few timeouts, sees a few retries).
+func rememberRetryDelay(attempt int, ceiling time.Duration) time.Duration {
+	d := rememberBackoff << min(max(attempt-1, 0), 16)
+	if ceiling > 0 && d > ceiling {
+		return ceiling
+	}
+	return d
+}
 
 // RecoveryBatches splits remembered IDs into the batches the recovery
 // strategy starts, one batch per tick: all at once (EntityRecoveryAll), or
@@ -87,10 +103,10 @@ func (s *shard) startRecovery(ctx actor.Context) {
 
 // loadRemembered reads the remembered IDs off the actor's goroutine.
 func (s *shard) loadRemembered(ctx actor.Context) {
-	store, shardID := s.settings.RememberEntitiesStore, s.shardID
+	store, shardID, timeout := s.settings.RememberEntitiesStore, s.shardID, s.settings.WaitingForStateTimeout
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		rctx, cancel := context.WithTimeout(context.Background(), rememberTimeout)
+		rctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		ids, err := store.GetEntities(rctx, shardID)
 		root.Send(self, &rememberedLoaded{ids: ids, err: err})
@@ -104,6 +120,7 @@ func (s *shard) recovering(ctx actor.Context) {
 	case *rememberedLoaded:
 		s.onRememberedLoaded(ctx, msg)
 	case rememberRetryLoad:
+		s.expireWaiting(ctx)
 		s.loadRemembered(ctx)
 	case *messages.HandOff:
 		// Nothing runs yet: the hand-off is done at once.
@@ -115,11 +132,19 @@ func (s *shard) recovering(ctx actor.Context) {
 
 func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 	if msg.err != nil {
+		s.lastStoreErr = msg.err
+		if errors.Is(msg.err, ErrPermanent) {
+			s.failForGood(ctx, "cannot read the remembered entities", msg.err)
+			return
+		}
+		s.loadFailures++
+		delay := rememberRetryDelay(s.loadFailures, s.settings.WaitingForStateTimeout)
 		ctx.Logger().Warn("shard: cannot read the remembered entities; retrying",
-			append(s.attrs(), slog.Any("error", msg.err))...)
-		s.cancels = append(s.cancels, s.timers.SendOnce(rememberBackoff, ctx.Self(), rememberRetryLoad{}))
+			append(s.attrs(), slog.Any("error", msg.err), slog.Duration("retryIn", delay))...)
+		s.cancels = append(s.cancels, s.timers.SendOnce(delay, ctx.Self(), rememberRetryLoad{}))
 		return
 	}
+	s.loadFailures = 0
 	if err := s.entities.recovered(msg.ids); err != nil {
 		// Nothing is known before the read: a bug.
 		ctx.Logger().Error("shard: remembered entities refused", append(s.attrs(), slog.Any("error", err))...)
@@ -137,6 +162,23 @@ func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 		s.cancels = append(s.cancels, s.timers.SendOnce(time.Duration(i)*s.settings.EntityRecoveryConstantFrequency,
 			ctx.Self(), &rememberRecoverBatch{ids: batch}))
 	}
+}
+
+// expireWaiting drops what has waited for the store longer than its bound.
+func (s *shard) expireWaiting(ctx actor.Context) {
+	bound := s.settings.storeWaitBound()
+	for _, m := range s.waiting.expire(time.Now(), bound) {
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("waited longer than %s for the remembered entities to be read (%v)", bound, s.lastStoreErr))
+	}
+}
+
+// failForGood stops the shard after the store refused a read or write for
+// good, as Akka's shard stops on a store failure: its region starts it
+// again after ShardFailureBackoff, and it reads its entities anew.
+func (s *shard) failForGood(ctx actor.Context, what string, err error) {
+	ctx.Logger().Error("shard: "+what+"; the store will not accept it. Stopping the shard; its region starts it again after the shard-failure back-off",
+		append(s.attrs(), slog.Any("error", err), slog.Duration("backoff", s.settings.ShardFailureBackoff))...)
+	s.stopNow(ctx, fmt.Sprintf("%s: %v; the shard stopped", what, err))
 }
 
 // recoverBatch starts remembered entities through the region (the parent),
@@ -187,10 +229,10 @@ func (s *shard) flushWrites(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	store, shardID := s.settings.RememberEntitiesStore, s.shardID
+	store, shardID, timeout := s.settings.RememberEntitiesStore, s.shardID, s.settings.UpdatingStateTimeout
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		wctx, cancel := context.WithTimeout(context.Background(), rememberTimeout)
+		wctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		err := store.Update(wctx, shardID, started, stopped)
 		root.Send(self, &rememberUpdateDone{started: started, stopped: stopped, err: err})
@@ -199,18 +241,30 @@ func (s *shard) flushWrites(ctx actor.Context) {
 
 // onUpdateDone starts the entities whose IDs are now remembered, with the
 // messages they waited with, in order. A failed write is tried again after
-// rememberBackoff.
+// a back-off; one the store refuses for good stops the shard.
 func (s *shard) onUpdateDone(ctx actor.Context, d *rememberUpdateDone) {
 	if d.err != nil {
+		s.lastStoreErr = d.err
+		if errors.Is(d.err, ErrPermanent) {
+			for _, h := range s.entities.writeFailedForGood() {
+				s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("the remember-entities store cannot remember entity %q: %v", h.id, d.err))
+			}
+			s.failForGood(ctx, "cannot write the remembered entities", d.err)
+			return
+		}
 		if err := s.entities.writeFailed(); err != nil {
 			ctx.Logger().Error("shard: write failure refused", append(s.attrs(), slog.Any("error", err))...)
 			return
 		}
+		s.writeFailures++
+		delay := rememberRetryDelay(s.writeFailures, s.settings.UpdatingStateTimeout)
 		ctx.Logger().Warn("shard: cannot write the remembered entities; retrying",
-			append(s.attrs(), slog.Any("error", d.err), slog.Int("started", len(d.started)), slog.Int("stopped", len(d.stopped)))...)
-		s.cancels = append(s.cancels, s.timers.SendOnce(rememberBackoff, ctx.Self(), rememberRetryWrite{}))
+			append(s.attrs(), slog.Any("error", d.err), slog.Int("started", len(d.started)), slog.Int("stopped", len(d.stopped)),
+				slog.Duration("retryIn", delay))...)
+		s.cancels = append(s.cancels, s.timers.SendOnce(delay, ctx.Self(), rememberRetryWrite{}))
 		return
 	}
+	s.writeFailures = 0
 	toStart, err := s.entities.written()
 	if err != nil {
 		ctx.Logger().Error("shard: write done refused", append(s.attrs(), slog.Any("error", err))...)
@@ -222,9 +276,13 @@ func (s *shard) onUpdateDone(ctx actor.Context, d *rememberUpdateDone) {
 	s.flushWrites(ctx)
 }
 
-// onRetryWrite ends a failed write's back-off: what is queued is written
-// again.
+// onRetryWrite ends a failed write's back-off: what has waited for the
+// store longer than its bound is dropped, the rest written again.
 func (s *shard) onRetryWrite(ctx actor.Context) {
+	bound := s.settings.storeWaitBound()
+	for _, h := range s.entities.expire(time.Now(), bound) {
+		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("waited longer than %s for entity %q to be remembered (%v)", bound, h.id, s.lastStoreErr))
+	}
 	s.entities.retryWrites()
 	s.flushWrites(ctx)
 }

@@ -2,9 +2,11 @@ package shardactor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,10 +78,14 @@ func (s *scriptedStore) setAlwaysUpdate(err error) {
 	s.mu.Unlock()
 }
 
+// errUnreachable stands for a transient store failure.
+var errUnreachable = errors.New("store unreachable")
+
 // fakeRegion is the part of a ShardRegion a remembering shard needs: it is
 // the shard's parent, routes the shard's StartEntity back to it (as the
-// region routes it to the shard the extractor names), and starts the shard
-// again backoff after it stopped.
+// region routes it to the shard the extractor names), and, as the region
+// does with remember-entities, starts the shard again ShardFailureBackoff
+// after it stopped unexpectedly.
 type fakeRegion struct {
 	props    *actor.Props
 	backoff  time.Duration
@@ -138,7 +144,7 @@ func newRegionFixture(t *testing.T, settings shardactor.Settings) *regionFixture
 	entityProps := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
 	r := &fakeRegion{
 		props:   shardactor.Props("Counter", shardID, entityProps, settings),
-		backoff: 300 * time.Millisecond,
+		backoff: settings.WithDefaults().ShardFailureBackoff,
 		spawned: make(chan *actor.PID, 10),
 		stopped: make(chan struct{}, 10),
 	}
@@ -163,7 +169,128 @@ func rememberSettings(store shardactor.RememberEntitiesStore) shardactor.Setting
 	return shardactor.Settings{
 		RememberEntities:      true,
 		RememberEntitiesStore: store,
+		ShardFailureBackoff:   300 * time.Millisecond,
 		RetryInterval:         200 * time.Millisecond,
+	}
+}
+
+// A write the store refuses for good: the messages that waited for it are
+// dropped with the store's error as reason, the shard stops (its other
+// entities with it), and once its region starts it again after the
+// shard-failure back-off, it starts its remembered entities and takes
+// messages again.
+func TestRememberPermanentWriteErrorStopsTheShard(t *testing.T) {
+	store := newScriptedStore()
+	require.NoError(t, store.Update(context.Background(), shardID, []string{"good"}, nil))
+	store.updateErrs = []error{fmt.Errorf("bucket 3 over its limit: %w", shardactor.ErrTooManyRememberedEntities)}
+	f := newRegionFixture(t, rememberSettings(store))
+	f.waitEvents("started", "good", 1)
+
+	// The write waits until both messages are held for it.
+	gate := make(chan struct{})
+	store.mu.Lock()
+	store.updateGate = gate
+	store.mu.Unlock()
+	f.deliver("bad", wrapperspb.String("hello"), nil)
+	f.deliver("bad", wrapperspb.String("again"), nil)
+	require.Equal(t, 1, f.stats().EntityCount, "bad waits for its write")
+	close(gate)
+	receiveWithin(t, f.region.stopped, "the shard to stop")
+	waitFor(t, "both messages dropped with the store's reason", func() bool {
+		return f.deadLetterCount(`cannot remember entity "bad"`) == 2 && f.deadLetterCount("too many remembered entities") >= 2
+	}, func() any { return f.deadLetterReasons() })
+	f.waitEvents("stopped", "good", 1)
+	require.Zero(t, f.rec.count("started", "bad"))
+
+	receiveWithin(t, f.region.spawned, "the region to start the shard again")
+	require.GreaterOrEqual(t, time.Since(time.Unix(0, f.region.lastStop.Load())), 300*time.Millisecond,
+		"started again after the shard-failure back-off")
+	f.waitEvents("started", "good", 2)
+	res, err := f.system.Root.RequestFuture(f.shard, &shardactor.Deliver{EntityID: "bad", Message: wrapperspb.String("third")}, deadline).Result()
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(res.(*wrapperspb.StringValue).GetValue(), ":third"))
+	ids, err := store.GetEntities(context.Background(), shardID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"bad", "good"}, ids)
+}
+
+// A read of the remembered entities the store refuses for good stops the
+// shard too, dropping what waited for the read.
+func TestRememberPermanentReadErrorStopsTheShard(t *testing.T) {
+	store := newScriptedStore()
+	store.getGate = make(chan struct{})
+	store.getErrs = []error{fmt.Errorf("bucket 0: %w", shardactor.ErrCorruptRememberedEntities)}
+	f := newRegionFixture(t, rememberSettings(store))
+	f.deliver("a", wrapperspb.String("hello"), nil)
+	require.Equal(t, 0, f.stats().EntityCount, "queries are answered while the entities are read")
+	store.mu.Lock()
+	close(store.getGate)
+	store.getGate = nil
+	store.mu.Unlock()
+
+	receiveWithin(t, f.region.stopped, "the shard to stop")
+	f.waitDeadLetter("cannot read the remembered entities")
+	f.waitDeadLetter("corrupt remembered entities")
+	receiveWithin(t, f.region.spawned, "the region to start the shard again")
+	f.deliver("a", wrapperspb.String("later"), nil)
+	f.waitEvents("received", "a", 1)
+	require.Equal(t, []string{"later"}, onlyIncarnation(t, f.rec.received("a")))
+}
+
+// A transient store error that heals: the writes are retried and the
+// entities start with every message, in order; nothing is dropped.
+func TestRememberTransientErrorHeals(t *testing.T) {
+	store := newScriptedStore()
+	store.updateErrs = []error{errUnreachable, context.DeadlineExceeded}
+	settings := rememberSettings(store)
+	settings.UpdatingStateTimeout = 2 * time.Second // retries after 1s and 2s; messages may wait 6s
+	f := newRegionFixture(t, settings)
+
+	f.deliver("a", wrapperspb.String("m1"), nil)
+	ack := f.system.Root.RequestFuture(f.shard, &messages.StartEntity{EntityId: "b"}, deadline)
+	f.deliver("a", wrapperspb.String("m2"), nil)
+	f.waitEvents("received", "a", 2)
+	res, err := ack.Result()
+	require.NoError(t, err)
+	require.Equal(t, "b", res.(*messages.StartEntityAck).GetEntityId())
+	require.Equal(t, []string{"m1", "m2"}, onlyIncarnation(t, f.rec.received("a")))
+	require.EqualValues(t, 3, store.updates.Load(), "two failed writes, then one for both entities")
+	require.Empty(t, f.deadLetterReasons())
+	select {
+	case <-f.region.stopped:
+		t.Fatal("a transient error stopped the shard")
+	default:
+	}
+}
+
+// A transient store error that lasts: a message that waited longer than
+// the bound is dropped with a dead-letter event instead of waiting for
+// ever; the shard keeps trying, and once the store heals the entity runs.
+func TestRememberTransientErrorDropsMessagesAfterTheBound(t *testing.T) {
+	store := newScriptedStore()
+	store.setAlwaysUpdate(errUnreachable)
+	settings := rememberSettings(store)
+	settings.UpdatingStateTimeout = 100 * time.Millisecond // bound 300ms
+	f := newRegionFixture(t, settings)
+
+	f.deliver("a", wrapperspb.String("m1"), nil)
+	ack := f.system.Root.RequestFuture(f.shard, &messages.StartEntity{EntityId: "a"}, deadline)
+	waitFor(t, "both dropped after the bound", func() bool {
+		return f.deadLetterCount(`waited longer than 300ms for entity "a" to be remembered (scripted store: update: store unreachable)`) == 2
+	}, func() any { return f.deadLetterReasons() })
+	_, err := ack.Result()
+	require.Error(t, err, "the StartEntity was dropped, not acknowledged")
+	require.Zero(t, f.rec.count("started", "a"))
+
+	store.setAlwaysUpdate(nil)
+	f.waitEvents("started", "a", 1)
+	f.deliver("a", wrapperspb.String("m2"), nil)
+	f.waitEvents("received", "a", 1)
+	require.Equal(t, []string{"m2"}, onlyIncarnation(t, f.rec.received("a")))
+	select {
+	case <-f.region.stopped:
+		t.Fatal("a transient error stopped the shard")
+	default:
 	}
 }
 

@@ -80,6 +80,24 @@ type Settings struct {
 	// RetryInterval: StartEntity of a remembered entity is resent at this
 	// interval until acknowledged (Akka's retry-interval, default 2s).
 	RetryInterval time.Duration
+	// WaitingForStateTimeout is Akka's waiting-for-state-timeout: it bounds
+	// one read of the remembered entities when the shard starts. A read
+	// that fails or times out is tried again after a back-off. Default 2s.
+	WaitingForStateTimeout time.Duration
+	// UpdatingStateTimeout is Akka's updating-state-timeout: it bounds one
+	// write of the remember-entities store. A write that fails or times out
+	// is tried again after a back-off (doubling from 1s, at most this
+	// timeout), unless the store says it will never accept it (an error
+	// that wraps ErrPermanent). A message that waits for the store (for its
+	// entity to be remembered, or for the remembered entities to be read)
+	// is dropped with a dead-letter event once it has waited three times
+	// this timeout. Default 5s.
+	UpdatingStateTimeout time.Duration
+	// ShardFailureBackoff is Akka's shard-failure-backoff: with
+	// remember-entities, a shard that stopped unexpectedly (its store
+	// refused a read or write for good) is started again by its region
+	// after this pause, with its remembered entities. Default 10s.
+	ShardFailureBackoff time.Duration
 }
 
 // Entity recovery strategies (Akka's entity-recovery-strategy).
@@ -100,6 +118,9 @@ func DefaultSettings() Settings {
 		EntityRecoveryConstantFrequency:        100 * time.Millisecond,
 		EntityRestartBackoff:                   10 * time.Second,
 		RetryInterval:                          2 * time.Second,
+		WaitingForStateTimeout:                 2 * time.Second,
+		UpdatingStateTimeout:                   5 * time.Second,
+		ShardFailureBackoff:                    10 * time.Second,
 	}
 }
 
@@ -132,7 +153,30 @@ func (s Settings) withDefaults() Settings {
 	if s.RetryInterval <= 0 {
 		s.RetryInterval = d.RetryInterval
 	}
+	if s.WaitingForStateTimeout <= 0 {
+		s.WaitingForStateTimeout = d.WaitingForStateTimeout
+	}
+	if s.UpdatingStateTimeout <= 0 {
+		s.UpdatingStateTimeout = d.UpdatingStateTimeout
+	}
+	if s.ShardFailureBackoff <= 0 {
+		s.ShardFailureBackoff = d.ShardFailureBackoff
+	}
 	return s
+}
+
+// WithDefaults returns s with its zero fields set to their defaults, as
+// the shard uses them (its region reads ShardFailureBackoff from it).
+func (s Settings) WithDefaults() Settings { return s.withDefaults() }
+
+// storeWaitAttempts: a message waits for the remember-entities store for
+// at most this many UpdatingStateTimeouts (a write, and retries).
+const storeWaitAttempts = 3
+
+// storeWaitBound is how long a message may wait for the remember-entities
+// store before it is dropped.
+func (s Settings) storeWaitBound() time.Duration {
+	return storeWaitAttempts * s.UpdatingStateTimeout
 }
 
 // idlePassivation tells whether idle entities are passivated.

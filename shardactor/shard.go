@@ -96,8 +96,8 @@ type shard struct {
 	// waiting: what arrived before the shard was ready (recovering),
 	// handled in order once it is.
 	waiting waitingMessages
-	// stopReason: why the shard stops itself; what it still holds is
-	// dropped with it.
+	// stopReason: why the shard stops itself (store failure);
+	// what it still holds is dropped with it.
 	stopReason string
 
 	handOffReplyTo []*actor.PID // handingOff: who is answered ShardStopped
@@ -110,7 +110,10 @@ type shard struct {
 	cancelIdleCheck scheduler.CancelFunc // the repeating idleCheckTick, while active
 
 	// Remember-entities (see remember.go).
-	cancelResend scheduler.CancelFunc // the StartEntity resend timer
+	cancelResend  scheduler.CancelFunc // the StartEntity resend timer
+	loadFailures  int                  // reads failed in a row
+	writeFailures int                  // writes failed in a row
+	lastStoreErr  error                // of the last failed read or write, for dead-letter reasons
 }
 
 // Receive handles what every state handles alike, then the current state.
@@ -173,7 +176,7 @@ func (s *shard) becomeActive(ctx actor.Context) {
 
 // wait keeps the current message until the shard is ready.
 func (s *shard) wait(ctx actor.Context) {
-	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender()}
+	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender(), since: time.Now()}
 	if err := s.waiting.add(m, maxBufferedMessages); err != nil {
 		s.drop(ctx, m.message, m.sender, fmt.Sprintf("%v (%d, state %s)", err, maxBufferedMessages, s.state))
 	}
@@ -330,6 +333,9 @@ func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 // start the entity first, or hold it. original is what is reported if it
 // must be dropped.
 func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, original any) {
+	if m.since.IsZero() {
+		m.since = time.Now() // a message held again keeps its first wait's start
+	}
 	decision, pid, err := s.entities.deliver(id, m, maxBufferedMessages)
 	switch {
 	case errors.Is(err, errHeldFull):

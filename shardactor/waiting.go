@@ -1,6 +1,9 @@
 package shardactor
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // errWaitingFull: the shard holds as many waiting messages as it may.
 var errWaitingFull = errors.New("too many messages wait for the shard to be ready")
@@ -20,6 +23,22 @@ func (w *waitingMessages) add(m bufferedMessage, max int) error {
 	}
 	w.msgs = append(w.msgs, m)
 	return nil
+}
+
+// expire takes the messages that have waited longer than bound at now, the
+// oldest first, to drop.
+func (w *waitingMessages) expire(now time.Time, bound time.Duration) []bufferedMessage {
+	n := 0
+	for n < len(w.msgs) && now.Sub(w.msgs[n].since) > bound {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]bufferedMessage, n)
+	copy(out, w.msgs[:n])
+	w.msgs = append(w.msgs[:0], w.msgs[n:]...)
+	return out
 }
 
 // take hands back every waiting message, in order, and holds none after.
