@@ -17,6 +17,10 @@
 // the shard (its region starts it again after
 // Settings.ShardFailureBackoff); other errors are retried.
 //
+// Lease (shard_lease.go): with Settings.UseLease a shard starts no entity
+// before it holds the lease LeaseName(type, shard), and stops with all its
+// entities when it loses it.
+//
 // Each entity's life (Pekko's Shard.EntityState: RememberingStart, Active,
 // Passivating, WaitingForRestart...) is kept by a value type with checked
 // transitions (entities.go); the actor only moves messages.

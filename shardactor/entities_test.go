@@ -777,3 +777,15 @@ func TestRememberRetryDelay(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaseName(t *testing.T) {
+	cases := []struct{ typeName, shard, want string }{
+		{"Account", "7", "shard-Account-7"},
+		{"a/b", "c d", "shard-a%2Fb-c%20d"},
+	}
+	for _, c := range cases {
+		if got := LeaseName(c.typeName, c.shard); got != c.want {
+			t.Errorf("LeaseName(%q, %q) = %q, want %q", c.typeName, c.shard, got, c.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/lease"
 )
 
 // Settings configures a Shard, with Akka's names and defaults
@@ -95,9 +96,24 @@ type Settings struct {
 	UpdatingStateTimeout time.Duration
 	// ShardFailureBackoff is Akka's shard-failure-backoff: with
 	// remember-entities, a shard that stopped unexpectedly (its store
-	// refused a read or write for good) is started again by its region
-	// after this pause, with its remembered entities. Default 10s.
+	// refused a read or write for good, or its lease was lost) is started
+	// again by its region after this pause, with its remembered entities.
+	// Default 10s.
 	ShardFailureBackoff time.Duration
+	// UseLease is Akka's sharding use-lease: with a lease provider, each
+	// shard acquires the lease LeaseName(type, shard) before it starts any
+	// entity (state acquiringLease; messages wait meanwhile), tries again
+	// after LeaseRetryInterval when it cannot, and when the lease is lost
+	// stops all its entities at once and itself, dropping what it holds
+	// with dead-letter events. The shard releases the lease once it and
+	// its entities have stopped (after a hand-off, too). Every node of the
+	// entity type must use the same provider (one lease.MemoryLeases in
+	// one process, or lease/consul on the same Consul). nil (the
+	// default): no lease.
+	UseLease lease.Provider
+	// LeaseRetryInterval is Akka's lease-retry-interval: how long after a
+	// failed acquisition the shard tries again. Default 5s.
+	LeaseRetryInterval time.Duration
 }
 
 // Entity recovery strategies (Akka's entity-recovery-strategy).
@@ -121,6 +137,7 @@ func DefaultSettings() Settings {
 		WaitingForStateTimeout:                 2 * time.Second,
 		UpdatingStateTimeout:                   5 * time.Second,
 		ShardFailureBackoff:                    10 * time.Second,
+		LeaseRetryInterval:                     5 * time.Second,
 	}
 }
 
@@ -161,6 +178,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.ShardFailureBackoff <= 0 {
 		s.ShardFailureBackoff = d.ShardFailureBackoff
+	}
+	if s.LeaseRetryInterval <= 0 {
+		s.LeaseRetryInterval = d.LeaseRetryInterval
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package shardactor
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -48,9 +50,10 @@ const (
 )
 
 // Props returns the props of the Shard actor that owns shard shardID of the
-// entity type typeName (the type name is only used in logs). Entities are
-// spawned from entityProps as children of the shard, named EntityName(id).
-// Zero settings fields take their defaults (see Settings).
+// entity type typeName (the type name is only used in logs and in the
+// lease's name). Entities are spawned from entityProps as children of the
+// shard, named EntityName(id). Zero settings fields take their defaults
+// (see Settings).
 func Props(typeName, shardID string, entityProps *actor.Props, settings Settings) *actor.Props {
 	settings = settings.withDefaults()
 	var opts []actor.PropsOption
@@ -93,10 +96,10 @@ type shard struct {
 	timerGen int
 
 	entities *entities
-	// waiting: what arrived before the shard was ready (recovering),
-	// handled in order once it is.
+	// waiting: what arrived before the shard was ready (acquiringLease,
+	// recovering), handled in order once it is.
 	waiting waitingMessages
-	// stopReason: why the shard stops itself (store failure);
+	// stopReason: why the shard stops itself (lease lost, store failure);
 	// what it still holds is dropped with it.
 	stopReason string
 
@@ -114,6 +117,14 @@ type shard struct {
 	loadFailures  int                  // reads failed in a row
 	writeFailures int                  // writes failed in a row
 	lastStoreErr  error                // of the last failed read or write, for dead-letter reasons
+
+	// Lease (see shard_lease.go).
+	lease          lease.Lease
+	leaseGen       int             // number of the latest acquisition
+	leaseMayHold   bool            // an acquisition was asked for and not released since
+	leaseOpsTail   chan struct{}   // closed when the last queued lease operation is over
+	leaseCtx       context.Context // canceled once the shard no longer wants answers
+	cancelLeaseCtx context.CancelFunc
 }
 
 // Receive handles what every state handles alike, then the current state.
@@ -124,7 +135,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.deliverTo(ctx, d, ctx.Sender())
 		return
 	}
-	switch ctx.Message().(type) {
+	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.onStarted(ctx)
 		return
@@ -134,11 +145,20 @@ func (s *shard) Receive(ctx actor.Context) {
 		return
 	case *actor.Restarting:
 		// A failure of the shard itself: proto.actor stops the children and
-		// makes a fresh shard, so what is held here is lost; say so.
+		// makes a fresh shard, so what is held here is lost; say so. The
+		// fresh shard acquires its own lease.
 		s.cancelTimers()
 		s.dropEverything(ctx, "the shard failed and restarts; its entities were stopped")
+		s.releaseLease(ctx, "the shard restarts")
 		return
 	case *actor.Stopped:
+		// Every entity has stopped by now: a hand-off cut short (the lease
+		// was lost) is over all the same, and the lease is free to go.
+		s.answerHandOff(ctx)
+		s.releaseLease(ctx, "the shard stopped")
+		return
+	case leaseLost:
+		s.onLeaseLost(ctx, msg)
 		return
 	case GetShardStats, *GetShardStats:
 		s.reply(ctx, &ShardStats{ShardID: s.shardID, EntityCount: s.entities.liveCount()})
@@ -155,9 +175,21 @@ func (s *shard) Receive(ctx actor.Context) {
 
 func (s *shard) onStarted(ctx actor.Context) {
 	s.timers = scheduler.NewTimerScheduler(ctx)
+	s.leaseCtx, s.cancelLeaseCtx = context.WithCancel(context.Background())
 	if s.settings.RememberEntities && s.settings.RememberEntitiesStore == nil {
 		ctx.Logger().Error("shard: remember-entities is on but there is no RememberEntitiesStore; entities are not remembered", s.attrs()...)
 	}
+	if s.settings.UseLease != nil {
+		s.become(ctx, stateAcquiringLease, s.acquiringLease)
+		s.tryAcquireLease(ctx)
+		return
+	}
+	s.ready(ctx)
+}
+
+// ready: the shard holds its lease, if it needs one; it reads its
+// remembered entities, if it remembers them, or becomes active.
+func (s *shard) ready(ctx actor.Context) {
 	if s.remembering() {
 		s.startRecovery(ctx)
 		return
@@ -219,8 +251,8 @@ func (s *shard) receiveActive(ctx actor.Context, message any, sender *actor.PID)
 		s.onResendStarts(ctx)
 	case *restartEntity:
 		s.onRestartEntity(ctx, msg)
-	case *rememberedLoaded, rememberRetryLoad:
-		// a late answer of a read that is over
+	case *rememberedLoaded, rememberRetryLoad, leaseAcquireResult, leaseRetry:
+		// a late answer of a read or an acquisition that is over
 	case *messages.Passivate:
 		s.onPassivate(ctx, msg, sender)
 	case *actor.Terminated:
@@ -277,9 +309,9 @@ func (s *shard) handingOff(ctx actor.Context) {
 	case idleCheckTick:
 		// sent before the timer was cancelled at HandOff
 	case *rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
-		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck:
-		// Remember-entities bookkeeping: the entities stay remembered and
-		// start again at the shard's next home.
+		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck, leaseAcquireResult, leaseRetry:
+		// Remember-entities and lease bookkeeping: the entities stay
+		// remembered and start again at the shard's next home.
 	case *SetActiveEntityLimit, SetActiveEntityLimit:
 		// The region sends limits to all its shards; this one is stopping
 		// every entity anyway, so there is nothing to apply and nothing lost.
@@ -293,7 +325,7 @@ func (s *shard) stopped(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Terminated, handOffWarning, handOffForceStop, idleCheckTick, *SetActiveEntityLimit, SetActiveEntityLimit,
 		*rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
-		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck:
+		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck, leaseAcquireResult, leaseRetry:
 		// Bookkeeping for entities that are gone: nothing to apply, and
 		// nothing meant for an entity is lost.
 	default:

@@ -9,9 +9,9 @@ import (
 var errWaitingFull = errors.New("too many messages wait for the shard to be ready")
 
 // waitingMessages holds, in arrival order, what reaches a shard that is not
-// ready yet (reading its remembered entities), to be handled in the same
-// order once it is. proto.actor's ctx.Stash would only give them back
-// after a restart.
+// ready yet (acquiring its lease, reading its remembered entities), to be
+// handled in the same order once it is. proto.actor's ctx.Stash would only
+// give them back after a restart.
 type waitingMessages struct {
 	msgs []bufferedMessage
 }
