@@ -98,6 +98,10 @@ type bufferedMessage struct {
 
 type retryTick struct{}
 
+// restartShard: the shard-failure back-off of a remembering shard that
+// stopped unexpectedly is over (Akka's RestartShard).
+type restartShard struct{ shard string }
+
 func (r *region) proxyOnly() bool { return r.entityProps == nil }
 
 func (r *region) Receive(ctx actor.Context) {
@@ -140,6 +144,8 @@ func (r *region) active(ctx actor.Context) {
 		ctx.Logger().Debug("shard region: a request reached no one", slog.String("type", r.typeName), slog.Any("target", msg.Target))
 	case retryTick:
 		r.onRetryTick(ctx)
+	case restartShard:
+		r.onRestartShard(ctx, msg.shard)
 	case *messages.RegisterAck:
 		r.onRegisterAck(ctx, msg)
 	case *messages.ShardHome:
@@ -566,7 +572,14 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 	for _, to := range ended.handOffReplyTo {
 		ctx.Request(to, &messages.ShardStopped{Shard: shard})
 	}
-	if ended.state == shardRunning {
+	if ended.state == shardRunning && r.settings.RememberEntities {
+		// As Akka's region: its remembered entities run again without
+		// waiting for a message, after shard-failure-backoff.
+		backoff := r.settings.Shard.WithDefaults().ShardFailureBackoff
+		ctx.Logger().Warn("shard stopped unexpectedly; it starts again after the shard-failure back-off, or on its next message",
+			slog.String("type", r.typeName), slog.String("shard", shard), slog.Duration("backoff", backoff))
+		r.timers.SendOnce(backoff, ctx.Self(), restartShard{shard: shard})
+	} else if ended.state == shardRunning {
 		ctx.Logger().Warn("shard stopped unexpectedly; it starts again on its next message",
 			slog.String("type", r.typeName), slog.String("shard", shard))
 	}
@@ -578,6 +591,17 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 		}
 	}
 	r.tryCompleteGracefulShutdown(ctx)
+}
+
+// onRestartShard starts a remembering shard again after its failure
+// back-off, if it still lives here and no message started it meanwhile.
+func (r *region) onRestartShard(ctx actor.Context, shard string) {
+	if !r.table.homeIsSelf(shard) || r.gracefulShutdown || r.removed {
+		return
+	}
+	if r.ensureShard(ctx, shard) {
+		r.shardStarted(ctx, shard)
+	}
 }
 
 func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {

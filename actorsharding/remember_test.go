@@ -1,6 +1,8 @@
 package actorsharding_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +207,48 @@ func TestRememberEntitiesConstantRecovery(t *testing.T) {
 	}
 	b.Crash()
 	waitRestartedElsewhere(t, w, onB, b, 2)
+}
+
+// refusingStore refuses for good to remember the entities whose ID starts
+// with "refused", as a store refuses an ID it can never hold.
+type refusingStore struct {
+	shardactor.RememberEntitiesStore
+}
+
+func (s refusingStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
+	for _, id := range started {
+		if strings.HasPrefix(id, "refused") {
+			return fmt.Errorf("entity ID %q: %w", id, shardactor.ErrPermanent)
+		}
+	}
+	return s.RememberEntitiesStore.Update(ctx, shardID, started, stopped)
+}
+
+// A shard whose store refuses a write for good drops the message with the
+// reason and stops; its region starts it again after the shard-failure
+// back-off, and its remembered entities run again without a message.
+func TestRememberEntitiesShardRestartsAfterStoreFailure(t *testing.T) {
+	opts := append(rememberOpts(refusingStore{shardactor.NewMemoryRememberEntitiesStore()}),
+		func(s *actorsharding.Settings) { s.Shard.ShardFailureBackoff = 500 * time.Millisecond })
+	w := newLocalWorld(t, opts...)
+	w.shards = 1 // every entity in one shard
+	n := w.startNode(false)
+	w.waitRegistered(1)
+	askEventually(t, n, w.region(n), "kept", 1)
+
+	n.System.Root.Send(w.region(n), pingMsg("refused", 1))
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		for _, d := range w.dropped() {
+			if strings.Contains(d.Reason, `cannot remember entity "refused"`) && strings.Contains(d.Reason, "permanent") {
+				return true
+			}
+		}
+		return false
+	}, "the refused entity's message was not dropped with the reason (%v)", testkit.Lazy(func() any { return w.dropped() }))
+	testkit.WaitFor(t, 30*time.Second, func() bool { return w.ledger.Starts("kept") == 2 && len(w.ledger.Active("kept")) == 1 },
+		"the remembered entity did not start again with its shard (starts %v)", testkit.Lazy(func() any { return w.ledger.Starts("kept") }))
+	if got := w.ledger.Starts("refused"); got != 0 {
+		t.Fatalf("the refused entity started %d times", got)
+	}
+	askEventually(t, n, w.region(n), "kept", 2)
 }

@@ -13,7 +13,17 @@
 // Consul KV with batched writes) and starts them all again wherever it
 // starts next. A passivated entity is forgotten; one that stops otherwise
 // starts again after Settings.EntityRestartBackoff. Automatic passivation
-// is off with it, as in Akka.
+// is off with it, as in Akka. A store error that wraps ErrPermanent stops
+// the shard (its region starts it again after
+// Settings.ShardFailureBackoff); other errors are retried.
+//
+// Lease (shard_lease.go): with Settings.UseLease a shard starts no entity
+// before it holds the lease LeaseName(type, shard), and stops with all its
+// entities when it loses it.
+//
+// Each entity's life (Pekko's Shard.EntityState: RememberingStart, Active,
+// Passivating, WaitingForRestart...) is kept by a value type with checked
+// transitions (entities.go); the actor only moves messages.
 //
 // An entity finds its own ID from its name:
 //

@@ -2,6 +2,7 @@ package shardactor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -26,6 +27,15 @@ import (
 //     the next one, so a burst of new entities costs few writes.
 //   - An entity stopped by Passivate is forgotten; one that stops otherwise
 //     starts again after EntityRestartBackoff; a hand-off keeps them all.
+//   - A store error is retried after a back-off, and a message that waits
+//     for the store longer than 3 × UpdatingStateTimeout is dropped with a
+//     dead-letter event. An error that wraps ErrPermanent is not retried:
+//     the messages of the entities concerned are dropped with it as reason
+//     and the shard stops (Akka's shard stops when its store fails); its
+//     region starts it again after ShardFailureBackoff.
+//
+// The entities value (entities.go) keeps each entity's state and decides;
+// this file does the reads and writes and moves the messages.
 
 // stateRecovering: reading the remembered entities; everything else waits.
 const stateRecovering = "recovering"
@@ -47,9 +57,21 @@ type (
 	restartEntity        struct{ id string }
 )
 
-// rememberBackoff is the pause before a failed store read or write is
-// retried.
+// rememberBackoff is the pause before the first retry of a failed store
+// read or write; it doubles with every failure in a row.
 const rememberBackoff = time.Second
+
+// rememberRetryDelay is the pause before retry number attempt (from 1) of
+// a failed store read or write: rememberBackoff doubling, at most ceiling
+// (the operation's own timeout, so that a message's wait for the store,
+// bounded by a few timeouts, sees a few retries).
+func rememberRetryDelay(attempt int, ceiling time.Duration) time.Duration {
+	d := rememberBackoff << min(max(attempt-1, 0), 16)
+	if ceiling > 0 && d > ceiling {
+		return ceiling
+	}
+	return d
+}
 
 // RecoveryBatches splits remembered IDs into the batches the recovery
 // strategy starts, one batch per tick: all at once (EntityRecoveryAll), or
@@ -73,13 +95,18 @@ func (s *shard) remembering() bool {
 	return s.settings.RememberEntities && s.settings.RememberEntitiesStore != nil
 }
 
-// startRecovery reads the remembered IDs off the actor's goroutine.
+// startRecovery reads the remembered IDs (stateRecovering).
 func (s *shard) startRecovery(ctx actor.Context) {
 	s.become(ctx, stateRecovering, s.recovering)
-	store, shardID := s.settings.RememberEntitiesStore, s.shardID
+	s.loadRemembered(ctx)
+}
+
+// loadRemembered reads the remembered IDs off the actor's goroutine.
+func (s *shard) loadRemembered(ctx actor.Context) {
+	store, shardID, timeout := s.settings.RememberEntitiesStore, s.shardID, s.settings.WaitingForStateTimeout
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		ids, err := store.GetEntities(rctx, shardID)
 		root.Send(self, &rememberedLoaded{ids: ids, err: err})
@@ -91,74 +118,90 @@ func (s *shard) startRecovery(ctx actor.Context) {
 func (s *shard) recovering(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *rememberedLoaded:
-		if msg.err != nil {
-			ctx.Logger().Warn("shard: cannot read the remembered entities; retrying",
-				append(s.attrs(), slog.Any("error", msg.err))...)
-			s.cancels = append(s.cancels, s.timers.SendOnce(rememberBackoff, ctx.Self(), rememberRetryLoad{}))
-			return
-		}
-		s.remembered = map[string]bool{}
-		for _, id := range msg.ids {
-			s.remembered[id] = true
-		}
-		ctx.Logger().Info("shard: remembered entities read", append(s.attrs(), slog.Int("entities", len(msg.ids)))...)
-		s.become(ctx, stateActive, s.active)
-		s.startPassivation(ctx)
-		waiting := s.recoveryStash
-		s.recoveryStash = nil
-		for _, m := range waiting {
-			ctx.RequestWithCustomSender(ctx.Self(), m.message, m.sender)
-		}
-		for i, batch := range RecoveryBatches(msg.ids, s.settings.EntityRecoveryStrategy, s.settings.EntityRecoveryConstantNumberOfEntities) {
-			if i == 0 {
-				s.recoverBatch(ctx, batch)
-				continue
-			}
-			s.cancels = append(s.cancels, s.timers.SendOnce(time.Duration(i)*s.settings.EntityRecoveryConstantFrequency,
-				ctx.Self(), &rememberRecoverBatch{ids: batch}))
-		}
+		s.onRememberedLoaded(ctx, msg)
 	case rememberRetryLoad:
-		s.startRecovery(ctx)
+		s.expireWaiting(ctx)
+		s.loadRemembered(ctx)
 	case *messages.HandOff:
 		// Nothing runs yet: the hand-off is done at once.
-		s.onHandOff(ctx, msg)
+		s.onHandOff(ctx, msg, ctx.Sender())
 	default:
-		if len(s.recoveryStash) >= maxBufferedMessages {
-			s.drop(ctx, msg, ctx.Sender(), fmt.Sprintf("too many messages (%d) wait for the remembered entities to be read", maxBufferedMessages))
+		s.wait(ctx)
+	}
+}
+
+func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
+	if msg.err != nil {
+		s.lastStoreErr = msg.err
+		if errors.Is(msg.err, ErrPermanent) {
+			s.failForGood(ctx, "cannot read the remembered entities", msg.err)
 			return
 		}
-		s.recoveryStash = append(s.recoveryStash, bufferedMessage{message: msg, sender: ctx.Sender()})
+		s.loadFailures++
+		delay := rememberRetryDelay(s.loadFailures, s.settings.WaitingForStateTimeout)
+		ctx.Logger().Warn("shard: cannot read the remembered entities; retrying",
+			append(s.attrs(), slog.Any("error", msg.err), slog.Duration("retryIn", delay))...)
+		s.cancels = append(s.cancels, s.timers.SendOnce(delay, ctx.Self(), rememberRetryLoad{}))
+		return
 	}
+	s.loadFailures = 0
+	if err := s.entities.recovered(msg.ids); err != nil {
+		// Nothing is known before the read: a bug.
+		ctx.Logger().Error("shard: remembered entities refused", append(s.attrs(), slog.Any("error", err))...)
+	}
+	ctx.Logger().Info("shard: remembered entities read", append(s.attrs(), slog.Int("entities", len(msg.ids)))...)
+	s.becomeActive(ctx)
+	if s.state != stateActive {
+		return // what waited stopped the shard
+	}
+	for i, batch := range RecoveryBatches(msg.ids, s.settings.EntityRecoveryStrategy, s.settings.EntityRecoveryConstantNumberOfEntities) {
+		if i == 0 {
+			s.recoverBatch(ctx, batch)
+			continue
+		}
+		s.cancels = append(s.cancels, s.timers.SendOnce(time.Duration(i)*s.settings.EntityRecoveryConstantFrequency,
+			ctx.Self(), &rememberRecoverBatch{ids: batch}))
+	}
+}
+
+// expireWaiting drops what has waited for the store longer than its bound.
+func (s *shard) expireWaiting(ctx actor.Context) {
+	bound := s.settings.storeWaitBound()
+	for _, m := range s.waiting.expire(time.Now(), bound) {
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("waited longer than %s for the remembered entities to be read (%v)", bound, s.lastStoreErr))
+	}
+}
+
+// failForGood stops the shard after the store refused a read or write for
+// good, as Akka's shard stops on a store failure: its region starts it
+// again after ShardFailureBackoff, and it reads its entities anew.
+func (s *shard) failForGood(ctx actor.Context, what string, err error) {
+	ctx.Logger().Error("shard: "+what+"; the store will not accept it. Stopping the shard; its region starts it again after the shard-failure back-off",
+		append(s.attrs(), slog.Any("error", err), slog.Duration("backoff", s.settings.ShardFailureBackoff))...)
+	s.stopNow(ctx, fmt.Sprintf("%s: %v; the shard stopped", what, err))
 }
 
 // recoverBatch starts remembered entities through the region (the parent),
 // so that each starts on the shard the current extractor names.
 func (s *shard) recoverBatch(ctx actor.Context, ids []string) {
-	if s.unacked == nil {
-		s.unacked = map[string]bool{}
-	}
+	s.entities.startRequested(ids)
 	for _, id := range ids {
-		s.unacked[id] = true
 		ctx.Request(ctx.Parent(), &messages.StartEntity{EntityId: id})
 	}
-	if s.cancelResend == nil && len(s.unacked) > 0 {
+	if s.cancelResend == nil && len(ids) > 0 {
 		s.cancelResend = s.timers.SendRepeatedly(s.settings.RetryInterval, s.settings.RetryInterval, ctx.Self(), rememberResendStarts{})
 	}
 }
 
 func (s *shard) onResendStarts(ctx actor.Context) {
-	if len(s.unacked) == 0 {
+	ids := s.entities.unackedIDs()
+	if len(ids) == 0 {
 		if s.cancelResend != nil {
 			s.cancelResend()
 			s.cancelResend = nil
 		}
 		return
 	}
-	ids := make([]string, 0, len(s.unacked))
-	for id := range s.unacked {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	ctx.Logger().Debug("shard: resending StartEntity of remembered entities", append(s.attrs(), slog.Int("entities", len(ids)))...)
 	for _, id := range ids {
 		ctx.Request(ctx.Parent(), &messages.StartEntity{EntityId: id})
@@ -168,62 +211,28 @@ func (s *shard) onResendStarts(ctx actor.Context) {
 // onStartEntityAck: a remembered entity started; if on another shard (the
 // extractor changed), this shard forgets it.
 func (s *shard) onStartEntityAck(ctx actor.Context, ack *messages.StartEntityAck) {
-	id := ack.GetEntityId()
-	if !s.unacked[id] {
-		return // a resent StartEntity's second ack
-	}
-	delete(s.unacked, id)
-	if ack.GetShardId() != s.shardID {
+	if _, moved := s.entities.acked(ack.GetEntityId(), ack.GetShardId(), s.shardID); moved {
 		ctx.Logger().Info("shard: remembered entity now belongs to another shard; forgetting it here",
-			append(s.attrs(), slog.String("entity", id), slog.String("now", ack.GetShardId()))...)
-		s.queueWrite(ctx, id, false)
+			append(s.attrs(), slog.String("entity", ack.GetEntityId()), slog.String("now", ack.GetShardId()))...)
+		s.flushWrites(ctx)
 	}
 }
 
-// awaitStore holds m until entity id is remembered, then starts it.
-func (s *shard) awaitStore(ctx actor.Context, id string, m bufferedMessage, original any) {
-	if s.buffered >= maxBufferedMessages {
-		s.drop(ctx, original, m.sender, fmt.Sprintf("buffer for entities waiting to be remembered is full (%d); entity %q", maxBufferedMessages, id))
-		return
-	}
-	if s.awaiting == nil {
-		s.awaiting = map[string][]bufferedMessage{}
-	}
-	_, queued := s.awaiting[id]
-	s.awaiting[id] = append(s.awaiting[id], m)
-	s.buffered++
-	if !queued {
-		s.queueWrite(ctx, id, true)
-	}
-}
-
-// queueWrite adds id to the next batch (started or stopped) and writes it
-// now unless a write is in flight.
-func (s *shard) queueWrite(ctx actor.Context, id string, started bool) {
-	if s.pendingStarted == nil {
-		s.pendingStarted, s.pendingStopped = map[string]bool{}, map[string]bool{}
-	}
-	if started {
-		delete(s.pendingStopped, id)
-		s.pendingStarted[id] = true
-	} else {
-		delete(s.pendingStarted, id)
-		s.pendingStopped[id] = true
-	}
-	s.flushWrites(ctx)
-}
-
+// flushWrites writes what the entities queued, unless a write is in flight
+// or backing off: what is queued meanwhile goes into the next write, so a
+// burst of new entities costs few writes.
 func (s *shard) flushWrites(ctx actor.Context) {
-	if s.writeInFlight || (len(s.pendingStarted) == 0 && len(s.pendingStopped) == 0) {
+	if !s.remembering() {
 		return
 	}
-	started, stopped := sortedKeys(s.pendingStarted), sortedKeys(s.pendingStopped)
-	s.pendingStarted, s.pendingStopped = map[string]bool{}, map[string]bool{}
-	s.writeInFlight = true
-	store, shardID := s.settings.RememberEntitiesStore, s.shardID
+	started, stopped, ok := s.entities.nextWrite()
+	if !ok {
+		return
+	}
+	store, shardID, timeout := s.settings.RememberEntitiesStore, s.shardID, s.settings.UpdatingStateTimeout
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		wctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		err := store.Update(wctx, shardID, started, stopped)
 		root.Send(self, &rememberUpdateDone{started: started, stopped: stopped, err: err})
@@ -231,89 +240,58 @@ func (s *shard) flushWrites(ctx actor.Context) {
 }
 
 // onUpdateDone starts the entities whose IDs are now remembered, with the
-// messages they waited with, in order.
+// messages they waited with, in order. A failed write is tried again after
+// a back-off; one the store refuses for good stops the shard.
 func (s *shard) onUpdateDone(ctx actor.Context, d *rememberUpdateDone) {
-	s.writeInFlight = false
 	if d.err != nil {
+		s.lastStoreErr = d.err
+		if errors.Is(d.err, ErrPermanent) {
+			for _, h := range s.entities.writeFailedForGood() {
+				s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("the remember-entities store cannot remember entity %q: %v", h.id, d.err))
+			}
+			s.failForGood(ctx, "cannot write the remembered entities", d.err)
+			return
+		}
+		if err := s.entities.writeFailed(); err != nil {
+			ctx.Logger().Error("shard: write failure refused", append(s.attrs(), slog.Any("error", err))...)
+			return
+		}
+		s.writeFailures++
+		delay := rememberRetryDelay(s.writeFailures, s.settings.UpdatingStateTimeout)
 		ctx.Logger().Warn("shard: cannot write the remembered entities; retrying",
-			append(s.attrs(), slog.Any("error", d.err), slog.Int("started", len(d.started)), slog.Int("stopped", len(d.stopped)))...)
-		// Back into the next batch, unless a newer change replaced them.
-		for _, id := range d.started {
-			if !s.pendingStopped[id] {
-				s.pendingStarted[id] = true
-			}
-		}
-		for _, id := range d.stopped {
-			if !s.pendingStarted[id] {
-				s.pendingStopped[id] = true
-			}
-		}
-		s.cancels = append(s.cancels, s.timers.SendOnce(rememberBackoff, ctx.Self(), rememberRetryWrite{}))
+			append(s.attrs(), slog.Any("error", d.err), slog.Int("started", len(d.started)), slog.Int("stopped", len(d.stopped)),
+				slog.Duration("retryIn", delay))...)
+		s.cancels = append(s.cancels, s.timers.SendOnce(delay, ctx.Self(), rememberRetryWrite{}))
 		return
 	}
-	for _, id := range d.stopped {
-		delete(s.remembered, id)
+	s.writeFailures = 0
+	toStart, err := s.entities.written()
+	if err != nil {
+		ctx.Logger().Error("shard: write done refused", append(s.attrs(), slog.Any("error", err))...)
+		return
 	}
-	for _, id := range d.started {
-		s.remembered[id] = true
-		waiting := s.awaiting[id]
-		delete(s.awaiting, id)
-		s.buffered -= len(waiting)
-		for _, m := range waiting {
-			if m.start {
-				s.onStartEntity(ctx, id, &messages.StartEntity{EntityId: id}, m.sender)
-				continue
-			}
-			s.deliverTo(ctx, &Deliver{EntityID: id, Message: m.message}, m.sender)
-		}
+	for _, id := range toStart {
+		s.startEntity(ctx, id, nil)
 	}
 	s.flushWrites(ctx)
 }
 
-// onRememberedEntityStopped: a remembered entity stopped. Passivated: it is
-// forgotten. Otherwise it starts again after the back-off.
-func (s *shard) onRememberedEntityStopped(ctx actor.Context, e *entity) {
-	if e.passivating {
-		if len(e.buffer) == 0 {
-			s.queueWrite(ctx, e.id, false)
-		}
-		return
+// onRetryWrite ends a failed write's back-off: what has waited for the
+// store longer than its bound is dropped, the rest written again.
+func (s *shard) onRetryWrite(ctx actor.Context) {
+	bound := s.settings.storeWaitBound()
+	for _, h := range s.entities.expire(time.Now(), bound) {
+		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("waited longer than %s for entity %q to be remembered (%v)", bound, h.id, s.lastStoreErr))
 	}
-	ctx.Logger().Info("shard: remembered entity stopped unexpectedly; starting it again after the back-off",
-		append(s.attrs(), slog.String("entity", e.id), slog.Duration("backoff", s.settings.EntityRestartBackoff))...)
-	s.cancels = append(s.cancels, s.timers.SendOnce(s.settings.EntityRestartBackoff, ctx.Self(), &restartEntity{id: e.id}))
+	s.entities.retryWrites()
+	s.flushWrites(ctx)
 }
 
+// onRestartEntity: the back-off of a remembered entity that stopped
+// unexpectedly is over.
 func (s *shard) onRestartEntity(ctx actor.Context, r *restartEntity) {
-	if _, running := s.entities[r.id]; running || !s.remembered[r.id] {
-		return // started by a message meanwhile, or forgotten
+	if !s.entities.restartDue(r.id) {
+		return // started by a message meanwhile
 	}
-	if _, err := s.startEntity(ctx, r.id); err != nil {
-		ctx.Logger().Error("shard: cannot restart remembered entity", append(s.attrs(), slog.String("entity", r.id), slog.Any("error", err))...)
-	}
-}
-
-// dropAwaiting reports the messages of entities still waiting to be
-// remembered (the shard hands off or stops).
-func (s *shard) dropAwaiting(ctx actor.Context, reason string) {
-	for id, waiting := range s.awaiting {
-		for _, m := range waiting {
-			s.drop(ctx, m.original(id), m.sender, fmt.Sprintf("%s (entity %q was waiting to be remembered)", reason, id))
-		}
-		s.buffered -= len(waiting)
-	}
-	s.awaiting = nil
-	for _, m := range s.recoveryStash {
-		s.drop(ctx, m.message, m.sender, reason+" (the remembered entities were still being read)")
-	}
-	s.recoveryStash = nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	s.startEntity(ctx, r.id, nil)
 }

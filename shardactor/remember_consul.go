@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"slices"
 	"sort"
@@ -113,6 +114,14 @@ const consulMaxTxnOps = 64
 // of encoded IDs (500 KB as JSON), an Update takes more than one
 // transaction. Shards of Akka's recommended size (ten per node) stay far
 // below the capacity.
+//
+// # Errors
+//
+// What Consul will never accept or the store cannot read back is
+// permanent (errors.Is(err, ErrPermanent)): beyond the capacity, an
+// invalid ID or type name, a corrupt stored value, a request Consul
+// refuses as malformed or too large. A Consul that cannot be reached, a
+// time-out or a check-and-set race lost too often are transient.
 //
 // A ConsulRememberEntitiesStore is safe for use by several goroutines.
 type ConsulRememberEntitiesStore struct {
@@ -267,7 +276,9 @@ func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string
 			return s.errorf(shardID, "update (attempt %d): %w", attempt, err)
 		}
 		if failed != nil && !changedSince(buckets, failed) {
-			return s.errorf(shardID, "update: transaction rolled back although no bucket changed: %s", strings.Join(why, "; "))
+			// Not a lost race: Consul refuses this transaction as such,
+			// and would refuse it again.
+			return s.errorf(shardID, "update: transaction rolled back although no bucket changed: %s: %w", strings.Join(why, "; "), ErrPermanent)
 		}
 		ops, err := s.plan(shardID, buckets, started, stopped)
 		if err != nil {
@@ -287,7 +298,7 @@ func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string
 			if err != nil {
 				// The buckets of earlier transactions may be written: a
 				// repeated Update finds them done (Update is idempotent).
-				return s.errorf(shardID, "update: writing %d buckets: %w", len(txn), err)
+				return s.errorf(shardID, "update: writing %d buckets: %w", len(txn), consulPermanence(err))
 			}
 			if ok {
 				continue
@@ -328,7 +339,7 @@ func (s *ConsulRememberEntitiesStore) read(ctx context.Context, shardID string) 
 		return nil, err
 	}
 	if shardID == "" {
-		return nil, errors.New("empty shard ID")
+		return nil, fmt.Errorf("%w: empty shard ID", errInvalidUpdate)
 	}
 	if err := checkTypeName(s.typeName); err != nil {
 		return nil, err
@@ -336,7 +347,7 @@ func (s *ConsulRememberEntitiesStore) read(ctx context.Context, shardID string) 
 	prefix := ConsulRememberEntitiesPrefix(s.typeName, shardID)
 	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", prefix, err)
+		return nil, fmt.Errorf("listing %s: %w", prefix, consulPermanence(err))
 	}
 	out := make(map[string]*storedBucket, len(pairs))
 	for _, p := range pairs {
@@ -369,14 +380,36 @@ func isBucketName(s string) bool {
 // than the one written.
 func checkTypeName(typeName string) error {
 	if typeName == "" {
-		return errors.New("empty entity type name")
+		return fmt.Errorf("%w: empty entity type name", errInvalidUpdate)
 	}
 	for seg := range strings.SplitSeq(typeName, "/") {
 		if seg == "" || seg == "." || seg == ".." {
-			return fmt.Errorf("entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", typeName)
+			return fmt.Errorf("%w: entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", errInvalidUpdate, typeName)
 		}
 	}
 	return nil
+}
+
+// consulPermanence marks the Consul answers that repeating the request
+// cannot change as permanent: 400 (Consul refuses the request as
+// malformed) and 413 (a value, a transaction or its number of operations
+// over Consul's limits). Everything else (time-outs, connection errors,
+// 5xx, 429, and 403, which an operator can cure) stays transient.
+//
+// The client's Txn drops the status code and returns the body as text, so
+// for transactions the texts of Consul's 413 answers are matched ("Request
+// body(...) too large", "Transaction contains too many operations"). The
+// store's own limits keep below them unless configured above the servers'.
+func consulPermanence(err error) error {
+	var status api.StatusError
+	if errors.As(err, &status) && (status.Code == http.StatusBadRequest || status.Code == http.StatusRequestEntityTooLarge) {
+		return fmt.Errorf("%w: %w", ErrPermanent, err)
+	}
+	if text := err.Error(); strings.HasPrefix(text, "Failed request: ") &&
+		(strings.Contains(text, "too large") || strings.Contains(text, "too many operations")) {
+		return fmt.Errorf("%w: %w", ErrPermanent, err)
+	}
+	return err
 }
 
 // plan returns the transaction operations that bring the shard from the
@@ -465,7 +498,7 @@ func (s *ConsulRememberEntitiesStore) plan(shardID string, buckets map[string]*s
 		}
 		value, err := proto.Marshal(&messages.RememberedEntities{EntityIds: ids})
 		if err != nil {
-			return nil, fmt.Errorf("encoding bucket %s: %w", key, err)
+			return nil, fmt.Errorf("encoding bucket %s: %w: %w", key, errInvalidUpdate, err)
 		}
 		if len(value) > s.cfg.maxBucketBytes {
 			return nil, fmt.Errorf("bucket %s would hold %d IDs in %d bytes, over its limit of %d bytes (%d buckets per shard): %w",
@@ -490,7 +523,7 @@ func (s *ConsulRememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error)
 	for _, op := range ops {
 		b, err := json.Marshal(op)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the operation on %s: %w", op.KV.Key, err)
+			return nil, fmt.Errorf("encoding the operation on %s: %w: %w", op.KV.Key, errInvalidUpdate, err)
 		}
 		n := len(b)
 		if frame+n > s.cfg.maxTxnBytes {

@@ -36,15 +36,43 @@ type RememberEntitiesStore interface {
 	Update(ctx context.Context, shardID string, started, stopped []string) error
 }
 
+// ErrPermanent is what a RememberEntitiesStore error wraps when repeating
+// the same call can never succeed: the store refuses the update as such
+// (an invalid ID, a value too large for the store), or what it has stored
+// cannot be read (corrupt data). Every other error (a time-out, a store
+// that cannot be reached, a lost race) is taken as transient.
+//
+// A shard retries a transient error with a back-off, and drops the
+// messages that wait for the store longer than a bound. On a permanent
+// error it drops the messages of the entities concerned with the error as
+// reason and stops, as Akka's shard stops when its store fails; its region
+// starts it again after Settings.ShardFailureBackoff.
+// ErrTooManyRememberedEntities and ErrCorruptRememberedEntities are
+// permanent.
+var ErrPermanent = errors.New("permanent remember-entities store error")
+
+// permanentError is an error that errors.Is finds to be ErrPermanent as
+// well as itself.
+type permanentError struct{ msg string }
+
+func (e *permanentError) Error() string        { return e.msg }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
+
 // ErrTooManyRememberedEntities is returned (wrapped) by an Update that would
-// take a shard's remembered entities beyond the store's capacity. Nothing of
-// that Update is written.
-var ErrTooManyRememberedEntities = errors.New("too many remembered entities in the shard")
+// take a shard's remembered entities beyond the store's capacity (an ID
+// too large counts too). Nothing of that Update is written. It is
+// permanent (errors.Is(err, ErrPermanent)).
+var ErrTooManyRememberedEntities error = &permanentError{"too many remembered entities in the shard"}
 
 // ErrCorruptRememberedEntities is returned (wrapped) when stored remembered
 // entities cannot be read back. The damaged value is left as it is, for a
-// human to look at: rewriting it could lose entities.
-var ErrCorruptRememberedEntities = errors.New("corrupt remembered entities")
+// human to look at: rewriting it could lose entities. It is permanent
+// (errors.Is(err, ErrPermanent)).
+var ErrCorruptRememberedEntities error = &permanentError{"corrupt remembered entities"}
+
+// errInvalidUpdate: the arguments of a call are invalid (empty or non-UTF-8
+// ID, an ID both started and stopped, an empty shard ID); permanent.
+var errInvalidUpdate error = &permanentError{"invalid remember-entities call"}
 
 // validateUpdate checks the arguments of an Update before anything is read
 // or written, so that a bad batch never leaves half of itself behind.
@@ -53,7 +81,7 @@ func validateUpdate(ctx context.Context, shardID string, started, stopped []stri
 		return err
 	}
 	if shardID == "" {
-		return errors.New("empty shard ID")
+		return fmt.Errorf("%w: empty shard ID", errInvalidUpdate)
 	}
 	for _, id := range started {
 		if err := validateEntityID(id); err != nil {
@@ -74,7 +102,7 @@ func validateUpdate(ctx context.Context, shardID string, started, stopped []stri
 		// The order of a start and a stop in one batch is lost, so which
 		// one wins would be a guess; the shard never sends both.
 		if _, ok := starting[id]; ok {
-			return fmt.Errorf("entity ID %q is both started and stopped in one update", id)
+			return fmt.Errorf("%w: entity ID %q is both started and stopped in one update", errInvalidUpdate, id)
 		}
 	}
 	return nil
@@ -82,10 +110,10 @@ func validateUpdate(ctx context.Context, shardID string, started, stopped []stri
 
 func validateEntityID(id string) error {
 	if id == "" {
-		return errors.New("empty entity ID")
+		return fmt.Errorf("%w: empty entity ID", errInvalidUpdate)
 	}
 	if !utf8.ValidString(id) {
-		return fmt.Errorf("entity ID %q is not valid UTF-8", id)
+		return fmt.Errorf("%w: entity ID %q is not valid UTF-8", errInvalidUpdate, id)
 	}
 	return nil
 }
@@ -114,7 +142,7 @@ func (s *MemoryRememberEntitiesStore) GetEntities(ctx context.Context, shardID s
 		return nil, fmt.Errorf("memory remember-entities store: shard %q: get entities: %w", shardID, err)
 	}
 	if shardID == "" {
-		return nil, errors.New("memory remember-entities store: get entities: empty shard ID")
+		return nil, fmt.Errorf("memory remember-entities store: get entities: %w: empty shard ID", errInvalidUpdate)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -223,6 +223,7 @@ func runRememberContract(t *testing.T, impl rememberImpl) {
 		impl.corrupt(t, s, "9")
 		_, err := s.GetEntities(ctx, "9")
 		require.ErrorIs(t, err, shardactor.ErrCorruptRememberedEntities)
+		require.ErrorIs(t, err, shardactor.ErrPermanent, "reading it again finds the same damage")
 		require.Contains(t, err.Error(), `shard "9"`)
 		w := s.Writes()
 		err = s.Update(ctx, "9", entityIDs("more", 100), nil)
@@ -240,18 +241,22 @@ func runRememberContract(t *testing.T, impl rememberImpl) {
 		cancel()
 		_, err := s.GetEntities(cctx, "5")
 		require.ErrorIs(t, err, context.Canceled)
-		require.ErrorIs(t, s.Update(cctx, "5", []string{"b"}, nil), context.Canceled)
+		require.NotErrorIs(t, err, shardactor.ErrPermanent, "a time-out or cancellation is transient")
+		err = s.Update(cctx, "5", []string{"b"}, nil)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, shardactor.ErrPermanent)
 		requireEntities(t, s, "5", "a")
 	})
 
 	t.Run("RememberInvalidUpdates", func(t *testing.T) {
+		// Each is refused for good: repeating it cannot help.
 		s := impl.newStore(t)
-		require.Error(t, s.Update(ctx, "", []string{"a"}, nil), "empty shard ID")
+		require.ErrorIs(t, s.Update(ctx, "", []string{"a"}, nil), shardactor.ErrPermanent, "empty shard ID")
 		_, err := s.GetEntities(ctx, "")
-		require.Error(t, err, "empty shard ID")
-		require.Error(t, s.Update(ctx, "1", []string{"a", ""}, nil), "empty entity ID")
-		require.Error(t, s.Update(ctx, "1", []string{"a", "\xff"}, nil), "invalid UTF-8")
-		require.Error(t, s.Update(ctx, "1", []string{"a", "b"}, []string{"b"}), "started and stopped")
+		require.ErrorIs(t, err, shardactor.ErrPermanent, "empty shard ID")
+		require.ErrorIs(t, s.Update(ctx, "1", []string{"a", ""}, nil), shardactor.ErrPermanent, "empty entity ID")
+		require.ErrorIs(t, s.Update(ctx, "1", []string{"a", "\xff"}, nil), shardactor.ErrPermanent, "invalid UTF-8")
+		require.ErrorIs(t, s.Update(ctx, "1", []string{"a", "b"}, []string{"b"}), shardactor.ErrPermanent, "started and stopped")
 		require.Zero(t, s.Writes())
 		requireEntities(t, s, "1")
 	})
@@ -357,6 +362,7 @@ func TestRememberConsulCapacity(t *testing.T) {
 	}
 	err := s.Update(ctx, "0", more, nil)
 	require.ErrorIs(t, err, shardactor.ErrTooManyRememberedEntities)
+	require.ErrorIs(t, err, shardactor.ErrPermanent)
 	t.Log(err)
 	require.Equal(t, w, s.Writes(), "nothing written beyond the capacity")
 	requireEntities(t, s, "0", ids...)
@@ -449,10 +455,45 @@ func TestRememberConsulBadTypeName(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	for _, typeName := range []string{"", "a//b", "..", "a/./b", "/a"} {
 		s := shardactor.NewConsulRememberEntitiesStore(client, typeName)
-		require.Error(t, s.Update(context.Background(), "0", []string{"a"}, nil), "type %q", typeName)
+		require.ErrorIs(t, s.Update(context.Background(), "0", []string{"a"}, nil), shardactor.ErrPermanent, "type %q", typeName)
 		_, err := s.GetEntities(context.Background(), "0")
-		require.Error(t, err, "type %q", typeName)
+		require.ErrorIs(t, err, shardactor.ErrPermanent, "type %q", typeName)
 	}
+}
+
+// What Consul will never accept is a permanent error; a Consul that cannot
+// be reached is not.
+func TestRememberConsulPermanentErrors(t *testing.T) {
+	client := consulagent.Start(t).Client()
+	ctx := context.Background()
+	s := shardactor.NewConsulRememberEntitiesStore(client, "permanent")
+
+	// One ID larger than a bucket may be.
+	huge := strings.Repeat("x", shardactor.DefaultRememberMaxBucketBytes)
+	err := s.Update(ctx, "0", []string{"small", huge}, nil)
+	require.ErrorIs(t, err, shardactor.ErrTooManyRememberedEntities)
+	require.ErrorIs(t, err, shardactor.ErrPermanent)
+	requireEntities(t, s, "0")
+
+	// Allowed by the store's own limits, refused by Consul's (413).
+	loose := shardactor.NewConsulRememberEntitiesStore(client, "permanent",
+		shardactor.WithRememberMaxBucketBytes(4<<20), shardactor.WithRememberMaxTxnBytes(8<<20))
+	err = loose.Update(ctx, "1", []string{strings.Repeat("y", 1<<20)}, nil)
+	require.ErrorIs(t, err, shardactor.ErrPermanent)
+	t.Log(err)
+	requireEntities(t, s, "1")
+
+	cfg := api.DefaultConfig()
+	cfg.Address = "127.0.0.1:1" // nothing listens there
+	down, err := api.NewClient(cfg)
+	require.NoError(t, err)
+	unreachable := shardactor.NewConsulRememberEntitiesStore(down, "permanent")
+	err = unreachable.Update(ctx, "0", []string{"a"}, nil)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, shardactor.ErrPermanent, "an unreachable Consul may come back")
+	_, err = unreachable.GetEntities(ctx, "0")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, shardactor.ErrPermanent)
 }
 
 // A writer that loses a check-and-set race reads again and keeps the

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/lease"
 )
 
 // Settings configures a Shard, with Akka's names and defaults
@@ -80,6 +81,39 @@ type Settings struct {
 	// RetryInterval: StartEntity of a remembered entity is resent at this
 	// interval until acknowledged (Akka's retry-interval, default 2s).
 	RetryInterval time.Duration
+	// WaitingForStateTimeout is Akka's waiting-for-state-timeout: it bounds
+	// one read of the remembered entities when the shard starts. A read
+	// that fails or times out is tried again after a back-off. Default 2s.
+	WaitingForStateTimeout time.Duration
+	// UpdatingStateTimeout is Akka's updating-state-timeout: it bounds one
+	// write of the remember-entities store. A write that fails or times out
+	// is tried again after a back-off (doubling from 1s, at most this
+	// timeout), unless the store says it will never accept it (an error
+	// that wraps ErrPermanent). A message that waits for the store (for its
+	// entity to be remembered, or for the remembered entities to be read)
+	// is dropped with a dead-letter event once it has waited three times
+	// this timeout. Default 5s.
+	UpdatingStateTimeout time.Duration
+	// ShardFailureBackoff is Akka's shard-failure-backoff: with
+	// remember-entities, a shard that stopped unexpectedly (its store
+	// refused a read or write for good, or its lease was lost) is started
+	// again by its region after this pause, with its remembered entities.
+	// Default 10s.
+	ShardFailureBackoff time.Duration
+	// UseLease is Akka's sharding use-lease: with a lease provider, each
+	// shard acquires the lease LeaseName(type, shard) before it starts any
+	// entity (state acquiringLease; messages wait meanwhile), tries again
+	// after LeaseRetryInterval when it cannot, and when the lease is lost
+	// stops all its entities at once and itself, dropping what it holds
+	// with dead-letter events. The shard releases the lease once it and
+	// its entities have stopped (after a hand-off, too). Every node of the
+	// entity type must use the same provider (one lease.MemoryLeases in
+	// one process, or lease/consul on the same Consul). nil (the
+	// default): no lease.
+	UseLease lease.Provider
+	// LeaseRetryInterval is Akka's lease-retry-interval: how long after a
+	// failed acquisition the shard tries again. Default 5s.
+	LeaseRetryInterval time.Duration
 }
 
 // Entity recovery strategies (Akka's entity-recovery-strategy).
@@ -100,6 +134,10 @@ func DefaultSettings() Settings {
 		EntityRecoveryConstantFrequency:        100 * time.Millisecond,
 		EntityRestartBackoff:                   10 * time.Second,
 		RetryInterval:                          2 * time.Second,
+		WaitingForStateTimeout:                 2 * time.Second,
+		UpdatingStateTimeout:                   5 * time.Second,
+		ShardFailureBackoff:                    10 * time.Second,
+		LeaseRetryInterval:                     5 * time.Second,
 	}
 }
 
@@ -132,7 +170,33 @@ func (s Settings) withDefaults() Settings {
 	if s.RetryInterval <= 0 {
 		s.RetryInterval = d.RetryInterval
 	}
+	if s.WaitingForStateTimeout <= 0 {
+		s.WaitingForStateTimeout = d.WaitingForStateTimeout
+	}
+	if s.UpdatingStateTimeout <= 0 {
+		s.UpdatingStateTimeout = d.UpdatingStateTimeout
+	}
+	if s.ShardFailureBackoff <= 0 {
+		s.ShardFailureBackoff = d.ShardFailureBackoff
+	}
+	if s.LeaseRetryInterval <= 0 {
+		s.LeaseRetryInterval = d.LeaseRetryInterval
+	}
 	return s
+}
+
+// WithDefaults returns s with its zero fields set to their defaults, as
+// the shard uses them (its region reads ShardFailureBackoff from it).
+func (s Settings) WithDefaults() Settings { return s.withDefaults() }
+
+// storeWaitAttempts: a message waits for the remember-entities store for
+// at most this many UpdatingStateTimeouts (a write, and retries).
+const storeWaitAttempts = 3
+
+// storeWaitBound is how long a message may wait for the remember-entities
+// store before it is dropped.
+func (s Settings) storeWaitBound() time.Duration {
+	return storeWaitAttempts * s.UpdatingStateTimeout
 }
 
 // idlePassivation tells whether idle entities are passivated.

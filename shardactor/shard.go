@@ -1,6 +1,8 @@
 package shardactor
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -47,9 +50,10 @@ const (
 )
 
 // Props returns the props of the Shard actor that owns shard shardID of the
-// entity type typeName (the type name is only used in logs). Entities are
-// spawned from entityProps as children of the shard, named EntityName(id).
-// Zero settings fields take their defaults (see Settings).
+// entity type typeName (the type name is only used in logs and in the
+// lease's name). Entities are spawned from entityProps as children of the
+// shard, named EntityName(id). Zero settings fields take their defaults
+// (see Settings).
 func Props(typeName, shardID string, entityProps *actor.Props, settings Settings) *actor.Props {
 	settings = settings.withDefaults()
 	var opts []actor.PropsOption
@@ -68,8 +72,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			entityProps: entityProps,
 			settings:    settings,
 			behavior:    actor.NewBehavior(),
-			entities:    map[string]*entity{},
-			byPID:       map[string]string{},
+			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
 			automatic:   !settings.RememberEntities,
 			policy:      policy,
 			policyErr:   policyErr,
@@ -77,8 +80,9 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 	}, opts...)
 }
 
-// shard is Akka's classic Shard (without remember-entities): one receive
-// method per state (see the state* names).
+// shard is Akka's classic Shard: one receive method per state (see the
+// state* names). It moves messages; what becomes of each entity is decided
+// by its entities value, and what it passivates by its policy.
 type shard struct {
 	typeName    string
 	shardID     string
@@ -91,9 +95,13 @@ type shard struct {
 	cancels  []scheduler.CancelFunc
 	timerGen int
 
-	entities map[string]*entity // live entity children by entity ID
-	byPID    map[string]string  // pidKey(child) -> entity ID
-	buffered int                // messages held for passivating entities, all together
+	entities *entities
+	// waiting: what arrived before the shard was ready (acquiringLease,
+	// recovering), handled in order once it is.
+	waiting waitingMessages
+	// stopReason: why the shard stops itself (lease lost, store failure);
+	// what it still holds is dropped with it.
+	stopReason string
 
 	handOffReplyTo []*actor.PID // handingOff: who is answered ShardStopped
 
@@ -105,72 +113,58 @@ type shard struct {
 	cancelIdleCheck scheduler.CancelFunc // the repeating idleCheckTick, while active
 
 	// Remember-entities (see remember.go).
-	remembered     map[string]bool              // IDs in the store, as far as this shard knows
-	recoveryStash  []bufferedMessage            // what arrived while the IDs were read
-	unacked        map[string]bool              // remembered IDs whose StartEntity is not acknowledged
-	cancelResend   scheduler.CancelFunc         // the StartEntity resend timer
-	awaiting       map[string][]bufferedMessage // new entities waiting for their ID to be written
-	pendingStarted map[string]bool              // the next write's started IDs
-	pendingStopped map[string]bool              // the next write's stopped IDs
-	writeInFlight  bool
-}
+	cancelResend  scheduler.CancelFunc // the StartEntity resend timer
+	loadFailures  int                  // reads failed in a row
+	writeFailures int                  // writes failed in a row
+	lastStoreErr  error                // of the last failed read or write, for dead-letter reasons
 
-// entity is one live entity child.
-type entity struct {
-	id          string
-	pid         *actor.PID
-	passivating bool              // the stop message was sent on its Passivate
-	buffer      []bufferedMessage // what arrived for it while passivating, in order
-	activity    Activity          // for idle passivation (see CheckIdle)
-}
-
-// bufferedMessage is a message (or a StartEntity) held for the next
-// incarnation of a passivating entity.
-type bufferedMessage struct {
-	message any
-	sender  *actor.PID
-	start   bool // a StartEntity: ack it to sender once started again
+	// Lease (see shard_lease.go).
+	lease          lease.Lease
+	leaseGen       int             // number of the latest acquisition
+	leaseMayHold   bool            // an acquisition was asked for and not released since
+	leaseOpsTail   chan struct{}   // closed when the last queued lease operation is over
+	leaseCtx       context.Context // canceled once the shard no longer wants answers
+	cancelLeaseCtx context.CancelFunc
 }
 
 // Receive handles what every state handles alike, then the current state.
 func (s *shard) Receive(ctx actor.Context) {
 	// The hot path first: a message for an entity while active, without
-	// the behavior's indirection. (active sees no *Deliver.)
+	// the behavior's indirection.
 	if d, ok := ctx.Message().(*Deliver); ok && s.state == stateActive {
 		s.deliverTo(ctx, d, ctx.Sender())
 		return
 	}
-	switch ctx.Message().(type) {
+	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		s.timers = scheduler.NewTimerScheduler(ctx)
-		if s.settings.RememberEntities && s.settings.RememberEntitiesStore == nil {
-			ctx.Logger().Error("shard: remember-entities is on but there is no RememberEntitiesStore; entities are not remembered", s.attrs()...)
-		}
-		if s.remembering() {
-			s.startRecovery(ctx)
-			return
-		}
-		s.become(ctx, stateActive, s.active)
-		s.startPassivation(ctx)
+		s.onStarted(ctx)
 		return
 	case *actor.Stopping:
 		s.cancelTimers()
-		s.dropAllBuffers(ctx, "the shard stopped before the entity finished passivating")
-		s.dropAwaiting(ctx, "the shard stopped")
+		s.dropEverything(ctx, cmp.Or(s.stopReason, "the shard stopped"))
 		return
 	case *actor.Restarting:
 		// A failure of the shard itself: proto.actor stops the children and
-		// makes a fresh shard, so what is held here is lost; say so.
+		// makes a fresh shard, so what is held here is lost; say so. The
+		// fresh shard acquires its own lease.
 		s.cancelTimers()
-		s.dropAllBuffers(ctx, "the shard failed and restarts; its entities were stopped")
+		s.dropEverything(ctx, "the shard failed and restarts; its entities were stopped")
+		s.releaseLease(ctx, "the shard restarts")
 		return
 	case *actor.Stopped:
+		// Every entity has stopped by now: a hand-off cut short (the lease
+		// was lost) is over all the same, and the lease is free to go.
+		s.answerHandOff(ctx)
+		s.releaseLease(ctx, "the shard stopped")
+		return
+	case leaseLost:
+		s.onLeaseLost(ctx, msg)
 		return
 	case GetShardStats, *GetShardStats:
-		s.reply(ctx, &ShardStats{ShardID: s.shardID, EntityCount: len(s.entities)})
+		s.reply(ctx, &ShardStats{ShardID: s.shardID, EntityCount: s.entities.liveCount()})
 		return
 	case GetCurrentShardState, *GetCurrentShardState:
-		s.reply(ctx, &CurrentShardState{ShardID: s.shardID, EntityIDs: s.entityIDs()})
+		s.reply(ctx, &CurrentShardState{ShardID: s.shardID, EntityIDs: s.entities.liveIDs()})
 		return
 	case GetPassivationState, *GetPassivationState:
 		s.reply(ctx, s.passivationState())
@@ -179,55 +173,110 @@ func (s *shard) Receive(ctx actor.Context) {
 	s.behavior.Receive(ctx)
 }
 
+func (s *shard) onStarted(ctx actor.Context) {
+	s.timers = scheduler.NewTimerScheduler(ctx)
+	s.leaseCtx, s.cancelLeaseCtx = context.WithCancel(context.Background())
+	if s.settings.RememberEntities && s.settings.RememberEntitiesStore == nil {
+		ctx.Logger().Error("shard: remember-entities is on but there is no RememberEntitiesStore; entities are not remembered", s.attrs()...)
+	}
+	if s.settings.UseLease != nil {
+		s.become(ctx, stateAcquiringLease, s.acquiringLease)
+		s.tryAcquireLease(ctx)
+		return
+	}
+	s.ready(ctx)
+}
+
+// ready: the shard holds its lease, if it needs one; it reads its
+// remembered entities, if it remembers them, or becomes active.
+func (s *shard) ready(ctx actor.Context) {
+	if s.remembering() {
+		s.startRecovery(ctx)
+		return
+	}
+	s.becomeActive(ctx)
+}
+
+// becomeActive starts passivation and handles what waited, in order.
+func (s *shard) becomeActive(ctx actor.Context) {
+	s.become(ctx, stateActive, s.active)
+	s.startPassivation(ctx)
+	for _, m := range s.waiting.take() {
+		s.receiveActive(ctx, m.message, m.sender)
+	}
+}
+
+// wait keeps the current message until the shard is ready.
+func (s *shard) wait(ctx actor.Context) {
+	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender(), since: time.Now()}
+	if err := s.waiting.add(m, maxBufferedMessages); err != nil {
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("%v (%d, state %s)", err, maxBufferedMessages, s.state))
+	}
+}
+
+// stopNow stops the shard and its entities at once; what it holds is
+// dropped with reason when it stops.
+func (s *shard) stopNow(ctx actor.Context, reason string) {
+	s.stopReason = reason
+	s.cancelTimers()
+	s.become(ctx, stateStopped, s.stopped)
+	ctx.Stop(ctx.Self())
+}
+
 // --- states ---
 
 func (s *shard) active(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
+	s.receiveActive(ctx, ctx.Message(), ctx.Sender())
+}
+
+// receiveActive is the active state's receive, with the message and its
+// sender given, so that messages that waited are handled alike.
+func (s *shard) receiveActive(ctx actor.Context, message any, sender *actor.PID) {
+	switch msg := message.(type) {
+	case *Deliver:
+		s.deliverTo(ctx, msg, sender)
 	case Deliver:
-		s.deliverTo(ctx, &msg, ctx.Sender())
+		s.deliverTo(ctx, &msg, sender)
 	case *messages.StartEntity:
-		s.onStartEntity(ctx, msg.GetEntityId(), msg, ctx.Sender())
+		s.onStartEntity(ctx, msg.GetEntityId(), msg, sender)
 	case *messages.StartEntityAck:
 		s.onStartEntityAck(ctx, msg)
 	case *rememberUpdateDone:
 		s.onUpdateDone(ctx, msg)
 	case rememberRetryWrite:
-		s.flushWrites(ctx)
+		s.onRetryWrite(ctx)
 	case *rememberRecoverBatch:
 		s.recoverBatch(ctx, msg.ids)
 	case rememberResendStarts:
 		s.onResendStarts(ctx)
 	case *restartEntity:
 		s.onRestartEntity(ctx, msg)
-	case *rememberedLoaded, rememberRetryLoad:
-		// a late answer of a read that is over
+	case *rememberedLoaded, rememberRetryLoad, leaseAcquireResult, leaseRetry:
+		// a late answer of a read or an acquisition that is over
 	case *messages.Passivate:
-		s.onPassivate(ctx, msg)
+		s.onPassivate(ctx, msg, sender)
 	case *actor.Terminated:
 		s.onEntityTerminated(ctx, msg)
 	case *messages.HandOff:
-		s.onHandOff(ctx, msg)
+		s.onHandOff(ctx, msg, sender)
 	case *SetActiveEntityLimit:
-		s.onSetActiveEntityLimit(ctx, msg)
+		s.onSetActiveEntityLimit(ctx, msg, sender)
 	case SetActiveEntityLimit:
-		s.onSetActiveEntityLimit(ctx, &msg)
+		s.onSetActiveEntityLimit(ctx, &msg, sender)
 	case idleCheckTick:
 		s.onIdleCheck(ctx)
 	case handOffWarning, handOffForceStop:
 		// stale timer of a hand-off that is over
 	default:
-		s.drop(ctx, msg, ctx.Sender(), fmt.Sprintf("unexpected message %T in state %s", msg, s.state))
+		s.drop(ctx, msg, sender, fmt.Sprintf("unexpected message %T in state %s", msg, s.state))
 	}
 }
 
 func (s *shard) handingOff(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Terminated:
-		if e, ok := s.entityOf(msg.Who); ok {
-			s.forget(e)
-			if len(s.entities) == 0 {
-				s.finishHandOff(ctx)
-			}
+		if _, _, _, err := s.entities.terminated(msg.Who); err == nil && s.entities.liveCount() == 0 {
+			s.finishHandOff(ctx)
 		}
 	case *messages.HandOff:
 		if msg.GetShard() != s.shardID {
@@ -239,20 +288,20 @@ func (s *shard) handingOff(ctx actor.Context) {
 		ctx.Logger().Info("shard: HandOff received during an existing hand-off; it will be answered too", s.attrs()...)
 		s.handOffReplyTo = appendPID(s.handOffReplyTo, ctx.Sender())
 	case handOffWarning:
-		if msg.gen == s.timerGen && len(s.entities) > 0 {
+		if msg.gen == s.timerGen && s.entities.liveCount() > 0 {
 			ctx.Logger().Warn(fmt.Sprintf("shard: %d entities not stopped after %s; maybe the hand-off stop message %s is not handled? They are stopped by force after %s",
-				len(s.entities), handOffWarningAfter, s.stopMessageName(), s.settings.entityHandOffTimeout()),
-				append(s.attrs(), slog.String("entities", describeIDs(s.entityIDs())))...)
+				s.entities.liveCount(), handOffWarningAfter, s.stopMessageName(), s.settings.entityHandOffTimeout()),
+				append(s.attrs(), slog.String("entities", describeIDs(s.entities.liveIDs())))...)
 		}
 	case handOffForceStop:
-		if msg.gen != s.timerGen || len(s.entities) == 0 {
+		if msg.gen != s.timerGen || s.entities.liveCount() == 0 {
 			return
 		}
 		ctx.Logger().Warn(fmt.Sprintf("shard: hand-off stop message %s not handled by %d entities after %s; stopping them",
-			s.stopMessageName(), len(s.entities), s.settings.entityHandOffTimeout()),
-			append(s.attrs(), slog.String("entities", describeIDs(s.entityIDs())))...)
-		for _, e := range s.entities {
-			ctx.Stop(e.pid)
+			s.stopMessageName(), s.entities.liveCount(), s.settings.entityHandOffTimeout()),
+			append(s.attrs(), slog.String("entities", describeIDs(s.entities.liveIDs())))...)
+		for _, pid := range s.entities.livePIDs() {
+			ctx.Stop(pid)
 		}
 	case *messages.Passivate:
 		// The hand-off stops every entity anyway.
@@ -260,9 +309,9 @@ func (s *shard) handingOff(ctx actor.Context) {
 	case idleCheckTick:
 		// sent before the timer was cancelled at HandOff
 	case *rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
-		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck:
-		// Remember-entities bookkeeping: the entities stay remembered and
-		// start again at the shard's next home.
+		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck, leaseAcquireResult, leaseRetry:
+		// Remember-entities and lease bookkeeping: the entities stay
+		// remembered and start again at the shard's next home.
 	case *SetActiveEntityLimit, SetActiveEntityLimit:
 		// The region sends limits to all its shards; this one is stopping
 		// every entity anyway, so there is nothing to apply and nothing lost.
@@ -276,73 +325,96 @@ func (s *shard) stopped(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Terminated, handOffWarning, handOffForceStop, idleCheckTick, *SetActiveEntityLimit, SetActiveEntityLimit,
 		*rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
-		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck:
+		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck, leaseAcquireResult, leaseRetry:
 		// Bookkeeping for entities that are gone: nothing to apply, and
 		// nothing meant for an entity is lost.
 	default:
-		s.drop(ctx, msg, ctx.Sender(), fmt.Sprintf("shard %s has stopped", s.shardID))
+		s.drop(ctx, msg, ctx.Sender(), cmp.Or(s.stopReason, fmt.Sprintf("shard %s has stopped", s.shardID)))
 	}
 }
 
 // --- active ---
 
 // deliverTo hands d to its entity as if from sender, starting the entity
-// if needed. It is the hot path; what is rare is in deliverSlow and
+// if needed. It is the hot path; what is rare is in deliver and
 // dropBadDeliver.
 func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 	if d == nil || d.EntityID == "" || d.Message == nil {
 		s.dropBadDeliver(ctx, d, sender)
 		return
 	}
-	e := s.entities[d.EntityID]
-	if _, start := d.Message.(*messages.StartEntity); start || e == nil || e.passivating {
-		s.deliverSlow(ctx, e, d, sender)
-		return
-	}
-	if countsAsActivity(d.Message) {
-		s.touch(ctx, e)
-		// touch may have chosen this very entity (a policy may, even if
-		// ours never choose the entity just touched): then it waits for
-		// the next incarnation like any message for a passivating entity.
-		if e.passivating {
-			s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
-			return
-		}
-	}
-	tell(ctx, e.pid, d.Message, sender)
-}
-
-// deliverSlow is deliverTo for a StartEntity, an entity that is not
-// running (e is nil) or one that is passivating.
-func (s *shard) deliverSlow(ctx actor.Context, e *entity, d *Deliver, sender *actor.PID) {
 	if start, ok := d.Message.(*messages.StartEntity); ok {
 		// As Akka: StartEntity works both as is and inside an envelope.
 		s.onStartEntity(ctx, start.GetEntityId(), d, sender)
 		return
 	}
-	if e != nil {
-		// Not activity: the entity is going. The next incarnation is
-		// touched when it starts.
-		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
+	if s.automatic && countsAsActivity(d.Message) {
+		// May choose entities to passivate, even (a policy may, if ours
+		// never do) this one: then the message waits for its next
+		// incarnation like any message for a passivating entity.
+		s.touch(ctx, d.EntityID)
+	}
+	if pid, ok := s.entities.activePID(d.EntityID); ok {
+		tell(ctx, pid, d.Message, sender)
 		return
 	}
-	if s.mustAwaitStore(d.EntityID) {
-		s.awaitStore(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
-		return
+	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
+}
+
+// deliver does what the entities decide with m for entity id: send it,
+// start the entity first, or hold it. original is what is reported if it
+// must be dropped.
+func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, original any) {
+	if m.since.IsZero() {
+		m.since = time.Now() // a message held again keeps its first wait's start
 	}
-	e, err := s.startEntity(ctx, d.EntityID)
+	decision, pid, err := s.entities.deliver(id, m, maxBufferedMessages)
+	switch {
+	case errors.Is(err, errHeldFull):
+		s.drop(ctx, original, m.sender, fmt.Sprintf("buffer for entities that cannot take messages yet is full (%d); entity %q (%s)",
+			maxBufferedMessages, id, s.entities.state(id)))
+	case err != nil:
+		s.drop(ctx, original, m.sender, fmt.Sprintf("cannot deliver to entity %q: %v", id, err))
+	case decision == sendNow && m.start:
+		s.ackStart(ctx, id, m.sender)
+	case decision == sendNow:
+		tell(ctx, pid, m.message, m.sender)
+	case decision == startNow:
+		s.startEntity(ctx, id, []bufferedMessage{m})
+	case decision == held:
+		s.flushWrites(ctx)
+	}
+}
+
+// startEntity spawns entity id, records it as active, tracks it for
+// passivation whatever its first message (or an entity started by a
+// protocol message would never be passivated), and delivers, in order,
+// what the entities held for it and then msgs. It reports whether the
+// entity runs; if not, every message is dropped with the reason.
+func (s *shard) startEntity(ctx actor.Context, id string, msgs []bufferedMessage) bool {
+	pid, err := s.spawnEntity(ctx, id)
 	if err != nil {
-		s.drop(ctx, d, sender, fmt.Sprintf("cannot start entity %q: %v", d.EntityID, err))
-		return
+		for _, m := range append(s.entities.startFailed(id), msgs...) {
+			s.drop(ctx, m.original(id), m.sender, fmt.Sprintf("cannot start entity %q: %v", id, err))
+		}
+		return false
 	}
-	// A started entity is tracked whatever its first message, or an
-	// entity started by a protocol message would never be passivated.
-	s.touch(ctx, e)
-	if e.passivating {
-		s.hold(ctx, e, bufferedMessage{message: d.Message, sender: sender}, d)
-		return
+	waited, err := s.entities.started(id, pid, time.Now())
+	if err != nil {
+		// The entities refused: a bug. No child runs untracked.
+		ctx.Logger().Error("shard: started entity refused; stopping it", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
+		ctx.Stop(pid)
+		for _, m := range msgs {
+			s.drop(ctx, m.original(id), m.sender, fmt.Sprintf("cannot start entity %q: %v", id, err))
+		}
+		return false
 	}
-	tell(ctx, e.pid, d.Message, sender)
+	ctx.Logger().Debug("shard: started entity", append(s.attrs(), slog.String("entity", id))...)
+	s.touch(ctx, id)
+	for _, m := range append(waited, msgs...) {
+		s.deliver(ctx, id, m, m.original(id))
+	}
+	return true
 }
 
 func (s *shard) dropBadDeliver(ctx actor.Context, d *Deliver, sender *actor.PID) {
@@ -356,18 +428,6 @@ func (s *shard) dropBadDeliver(ctx actor.Context, d *Deliver, sender *actor.PID)
 	}
 }
 
-// mustAwaitStore: with remember-entities, an entity not remembered yet (or
-// whose messages already wait) starts only once its ID is written.
-func (s *shard) mustAwaitStore(id string) bool {
-	if !s.remembering() {
-		return false
-	}
-	if _, waiting := s.awaiting[id]; waiting {
-		return true
-	}
-	return !s.remembered[id]
-}
-
 // onStartEntity starts the entity if needed and acknowledges to sender;
 // original is what is reported if it must be dropped.
 func (s *shard) onStartEntity(ctx actor.Context, id string, original any, sender *actor.PID) {
@@ -375,123 +435,93 @@ func (s *shard) onStartEntity(ctx actor.Context, id string, original any, sender
 		s.drop(ctx, original, sender, "StartEntity with an empty entity ID")
 		return
 	}
-	e := s.entities[id]
-	if e == nil && s.mustAwaitStore(id) {
-		s.awaitStore(ctx, id, bufferedMessage{sender: sender, start: true}, original)
-		return
-	}
-	switch {
-	case e == nil:
-		started, err := s.startEntity(ctx, id)
-		if err != nil {
-			s.drop(ctx, original, sender, fmt.Sprintf("cannot start entity %q: %v", id, err))
-			return
-		}
-		s.touch(ctx, started)
-		s.ackStart(ctx, id, sender)
-	case e.passivating:
-		// Started again, and acknowledged, once the passivation completes.
-		s.hold(ctx, e, bufferedMessage{sender: sender, start: true}, original)
-	default:
-		// As in Akka, StartEntity of a running entity is a use of it.
-		s.touch(ctx, e)
-		s.ackStart(ctx, id, sender)
-	}
+	// As in Akka, StartEntity of a running entity is a use of it.
+	s.touch(ctx, id)
+	s.deliver(ctx, id, bufferedMessage{sender: sender, start: true}, original)
 }
 
-func (s *shard) onPassivate(ctx actor.Context, p *messages.Passivate) {
-	e, ok := s.entityOf(ctx.Sender())
+func (s *shard) onPassivate(ctx actor.Context, p *messages.Passivate, sender *actor.PID) {
+	id, ok := s.entities.entityOf(sender)
 	if !ok {
-		s.drop(ctx, p, ctx.Sender(), fmt.Sprintf("Passivate from %v, which is not an entity of shard %s (an entity must send it to its parent with ctx.Request)",
-			ctx.Sender(), s.shardID))
+		s.drop(ctx, p, sender, fmt.Sprintf("Passivate from %v, which is not an entity of shard %s (an entity must send it to its parent with ctx.Request)",
+			sender, s.shardID))
 		return
 	}
-	if e.passivating {
+	stop, decodeErr := decodeStopMessage(p)
+	pid, err := s.entities.passivate(id)
+	switch {
+	case errors.Is(err, errAlreadyPassivate):
 		ctx.Logger().Debug("shard: passivation already in progress; stop message not sent again",
-			append(s.attrs(), slog.String("entity", e.id))...)
+			append(s.attrs(), slog.String("entity", id))...)
+		return
+	case err != nil:
+		ctx.Logger().Error("shard: Passivate refused", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
 		return
 	}
-	stop, err := decodeStopMessage(p)
-	if err != nil {
+	if decodeErr != nil {
 		ctx.Logger().Warn("shard: cannot decode the Passivate stop message; poisoning the entity instead",
-			append(s.attrs(), slog.String("entity", e.id), slog.Any("error", err))...)
+			append(s.attrs(), slog.String("entity", id), slog.Any("error", decodeErr))...)
 		stop = nil
 	}
-	e.passivating = true
-	ctx.Logger().Debug("shard: passivating entity", append(s.attrs(), slog.String("entity", e.id))...)
-	stopMessageOrPoison(ctx, e.pid, stop)
+	ctx.Logger().Debug("shard: passivating entity", append(s.attrs(), slog.String("entity", id))...)
+	stopMessageOrPoison(ctx, pid, stop)
 }
 
 func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
-	e, ok := s.entityOf(t.Who)
-	if !ok {
+	id, next, waited, err := s.entities.terminated(t.Who)
+	if err != nil {
 		ctx.Logger().Debug("shard: Terminated of an unknown actor", append(s.attrs(), slog.Any("who", t.Who))...)
 		return
 	}
-	s.forget(e)
-	if s.remembering() {
-		s.onRememberedEntityStopped(ctx, e)
-	}
-	if !e.passivating || len(e.buffer) == 0 {
-		ctx.Logger().Debug("shard: entity stopped", append(s.attrs(), slog.String("entity", e.id), slog.Bool("passivated", e.passivating))...)
-		return
-	}
-	// Messages arrived between Passivate and the termination: they go to a
-	// new incarnation, in their order, as in Akka.
-	s.buffered -= len(e.buffer)
-	next, err := s.startEntity(ctx, e.id)
-	if err != nil {
-		for _, m := range e.buffer {
-			s.drop(ctx, m.original(e.id), m.sender, fmt.Sprintf("cannot start entity %q again after passivation: %v", e.id, err))
-		}
-		return
-	}
-	ctx.Logger().Debug("shard: entity passivated; started again for its buffered messages",
-		append(s.attrs(), slog.String("entity", e.id), slog.Int("messages", len(e.buffer)))...)
-	// The buffered messages are the new incarnation's activity. Touching
-	// before they are sent may choose other entities (never, with our
-	// policies, this one: see onDeliver).
-	s.touch(ctx, next)
-	if next.passivating {
-		// Chosen at once: the buffer waits for the incarnation after.
-		next.buffer = e.buffer
-		s.buffered += len(e.buffer)
-		return
-	}
-	for _, m := range e.buffer {
-		if m.start {
-			s.ackStart(ctx, e.id, m.sender)
-			continue
-		}
-		tell(ctx, next.pid, m.message, m.sender)
+	s.policy.Remove(id)
+	switch next {
+	case entityGone:
+		ctx.Logger().Debug("shard: entity stopped", append(s.attrs(), slog.String("entity", id))...)
+	case writeStop:
+		ctx.Logger().Debug("shard: entity passivated; forgetting it", append(s.attrs(), slog.String("entity", id))...)
+		s.flushWrites(ctx)
+	case restartAfterBackoff:
+		ctx.Logger().Info("shard: remembered entity stopped unexpectedly; starting it again after the back-off",
+			append(s.attrs(), slog.String("entity", id), slog.Duration("backoff", s.settings.EntityRestartBackoff))...)
+		s.cancels = append(s.cancels, s.timers.SendOnce(s.settings.EntityRestartBackoff, ctx.Self(), &restartEntity{id: id}))
+	case restartHeld:
+		// Messages arrived between Passivate and the termination: they go
+		// to a new incarnation, in their order, as in Akka.
+		ctx.Logger().Debug("shard: entity passivated; starting it again for its buffered messages",
+			append(s.attrs(), slog.String("entity", id), slog.Int("messages", len(waited)))...)
+		s.startEntity(ctx, id, waited)
 	}
 }
 
-func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff) {
+func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.PID) {
 	if h.GetShard() != s.shardID {
-		s.drop(ctx, h, ctx.Sender(), fmt.Sprintf("HandOff for shard %q sent to shard %q", h.GetShard(), s.shardID))
+		s.drop(ctx, h, sender, fmt.Sprintf("HandOff for shard %q sent to shard %q", h.GetShard(), s.shardID))
 		return
 	}
-	s.handOffReplyTo = appendPID(nil, ctx.Sender())
-	// No automatic passivation once the shard hands off: every entity is
-	// stopped with the hand-off stop message anyway.
-	s.stopIdleCheck()
-	s.dropAwaiting(ctx, fmt.Sprintf("shard %s is handing off", s.shardID))
-	if len(s.entities) == 0 {
+	s.handOffReplyTo = appendPID(nil, sender)
+	// No automatic passivation, no remembering once the shard hands off:
+	// every entity is stopped with the hand-off stop message, and stays
+	// remembered for the shard's next home.
+	s.cancelTimers()
+	pids, dropped := s.entities.handOff()
+	// What is held for an entity has no next incarnation here. (The region
+	// likewise drops what it buffered for the shard when it gets HandOff.)
+	for _, h := range dropped {
+		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("shard %s is handing off; the message waited for entity %q", s.shardID, h.id))
+	}
+	for _, m := range s.waiting.take() {
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.state))
+	}
+	if len(pids) == 0 {
 		ctx.Logger().Debug("shard: HandOff with no entities", s.attrs()...)
 		s.finishHandOff(ctx)
 		return
 	}
-	ctx.Logger().Info("shard: HandOff; stopping entities", append(s.attrs(), slog.Int("entities", len(s.entities)))...)
-	// The entities are about to stop and the shard with them, so what is held
-	// for a passivating entity has no next incarnation to go to. (The region
-	// likewise drops what it buffered for the shard when it gets HandOff.)
-	s.dropAllBuffers(ctx, fmt.Sprintf("shard %s is handing off while the entity was passivating", s.shardID))
-	for _, e := range s.entities {
-		stopMessageOrPoison(ctx, e.pid, s.settings.HandOffStopMessage)
+	ctx.Logger().Info("shard: HandOff; stopping entities", append(s.attrs(), slog.Int("entities", len(pids)))...)
+	for _, pid := range pids {
+		stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 	}
 	s.become(ctx, stateHandingOff, s.handingOff)
-	s.timerGen++
 	force := s.settings.entityHandOffTimeout()
 	// The warning is only useful before the force-stop (Akka always sends it
 	// after 5 s, which with a short handoff-timeout comes after the
@@ -506,17 +536,19 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff) {
 // shard.
 func (s *shard) finishHandOff(ctx actor.Context) {
 	ctx.Logger().Info("shard: hand-off done; all entities stopped", s.attrs()...)
-	stopped := &messages.ShardStopped{Shard: s.shardID}
 	if len(s.handOffReplyTo) == 0 {
-		deadletter.Publish(ctx.ActorSystem(), nil, stopped, ctx.Self(), s.reason("HandOff had no sender to answer ShardStopped to"))
+		deadletter.Publish(ctx.ActorSystem(), nil, &messages.ShardStopped{Shard: s.shardID}, ctx.Self(), s.reason("HandOff had no sender to answer ShardStopped to"))
 	}
+	s.answerHandOff(ctx)
+	s.stopNow(ctx, "")
+}
+
+// answerHandOff sends ShardStopped to whoever sent HandOff, once.
+func (s *shard) answerHandOff(ctx actor.Context) {
 	for _, to := range s.handOffReplyTo {
-		ctx.Send(to, stopped)
+		ctx.Send(to, &messages.ShardStopped{Shard: s.shardID})
 	}
 	s.handOffReplyTo = nil
-	s.cancelTimers()
-	s.become(ctx, stateStopped, s.stopped)
-	ctx.Stop(ctx.Self())
 }
 
 // --- automatic passivation ---
@@ -547,15 +579,14 @@ func (s *shard) stopIdleCheck() {
 	}
 }
 
-// touch records a use of the live entity e and passivates the entities the
-// replacement policy chooses beyond the limit. It runs on every user
-// message, so it reads no clock: onIdleCheck does.
-func (s *shard) touch(ctx actor.Context, e *entity) {
-	if !s.automatic {
+// touch records a use of entity id, if it is active, and passivates the
+// entities the replacement policy chooses beyond the limit. It runs on
+// every user message, so it reads no clock: onIdleCheck does.
+func (s *shard) touch(ctx actor.Context, id string) {
+	if !s.automatic || !s.entities.markUsed(id) {
 		return
 	}
-	e.activity.Used = true
-	for _, chosen := range s.policy.Touch(e.id) {
+	for _, chosen := range s.policy.Touch(id) {
 		s.passivateAutomatically(ctx, chosen, passivateLimit)
 	}
 }
@@ -564,31 +595,18 @@ func (s *shard) onIdleCheck(ctx actor.Context) {
 	if !s.automatic || !s.settings.idlePassivation() {
 		return // a tick of a timer that was never meant to run
 	}
-	now := time.Now()
-	var idle []string
-	for id, e := range s.entities {
-		if e.passivating {
-			continue // going already
-		}
-		var isIdle bool
-		e.activity, isIdle = CheckIdle(now, e.activity, s.settings.PassivationIdleTimeout)
-		if isIdle {
-			idle = append(idle, id)
-		}
-	}
-	slices.Sort(idle) // a stable order in the logs
-	for _, id := range idle {
+	for _, id := range s.entities.idle(time.Now(), s.settings.PassivationIdleTimeout) {
 		s.passivateAutomatically(ctx, id, passivateIdle)
 	}
 }
 
-func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimit) {
+func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimit, sender *actor.PID) {
 	switch {
 	case m == nil:
-		s.drop(ctx, m, ctx.Sender(), "nil SetActiveEntityLimit")
+		s.drop(ctx, m, sender, "nil SetActiveEntityLimit")
 		return
 	case m.Limit < 0:
-		s.drop(ctx, m, ctx.Sender(), fmt.Sprintf("negative active-entity limit %d", m.Limit))
+		s.drop(ctx, m, sender, fmt.Sprintf("negative active-entity limit %d", m.Limit))
 		return
 	case !s.automatic:
 		ctx.Logger().Debug("shard: SetActiveEntityLimit ignored: remember-entities is on",
@@ -609,23 +627,22 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 // it is going, and its next incarnation is tracked afresh.
 func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
 	s.policy.Remove(id)
-	e := s.entities[id]
-	if e == nil {
-		// Tracking and entities are kept together (forget), so this is a
-		// bug; say so rather than passivate nothing silently.
-		ctx.Logger().Error("shard: automatic passivation of an entity that is not running",
-			append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
-		return
-	}
-	if e.passivating {
+	pid, err := s.entities.passivate(id)
+	switch {
+	case errors.Is(err, errAlreadyPassivate):
 		ctx.Logger().Debug("shard: entity already passivating; not passivated again",
 			append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
 		return
+	case err != nil:
+		// Tracking and entities are kept together, so this is a bug; say so
+		// rather than passivate nothing silently.
+		ctx.Logger().Error("shard: automatic passivation of an entity that is not running",
+			append(s.attrs(), slog.String("entity", id), slog.String("reason", reason), slog.Any("error", err))...)
+		return
 	}
-	e.passivating = true
 	ctx.Logger().Debug("shard: passivating entity automatically",
 		append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
-	stopMessageOrPoison(ctx, e.pid, s.settings.HandOffStopMessage)
+	stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 }
 
 func (s *shard) passivationState() *PassivationState {
@@ -643,25 +660,21 @@ func (s *shard) passivationState() *PassivationState {
 
 // --- entities ---
 
-// startEntity spawns the entity child id and records it.
-func (s *shard) startEntity(ctx actor.Context, id string) (*entity, error) {
+// spawnEntity spawns the entity child id.
+func (s *shard) spawnEntity(ctx actor.Context, id string) (*actor.PID, error) {
 	if s.entityProps == nil {
 		return nil, errors.New("the shard has no entity props")
-	}
-	pid, err := spawn(ctx, s.entityProps, EntityName(id))
-	if err != nil {
-		ctx.Logger().Error("shard: cannot start entity", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
-		return nil, err
 	}
 	// No ctx.Watch: proto.actor tells the parent of every child's
 	// termination already. A watch would add a second Terminated for the
 	// same PID, and PIDs carry no incarnation, so that duplicate would look
 	// like the termination of the entity's next incarnation.
-	e := &entity{id: id, pid: pid, activity: Activity{LastSeen: time.Now()}}
-	s.entities[id] = e
-	s.byPID[pidKey(pid)] = id
-	ctx.Logger().Debug("shard: started entity", append(s.attrs(), slog.String("entity", id))...)
-	return e, nil
+	pid, err := spawn(ctx, s.entityProps, EntityName(id))
+	if err != nil {
+		ctx.Logger().Error("shard: cannot start entity", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
+		return nil, err
+	}
+	return pid, nil
 }
 
 // spawn is ctx.SpawnNamed that turns a panic of the entity producer (user
@@ -679,59 +692,15 @@ func spawn(ctx actor.Context, props *actor.Props, name string) (pid *actor.PID, 
 	return pid, nil
 }
 
-func (s *shard) forget(e *entity) {
-	delete(s.entities, e.id)
-	delete(s.byPID, pidKey(e.pid))
-	s.policy.Remove(e.id)
-}
-
-func (s *shard) entityOf(pid *actor.PID) (*entity, bool) {
-	if pid == nil {
-		return nil, false
+// dropEverything drops what the shard holds and what waits for it: it
+// stops, hands off or restarts.
+func (s *shard) dropEverything(ctx actor.Context, reason string) {
+	for _, h := range s.entities.takeAllHeld() {
+		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("%s (message for entity %q, %s)", reason, h.id, s.entities.state(h.id)))
 	}
-	id, ok := s.byPID[pidKey(pid)]
-	if !ok {
-		return nil, false
+	for _, m := range s.waiting.take() {
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("%s (before the shard was ready)", reason))
 	}
-	return s.entities[id], true
-}
-
-func (s *shard) entityIDs() []string {
-	ids := make([]string, 0, len(s.entities))
-	for id := range s.entities {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// hold keeps m for the next incarnation of the passivating entity e, within
-// maxBufferedMessages.
-func (s *shard) hold(ctx actor.Context, e *entity, m bufferedMessage, original any) {
-	if s.buffered >= maxBufferedMessages {
-		s.drop(ctx, original, m.sender, fmt.Sprintf("buffer for passivating entities is full (%d); entity %q", maxBufferedMessages, e.id))
-		return
-	}
-	e.buffer = append(e.buffer, m)
-	s.buffered++
-}
-
-func (s *shard) dropAllBuffers(ctx actor.Context, reason string) {
-	for _, e := range s.entities {
-		for _, m := range e.buffer {
-			s.drop(ctx, m.original(e.id), m.sender, fmt.Sprintf("%s (entity %q)", reason, e.id))
-		}
-		e.buffer = nil
-	}
-	s.buffered = 0
-}
-
-// original is the message as the shard received it, for dead-letter events.
-func (m bufferedMessage) original(id string) any {
-	if m.start {
-		return &messages.StartEntity{EntityId: id}
-	}
-	return &Deliver{EntityID: id, Message: m.message}
 }
 
 func (s *shard) ackStart(ctx actor.Context, id string, to *actor.PID) {

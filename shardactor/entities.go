@@ -1,0 +1,696 @@
+package shardactor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// entityState is where one entity of a shard is in its life: Pekko's
+// Shard.EntityState, with the same names and transitions (see entities).
+type entityState int
+
+const (
+	// noState: the shard keeps nothing of the entity. Never stored: an
+	// entity in it has no record.
+	noState entityState = iota
+	// rememberedButNotCreated: the entity's ID is in the remember-entities
+	// store but no actor runs (read at recovery, or written and about to
+	// start). A message starts it at once.
+	rememberedButNotCreated
+	// rememberingStart: the entity's ID is queued for the store, or being
+	// written; it starts once written. Its messages are held.
+	rememberingStart
+	// rememberingStop: the entity was passivated and its removal from the
+	// store is queued or being written. Its messages are held.
+	rememberingStop
+	// active: the entity's actor runs and takes its messages.
+	active
+	// passivating: the entity was sent its stop message; what arrives for
+	// it meanwhile is held for its next incarnation.
+	passivating
+	// waitingForRestart: a remembered entity stopped without passivating;
+	// it starts again after the back-off, or at once on a message.
+	waitingForRestart
+)
+
+// String is Pekko's name of the state, for logs and errors.
+func (s entityState) String() string {
+	switch s {
+	case noState:
+		return "NoState"
+	case rememberedButNotCreated:
+		return "RememberedButNotCreated"
+	case rememberingStart:
+		return "RememberingStart"
+	case rememberingStop:
+		return "RememberingStop"
+	case active:
+		return "Active"
+	case passivating:
+		return "Passivating"
+	case waitingForRestart:
+		return "WaitingForRestart"
+	}
+	return fmt.Sprintf("entityState(%d)", int(s))
+}
+
+// bufferedMessage is a message (or a StartEntity) that waits: for an
+// entity's next incarnation, for its ID to be written, or for the shard to
+// be ready (lease, recovery).
+type bufferedMessage struct {
+	message any
+	sender  *actor.PID
+	start   bool      // a StartEntity: ack it to sender once the entity runs
+	since   time.Time // when it began to wait
+}
+
+// heldMessage is a held message with the entity it was for, as handed back
+// when it cannot be delivered.
+type heldMessage struct {
+	id string
+	m  bufferedMessage
+}
+
+// original is the message as the shard received it, for dead-letter events.
+func (m bufferedMessage) original(id string) any {
+	if m.start {
+		return &messages.StartEntity{EntityId: id}
+	}
+	return &Deliver{EntityID: id, Message: m.message}
+}
+
+// entityRecord is what the shard keeps of one entity that is not in
+// noState.
+type entityRecord struct {
+	state    entityState
+	pid      *actor.PID        // active and passivating only
+	held     []bufferedMessage // in arrival order
+	activity Activity          // active only: for idle passivation
+}
+
+// Errors of the entities' transitions. errInvalidTransition means the
+// shard asked for a transition the entity's state does not allow (a bug,
+// or a message that does not fit); nothing changed.
+var (
+	errInvalidTransition = errors.New("invalid entity state transition")
+	errHeldFull          = errors.New("too many held messages")
+	errUnknownEntity     = errors.New("not an entity of this shard")
+	errAlreadyPassivate  = errors.New("entity is passivating already")
+	errHandingOff        = errors.New("the shard is handing off")
+)
+
+// deliveryDecision is what the shard does with a message (or StartEntity)
+// for an entity, as entities.deliver decides.
+type deliveryDecision int
+
+const (
+	// sendNow: the entity runs; send it the message (ack a StartEntity).
+	sendNow deliveryDecision = iota + 1
+	// startNow: start the entity (then entities.started), then deliver.
+	startNow
+	// held: kept until the entity can take it; nothing to do now (but
+	// flush the store's writes: the entity may have queued one).
+	held
+)
+
+// terminatedDecision is what follows the termination of an entity actor.
+type terminatedDecision int
+
+const (
+	// entityGone: the entity is forgotten (or, handing off, one fewer to
+	// wait for).
+	entityGone terminatedDecision = iota + 1
+	// restartHeld: it was passivated while messages arrived for it: start
+	// it again at once and deliver them (entities.started, then the held
+	// messages returned with the decision).
+	restartHeld
+	// restartAfterBackoff: a remembered entity stopped without
+	// passivating; start it again after the entity-restart back-off.
+	restartAfterBackoff
+	// writeStop: a remembered entity was passivated; its removal from the
+	// store is queued (flush the writes).
+	writeStop
+)
+
+// entities is the shard's bookkeeping of its entities, Pekko's
+// Shard.Entities: the state of every entity the shard knows (see
+// entityState), the messages held for those that cannot take them yet,
+// the remember-entities writes queued and in flight, and the remembered
+// entities whose StartEntity is not acknowledged yet.
+//
+// Every event is a method that either applies a transition Pekko's state
+// machine allows and tells the shard what to do, or returns an error that
+// wraps errInvalidTransition and changes nothing. It does no I/O and reads
+// no clock: the shard actor passes the time in, spawns, sends and writes.
+//
+// Transitions (remembering: with remember-entities):
+//
+//	NoState                 -> Active                 message or StartEntity, not remembering
+//	NoState                 -> RememberingStart       message or StartEntity, remembering
+//	NoState                 -> RememberedButNotCreated  read at recovery
+//	RememberedButNotCreated -> Active                 message, StartEntity or written
+//	RememberedButNotCreated -> RememberingStop        started on another shard (extractor changed)
+//	RememberingStart        -> RememberedButNotCreated  written (then started at once)
+//	RememberingStart        -> NoState                the write failed for good
+//	RememberingStop         -> NoState                written
+//	RememberingStop         -> RememberingStart       written with messages held, or a message before the write
+//	RememberingStop         -> RememberedButNotCreated  the write failed for good
+//	Active                  -> Passivating            Passivate, or chosen by automatic passivation
+//	Active                  -> WaitingForRestart      terminated, remembering
+//	Active                  -> NoState                terminated, not remembering
+//	Passivating             -> RememberingStop        terminated, remembering, nothing held
+//	Passivating             -> NoState                terminated, not remembering, nothing held
+//	Passivating             -> RememberedButNotCreated  terminated with messages held, remembering (restarted at once)
+//	Passivating             -> NoState                terminated with messages held, not remembering (restarted at once)
+//	WaitingForRestart       -> Active                 back-off over, message or StartEntity
+//	WaitingForRestart       -> RememberedButNotCreated  its actor could not be spawned
+//
+// A passivated entity with messages held starts again without a write: its
+// ID was never removed from the store. Pekko writes the stop and then the
+// start; the result is the same.
+//
+// At hand-off (handOff) the entities that run are kept until they
+// terminate, everything else is forgotten, and no transition but
+// termination is allowed any more.
+type entities struct {
+	remembering bool
+	handingOff  bool
+
+	byID  map[string]*entityRecord
+	byPID map[string]string // pidKey -> entity ID, for active and passivating
+	live  int               // active and passivating
+	held  int               // messages held, all entities together
+
+	// pending: IDs in rememberingStart or rememberingStop whose write is
+	// queued; writing: those of the write in flight (nil: no write in
+	// flight). An ID is in at most one of them.
+	pending map[string]struct{}
+	writing map[string]struct{}
+	// backingOff: the last write failed; the next waits for retryWrites.
+	backingOff bool
+	// unacked: remembered IDs whose StartEntity (sent through the region
+	// at recovery) is not acknowledged yet.
+	unacked map[string]struct{}
+}
+
+func newEntities(remembering bool) *entities {
+	return &entities{
+		remembering: remembering,
+		byID:        map[string]*entityRecord{},
+		byPID:       map[string]string{},
+		pending:     map[string]struct{}{},
+		unacked:     map[string]struct{}{},
+	}
+}
+
+func invalidTransition(id string, from entityState, event string) error {
+	return fmt.Errorf("entity %q: %s in state %s: %w", id, event, from, errInvalidTransition)
+}
+
+// --- queries ---
+
+// state is the state of entity id.
+func (es *entities) state(id string) entityState {
+	if r := es.byID[id]; r != nil {
+		return r.state
+	}
+	return noState
+}
+
+// activePID returns the actor of entity id if it is active: the hot path.
+func (es *entities) activePID(id string) (*actor.PID, bool) {
+	if r := es.byID[id]; r != nil && r.state == active {
+		return r.pid, true
+	}
+	return nil, false
+}
+
+// entityOf returns the ID of the live entity actor pid.
+func (es *entities) entityOf(pid *actor.PID) (string, bool) {
+	if pid == nil {
+		return "", false
+	}
+	id, ok := es.byPID[pidKey(pid)]
+	return id, ok
+}
+
+// liveCount counts the entity actors alive, passivating ones included.
+func (es *entities) liveCount() int { return es.live }
+
+// heldCount counts the messages held for entities.
+func (es *entities) heldCount() int { return es.held }
+
+// liveIDs lists the IDs of the entity actors alive, sorted.
+func (es *entities) liveIDs() []string {
+	ids := make([]string, 0, es.live)
+	for _, id := range es.byPID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// livePIDs lists the entity actors alive, in the order of their IDs.
+func (es *entities) livePIDs() []*actor.PID {
+	ids := es.liveIDs()
+	pids := make([]*actor.PID, 0, len(ids))
+	for _, id := range ids {
+		pids = append(pids, es.byID[id].pid)
+	}
+	return pids
+}
+
+// writeInFlight reports whether a remember-entities write is in flight.
+func (es *entities) writeInFlight() bool { return es.writing != nil }
+
+// --- messages ---
+
+// deliver decides what becomes of m, a message or StartEntity for entity
+// id: sent to the running entity (its PID is returned), the entity started
+// first, or held. A message held for a remembered entity not yet written
+// queues its write. It fails with errHeldFull when m would have to be held
+// and maxHeld messages are held already (m is not held then).
+func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (deliveryDecision, *actor.PID, error) {
+	r := es.byID[id]
+	if r != nil && r.state == active {
+		return sendNow, r.pid, nil
+	}
+	if es.handingOff {
+		return 0, nil, fmt.Errorf("entity %q: message: %w", id, errHandingOff)
+	}
+	if r == nil {
+		if !es.remembering {
+			return startNow, nil, nil
+		}
+		if es.held >= maxHeld {
+			return 0, nil, errHeldFull
+		}
+		r = &entityRecord{state: rememberingStart}
+		es.byID[id] = r
+		es.pending[id] = struct{}{}
+		es.hold(r, m)
+		return held, nil, nil
+	}
+	switch r.state {
+	case rememberedButNotCreated, waitingForRestart:
+		return startNow, nil, nil
+	case passivating, rememberingStart, rememberingStop:
+		if es.held >= maxHeld {
+			return 0, nil, errHeldFull
+		}
+		es.hold(r, m)
+		if _, inFlight := es.writing[id]; r.state == rememberingStop && !inFlight {
+			// The stop is not written yet: a start replaces it in the
+			// queue, and the ID simply stays in the store.
+			r.state = rememberingStart
+		}
+		return held, nil, nil
+	}
+	return 0, nil, invalidTransition(id, r.state, "message")
+}
+
+func (es *entities) hold(r *entityRecord, m bufferedMessage) {
+	r.held = append(r.held, m)
+	es.held++
+}
+
+// started records that entity id's actor pid runs now (Active) and hands
+// back the messages held for it, in order, to deliver.
+func (es *entities) started(id string, pid *actor.PID, now time.Time) ([]bufferedMessage, error) {
+	if pid == nil {
+		return nil, fmt.Errorf("entity %q: started without a PID: %w", id, errInvalidTransition)
+	}
+	if es.handingOff {
+		return nil, fmt.Errorf("entity %q: started: %w", id, errHandingOff)
+	}
+	r := es.byID[id]
+	switch {
+	case r == nil && es.remembering:
+		return nil, invalidTransition(id, noState, "started before it was remembered")
+	case r == nil:
+		r = &entityRecord{}
+		es.byID[id] = r
+	case r.state != rememberedButNotCreated && r.state != waitingForRestart:
+		return nil, invalidTransition(id, r.state, "started")
+	}
+	r.state, r.pid, r.activity = active, pid, Activity{LastSeen: now}
+	es.byPID[pidKey(pid)] = id
+	es.live++
+	return es.takeHeld(r), nil
+}
+
+// startFailed: entity id's actor could not be spawned. The messages held
+// for it are handed back to be dropped; a remembered entity stays
+// remembered without running (a message tries again).
+func (es *entities) startFailed(id string) []bufferedMessage {
+	r := es.byID[id]
+	if r == nil {
+		return nil
+	}
+	switch r.state {
+	case rememberedButNotCreated, waitingForRestart:
+		r.state = rememberedButNotCreated
+		return es.takeHeld(r)
+	}
+	return nil
+}
+
+func (es *entities) takeHeld(r *entityRecord) []bufferedMessage {
+	out := r.held
+	r.held = nil
+	es.held -= len(out)
+	return out
+}
+
+// markUsed records a user message for the active entity id (idle
+// passivation) and reports whether it is active.
+func (es *entities) markUsed(id string) bool {
+	r := es.byID[id]
+	if r == nil || r.state != active {
+		return false
+	}
+	r.activity.Used = true
+	return true
+}
+
+// idle runs one idle check at now over the active entities and returns
+// those idle for timeout or longer, sorted (see CheckIdle).
+func (es *entities) idle(now time.Time, timeout time.Duration) []string {
+	var out []string
+	for id, r := range es.byID {
+		if r.state != active {
+			continue
+		}
+		var isIdle bool
+		r.activity, isIdle = CheckIdle(now, r.activity, timeout)
+		if isIdle {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// --- passivation and termination ---
+
+// passivate moves the active entity id to Passivating and returns its
+// actor, to send the stop message to. errAlreadyPassivate: it is
+// passivating already (nothing to send).
+func (es *entities) passivate(id string) (*actor.PID, error) {
+	r := es.byID[id]
+	switch {
+	case es.handingOff:
+		return nil, fmt.Errorf("entity %q: passivate: %w", id, errHandingOff)
+	case r == nil:
+		return nil, invalidTransition(id, noState, "passivate")
+	case r.state == passivating:
+		return nil, fmt.Errorf("entity %q: %w", id, errAlreadyPassivate)
+	case r.state != active:
+		return nil, invalidTransition(id, r.state, "passivate")
+	}
+	r.state = passivating
+	return r.pid, nil
+}
+
+// terminated applies the termination of entity actor pid and says what
+// follows; with restartHeld it hands back the messages held for the next
+// incarnation. errUnknownEntity: pid is no live entity of the shard.
+func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bufferedMessage, error) {
+	id, ok := es.entityOf(pid)
+	if !ok {
+		return "", 0, nil, fmt.Errorf("terminated %v: %w", pid, errUnknownEntity)
+	}
+	r := es.byID[id]
+	delete(es.byPID, pidKey(pid))
+	es.live--
+	r.pid = nil
+	switch {
+	case es.handingOff:
+		es.forget(id, r)
+		return id, entityGone, nil, nil
+	case r.state == active && es.remembering:
+		r.state = waitingForRestart
+		return id, restartAfterBackoff, nil, nil
+	case r.state == active:
+		es.forget(id, r)
+		return id, entityGone, nil, nil
+	case len(r.held) > 0:
+		// Passivating, with messages for the next incarnation. The ID
+		// stays remembered: its stop was never written.
+		msgs := es.takeHeld(r)
+		if es.remembering {
+			r.state = rememberedButNotCreated
+		} else {
+			es.forget(id, r)
+		}
+		return id, restartHeld, msgs, nil
+	case es.remembering:
+		r.state = rememberingStop
+		es.pending[id] = struct{}{}
+		return id, writeStop, nil, nil
+	default:
+		es.forget(id, r)
+		return id, entityGone, nil, nil
+	}
+}
+
+// forget drops the record of id (noState), with anything still held.
+func (es *entities) forget(id string, r *entityRecord) {
+	es.held -= len(r.held)
+	delete(es.byID, id)
+	delete(es.pending, id)
+	delete(es.writing, id)
+}
+
+// restartDue reports whether entity id still waits for its restart when
+// its back-off is over (a message may have started it meanwhile).
+func (es *entities) restartDue(id string) bool {
+	return !es.handingOff && es.state(id) == waitingForRestart
+}
+
+// --- remember-entities ---
+
+// recovered records the IDs read from the store when the shard started:
+// each is remembered but not created, and waits for the acknowledgement of
+// the StartEntity the shard sends for it through its region.
+func (es *entities) recovered(ids []string) error {
+	if !es.remembering {
+		return fmt.Errorf("recovered %d entities: not remembering entities: %w", len(ids), errInvalidTransition)
+	}
+	for _, id := range ids {
+		if s := es.state(id); s != noState {
+			return invalidTransition(id, s, "recovered")
+		}
+	}
+	for _, id := range ids {
+		es.byID[id] = &entityRecord{state: rememberedButNotCreated}
+	}
+	return nil
+}
+
+// startRequested records that StartEntity was sent for the remembered ids.
+func (es *entities) startRequested(ids []string) {
+	for _, id := range ids {
+		es.unacked[id] = struct{}{}
+	}
+}
+
+// unackedIDs lists the remembered IDs whose StartEntity is not
+// acknowledged, sorted (to send it again).
+func (es *entities) unackedIDs() []string {
+	ids := make([]string, 0, len(es.unacked))
+	for id := range es.unacked {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// acked applies a StartEntityAck for id from shard ackShard. It reports
+// whether the ack counts (the first one for a StartEntity this shard sent)
+// and whether the entity moved to another shard and is now being forgotten
+// here (Pekko's EntitiesMovedToOtherShard): its removal is queued.
+func (es *entities) acked(id, ackShard, ownShard string) (counted, moved bool) {
+	if _, ok := es.unacked[id]; !ok || es.handingOff {
+		return false, false
+	}
+	delete(es.unacked, id)
+	if ackShard == ownShard {
+		return true, false
+	}
+	r := es.byID[id]
+	if r == nil || r.state != rememberedButNotCreated {
+		// Started here meanwhile by a message routed here: it runs and
+		// stays remembered.
+		return true, false
+	}
+	r.state = rememberingStop
+	es.pending[id] = struct{}{}
+	return true, true
+}
+
+// nextWrite takes the queued starts and stops as the next write, unless a
+// write is in flight, a failed write's back-off is not over, or nothing is
+// queued (ok false). The lists are sorted.
+func (es *entities) nextWrite() (started, stopped []string, ok bool) {
+	if es.writing != nil || es.backingOff || len(es.pending) == 0 {
+		return nil, nil, false
+	}
+	es.writing = es.pending
+	es.pending = map[string]struct{}{}
+	for id := range es.writing {
+		if es.byID[id].state == rememberingStart {
+			started = append(started, id)
+		} else {
+			stopped = append(stopped, id)
+		}
+	}
+	slices.Sort(started)
+	slices.Sort(stopped)
+	return started, stopped, true
+}
+
+// written applies the success of the write in flight. It returns the
+// entities now remembered that are to start at once (entities.started
+// hands back what they hold), sorted. An entity whose stop was written
+// while messages arrived for it is queued again, as started.
+func (es *entities) written() (toStart []string, err error) {
+	if es.writing == nil {
+		return nil, fmt.Errorf("write done with no write in flight: %w", errInvalidTransition)
+	}
+	for id := range es.writing {
+		r := es.byID[id]
+		switch {
+		case r.state == rememberingStart:
+			r.state = rememberedButNotCreated
+			toStart = append(toStart, id)
+		case len(r.held) > 0:
+			r.state = rememberingStart
+			es.pending[id] = struct{}{}
+		default:
+			es.forget(id, r)
+		}
+	}
+	es.writing = nil
+	slices.Sort(toStart)
+	return toStart, nil
+}
+
+// writeFailed: the write in flight failed and may be tried again; its
+// starts and stops are queued again, and no write is taken before
+// retryWrites (the back-off).
+func (es *entities) writeFailed() error {
+	if es.writing == nil {
+		return fmt.Errorf("write failed with no write in flight: %w", errInvalidTransition)
+	}
+	for id := range es.writing {
+		es.pending[id] = struct{}{}
+	}
+	es.writing = nil
+	es.backingOff = true
+	return nil
+}
+
+// retryWrites ends the back-off of a failed write: nextWrite takes what is
+// queued again.
+func (es *entities) retryWrites() { es.backingOff = false }
+
+// writeFailedForGood: the store will never accept the write in flight. Its
+// entities leave the store's queue as they are in the store (a start not
+// written: NoState; a stop not written: remembered, not running) and the
+// messages held for them are handed back, to drop.
+func (es *entities) writeFailedForGood() []heldMessage {
+	if es.writing == nil {
+		return nil
+	}
+	var out []heldMessage
+	ids := make([]string, 0, len(es.writing))
+	for id := range es.writing {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r := es.byID[id]
+		for _, m := range es.takeHeld(r) {
+			out = append(out, heldMessage{id: id, m: m})
+		}
+		if r.state == rememberingStart {
+			es.forget(id, r)
+		} else {
+			r.state = rememberedButNotCreated
+		}
+	}
+	es.writing = nil
+	return out
+}
+
+// expire takes the messages that have waited for the store longer than
+// bound at now (held for entities in RememberingStart or RememberingStop),
+// to drop. Messages held for a passivating entity wait for its
+// termination, whatever it takes, as in Akka.
+func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
+	var out []heldMessage
+	for _, id := range es.sortedIDs() {
+		r := es.byID[id]
+		if r.state != rememberingStart && r.state != rememberingStop {
+			continue
+		}
+		n := 0
+		for n < len(r.held) && now.Sub(r.held[n].since) > bound {
+			out = append(out, heldMessage{id: id, m: r.held[n]})
+			n++
+		}
+		if n > 0 {
+			r.held = slices.Delete(r.held, 0, n)
+			es.held -= n
+		}
+	}
+	return out
+}
+
+// --- hand-off and stop ---
+
+// handOff starts the hand-off: the entities that run are kept until they
+// terminate (their actors are returned, to send the stop message to),
+// everything else is forgotten, and every held message is handed back, to
+// drop: there is no next incarnation here. The store keeps the entities as
+// they are written; a write in flight is no longer followed.
+func (es *entities) handOff() ([]*actor.PID, []heldMessage) {
+	dropped := es.takeAllHeld()
+	for id, r := range es.byID {
+		if r.pid == nil {
+			delete(es.byID, id)
+		}
+	}
+	es.handingOff = true
+	es.pending = map[string]struct{}{}
+	es.writing = nil
+	es.unacked = map[string]struct{}{}
+	return es.livePIDs(), dropped
+}
+
+// takeAllHeld hands back every held message, by entity ID, each entity's
+// in order, to drop (the shard stops or hands off).
+func (es *entities) takeAllHeld() []heldMessage {
+	var out []heldMessage
+	for _, id := range es.sortedIDs() {
+		for _, m := range es.takeHeld(es.byID[id]) {
+			out = append(out, heldMessage{id: id, m: m})
+		}
+	}
+	return out
+}
+
+func (es *entities) sortedIDs() []string {
+	ids := make([]string, 0, len(es.byID))
+	for id := range es.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
