@@ -14,8 +14,10 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -576,5 +578,29 @@ func TestConsulUnreachableFailsFast(t *testing.T) {
 	_, err := ask(a, w.region(a), "e-2", 1, 10*time.Second)
 	if !errors.Is(err, actor.ErrDeadLetter) || time.Since(start) > 2*time.Second {
 		t.Fatalf("a request while fenced: %v after %v, want a dead letter at once", err, time.Since(start))
+	}
+}
+
+// With a lease per shard (Akka's sharding use-lease), a shard runs its
+// entities only while it holds its lease: a lost lease stops them at once;
+// the shard comes back, under a new lease, on its next message.
+func TestShardLease(t *testing.T) {
+	leases := lease.NewMemoryLeases()
+	w := newLocalWorld(t, actorsharding.WithShardLease(leases))
+	a := w.startNode(false)
+	w.waitRegistered(1)
+	const id = "e-1"
+	askEventually(t, a, w.region(a), id, 0)
+	name := shardactor.LeaseName(typeName, actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(id))
+	if _, _, held := leases.Holder(name); !held {
+		t.Fatalf("lease %s is not held while its shard runs", name)
+	}
+	if _, revoked := leases.Revoke(name); !revoked {
+		t.Fatal("nothing to revoke")
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool { return len(w.ledger.Active(id)) == 0 }, "the entity to stop with the lease lost")
+	askEventually(t, a, w.region(a), id, 1)
+	if starts := w.ledger.Starts(id); starts != 2 {
+		t.Fatalf("%s started %d times, want twice (before and after the lost lease)", id, starts)
 	}
 }

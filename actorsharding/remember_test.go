@@ -229,7 +229,7 @@ func (s refusingStore) Update(ctx context.Context, shardID string, started, stop
 // back-off, and its remembered entities run again without a message.
 func TestRememberEntitiesShardRestartsAfterStoreFailure(t *testing.T) {
 	opts := append(rememberOpts(refusingStore{shardactor.NewMemoryRememberEntitiesStore()}),
-		func(s *actorsharding.Settings) { s.Shard.ShardFailureBackoff = 500 * time.Millisecond })
+		actorsharding.WithShardFailureBackoff(500*time.Millisecond))
 	w := newLocalWorld(t, opts...)
 	w.shards = 1 // every entity in one shard
 	n := w.startNode(false)

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -155,6 +156,22 @@ func WithShardStartTimeout(d time.Duration) Option {
 // doubling up to five times it. Default 5s.
 func WithCoordinatorFailureBackoff(d time.Duration) Option {
 	return func(s *Settings) { s.Coordinator.CoordinatorFailureBackoff = d }
+}
+
+// WithShardLease is Akka's sharding use-lease: each shard acquires a lease
+// from leases (named shardactor.LeaseName(type, shard)) before it starts
+// any entity, and stops with its entities when the lease is lost. Every
+// node of the type needs the same provider (lease/consul over one Consul,
+// or one lease.MemoryLeases in one process).
+func WithShardLease(leases lease.Provider) Option {
+	return func(s *Settings) { s.Shard.UseLease = leases }
+}
+
+// WithShardFailureBackoff sets Akka's shard-failure-backoff: with
+// remember-entities, a shard that stopped unexpectedly (its store refused
+// a write for good, its lease was lost) starts again after it. Default 10s.
+func WithShardFailureBackoff(d time.Duration) Option {
+	return func(s *Settings) { s.Shard.ShardFailureBackoff = d }
 }
 
 // WithRebalanceInterval sets Akka's rebalance-interval.

@@ -143,6 +143,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		o(&settings)
 	}
 	settings = settings.withDefaults()
+	settings.Shard.MemberStale = s.cluster.Stale
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

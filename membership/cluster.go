@@ -94,8 +94,10 @@ type Cluster struct {
 	cfg      Config
 	logger   *slog.Logger
 
-	// member mirrors joined for Stale, which runs on every routed message.
-	member atomic.Bool
+	// member mirrors joined for Stale, which runs on every routed message;
+	// everJoined is set at the first join.
+	member     atomic.Bool
+	everJoined atomic.Bool
 
 	mu          sync.Mutex
 	self        Member
@@ -244,6 +246,7 @@ func (c *Cluster) join(ctx context.Context) error {
 	c.self = registered
 	c.joined = true
 	c.member.Store(true)
+	c.everJoined.Store(true)
 	c.leaving = false
 	c.members = nil
 	c.stopWatch = cancel
@@ -295,16 +298,22 @@ func (c *Cluster) deregisterQuietly() {
 	_ = c.provider.Deregister(dctx)
 }
 
-// Stale reports whether this node, joined as a member, has not confirmed
-// its membership within the provider's failure detection timeout (see
-// Confirmer): the others may have removed it already, though it has not
-// noticed (it was paused or cut off). Until it knows, it must not act as a
-// member: regions drop what they would deliver or forward, with a reason.
-// Always false before the join, after a removal (the node knows then), and
+// Stale reports whether this node must not act as a member right now,
+// although it joined once: it was removed (or left) and has not joined
+// again, or it has not confirmed its membership within the provider's
+// failure detection timeout (see Confirmer), so that the others may have
+// removed it already although it has not noticed (it was paused or cut
+// off). Regions and shards drop what they would deliver or forward
+// meanwhile, with a reason: the node's actors may see the news of its
+// removal only after messages that waited in their mailboxes. False before
+// the first join (regions wait for it), and never stale by confirmation
 // with a provider that does not confirm (in-process membership).
 func (c *Cluster) Stale() bool {
-	if !c.member.Load() {
+	if !c.everJoined.Load() {
 		return false
+	}
+	if !c.member.Load() {
+		return true
 	}
 	cf, ok := c.provider.(Confirmer)
 	if !ok {

@@ -114,6 +114,12 @@ type Settings struct {
 	// LeaseRetryInterval is Akka's lease-retry-interval: how long after a
 	// failed acquisition the shard tries again. Default 5s.
 	LeaseRetryInterval time.Duration
+	// MemberStale, when set, tells whether this node may have been removed
+	// from the cluster without knowing it yet (membership.Cluster.Stale:
+	// paused or cut off past its TTL). While it says so, the shard neither
+	// starts an entity nor hands one a message: it drops them with a
+	// dead-letter event. The region sets it.
+	MemberStale func() bool
 }
 
 // Entity recovery strategies (Akka's entity-recovery-strategy).

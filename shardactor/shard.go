@@ -343,6 +343,9 @@ func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 		s.dropBadDeliver(ctx, d, sender)
 		return
 	}
+	if s.memberStale(ctx, d, sender) {
+		return
+	}
 	if start, ok := d.Message.(*messages.StartEntity); ok {
 		// As Akka: StartEntity works both as is and inside an envelope.
 		s.onStartEntity(ctx, start.GetEntityId(), d, sender)
@@ -359,6 +362,19 @@ func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 		return
 	}
 	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
+}
+
+// memberStale drops msg, and reports true, while this node may have been
+// removed without knowing it yet (Settings.MemberStale): a message that
+// waited in the shard's mailbox through a pause must neither start an
+// entity nor reach one, since the shard may run elsewhere by now.
+func (s *shard) memberStale(ctx actor.Context, msg any, sender *actor.PID) bool {
+	if s.settings.MemberStale == nil || !s.settings.MemberStale() {
+		return false
+	}
+	s.drop(ctx, msg, sender, "this node has not confirmed its membership within the failure detection timeout "+
+		"(it was paused or cut off): the others may have removed it and started this shard elsewhere")
+	return true
 }
 
 // deliver does what the entities decide with m for entity id: send it,
@@ -433,6 +449,9 @@ func (s *shard) dropBadDeliver(ctx actor.Context, d *Deliver, sender *actor.PID)
 func (s *shard) onStartEntity(ctx actor.Context, id string, original any, sender *actor.PID) {
 	if id == "" {
 		s.drop(ctx, original, sender, "StartEntity with an empty entity ID")
+		return
+	}
+	if s.memberStale(ctx, original, sender) {
 		return
 	}
 	// As in Akka, StartEntity of a running entity is a use of it.

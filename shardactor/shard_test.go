@@ -529,3 +529,31 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, res.(*shardactor.ShardStats).EntityCount)
 }
+
+// While the node may have been removed without knowing it yet (it was
+// paused past its TTL: MemberStale), a message that waited in the shard's
+// mailbox neither starts an entity nor reaches a running one; each is a
+// dead letter with the reason. Once the node knows again, delivery goes on.
+func TestMemberStaleDeliversNothing(t *testing.T) {
+	var stale atomic.Bool
+	settings := shardactor.DefaultSettings()
+	settings.MemberStale = stale.Load
+	f := newFixture(t, settings)
+	f.deliver("a", wrapperspb.String("1"), nil)
+	f.waitEvents("received", "a", 1)
+
+	stale.Store(true)
+	f.deliver("a", wrapperspb.String("2"), nil)
+	f.deliver("b", wrapperspb.String("1"), nil)
+	_, err := f.system.Root.RequestFuture(f.shard, &messages.StartEntity{EntityId: "c"}, deadline).Result()
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	waitFor(t, "three dead letters", func() bool { return f.deadLetterCount("confirmed its membership") == 3 },
+		func() any { return f.deadLetterReasons() })
+	require.Equal(t, 1, f.rec.count("received", "a"), "nothing reached the running entity")
+	require.Equal(t, 0, f.rec.count("started", "b"), "no entity started")
+	require.Equal(t, 0, f.rec.count("started", "c"), "no entity started")
+
+	stale.Store(false)
+	f.deliver("b", wrapperspb.String("2"), nil)
+	f.waitEvents("received", "b", 1)
+}
