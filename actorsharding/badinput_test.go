@@ -27,17 +27,8 @@ func TestBadInput(t *testing.T) {
 	proxy := w.startNode(true)
 	w.cluster.WaitConverged(t, 30*time.Second)
 	w.waitRegistered(2)
-	// Find an entity that lives on b, to send non-proto messages across.
-	var remoteID string
-	for _, id := range entityIDs(200) {
-		if askEventually(t, a, w.region(a), id, 1).Node == b.Address() {
-			remoteID = id
-			break
-		}
-	}
-	if remoteID == "" {
-		t.Fatal("no entity on b")
-	}
+	// An entity that lives on b, to send non-proto messages across.
+	remoteID := w.entityOn(a, b)
 	unknown := &anypb.Any{TypeUrl: "type.googleapis.com/not.linked.Anywhere", Value: []byte{1, 2, 3}}
 	cases := []struct {
 		name   string

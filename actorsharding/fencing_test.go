@@ -71,6 +71,29 @@ func (w *world) waitDrop(since int, reason string) {
 		"a dead-letter event with %q; got %v", reason, testkit.Lazy(func() any { return w.dropped()[since:] }))
 }
 
+// twoNodes starts two nodes with regions and waits until both regions
+// registered.
+func (w *world) twoNodes() (a, b *testkit.Node) {
+	w.t.Helper()
+	a, b = w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(w.t, 30*time.Second)
+	w.waitRegistered(2)
+	return a, b
+}
+
+// entityOn returns an entity, started by asking it through via, that
+// lives on node.
+func (w *world) entityOn(via, node *testkit.Node) string {
+	w.t.Helper()
+	for _, id := range entityIDs(200) {
+		if askEventually(w.t, via, w.region(via), id, 0).Node == node.Address() {
+			return id
+		}
+	}
+	w.t.Fatalf("none of 200 entities lives on %s", node.Name)
+	return ""
+}
+
 func (w *world) coordinatorPID(n *testkit.Node) *actor.PID {
 	return actor.NewPID(n.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 }
@@ -131,16 +154,8 @@ func TestSlowHandOffNeverStartsAShardTwice(t *testing.T) {
 // reason, and no shard starts or stops because of it.
 func TestRegionObeysOnlyItsCoordinator(t *testing.T) {
 	w := newLocalWorld(t)
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
-	var id string
-	for _, e := range entityIDs(200) {
-		if askEventually(t, a, w.region(a), e, 0).Node == a.Address() {
-			id = e
-			break
-		}
-	}
+	a, b := w.twoNodes()
+	id := w.entityOn(a, a)
 	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(id)
 	st := w.coordinatorState()
 	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
@@ -189,9 +204,7 @@ func TestRegionObeysOnlyItsCoordinator(t *testing.T) {
 // a higher epoch, and the regions follow it.
 func TestVersionConflictStopsTheCoordinator(t *testing.T) {
 	w := newLocalWorld(t, actorsharding.WithCoordinatorFailureBackoff(300*time.Millisecond))
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
+	a, b := w.twoNodes()
 	askEventually(t, a, w.region(a), "e-1", 0)
 	before := w.coordinatorState()
 
@@ -226,9 +239,7 @@ func TestVersionConflictStopsTheCoordinator(t *testing.T) {
 // for a store failure, so the coordinator stays, with its epoch.
 func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 	w := newLocalWorld(t)
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
+	a, b := w.twoNodes()
 	askEventually(t, a, w.region(a), "e-1", 0)
 	before := w.coordinatorState()
 	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
@@ -298,16 +309,8 @@ func TestCrashedMembersShardsWaitTheRemovalMargin(t *testing.T) {
 	const margin = 3 * time.Second
 	w := newLocalWorld(t)
 	w.nodeOpts = []testkit.NodeOption{testkit.WithMembershipConfig(func(c *membership.Config) { c.DownRemovalMargin = margin })}
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
-	var id string
-	for _, e := range entityIDs(200) {
-		if askEventually(t, a, w.region(a), e, 0).Node == b.Address() {
-			id = e
-			break
-		}
-	}
+	a, b := w.twoNodes()
+	id := w.entityOn(a, b)
 	crashed := time.Now()
 	b.Crash()
 	p := askEventually(t, a, w.region(a), id, 1)
@@ -327,21 +330,8 @@ func TestCrashedMembersShardsWaitTheRemovalMargin(t *testing.T) {
 func TestRemovedNodeFailsFastThenRejoins(t *testing.T) {
 	w := newLocalWorld(t)
 	w.nodeOpts = []testkit.NodeOption{testkit.WithMembershipConfig(func(c *membership.Config) { c.RejoinBackoff = 2 * time.Second })}
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
-	var onA, onB string
-	for _, e := range entityIDs(200) {
-		switch askEventually(t, a, w.region(a), e, 0).Node {
-		case a.Address():
-			onA = e
-		case b.Address():
-			onB = e
-		}
-		if onA != "" && onB != "" {
-			break
-		}
-	}
+	a, b := w.twoNodes()
+	onA, onB := w.entityOn(a, a), w.entityOn(a, b)
 	reg := w.cluster.Backend().(*testkit.LocalBackend).Registry
 	oldB := b.MemberID()
 	since := len(w.dropped())
@@ -363,9 +353,7 @@ func TestRemovedNodeFailsFastThenRejoins(t *testing.T) {
 func TestCoordinatorAdoptsHostedShardsAfterStoreReset(t *testing.T) {
 	store := &resettableStore{}
 	w := newLocalWorld(t, actorsharding.WithCoordinatorFailureBackoff(300*time.Millisecond), actorsharding.WithStateStore(store))
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
+	a, b := w.twoNodes()
 	ids := entityIDs(100)
 	homes := homesOf(t, a, w, ids, 0)
 
@@ -488,16 +476,8 @@ func (w *world) ledgerStarts(ids []string) int {
 // reason, so that no loss is silent.
 func TestMessagesToACrashedNodeAreReported(t *testing.T) {
 	w := newLocalWorld(t)
-	a, b := w.startNode(false), w.startNode(false)
-	w.cluster.WaitConverged(t, 30*time.Second)
-	w.waitRegistered(2)
-	var id string
-	for _, e := range entityIDs(200) {
-		if askEventually(t, a, w.region(a), e, 0).Node == b.Address() {
-			id = e
-			break
-		}
-	}
+	a, b := w.twoNodes()
+	id := w.entityOn(a, b)
 	w.cluster.Backend().(*testkit.LocalBackend).FailureDetectionDelay = 3 * time.Second
 	since := len(w.dropped())
 	b.Crash()

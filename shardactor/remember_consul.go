@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -318,7 +319,7 @@ func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string
 			return s.errorf(shardID, "update: still losing check-and-set races to another writer after %d attempts: %s",
 				attempt, strings.Join(why, "; "))
 		}
-		if err := sleepCtx(ctx, retryBackoff(attempt)); err != nil {
+		if err := backoff.Sleep(ctx, retryBackoff(attempt)); err != nil {
 			return s.errorf(shardID, "update: waiting to retry after a check-and-set conflict: %w", err)
 		}
 	}
@@ -618,17 +619,6 @@ func describeRememberTxnErrors(resp *api.TxnResponse) string {
 func retryBackoff(attempt int) time.Duration {
 	ceiling := min(time.Millisecond<<min(attempt-1, 10), 100*time.Millisecond)
 	return ceiling/2 + rand.N(ceiling/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (s *ConsulRememberEntitiesStore) errorf(shardID, format string, args ...any) error {

@@ -313,22 +313,10 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 }
 
 func (m *manager) oldest(ctx actor.Context) {
+	if m.asOldest(ctx) {
+		return
+	}
 	switch msg := ctx.Message().(type) {
-	case *oldestChanged:
-		m.logChange(ctx, msg.oldest)
-		m.handleOldestChanged(ctx, msg.oldest)
-	case *messages.HandOverToMe:
-		if m.removed[msg.FromMemberId] {
-			return
-		}
-		m.gotoHandingOver(ctx, ctx.Sender())
-	case *messages.TakeOverFromMe:
-		// already oldest: confirm and continue like that
-		m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-	case *messages.HandOverDone:
-		// A resend whose ack was lost: the hand-over (and its buffered
-		// messages) was taken already.
-		m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka)")
@@ -364,23 +352,36 @@ func (m *manager) acquiringLease(ctx actor.Context) {
 		}
 	case leaseLost:
 		m.onLeaseLost(ctx, msg)
+	default:
+		if !m.asOldest(ctx) {
+			m.unhandled(ctx)
+		}
+	}
+}
+
+// asOldest handles what Oldest and AcquiringLease (an oldest without its
+// lease yet) answer alike: the oldest's changes and its peers' hand-over
+// messages. It reports whether the message was one of them.
+func (m *manager) asOldest(ctx actor.Context) bool {
+	switch msg := ctx.Message().(type) {
 	case *oldestChanged:
 		m.logChange(ctx, msg.oldest)
 		m.handleOldestChanged(ctx, msg.oldest)
 	case *messages.HandOverToMe:
-		if m.removed[msg.FromMemberId] {
-			return
+		if !m.removed[msg.FromMemberId] {
+			m.gotoHandingOver(ctx, ctx.Sender())
 		}
-		m.gotoHandingOver(ctx, ctx.Sender())
 	case *messages.TakeOverFromMe:
 		// already (about to be) oldest: confirm and continue like that
 		m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
 	case *messages.HandOverDone:
-		// A resend whose ack was lost: the hand-over was taken already.
+		// A resend whose ack was lost: the hand-over (and its buffered
+		// messages) was taken already.
 		m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 	default:
-		m.unhandled(ctx)
+		return false
 	}
+	return true
 }
 
 func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.Member) {

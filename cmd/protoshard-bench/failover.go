@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/lease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
@@ -274,7 +275,7 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 		}
 		if !errors.Is(err, actor.ErrTimeout) {
 			// Not a timeout: do not spin.
-			_ = sleep(ctx, failoverAttempt-time.Since(start))
+			_ = backoff.Sleep(ctx, failoverAttempt-time.Since(start))
 		}
 	}
 	failover = time.Since(t0)
@@ -365,7 +366,7 @@ func askUntil(ctx context.Context, system *actor.ActorSystem, region *actor.PID,
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", msg.EntityId, err)
 		}
-		_ = sleep(ctx, 50*time.Millisecond)
+		_ = backoff.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 )
 
@@ -61,7 +62,7 @@ func benchGrains(ctx context.Context, cfg config, rep *report, sh *shared) error
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return fmt.Errorf("activating the grains: %w", err)
 			}
-			_ = sleep(ctx, 100*time.Millisecond)
+			_ = backoff.Sleep(ctx, 100*time.Millisecond)
 		}
 	}
 	direct := make([]*actor.PID, len(msgs))

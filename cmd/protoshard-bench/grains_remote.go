@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/hashicorp/consul/api"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 )
 
@@ -122,7 +123,7 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return fmt.Errorf("activating the grains: %w", err)
 			}
-			_ = sleep(ctx, 100*time.Millisecond)
+			_ = backoff.Sleep(ctx, 100*time.Millisecond)
 		}
 	}
 	// The grains' own baseline, measured here too: a direct Send /

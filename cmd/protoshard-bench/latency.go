@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/singleton"
@@ -174,7 +175,7 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 			for _, m := range msgs {
 				a.system.Root.Send(regionA, m)
 			}
-			_ = sleep(tctx, 20*time.Millisecond)
+			_ = backoff.Sleep(tctx, 20*time.Millisecond)
 		}
 	}()
 	defer func() {
@@ -195,7 +196,7 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 				break
 			}
 		}
-		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+		if err := backoff.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return fmt.Errorf("shards not spread evenly (last %v): %w", last, err)
 		}
 	}

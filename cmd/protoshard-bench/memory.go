@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/local"
 )
@@ -32,7 +33,7 @@ func settledHeap(ctx context.Context) uint64 {
 	const still = 256 << 10 // two readings this close: settled
 	prev := heap()
 	for range 20 {
-		if sleep(ctx, 50*time.Millisecond) != nil {
+		if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
 			break
 		}
 		cur := heap()

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -85,7 +86,7 @@ func waitRegions(ctx context.Context, system *actor.ActorSystem, region *actor.P
 				return nil
 			}
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := backoff.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("waiting for %d regions: %w", want, err)
 		}
 	}
@@ -205,18 +206,6 @@ func percentiles(d []time.Duration) (p50, p99 float64) {
 		return float64(s[i]) / float64(time.Microsecond)
 	}
 	return at(50), at(99)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // ask sends one request and checks that it was answered with a Pong.

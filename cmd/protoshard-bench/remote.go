@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/consul"
 )
@@ -158,7 +159,7 @@ func remoteRate(ctx context.Context, system *actor.ActorSystem, stats *actor.PID
 		if c >= int64(n) {
 			return float64(n) / time.Since(start).Seconds(), nil
 		}
-		if err := sleep(ctx, time.Millisecond); err != nil {
+		if err := backoff.Sleep(ctx, time.Millisecond); err != nil {
 			return 0, fmt.Errorf("%d of %d messages arrived: %w", c, n, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
@@ -153,7 +154,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 		return nil, err
 	}
 	o.printf("senders stopped after %s messages; quiet for %v", lines, cfg.quiet)
-	if err := sleep(ctx, cfg.quiet); err != nil {
+	if err := backoff.Sleep(ctx, cfg.quiet); err != nil {
 		return nil, err
 	}
 	o.ledger.write(Record{Ev: evEnd})
@@ -559,7 +560,7 @@ func (o *orchestrator) faultLoop(ctx context.Context) error {
 			if round >= minRounds && time.Since(begin) >= o.cfg.duration {
 				return nil
 			}
-			if err := sleep(ctx, o.faultGap()); err != nil {
+			if err := backoff.Sleep(ctx, o.faultGap()); err != nil {
 				return err
 			}
 			if err := o.checkLoadgen(); err != nil {
@@ -632,7 +633,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 		// again yet: wait for them a while.
 		target, err := o.oldestNode()
 		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); {
-			if sleep(ctx, 500*time.Millisecond) != nil {
+			if backoff.Sleep(ctx, 500*time.Millisecond) != nil {
 				break
 			}
 			target, err = o.oldestNode()
@@ -652,7 +653,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 			f.Error = fmt.Sprintf("SIGSTOP: %v", err)
 			return
 		}
-		_ = sleep(ctx, pause)
+		_ = backoff.Sleep(ctx, pause)
 		o.ledger.write(Record{Ev: evThaw, Node: p.name, PID: p.pid})
 		if err := syscall.Kill(p.pid, syscall.SIGCONT); err != nil {
 			f.Error = fmt.Sprintf("SIGCONT: %v", err)
@@ -692,7 +693,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 		f.Start = time.Now()
 		o.ledger.write(Record{T: f.Start.UnixNano(), Ev: evConsulStop})
 		o.agent.Stop()
-		_ = sleep(ctx, down)
+		_ = backoff.Sleep(ctx, down)
 		if err := o.agent.Relaunch(); err != nil {
 			f.Error = err.Error()
 			return
@@ -709,7 +710,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 			f.Error = err.Error()
 			return
 		}
-		_ = sleep(ctx, cut)
+		_ = backoff.Sleep(ctx, cut)
 		if err := o.lab.heal(p.name); err != nil {
 			f.Error = err.Error()
 			return
@@ -874,17 +875,5 @@ func (o *orchestrator) teardown() {
 	}
 	if o.ledger != nil {
 		_ = o.ledger.close()
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

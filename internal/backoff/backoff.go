@@ -4,6 +4,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -32,4 +33,17 @@ func (b Exponential) Delay(attempt int) time.Duration {
 		d += time.Duration(float64(d) * b.RandomFactor * rand.Float64())
 	}
 	return max(d, 0)
+}
+
+// Sleep waits d, or until ctx ends, whichever comes first; it returns
+// ctx's error in the second case.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
