@@ -788,7 +788,7 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 		return
 	}
 	if to := env.GetToMemberId(); to != "" && to != r.cluster.Self().ID {
-		r.drop(ctx, env, fmt.Sprintf("message for entity %q was forwarded to member %s, an earlier incarnation of this node (removed since); dropped so it cannot overtake its sender's later messages",
+		r.drop(ctx, env, fmt.Sprintf("message for entity %q was forwarded to member %q, an earlier incarnation of this node (removed since); dropped so it cannot overtake its sender's later messages",
 			id, to))
 		return
 	}
