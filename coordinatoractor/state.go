@@ -6,16 +6,12 @@ import (
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/pidkey"
 )
 
 // RegionKey is the map key of a region or proxy PID. PIDs are pointers
 // (and carry a cached process), so they are never compared by identity.
-func RegionKey(pid *actor.PID) string {
-	if pid == nil {
-		return ""
-	}
-	return pid.Address + "/" + pid.Id
-}
+func RegionKey(pid *actor.PID) string { return pidkey.Of(pid) }
 
 // RegionEntry is a registered region (or proxy): its PID, the member
 // incarnation it runs on and, for a region, its shards in allocation order.

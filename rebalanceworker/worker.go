@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -110,7 +111,7 @@ type worker struct {
 	cancelTimeout scheduler.CancelFunc
 	cancelResend  scheduler.CancelFunc
 
-	asked    map[string]bool       // pidKey of every region told BeginHandOff
+	asked    map[string]bool       // pidkey.Of of every region told BeginHandOff
 	pending  map[string]*actor.PID // regions whose ack is still missing
 	watched  []*actor.PID
 	fromGone bool // the owner is known stopped or removed: its entities are gone
@@ -160,7 +161,7 @@ func (w *worker) start(ctx actor.Context) {
 			ctx.Logger().Warn("rebalance worker: nil region in the list; ignored", w.attrs()...)
 			continue
 		}
-		k := pidKey(r)
+		k := pidkey.Of(r)
 		if w.asked[k] {
 			continue
 		}
@@ -267,7 +268,7 @@ func (w *worker) onAck(ctx actor.Context, ack *messages.BeginHandOffAck) {
 		w.drop(ctx, ack, "BeginHandOffAck without a sender: cannot tell which region acknowledges")
 		return
 	}
-	k := pidKey(from)
+	k := pidkey.Of(from)
 	switch {
 	case w.pending[k] != nil:
 		delete(w.pending, k)
@@ -288,8 +289,8 @@ func (w *worker) regionGone(ctx actor.Context, region *actor.PID, definitive boo
 	if region == nil {
 		return
 	}
-	k := pidKey(region)
-	if definitive && k == pidKey(w.from) {
+	k := pidkey.Of(region)
+	if definitive && k == pidkey.Of(w.from) {
 		w.fromGone = true
 	}
 	if w.pending[k] != nil {
@@ -320,7 +321,7 @@ func (w *worker) allAcked(ctx actor.Context) {
 }
 
 func (w *worker) ownerGoneWhileStopping(ctx actor.Context, region *actor.PID, definitive bool, how string) {
-	if region == nil || pidKey(region) != pidKey(w.from) {
+	if region == nil || pidkey.Of(region) != pidkey.Of(w.from) {
 		return // another region: its ack is no longer needed
 	}
 	if !definitive {
@@ -380,7 +381,7 @@ func (w *worker) become(ctx actor.Context, name string, receive actor.ReceiveFun
 }
 
 func (w *worker) watch(ctx actor.Context, pid *actor.PID) {
-	if slices.ContainsFunc(w.watched, func(p *actor.PID) bool { return pidKey(p) == pidKey(pid) }) {
+	if slices.ContainsFunc(w.watched, func(p *actor.PID) bool { return pidkey.Of(p) == pidkey.Of(pid) }) {
 		return
 	}
 	w.watched = append(w.watched, pid)
@@ -393,7 +394,7 @@ func (w *worker) unwatched(pid *actor.PID) {
 	if pid == nil {
 		return
 	}
-	w.watched = slices.DeleteFunc(w.watched, func(p *actor.PID) bool { return pidKey(p) == pidKey(pid) })
+	w.watched = slices.DeleteFunc(w.watched, func(p *actor.PID) bool { return pidkey.Of(p) == pidkey.Of(pid) })
 }
 
 func (w *worker) drop(ctx actor.Context, msg any, reason string) {
@@ -406,9 +407,4 @@ func (w *worker) reason(reason string) string {
 
 func (w *worker) attrs() []any {
 	return []any{slog.String("shard", w.shard), slog.String("state", w.state), slog.Bool("rebalance", w.isRebalance)}
-}
-
-// pidKey identifies a PID by address and id, never by pointer.
-func pidKey(pid *actor.PID) string {
-	return pid.GetAddress() + "\x00" + pid.GetId()
 }

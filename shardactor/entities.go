@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -182,7 +183,7 @@ type entities struct {
 	handingOff  bool
 
 	byID  map[string]*entityRecord
-	byPID map[string]string // pidKey -> entity ID, for active and passivating
+	byPID map[string]string // pidkey.Of -> entity ID, for active and passivating
 	live  int               // active and passivating
 	held  int               // messages held, all entities together
 
@@ -235,7 +236,7 @@ func (es *entities) entityOf(pid *actor.PID) (string, bool) {
 	if pid == nil {
 		return "", false
 	}
-	id, ok := es.byPID[pidKey(pid)]
+	id, ok := es.byPID[pidkey.Of(pid)]
 	return id, ok
 }
 
@@ -339,7 +340,7 @@ func (es *entities) started(id string, pid *actor.PID, now time.Time) ([]buffere
 		return nil, invalidTransition(id, r.state, "started")
 	}
 	r.state, r.pid, r.activity = active, pid, Activity{LastSeen: now}
-	es.byPID[pidKey(pid)] = id
+	es.byPID[pidkey.Of(pid)] = id
 	es.live++
 	return es.takeHeld(r), nil
 }
@@ -426,7 +427,7 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 		return "", 0, nil, fmt.Errorf("terminated %v: %w", pid, errUnknownEntity)
 	}
 	r := es.byID[id]
-	delete(es.byPID, pidKey(pid))
+	delete(es.byPID, pidkey.Of(pid))
 	es.live--
 	r.pid = nil
 	switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/pidkey"
 )
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,7 +35,7 @@ func checkInvariants(t *testing.T, es *entities) {
 			t.Fatalf("entity %q has a record in NoState", id)
 		case active, passivating:
 			live++
-			if r.pid == nil || es.byPID[pidKey(r.pid)] != id {
+			if r.pid == nil || es.byPID[pidkey.Of(r.pid)] != id {
 				t.Fatalf("entity %q is %s without its PID indexed", id, r.state)
 			}
 		default:

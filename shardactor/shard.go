@@ -812,11 +812,6 @@ func decodeStopMessage(p *messages.Passivate) (any, error) {
 	return m, nil
 }
 
-// pidKey identifies a PID by address and id, never by pointer.
-func pidKey(pid *actor.PID) string {
-	return pid.GetAddress() + "\x00" + pid.GetId()
-}
-
 func appendPID(to []*actor.PID, pid *actor.PID) []*actor.PID {
 	if pid == nil || slices.ContainsFunc(to, pid.Equal) {
 		return to
