@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -208,7 +209,9 @@ func normalizeReason(s string) string {
 //     before it (a sender routes to a dead node until membership removes
 //     it), or its node was frozen or cut off while the message was on its
 //     way there (sent during the isolation or within lostWindow before it:
-//     to the others such a node crashed); unaccounted otherwise.
+//     to the others such a node crashed); an incarnation of another entity
+//     of the same shard counts as well (they live where the shard lives);
+//     unaccounted otherwise.
 //   - An order violation is a receipt, by any incarnation, of a lower
 //     sequence number from a sender after a higher one for that entity. It
 //     counts in the window of the late message's send, where its delay
@@ -459,6 +462,25 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	for _, list := range entityIncs {
 		sort.SliceStable(list, func(i, j int) bool { return list[i].start < list[j].start })
 	}
+	// The incarnations of every entity of a shard, in start order: all
+	// entities of a shard live where the shard lives, so they tell where a
+	// message went whose own entity had not started there yet.
+	shardIncs := map[string][]*incarnation{}
+	shardOfEntity := map[string]string{}
+	for _, in := range incOrder {
+		if shard, ok := shardOf(in.id); ok && !in.singleton {
+			shardIncs[shard] = append(shardIncs[shard], in)
+			shardOfEntity[in.key[len("entity "):]] = shard
+		}
+	}
+	for _, list := range shardIncs {
+		sort.SliceStable(list, func(i, j int) bool { return list[i].start < list[j].start })
+	}
+	// candidates are the incarnations that can tell where a message for
+	// ent went: its own, then those of its shard.
+	candidates := func(ent string) [][]*incarnation {
+		return [][]*incarnation{entityIncs[ent], shardIncs[shardOfEntity[ent]]}
+	}
 	home := func(ent string, t int64) *incarnation {
 		list := entityIncs[ent]
 		var live, before *incarnation
@@ -487,13 +509,15 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	// ended within the window of a message sent at t: one that started
 	// before the send or within lostWindow after it. The detail says when.
 	crashed := func(ent string, t int64) (*incarnation, string) {
-		for _, in := range entityIncs[ent] {
-			if in.start > t+int64(lostWindow) {
-				break
-			}
-			k, ok := killed[in.node]
-			if ok && in.rawEnd == k && k >= t-int64(noticeAfter) && k <= t+int64(lostWindow) {
-				return in, "node killed at " + stamp(k)
+		for _, list := range candidates(ent) {
+			for _, in := range list {
+				if in.start > t+int64(lostWindow) {
+					break
+				}
+				k, ok := killed[in.node]
+				if ok && in.rawEnd == k && k >= t-int64(noticeAfter) && k <= t+int64(lostWindow) {
+					return in, "node killed at " + stamp(k)
+				}
 			}
 		}
 		return nil, ""
@@ -504,14 +528,16 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	// the isolation began: the cluster removed that node as if it had
 	// crashed, and what was in flight to it is lost the same way.
 	isolated := func(ent string, t int64) (*incarnation, string) {
-		for _, in := range entityIncs[ent] {
-			if in.start > t+int64(lostWindow) {
-				break
-			}
-			for what, ivs := range map[string][]interval{"frozen": freezes[in.node], "cut off": cuts[in.node]} {
-				for _, iv := range ivs {
-					if t >= iv.from-int64(lostWindow) && t <= iv.to && in.start <= iv.from && in.rawEnd >= iv.from {
-						return in, fmt.Sprintf("node %s from %s to %s", what, stamp(iv.from), stamp(iv.to))
+		for _, list := range candidates(ent) {
+			for _, in := range list {
+				if in.start > t+int64(lostWindow) {
+					break
+				}
+				for what, ivs := range map[string][]interval{"frozen": freezes[in.node], "cut off": cuts[in.node]} {
+					for _, iv := range ivs {
+						if t >= iv.from-int64(lostWindow) && t <= iv.to && in.start <= iv.from && in.rawEnd >= iv.from {
+							return in, fmt.Sprintf("node %s from %s to %s", what, stamp(iv.from), stamp(iv.to))
+						}
 					}
 				}
 			}
@@ -586,6 +612,22 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		}
 	}
 	return f
+}
+
+// shardOf returns the shard in an entity incarnation's id, which is
+// "<node>|<actor id>|<counter>" with the actor id ".../<shard>/<entity>"
+// (a region names a shard child by the shard's id, the shard an entity
+// child by the entity's).
+func shardOf(inc string) (string, bool) {
+	parts := strings.Split(inc, "|")
+	if len(parts) != 3 {
+		return "", false
+	}
+	path := strings.Split(parts[1], "/")
+	if len(path) < 2 {
+		return "", false
+	}
+	return path[len(path)-2], true
 }
 
 // stamp formats a ledger time for the report.

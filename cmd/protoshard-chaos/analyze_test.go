@@ -456,3 +456,43 @@ func TestAnalyzeLossToAnIsolatedNode(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeLossByShard: a message for an entity that had not started on
+// its shard's node is judged by the other entities of its shard, which
+// live on the same node: lost in flight to a cut-off node there, and
+// unaccounted when the shard's node was never isolated.
+func TestAnalyzeLossByShard(t *testing.T) {
+	recs := []Record{
+		// Shard 7 lives on n1 (e2 runs there); e1 of shard 7 never starts.
+		start(0, "n1", "e2", "n1|sharding/Chaos/7/e2|1"),
+		// Shard 8 lives on n2, never isolated; e3 of shard 8 never starts.
+		start(0, "n2", "e4", "n2|sharding/Chaos/8/e4|2"),
+		// e1 and e3 are known to belong to their shards by an earlier
+		// incarnation elsewhere.
+		start(0, "n3", "e1", "n3|sharding/Chaos/7/e1|3"), stop(1, "n3", "e1", "n3|sharding/Chaos/7/e1|3"),
+		start(0, "n3", "e3", "n3|sharding/Chaos/8/e3|4"), stop(1, "n3", "e3", "n3|sharding/Chaos/8/e3|4"),
+		orch(10, evCut, "n1"),
+		sent(12, "s1", "e1", 1),
+		sent(12, "s1", "e3", 1),
+		orch(18, evHeal, "n1"),
+		stop(18.1, "n1", "e2", "n1|sharding/Chaos/7/e2|1"),
+		end(40),
+	}
+	sortRecords(recs)
+	f := analyze(recs, []time.Time{time.Unix(0, at(10))}, 5*time.Second)
+	if f.LostToCrash != 1 || f.Unaccounted != 1 {
+		t.Fatalf("lost %d, unaccounted %d; want e1's message lost (its shard's node was cut off), e3's unaccounted", f.LostToCrash, f.Unaccounted)
+	}
+	if len(f.LostList) != 1 || f.LostList[0].Entity != "e1" {
+		t.Fatalf("lost evidence %+v, want e1's", f.LostList)
+	}
+}
+
+func TestShardOf(t *testing.T) {
+	if s, ok := shardOf("n1|sharding/Chaos/74/e-00365|39"); !ok || s != "74" {
+		t.Fatalf("shardOf = %q, %v", s, ok)
+	}
+	if _, ok := shardOf("e1@n2"); ok {
+		t.Fatal("an id without the node|path|counter form has no shard")
+	}
+}

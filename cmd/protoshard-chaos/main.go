@@ -76,8 +76,10 @@
 //     frozen or cut off while the message was on its way (sent during the
 //     isolation or up to 5s before it): the others removed that node as
 //     crashed, and what was in flight to it is lost the same way (a region
-//     cannot tell a paused node from a dead one). Unaccounted: all other
-//     messages that were not received.
+//     cannot tell a paused node from a dead one). Where the message's own
+//     entity had no incarnation there yet, the other entities of its shard
+//     tell where the shard lived (they all live on the shard's node).
+//     Unaccounted: all other messages that were not received.
 //   - Order violations: receipts by an entity (any incarnation) of a lower
 //     sequence number from a sender after a higher one; counted in the
 //     window of the late message's send.
