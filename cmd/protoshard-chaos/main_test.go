@@ -51,8 +51,21 @@ func TestShortRun(t *testing.T) {
 		}
 		t.Logf("the partition fault will be skipped: it needs root and network namespaces (ip netns): %v", why)
 	}
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	cfg, err := parseFlags([]string{"-short", "-json", jsonPath, "-dir", t.TempDir()}, os.Stderr)
+	// The ledgers and logs outlive a failed run, for the diagnosis (a
+	// passing run's are removed).
+	dir, err := os.MkdirTemp("", "protoshard-chaos-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the run's ledgers and logs are kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	jsonPath := filepath.Join(dir, "report.json")
+	cfg, err := parseFlags([]string{"-short", "-json", jsonPath, "-dir", filepath.Join(dir, "run")}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
