@@ -464,18 +464,23 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 	}
 	events := Diff(c.members, snapshot, c.removed)
 	for _, e := range events {
-		switch e := e.(type) {
-		case MemberRemoved:
+		if e, ok := e.(MemberRemoved); ok {
 			c.removed[e.Member.ID] = true
 			c.removals[e.Member.ID] = Removal{At: time.Now(), Graceful: e.Graceful}
 			if c.cfg.Quarantine != nil && e.Member.SystemID != c.system.ID {
 				c.cfg.Quarantine.removed(e.Member, e.Graceful)
 			}
-		case MemberUp:
-			c.admit(e.Member)
 		}
 	}
 	c.members = filterRemoved(snapshot, c.removed)
+	// After the removals: a live member may share an address or an actor
+	// system with a removed one (a process restarted on its address, a
+	// node that joined again), and the removal of the old one may come
+	// with, or after, the new one's MemberUp. A live member is never
+	// quarantined.
+	for _, m := range c.members {
+		c.admit(m)
+	}
 	for _, e := range events {
 		c.logger.Info("member event", slog.String("event", fmt.Sprintf("%T", e)), slog.Any("member", eventMember(e)))
 		c.publishLocked(e)

@@ -118,3 +118,27 @@ func TestQuarantineOfARemovedMember(t *testing.T) {
 		return a.inbox.has(3) && b.inbox.has(3)
 	}, "both ways after the re-join")
 }
+
+// A process restarted on its address, or a node that joined again, is a
+// new member with the old one's address or actor system; the old one's
+// removal may come after the new one's MemberUp (its TTL runs out later).
+// The live member must not be quarantined by it.
+func TestQuarantineSparesALiveMemberOfTheSameAddressAndSystem(t *testing.T) {
+	reg := local.NewRegistry()
+	a := startQuarantinedNode(t, reg, membership.Config{})
+	ctx := context.Background()
+	old, err := reg.Provider().Register(ctx, membership.Member{ID: "old", Address: "127.0.0.1:1", SystemID: "sys-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(a.cluster.Members()) == 2 }, "a to see the old member")
+	if _, err := reg.Provider().Register(ctx, membership.Member{ID: "new", Address: old.Address, SystemID: old.SystemID}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(a.cluster.Members()) == 3 }, "a to see the new member")
+	reg.Remove(old.ID)
+	waitFor(t, func() bool { _, seen := a.cluster.Removal(old.ID); return seen }, "a to see the old member removed")
+	if a.q.SystemBlocked(old.SystemID) || a.q.AddressBlocked(old.Address) {
+		t.Fatal("the live member that shares the removed one's address and actor system is quarantined")
+	}
+}
