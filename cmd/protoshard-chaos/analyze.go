@@ -211,7 +211,11 @@ func normalizeReason(s string) string {
 //     way there (sent during the isolation or within lostWindow before it:
 //     to the others such a node crashed); an incarnation of another entity
 //     of the same shard counts as well (they live where the shard lives);
-//     unaccounted otherwise.
+//     so does a kill -9 within lostWindow after a send made while no
+//     incarnation of the entity or its shard was alive anywhere (between a
+//     hand-off and the next start), if the shard started again only after
+//     the kill (it had been allocated to the killed node); unaccounted
+//     otherwise.
 //   - An order violation is a receipt, by any incarnation, of a lower
 //     sequence number from a sender after a higher one for that entity. It
 //     counts in the window of the late message's send, where its delay
@@ -522,6 +526,31 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		}
 		return nil, ""
 	}
+	// betweenHomes explains a message sent while its shard had no home
+	// anywhere the ledgers show (no incarnation of the entity or of its
+	// shard alive: between a hand-off and the next start), when a node
+	// was killed within lostWindow after the send and the shard started
+	// again only after that kill: the shard had just been allocated to the
+	// killed node, where none of its entities had started yet.
+	betweenHomes := func(ent string, t int64) (string, bool) {
+		var next int64 = -1
+		for _, list := range candidates(ent) {
+			for _, in := range list {
+				if in.start <= t && in.rawEnd >= t {
+					return "", false // it had a home, which says what happened
+				}
+				if in.start > t && (next < 0 || in.start < next) {
+					next = in.start
+				}
+			}
+		}
+		for node, k := range killed {
+			if k >= t && k <= t+int64(lostWindow) && (next < 0 || next > k) {
+				return fmt.Sprintf("no home of its shard alive when sent (between hand-offs); node %s killed at %s, the shard started again after it", node, stamp(k)), true
+			}
+		}
+		return "", false
+	}
 	// isolated returns an incarnation of ent whose node was frozen or cut
 	// off while a message sent at t was on its way there (sent during the
 	// isolation, or within lostWindow before it), and which ended after
@@ -593,6 +622,15 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 				w.LostToCrash++
 				if lostEx.take(ev.Fault) {
 					ev.Detail = fmt.Sprintf("home %s, %s", in.id, how)
+					f.LostList = append(f.LostList, ev)
+				}
+				continue
+			}
+			if why, ok := betweenHomes(k.ent, m.sent); ok {
+				f.LostToCrash++
+				w.LostToCrash++
+				if lostEx.take(ev.Fault) {
+					ev.Detail = why
 					f.LostList = append(f.LostList, ev)
 				}
 				continue

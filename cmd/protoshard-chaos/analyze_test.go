@@ -496,3 +496,42 @@ func TestShardOf(t *testing.T) {
 		t.Fatal("an id without the node|path|counter form has no shard")
 	}
 }
+
+// TestAnalyzeLossBetweenHomes: a message sent while its shard had no home
+// (after a hand-off) is lost to a kill -9 right after it, when the shard
+// starts again only after the kill (it had been allocated to the killed
+// node); with the shard running again before the kill, or no kill, it is
+// unaccounted.
+func TestAnalyzeLossBetweenHomes(t *testing.T) {
+	handedOff := func(ent string, restart float64) []Record {
+		return []Record{
+			start(0, "n2", ent, "n2|sharding/Chaos/9/"+ent+"|1"), stop(5, "n2", ent, "n2|sharding/Chaos/9/"+ent+"|1"),
+			start(restart, "n1", ent, "n1|sharding/Chaos/9/"+ent+"|2"),
+			sent(6, "s1", ent, 1),
+		}
+	}
+	cases := []struct {
+		name        string
+		restart     float64
+		kill        bool
+		lost, unacc int
+	}{
+		{"killed right after, the shard back after the kill", 10, true, 1, 0},
+		{"the shard back before the kill", 6.1, true, 0, 1},
+		{"no kill", 10, false, 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := handedOff("e1", tc.restart)
+			if tc.kill {
+				recs = append(recs, orch(6.2, evKill, "n3"))
+			}
+			recs = append(recs, end(40))
+			sortRecords(recs)
+			f := analyze(recs, []time.Time{time.Unix(0, at(1))}, 5*time.Second)
+			if f.LostToCrash != tc.lost || f.Unaccounted != tc.unacc {
+				t.Fatalf("lost %d, unaccounted %d; want %d, %d", f.LostToCrash, f.Unaccounted, tc.lost, tc.unacc)
+			}
+		})
+	}
+}
