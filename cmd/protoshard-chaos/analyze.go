@@ -211,7 +211,8 @@ func normalizeReason(s string) string {
 //     way there (sent during the isolation or within lostWindow before it:
 //     to the others such a node crashed); an incarnation of another entity
 //     of the same shard counts as well (they live where the shard lives);
-//     so does a kill -9 within lostWindow after a send made while no
+//     so does a kill -9 within lostWindow after (or noticeAfter before) a
+//     send made while no
 //     incarnation of the entity or its shard was alive anywhere (between a
 //     hand-off and the next start), if the shard started again only after
 //     the kill (it had been allocated to the killed node); unaccounted
@@ -529,9 +530,11 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	// betweenHomes explains a message sent while its shard had no home
 	// anywhere the ledgers show (no incarnation of the entity or of its
 	// shard alive: between a hand-off and the next start), when a node
-	// was killed within lostWindow after the send and the shard started
-	// again only after that kill: the shard had just been allocated to the
-	// killed node, where none of its entities had started yet.
+	// was killed within lostWindow after the send, or noticeAfter before
+	// it (senders route to a dead node until membership removes it), and
+	// the shard started again only after that kill: the shard had just
+	// been allocated to the killed node, where none of its entities had
+	// started yet.
 	betweenHomes := func(ent string, t int64) (string, bool) {
 		var next int64 = -1
 		for _, list := range candidates(ent) {
@@ -545,7 +548,7 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 			}
 		}
 		for node, k := range killed {
-			if k >= t && k <= t+int64(lostWindow) && (next < 0 || next > k) {
+			if k >= t-int64(noticeAfter) && k <= t+int64(lostWindow) && (next < 0 || next > k) {
 				return fmt.Sprintf("no home of its shard alive when sent (between hand-offs); node %s killed at %s, the shard started again after it", node, stamp(k)), true
 			}
 		}

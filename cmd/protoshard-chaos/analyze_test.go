@@ -515,16 +515,18 @@ func TestAnalyzeLossBetweenHomes(t *testing.T) {
 		restart     float64
 		kill        bool
 		lost, unacc int
+		killAt      float64
 	}{
-		{"killed right after, the shard back after the kill", 10, true, 1, 0},
-		{"the shard back before the kill", 6.1, true, 0, 1},
-		{"no kill", 10, false, 0, 1},
+		{"killed right after, the shard back after the kill", 10, true, 1, 0, 6.2},
+		{"killed just before (the sender had not heard yet), the shard back after", 10, true, 1, 0, 5.9},
+		{"the shard back before the kill", 6.1, true, 0, 1, 6.2},
+		{"no kill", 10, false, 0, 1, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := handedOff("e1", tc.restart)
 			if tc.kill {
-				recs = append(recs, orch(6.2, evKill, "n3"))
+				recs = append(recs, orch(tc.killAt, evKill, "n3"))
 			}
 			recs = append(recs, end(40))
 			sortRecords(recs)

@@ -81,7 +81,8 @@
 //     tell where the shard lived (they all live on the shard's node). A
 //     message sent while its shard had no home the ledgers show (between a
 //     hand-off and the next start) counts as lost to a kill -9 within 5s
-//     after the send when the shard started again only after that kill.
+//     after the send, or up to TTL+2s before it, when the shard started
+//     again only after that kill.
 //     Unaccounted: all other messages that were not received.
 //   - Order violations: receipts by an entity (any incarnation) of a lower
 //     sequence number from a sender after a higher one; counted in the
