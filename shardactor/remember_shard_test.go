@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/stretchr/testify/require"
@@ -123,25 +120,8 @@ type regionFixture struct {
 
 func newRegionFixture(t *testing.T, settings shardactor.Settings) *regionFixture {
 	t.Helper()
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
-	f := &fixture{t: t, system: system, rec: &recorder{}, release: make(chan struct{})}
-	sub := system.EventStream.Subscribe(func(evt any) {
-		if d, ok := evt.(*deadletter.Event); ok {
-			f.mu.Lock()
-			f.deadLetters = append(f.deadLetters, d)
-			f.mu.Unlock()
-		}
-	})
-	var releaseOnce sync.Once
-	f.releaseFn = func() { releaseOnce.Do(func() { close(f.release) }) }
-	t.Cleanup(func() {
-		f.releaseFn()
-		system.EventStream.Unsubscribe(sub)
-		system.Shutdown()
-	})
-	entityProps := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
+	f := newBareFixture(t)
+	system, entityProps := f.system, f.entityProps()
 	r := &fakeRegion{
 		props:   shardactor.Props("Counter", shardID, entityProps, settings),
 		backoff: settings.WithDefaults().ShardFailureBackoff,

@@ -148,6 +148,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, settings shardactor.Settings) *fixture {
 	t.Helper()
+	f := newBareFixture(t)
+	f.shard = f.system.Root.Spawn(shardactor.Props("Counter", shardID, f.entityProps(), settings))
+	return f
+}
+
+// newBareFixture is a fixture without its shard: the actor system, the
+// recorder, the dead-letter subscription and the release of held entities.
+func newBareFixture(t *testing.T) *fixture {
+	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
@@ -160,15 +169,18 @@ func newFixture(t *testing.T, settings shardactor.Settings) *fixture {
 		}
 	})
 	var releaseOnce sync.Once
+	f.releaseFn = func() { releaseOnce.Do(func() { close(f.release) }) }
 	t.Cleanup(func() {
-		releaseOnce.Do(func() { close(f.release) })
+		f.releaseFn()
 		system.EventStream.Unsubscribe(sub)
 		system.Shutdown()
 	})
-	f.releaseFn = func() { releaseOnce.Do(func() { close(f.release) }) }
-	entityProps := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
-	f.shard = system.Root.Spawn(shardactor.Props("Counter", shardID, entityProps, settings))
 	return f
+}
+
+// entityProps are the props of the fixture's test entities.
+func (f *fixture) entityProps() *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
 }
 
 // deliver sends msg to entity id the way the region does, with sender as
