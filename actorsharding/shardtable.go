@@ -202,21 +202,22 @@ func (t *shardTable) started(shard string, pid *actor.PID) error {
 
 // handOff moves shard's running child to handingOff and returns it.
 func (t *shardTable) handOff(shard string) (*actor.PID, error) {
-	l, ok := t.local[shard]
-	if !ok || l.state != shardRunning {
-		return nil, fmt.Errorf("hand off shard %s: %w", shard, errShardNotRunning)
-	}
-	l.state = shardHandingOff
-	return l.pid, nil
+	return t.leaveRunning(shard, shardHandingOff, "hand off")
 }
 
 // stop moves shard's running child to stopping and returns it.
 func (t *shardTable) stop(shard string) (*actor.PID, error) {
+	return t.leaveRunning(shard, shardStopping, "stop")
+}
+
+// leaveRunning moves shard's running child to state (what names the
+// transition in the error) and returns it.
+func (t *shardTable) leaveRunning(shard string, state localShardState, what string) (*actor.PID, error) {
 	l, ok := t.local[shard]
 	if !ok || l.state != shardRunning {
-		return nil, fmt.Errorf("stop shard %s: %w", shard, errShardNotRunning)
+		return nil, fmt.Errorf("%s shard %s: %w", what, shard, errShardNotRunning)
 	}
-	l.state = shardStopping
+	l.state = state
 	return l.pid, nil
 }
 
