@@ -873,6 +873,16 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		r.dropBuffered(ctx, shard, m, removedReason)
 		return
 	}
+	home, known := r.table.home(shard)
+	if known && !r.buffers.has(shard) && r.table.isSelf(home) {
+		if pid, running := r.table.running(shard); running {
+			// The hot path. The shard checks that this node's membership
+			// is not stale, as it must for what already waits in its
+			// mailbox; checking here as well would read the clock twice.
+			r.sendToShard(ctx, pid, m)
+			return
+		}
+	}
 	if r.cluster.Stale() {
 		// Paused or cut off past the TTL: the others may have removed this
 		// node and started its shards elsewhere, and it has not heard yet.
@@ -884,8 +894,7 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		r.buffer(ctx, shard, m)
 		return
 	}
-	home, ok := r.table.home(shard)
-	if !ok {
+	if !known {
 		r.buffer(ctx, shard, m)
 		if r.coordinator != nil {
 			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
@@ -893,10 +902,6 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		return
 	}
 	if r.table.isSelf(home) {
-		if pid, running := r.table.running(shard); running {
-			r.sendToShard(ctx, pid, m)
-			return
-		}
 		if r.gracefulShutdown || r.table.alive(shard) {
 			// See receiveShardHome; or an earlier child of the shard still
 			// stops: the message waits for its Terminated.
