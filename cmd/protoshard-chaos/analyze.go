@@ -13,6 +13,11 @@ import (
 // mailbox, or a region buffer waiting for the shard to start there.
 const lostWindow = 5 * time.Second
 
+// handOffWindow is how soon after a send its shard's home may stop (a
+// hand-off under way) for the message to count as passed on to the
+// shard's next home.
+const handOffWindow = time.Second
+
 // crashNoticeWindow is how long after a kill -9 a region may still send to
 // the dead node: until membership removes it (the TTL) and a little more.
 // At least lostWindow.
@@ -212,7 +217,8 @@ func normalizeReason(s string) string {
 //     to the others such a node crashed); an incarnation of another entity
 //     of the same shard counts as well (they live where the shard lives);
 //     so does a kill -9 within lostWindow after (or noticeAfter before) a
-//     send made while no
+//     send made while no (or only a home that stopped within a second:
+//     a hand-off under way)
 //     incarnation of the entity or its shard was alive anywhere (between a
 //     hand-off and the next start), if the shard started again only after
 //     the kill (it had been allocated to the killed node); unaccounted
@@ -540,6 +546,12 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		for _, list := range candidates(ent) {
 			for _, in := range list {
 				if in.start <= t && in.rawEnd >= t {
+					if in.rawEndBy == "stop record" && in.rawEnd <= t+int64(handOffWindow) {
+						// Stopped right after the send: the shard was being
+						// handed off, and its old home passed the message
+						// on to the next one.
+						continue
+					}
 					return "", false // it had a home, which says what happened
 				}
 				if in.start > t && (next < 0 || in.start < next) {

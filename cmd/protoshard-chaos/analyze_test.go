@@ -521,10 +521,19 @@ func TestAnalyzeLossBetweenHomes(t *testing.T) {
 		{"killed just before (the sender had not heard yet), the shard back after", 10, true, 1, 0, 5.9},
 		{"the shard back before the kill", 6.1, true, 0, 1, 6.2},
 		{"no kill", 10, false, 0, 1, 0},
+		{"sent as the old home stopped (a hand-off under way), killed after", 10, true, 1, 0, 6.2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := handedOff("e1", tc.restart)
+			if strings.HasPrefix(tc.name, "sent as the old home stopped") {
+				// The old home stops 0.1s after the send instead of before it.
+				recs = []Record{
+					start(0, "n2", "e1", "n2|sharding/Chaos/9/e1|1"), stop(6.1, "n2", "e1", "n2|sharding/Chaos/9/e1|1"),
+					start(tc.restart, "n1", "e1", "n1|sharding/Chaos/9/e1|2"),
+					sent(6, "s1", "e1", 1),
+				}
+			}
 			if tc.kill {
 				recs = append(recs, orch(tc.killAt, evKill, "n3"))
 			}

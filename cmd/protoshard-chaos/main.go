@@ -80,7 +80,8 @@
 //     entity had no incarnation there yet, the other entities of its shard
 //     tell where the shard lived (they all live on the shard's node). A
 //     message sent while its shard had no home the ledgers show (between a
-//     hand-off and the next start) counts as lost to a kill -9 within 5s
+//     hand-off and the next start, or while the old home stopped within a
+//     second: passed on to the next) counts as lost to a kill -9 within 5s
 //     after the send, or up to TTL+2s before it, when the shard started
 //     again only after that kill.
 //     Unaccounted: all other messages that were not received.
