@@ -8,6 +8,7 @@
 package deadletter
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,7 +27,19 @@ type Event struct {
 	Sender *actor.PID
 	// Reason says why the message was dropped.
 	Reason string
+	// Err is the typed reason, for errors.Is (ErrNilMessage,
+	// ErrMessageTooLarge), when the drop has one; Reason is its text.
+	Err error
 }
+
+// ErrNilMessage: a nil user message, which proto.actor's mailbox counts but
+// cannot dequeue, so the actor's mailbox would spin a core for ever.
+var ErrNilMessage = errors.New("nil message: proto.actor cannot deliver it")
+
+// ErrMessageTooLarge: a message whose encoding exceeds what the receiving
+// node's gRPC server accepts; sent, it would close the stream between the
+// nodes and the messages after it on that stream would vanish.
+var ErrMessageTooLarge = errors.New("message too large for a remote node")
 
 // String describes the drop in one line, for logs.
 func (e *Event) String() string {
@@ -40,11 +53,21 @@ var own sync.Map
 
 // Publish reports a dropped message on system's EventStream and logs it.
 func Publish(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, reason string) {
-	dl := &actor.DeadLetterEvent{PID: target, Message: message, Sender: sender}
+	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: reason})
+}
+
+// PublishError is Publish with a typed reason: the Event's Err is err and
+// its Reason err's text.
+func PublishError(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, err error) {
+	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: err.Error(), Err: err})
+}
+
+func publish(system *actor.ActorSystem, e *Event) {
+	dl := &actor.DeadLetterEvent{PID: e.Target, Message: e.Message, Sender: e.Sender}
 	own.Store(dl, struct{}{})
 	system.EventStream.Publish(dl)
 	own.Delete(dl)
-	publishEvent(system, &Event{Target: target, Message: message, Sender: sender, Reason: reason})
+	publishEvent(system, e)
 }
 
 func publishEvent(system *actor.ActorSystem, e *Event) {
