@@ -1,14 +1,18 @@
 package actorsharding_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -82,6 +86,142 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := b.System.Root.RequestFuture(w.region(b), goPing{id: remoteID}, 5*time.Second).Result(); err == nil {
 		t.Log("goPing answered") // the test entity does not answer goPing; reaching it is enough
+	}
+}
+
+// A nil message, sent or requested, to any actor of the library is a
+// dead-letter event with the reason; the requester fails at once, nothing
+// spins (proto.actor's own mailbox would spin a core for ever on it), and
+// every actor goes on working.
+func TestNilToEveryLibraryActor(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.startNode(false), w.startNode(false)
+	proxy := w.startNode(true)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	onA := w.entityOn(a, a)
+	oldest := w.cluster.Oldest("")
+	manager := actorsharding.CoordinatorManagerName(typeName)
+	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(onA)
+	targets := []struct {
+		kind string
+		node *testkit.Node
+		pid  *actor.PID
+	}{
+		{"shard region", a, w.region(a)},
+		{"shard region proxy", proxy, w.region(proxy)},
+		{"shard", a, a.System.NewLocalPID(actorsharding.RegionName(typeName) + "/" + shardactor.EntityName(shard))},
+		{"singleton manager", b, b.System.NewLocalPID(manager)},
+		{"coordinator supervisor (the singleton)", oldest, oldest.System.NewLocalPID(manager + "/singleton")},
+		{"coordinator", oldest, oldest.System.NewLocalPID(manager + "/singleton/coordinator")},
+	}
+	for _, c := range targets {
+		t.Run(c.kind, func(t *testing.T) {
+			before := len(w.dropped())
+			c.node.System.Root.Send(c.pid, nil)
+			if _, err := c.node.System.Root.RequestFuture(c.pid, nil, 10*time.Second).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+				t.Errorf("request of nil: %v, want a dead letter at once", err)
+			}
+			testkit.WaitFor(t, 20*time.Second, func() bool { return len(nilDrops(w.dropped()[before:], c.pid)) == 2 },
+				"two nil-message events for %s; got %v", c.pid, testkit.Lazy(func() any { return w.dropped()[before:] }))
+		})
+	}
+	testkit.AssertNotSpinning(t, 2*time.Second)
+	for _, n := range []*testkit.Node{a, b, proxy} {
+		askEventually(t, n, w.region(n), onA, 1)
+	}
+	if st := w.coordinatorState(); st == nil || len(st.State.Regions) != 2 {
+		t.Fatalf("coordinator state after the nils: %v", st)
+	}
+}
+
+func nilDrops(events []*deadletter.Event, target *actor.PID) []*deadletter.Event {
+	var out []*deadletter.Event
+	for _, e := range events {
+		if errors.Is(e.Err, deadletter.ErrNilMessage) && e.Target.Equal(target) && strings.Contains(e.Reason, "nil message") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A message too large for the receiving node's gRPC limit is refused by
+// the sending region with a typed dead-letter event, and the requester
+// fails at once. Sent, it would close the stream between the nodes, and the
+// messages after it would vanish; here they all arrive.
+func TestOversizeMessageToAnotherNode(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.twoNodes()
+	var onB []string
+	for _, id := range entityIDs(200) {
+		if len(onB) < 2 && askEventually(t, a, w.region(a), id, 0).Node == b.Address() {
+			onB = append(onB, id)
+		}
+	}
+	if len(onB) < 2 {
+		t.Fatalf("fewer than two of 200 entities live on %s", b.Name)
+	}
+	big, other := onB[0], onB[1]
+	before := len(w.dropped())
+	huge := &testpb.Ping{EntityId: big, Seq: 1, From: strings.Repeat("x", 8<<20)}
+	// The ordinary messages follow at once: on a stream the large one
+	// closed, they would be lost.
+	answer := a.System.Root.RequestFuture(w.region(a), huge, 30*time.Second)
+	const n = 200
+	for seq := int64(1); seq <= n; seq++ {
+		a.System.Root.Send(w.region(a), pingMsg(other, seq))
+	}
+	if _, err := answer.Result(); !errors.Is(err, actor.ErrDeadLetter) {
+		t.Fatalf("request of an 8 MiB message: %v, want a dead letter", err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool { return len(w.received.get(other)) == n+1 },
+		"%d messages after the large one to reach %s; got %d", n, other, testkit.Lazy(func() any { return len(w.received.get(other)) }))
+	var tooLarge []*deadletter.Event
+	for _, e := range w.dropped()[before:] {
+		if errors.Is(e.Err, deadletter.ErrMessageTooLarge) {
+			tooLarge = append(tooLarge, e)
+		}
+	}
+	if len(tooLarge) != 1 || tooLarge[0].Message != huge || !strings.Contains(tooLarge[0].Reason, big) {
+		t.Fatalf("too-large events %v, want one naming %s with the message", tooLarge, big)
+	}
+	if got := w.received.get(big); len(got) != 1 {
+		t.Fatalf("%s received %v, want only its first ping", big, got)
+	}
+	askEventually(t, a, w.region(a), big, 2)
+}
+
+// A protocol answer that outgrows the limit (here a region's state, asked
+// from another node, under a small limit) is refused with a typed event;
+// the asker fails at once instead of waiting, and the nodes go on working.
+func TestOversizeAnswerIsRefused(t *testing.T) {
+	w := newLocalWorld(t, actorsharding.WithMaxMessageSize(2000))
+	a, b := w.twoNodes()
+	var ids []string
+	for i := 0; i < 200; i++ {
+		ids = append(ids, fmt.Sprintf("entity-with-a-rather-long-identifier-%03d", i))
+	}
+	for _, id := range ids {
+		askEventually(t, a, w.region(a), id, 0)
+	}
+	before := len(w.dropped())
+	start := time.Now()
+	if _, err := b.System.Root.RequestFuture(w.region(a), &messages.GetShardRegionState{}, 30*time.Second).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+		t.Fatalf("remote GetShardRegionState: %v, want a dead letter", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the refused answer failed the asker after %v", took)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		for _, e := range w.dropped()[before:] {
+			if _, ok := e.Message.(*messages.CurrentShardRegionState); ok && errors.Is(e.Err, deadletter.ErrMessageTooLarge) {
+				return true
+			}
+		}
+		return false
+	}, "a too-large event for the region state")
+	for _, n := range []*testkit.Node{a, b} {
+		askEventually(t, n, w.region(n), ids[0], 1)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -952,6 +953,11 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		return
 	}
 	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: r.members[home.Address].ID}
+	if err := guard.CheckSize(env, r.settings.MaxMessageSize); err != nil {
+		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
+		return
+	}
 	ctx.RequestWithCustomSender(home, env, m.sender)
 }
 
@@ -1044,7 +1050,7 @@ func (r *region) queryShards(ctx actor.Context, q any, build func([]shardAnswer)
 		return
 	}
 	shards := r.table.runningShards()
-	root := ctx.ActorSystem().Root
+	root := guard.Root(ctx.ActorSystem(), r.settings.MaxMessageSize)
 	timeout := r.settings.ShardRegionQueryTimeout
 	go func() {
 		root.Send(requester, build(askShards(root, shards, q, timeout)))

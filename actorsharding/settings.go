@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
@@ -32,6 +33,16 @@ type Settings struct {
 	// for its regions' graceful shutdown. Default: the hand-off timeout
 	// plus 10s.
 	GracefulShutdownTimeout time.Duration
+	// MaxMessageSize is the largest encoded ShardingEnvelope (the message
+	// for an entity, its type name and the entity ID) that a region sends
+	// to a region on another node. A larger one is dropped at the sending
+	// region with a dead-letter event whose Err is
+	// deadletter.ErrMessageTooLarge: sent, it would exceed the receiving
+	// gRPC server's limit, which closes the stream and loses the messages
+	// after it. Default: gRPC's 4 MiB receive limit less 64 KiB for
+	// proto.actor's envelope. Raise it only with the receivers' gRPC limit
+	// (grpc.MaxRecvMsgSize in remote.WithServerOptions).
+	MaxMessageSize int
 	// RememberEntities (Akka's remember-entities): every shard records its
 	// running entities in the Shard settings' RememberEntitiesStore and
 	// starts them again wherever it starts next (rebalance, crash, full
@@ -69,6 +80,7 @@ func DefaultSettings() Settings {
 		BufferSize:              100000,
 		RetryInterval:           2 * time.Second,
 		ShardRegionQueryTimeout: 3 * time.Second,
+		MaxMessageSize:          guard.DefaultMaxMessageSize,
 		Coordinator:             coordinatoractor.DefaultSettings(),
 		Shard:                   shardactor.DefaultSettings(),
 		Singleton:               singleton.DefaultSettings(),
@@ -85,6 +97,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.ShardRegionQueryTimeout <= 0 {
 		s.ShardRegionQueryTimeout = d.ShardRegionQueryTimeout
+	}
+	if s.MaxMessageSize <= 0 {
+		s.MaxMessageSize = d.MaxMessageSize
 	}
 	s.Coordinator.Role = s.Role
 	s.Coordinator.RememberEntities = s.RememberEntities
@@ -129,6 +144,9 @@ func WithRole(role string) Option { return func(s *Settings) { s.Role = role } }
 
 // WithBufferSize sets Settings.BufferSize (Akka's buffer-size).
 func WithBufferSize(n int) Option { return func(s *Settings) { s.BufferSize = n } }
+
+// WithMaxMessageSize sets Settings.MaxMessageSize.
+func WithMaxMessageSize(bytes int) Option { return func(s *Settings) { s.MaxMessageSize = bytes } }
 
 // WithRetryInterval sets Settings.RetryInterval (Akka's retry-interval).
 func WithRetryInterval(d time.Duration) Option { return func(s *Settings) { s.RetryInterval = d } }

@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/extensions"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -187,7 +188,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			coordinatorProxy: proxy,
 			stopped:          stopped,
 		}
-	}), RegionName(typeName))
+	}, guard.WithMailbox(), guard.WithSizeLimit(settings.MaxMessageSize)), RegionName(typeName))
 	if err != nil {
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)

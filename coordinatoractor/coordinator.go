@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
@@ -59,7 +60,7 @@ func Props(typeName string, cluster *membership.Cluster, settings Settings, stra
 			strategy: strategy,
 			store:    store,
 		}
-	})
+	}, guard.WithMailbox(), guard.WithSizeLimit(guard.DefaultMaxMessageSize))
 }
 
 // coordinator is Akka's ShardCoordinator. Every change of its State is an
@@ -897,7 +898,7 @@ func (c *coordinator) onGetClusterShardingStats(ctx actor.Context, msg *messages
 	if requester == nil {
 		return
 	}
-	root := ctx.ActorSystem().Root
+	root := guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize)
 	regions := sortedEntries(c.state.Regions)
 	go func() {
 		type answer struct {

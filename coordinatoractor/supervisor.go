@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/guard"
 )
 
 // CoordinatorName is the child name of the coordinator under its
@@ -54,7 +55,7 @@ func SupervisorProps(coordinator *actor.Props, failureBackoff time.Duration) *ac
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{props: coordinator, backoff: b, behavior: actor.NewBehavior()}
-	}, actor.WithSupervisor(stopOnFailure))
+	}, actor.WithSupervisor(stopOnFailure), guard.WithMailbox())
 }
 
 // supervisor is Akka's ShardCoordinatorSupervisor with BackoffOpts.onStop.

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -93,7 +94,7 @@ func Props(shard string, from *actor.PID, handOffTimeout time.Duration, regions 
 			epoch:          epoch,
 			behavior:       actor.NewBehavior(),
 		}
-	})
+	}, guard.WithMailbox())
 }
 
 // worker is Akka's RebalanceWorker: one receive method per state (see the

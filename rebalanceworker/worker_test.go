@@ -353,3 +353,28 @@ func TestBeginHandOffIsResentUntilAcknowledged(t *testing.T) {
 	require.Less(t, time.Since(start), deadline/2, "done by the resend, not at the time-out")
 	require.Contains(t, f.snapshot(), "late BeginHandOff 2")
 }
+
+// A nil message to a worker is a dead-letter event with the reason
+// (proto.actor's own mailbox would spin on it for ever); the worker goes on
+// with the hand-off.
+func TestNilMessageIsDropped(t *testing.T) {
+	f := newFixture(t)
+	from := f.region("from", true, answerShardStopped)
+	slow := f.region("slow", false, nil)
+	c := f.startWorker(rebalanceworker.Props(shard, from, deadline, []*actor.PID{from, slow}, true, testEpoch))
+	waitFor(t, "BeginHandOff to both regions", func() bool { return f.seen("from BeginHandOff") && f.seen("slow BeginHandOff") }, func() any { return f.snapshot() })
+	f.system.Root.Send(c.worker, nil)
+	waitFor(t, "a nil-message event", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, r := range f.deadLetters {
+			if strings.Contains(r, "nil message") && strings.Contains(r, c.worker.Id) {
+				return true
+			}
+		}
+		return false
+	}, func() any { f.mu.Lock(); defer f.mu.Unlock(); return slices.Clone(f.deadLetters) })
+	// The slow region's ack, with it as the sender, completes the hand-off.
+	f.system.Root.RequestWithCustomSender(c.worker, &messages.BeginHandOffAck{Shard: shard}, slow)
+	require.Equal(t, &messages.RebalanceDone{Shard: shard, Ok: true}, c.done(t))
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -56,7 +57,7 @@ const (
 // (see Settings).
 func Props(typeName, shardID string, entityProps *actor.Props, settings Settings) *actor.Props {
 	settings = settings.withDefaults()
-	var opts []actor.PropsOption
+	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
 		opts = append(opts, actor.WithSupervisor(settings.EntitySupervisorStrategy))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -56,7 +57,7 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return newManager(cluster, props, name, settings)
-	}), name)
+	}, guard.WithMailbox()), name)
 	if err != nil {
 		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
 	}
@@ -143,7 +144,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		m.timers = scheduler.NewTimerScheduler(ctx)
-		m.buffer = ctx.Spawn(actor.PropsFromProducer(newOldestChangedBuffer(m.cluster, m.settings.Role)))
+		m.buffer = ctx.Spawn(actor.PropsFromProducer(newOldestChangedBuffer(m.cluster, m.settings.Role), guard.WithMailbox()))
 		m.cluster.Subscribe(ctx.Self())
 		m.become(ctx, StateStart, m.start)
 		m.askNext(ctx)

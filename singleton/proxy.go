@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -25,7 +26,7 @@ func StartProxy(system *actor.ActorSystem, cluster *membership.Cluster, managerN
 	settings = settings.withDefaults()
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &proxy{cluster: cluster, managerName: managerName, settings: settings}
-	}))
+	}, guard.WithMailbox(), guard.WithSizeLimit(guard.DefaultMaxMessageSize)))
 	return pid, nil
 }
 
@@ -122,7 +123,15 @@ func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 			fmt.Sprintf("singleton proxy: cannot encode %T: %v", b.message, err))
 		return
 	}
-	ctx.Send(actor.NewPID(p.singleton.Address, p.managerName), &messages.SingletonEnvelope{Message: payload, Sender: b.sender})
+	env := &messages.SingletonEnvelope{Message: payload, Sender: b.sender}
+	if err := guard.CheckSize(env, guard.DefaultMaxMessageSize); err != nil {
+		// Checked here, not only by the size limit on sends, so that the
+		// event names the requester (the envelope carries it) and its
+		// future fails at once.
+		deadletter.PublishError(ctx.ActorSystem(), p.singleton, b.message, b.sender, fmt.Errorf("singleton proxy: %w", err))
+		return
+	}
+	ctx.Send(actor.NewPID(p.singleton.Address, p.managerName), env)
 }
 
 func (p *proxy) buffered(ctx actor.Context, b bufferedMessage) {

@@ -2,6 +2,7 @@ package singleton_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/lease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/singleton"
@@ -358,32 +360,53 @@ func TestSingletonThreeOldestCrashTogether(t *testing.T) {
 	})
 }
 
-// Bad input: a non-protobuf message to the proxy is dropped with a reason,
-// and the proxy keeps working. (A nil message never reaches an actor:
-// proto.actor's mailbox takes a popped nil for "empty" and loses it.)
+// Bad input: a non-protobuf message to the proxy, a nil message to the
+// proxy or the manager, and a message too large for the singleton's node
+// are each dropped with a reason (a requester fails at once), nothing
+// spins, and the proxy keeps working.
 func TestProxyRejectsBadInput(t *testing.T) {
 	f := newFixture(t, testkit.NewLocalBackend(), 0)
 	nodes := f.startNodes(2)
 	f.waitSingletonOn(nodes[0])
-	events := make(chan string, 10)
+	events := make(chan *deadletter.Event, 10)
 	sub := nodes[1].System.EventStream.Subscribe(func(evt any) {
-		if e, ok := evt.(interface{ String() string }); ok {
-			if _, isDL := evt.(*actor.DeadLetterEvent); !isDL {
-				events <- e.String()
-			}
+		if e, ok := evt.(*deadletter.Event); ok {
+			events <- e
 		}
 	})
 	defer nodes[1].System.EventStream.Unsubscribe(sub)
-	proxy := f.proxies[nodes[1]]
-	nodes[1].System.Root.Send(proxy, struct{ Name string }{"not proto"})
-	for i := 0; i < 1; i++ {
-		select {
-		case e := <-events:
-			t.Log(e)
-		case <-time.After(deadline):
-			t.Fatal("no dead-letter event for a bad message")
+	expect := func(what string, match func(*deadletter.Event) bool) {
+		t.Helper()
+		for {
+			select {
+			case e := <-events:
+				t.Log(e)
+				if match(e) {
+					return
+				}
+			case <-time.After(deadline):
+				t.Fatalf("no dead-letter event for %s", what)
+			}
 		}
 	}
+	root := nodes[1].System.Root
+	proxy := f.proxies[nodes[1]]
+	root.Send(proxy, struct{ Name string }{"not proto"})
+	expect("a non-protobuf message", func(e *deadletter.Event) bool { return strings.Contains(e.Reason, "not a protobuf message") })
+	for _, pid := range []*actor.PID{proxy, f.managers[nodes[1]]} {
+		if _, err := root.RequestFuture(pid, nil, deadline).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+			t.Errorf("request of nil to %s: %v, want a dead letter at once", pid, err)
+		}
+		expect("nil to "+pid.String(), func(e *deadletter.Event) bool {
+			return errors.Is(e.Err, deadletter.ErrNilMessage) && e.Target.Equal(pid)
+		})
+	}
+	huge := wrapperspb.String(strings.Repeat("x", 5<<20))
+	if _, err := root.RequestFuture(proxy, huge, deadline).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+		t.Errorf("request of 5 MiB through the proxy: %v, want a dead letter at once", err)
+	}
+	expect("a message too large", func(e *deadletter.Event) bool { return errors.Is(e.Err, deadletter.ErrMessageTooLarge) })
+	testkit.AssertNotSpinning(t, time.Second)
 	f.allProxiesReach(nodes[0])
 }
 
