@@ -149,8 +149,19 @@ func (m *mailbox) refuse(msg any, err error) {
 // does not becomes a dead-letter event instead of closing the stream to
 // that node.
 func WithSizeLimit(limit int) actor.PropsOption {
-	return actor.WithSenderMiddleware(sizeLimit(limit))
+	return func(props *actor.Props) {
+		actor.WithOnInit(createContextExtras)(props)
+		actor.WithSenderMiddleware(sizeLimit(limit))(props)
+	}
 }
+
+// createContextExtras makes proto.actor create the actor context's extras
+// at spawn. A sender middleware runs on them, and proto.actor creates them
+// on first use, without a lock: a scheduler.TimerScheduler sends through the
+// actor's context from its timer goroutine, which would race with the
+// actor's own first send. Get is the context method that creates them and
+// does nothing else.
+func createContextExtras(ctx actor.Context) { ctx.Get(0) }
 
 // Root returns a root context of system whose sends to other nodes are
 // limited as WithSizeLimit's: for answers built off an actor, in a

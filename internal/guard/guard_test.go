@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
@@ -182,5 +183,41 @@ func TestSizeLimitOnRemoteSends(t *testing.T) {
 	}
 	if !guard.IsRemote(system, remote) || guard.IsRemote(system, local) {
 		t.Error("IsRemote got local and remote wrong")
+	}
+}
+
+// A size-limited actor whose timers send through its context (from their
+// own goroutine, as scheduler.TimerScheduler does) while it sends itself:
+// under the race detector this fails if the sender middleware's context is
+// created lazily.
+func TestSizeLimitWithTimers(t *testing.T) {
+	system, _ := newSystem(t)
+	sink, err := system.Root.SpawnNamed(actor.PropsFromFunc(func(actor.Context) {}), "sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks := make(chan struct{}, 100)
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			scheduler.NewTimerScheduler(ctx).SendRepeatedly(time.Millisecond, time.Millisecond, ctx.Self(), "tick")
+			ctx.Send(sink, &testpb.Ping{})
+		case string:
+			ctx.Send(sink, &testpb.Ping{})
+			select {
+			case ticks <- struct{}{}:
+			default:
+			}
+		}
+	}, guard.WithSizeLimit(1000)))
+	for i := 0; i < 20; i++ {
+		select {
+		case <-ticks:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no timer ticks")
+		}
+	}
+	if err := system.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
 	}
 }
