@@ -473,7 +473,8 @@ func (w *world) ledgerStarts(ids []string) int {
 // Messages a region forwards to a node that crashed, before membership
 // removed it, are lost; proto.actor reports them only with its reasonless
 // dead letter, and sharding turns that into a dead-letter event with a
-// reason, so that no loss is silent.
+// reason, so that no loss is silent. Those still waiting for a connection
+// when the removal comes are reported by the quarantine.
 func TestMessagesToACrashedNodeAreReported(t *testing.T) {
 	w := newLocalWorld(t)
 	a, b := w.twoNodes()
@@ -485,7 +486,9 @@ func TestMessagesToACrashedNodeAreReported(t *testing.T) {
 		a.System.Root.Send(w.region(a), pingMsg(id, seq))
 		time.Sleep(50 * time.Millisecond)
 	}
-	testkit.WaitFor(t, 60*time.Second, func() bool { return len(w.dropsWith(since, "could not be reached")) > 0 },
+	testkit.WaitFor(t, 60*time.Second, func() bool {
+		return len(w.dropsWith(since, "could not be reached"))+len(w.dropsWith(since, "quarantine: "+b.Address())) > 0
+	},
 		"a dead-letter event for a message to the crashed node; got %v", testkit.Lazy(func() any { return w.dropped()[since:] }))
 }
 

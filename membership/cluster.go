@@ -31,8 +31,11 @@ type Config struct {
 	AfterRemoval AfterRemoval
 	// Quarantine, when set, fences this node against removed members at
 	// the remote layer: it must be the one installed in the node's remote
-	// (Quarantine.RemoteOption). Nil: messages a removed member still
-	// sends are processed, and its address is dialled again on demand.
+	// (Quarantine.RemoteOption). NewCluster puts it in front of the remote
+	// in the actor system's process registry, to drop what is sent to a
+	// removed member: create the Cluster before the node sends to others.
+	// Nil: messages a removed member still sends are processed, and its
+	// address is dialled again on demand.
 	Quarantine *Quarantine
 	// OnTerminate is called once, on its own goroutine, when a node with
 	// AfterRemoval Terminate finds itself removed, after its subscribers
@@ -141,6 +144,9 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 	}
 	if cfg.LeaveHookTimeout <= 0 {
 		cfg.LeaveHookTimeout = 60 * time.Second
+	}
+	if cfg.Quarantine != nil {
+		cfg.Quarantine.install(system)
 	}
 	return &Cluster{
 		system:   system,

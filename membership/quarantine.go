@@ -1,9 +1,9 @@
 package membership
 
 import (
-	"context"
 	"sync"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,14 +18,19 @@ import (
 // after its removal (a stale coordinator's commands, a region's buffered
 // messages forwarded late) would otherwise reach actors that have moved on.
 //
-// It works on proto.actor's gRPC transport: the remote passes every
-// connection through it (see RemoteOption), and the Cluster (Config
-// Quarantine) tells it who was removed. A connection from a quarantined
-// actor system is refused, and one already open is closed at its next
-// message, which is dropped. A new connection to a quarantined address is
-// refused; one already open is left to end by itself, so that what was on
-// its way to a node that is only paused reaches it, and it drops that with
-// a reason once it resumes (a dead node's connection ends at once).
+// It works on proto.actor's gRPC transport and process registry: the
+// remote passes every connection through it (see RemoteOption), the Cluster
+// (Config Quarantine) tells it who was removed and puts it in front of the
+// remote in the actor system's process registry. A connection from a
+// quarantined actor system is refused, and one already open is closed at
+// its next message, which is dropped. What this node sends to a
+// quarantined address is dropped here with a dead-letter event (a Watch is
+// answered with Terminated at once), and nothing holds the remote up on it
+// (see quarantine_outbound.go). An endpoint already open is left to end by
+// itself, so that what was on its way to a node that is only paused
+// reaches it, and it drops that with a reason once it resumes (a dead
+// node's connection ends at once). A node that announces the shutdown of
+// its remote (after it left) is quarantined at once, as at its removal.
 // proto.actor's own BlockList is not used: its endpoint reader answers a
 // blocked system "blocked" and goes on reading its messages.
 //
@@ -40,6 +45,7 @@ type Quarantine struct {
 	mu        sync.RWMutex
 	systems   map[string]bool // actor system IDs whose messages are refused
 	addresses map[string]bool // addresses this node does not dial
+	system    *actor.ActorSystem
 }
 
 // NewQuarantine returns a Quarantine that blocks nothing yet.
@@ -99,16 +105,6 @@ func (q *Quarantine) AddressBlocked(address string) bool {
 // any message once that system is quarantined.
 func (q *Quarantine) serverInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	return handler(srv, &quarantinedStream{ServerStream: ss, q: q})
-}
-
-// clientInterceptor refuses to open a stream to a quarantined address, so
-// the remote does not dial a removed member.
-func (q *Quarantine) clientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
-	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if q.AddressBlocked(cc.Target()) {
-		return nil, status.Errorf(codes.Unavailable, "protoshard quarantine: %s is a removed member's address", cc.Target())
-	}
-	return streamer(ctx, desc, cc, method, opts...)
 }
 
 // quarantinedStream is one inbound connection. RecvMsg runs on the one

@@ -2,6 +2,7 @@ package membership_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -41,6 +43,7 @@ func (b *inbox) has(seq int64) bool {
 
 type quarantinedNode struct {
 	system  *actor.ActorSystem
+	remote  *remote.Remote
 	cluster *membership.Cluster
 	inbox   *inbox
 	pid     *actor.PID
@@ -73,7 +76,7 @@ func startQuarantinedNode(t *testing.T, reg *local.Registry, cfg membership.Conf
 	if err := c.Join(ctx); err != nil {
 		t.Fatalf("join: %v", err)
 	}
-	return &quarantinedNode{system: system, cluster: c, inbox: box, pid: pid, q: q}
+	return &quarantinedNode{system: system, remote: r, cluster: c, inbox: box, pid: pid, q: q}
 }
 
 // A member removed while it still runs (paused, cut off) is quarantined:
@@ -96,10 +99,43 @@ func TestQuarantineOfARemovedMember(t *testing.T) {
 		t.Fatal("b's address is not blocked")
 	}
 	// a's connection to b ends (as it does when b's process dies, or the
-	// network between them); a must not open a new one.
+	// network between them); a must not open a new one. What a sends b
+	// now is dropped at a, with a reason, and a watch of b's actors ends
+	// at once.
 	a.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: old.Address})
+	dropped := make(chan *deadletter.Event, 10)
+	a.system.EventStream.Subscribe(func(e any) {
+		if d, ok := e.(*deadletter.Event); ok && strings.Contains(d.Reason, "removed from the cluster") {
+			dropped <- d
+		}
+	})
 	b.system.Root.Send(a.pid, &testpb.Ping{Seq: 2})
 	a.system.Root.Send(b.pid, &testpb.Ping{Seq: 2})
+	select {
+	case d := <-dropped:
+		if d.Target.GetAddress() != old.Address {
+			t.Errorf("dropped %v, want the message to b", d)
+		}
+	case <-time.After(waitTimeout):
+		t.Error("no dead-letter event for the message to the removed member")
+	}
+	terminated := make(chan *actor.Terminated, 1)
+	a.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(b.pid)
+		case *actor.Terminated:
+			terminated <- m
+		}
+	}))
+	select {
+	case m := <-terminated:
+		if !m.Who.Equal(b.pid) || m.Why != actor.TerminatedReason_AddressTerminated {
+			t.Errorf("watch of the removed member's actor ended with %v", m)
+		}
+	case <-time.After(waitTimeout):
+		t.Error("a watch of the removed member's actor did not end")
+	}
 	time.Sleep(time.Second)
 	if a.inbox.has(2) {
 		t.Error("a processed a message from the removed member")
@@ -140,5 +176,57 @@ func TestQuarantineSparesALiveMemberOfTheSameAddressAndSystem(t *testing.T) {
 	waitFor(t, func() bool { _, seen := a.cluster.Removal(old.ID); return seen }, "a to see the old member removed")
 	if a.q.SystemBlocked(old.SystemID) || a.q.AddressBlocked(old.Address) {
 		t.Fatal("the live member that shares the removed one's address and actor system is quarantined")
+	}
+}
+
+// The remote opens an endpoint by itself to pass on the Terminated of an
+// actor it watched on a member that has left: to a quarantined address it
+// connects at once to a sink that ends soon, so the Terminated arrives and
+// the node's graceful remote shutdown does not wait. (proto.actor's
+// endpoint writer retried the refused connection for ten seconds, and
+// the shutdown waited for it.)
+func TestQuarantinedAddressHoldsNothingUp(t *testing.T) {
+	reg := local.NewRegistry()
+	a := startQuarantinedNode(t, reg, membership.Config{})
+	b := startQuarantinedNode(t, reg, membership.Config{})
+	waitFor(t, func() bool { return len(a.cluster.Members()) == 2 }, "a to see b")
+	terminated := make(chan *actor.Terminated, 1)
+	bInbox := actor.NewPID(b.pid.Address, b.pid.Id) // a PID caches its process: not b's own
+	a.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(bInbox)
+			ctx.Send(bInbox, &testpb.Ping{Seq: 1})
+		case *actor.Terminated:
+			terminated <- m
+		}
+	}))
+	waitFor(t, func() bool { return b.inbox.has(1) }, "the watcher's ping to reach b (after its watch)")
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := b.cluster.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return a.q.AddressBlocked(b.system.Address()) }, "a to quarantine b's address")
+	// a's endpoint to b ends; then b's actor stops, and its Terminated
+	// reaches a, whose remote opens an endpoint to b's address for it.
+	a.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: b.system.Address()})
+	select {
+	case m := <-terminated:
+		if m.Why != actor.TerminatedReason_AddressTerminated {
+			t.Fatalf("the endpoint's end told the watcher %v", m)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the watcher was not told that b's endpoint ended")
+	}
+	if err := b.system.Root.StopFuture(b.pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the Terminated crosses; a's remote opens the endpoint
+	start := time.Now()
+	a.remote.Shutdown(true)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a's graceful remote shutdown took %v", took)
 	}
 }
