@@ -188,7 +188,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			coordinatorProxy: proxy,
 			stopped:          stopped,
 		}
-	}, guard.WithMailbox(), guard.WithSizeLimit(settings.MaxMessageSize)), RegionName(typeName))
+	}, guard.WithMailbox()), RegionName(typeName))
 	if err != nil {
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)

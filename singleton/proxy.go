@@ -26,7 +26,7 @@ func StartProxy(system *actor.ActorSystem, cluster *membership.Cluster, managerN
 	settings = settings.withDefaults()
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &proxy{cluster: cluster, managerName: managerName, settings: settings}
-	}, guard.WithMailbox(), guard.WithSizeLimit(guard.DefaultMaxMessageSize)))
+	}, guard.WithMailbox()))
 	return pid, nil
 }
 

@@ -9,10 +9,12 @@
 //     server closes the stream, the message is lost, and so are the
 //     messages already on their way on that stream, without any event.
 //
-// Every actor protoshard spawns gets WithMailbox; the ones that send across
-// nodes (regions, coordinators, singleton proxies) also get WithSizeLimit,
-// and answer from goroutines through Root. Check and CheckSize are the
-// checks themselves, for code that sends without an actor in between.
+// Every actor protoshard spawns gets WithMailbox. Sizes are checked where
+// messages leave for another node: the coordinator gets WithSizeLimit (a
+// sender middleware: cheap for its traffic, but an envelope allocation per
+// send on a hot path), regions and singleton proxies check with CheckSize
+// what they wrap for another node, and answers built in goroutines go
+// through Root.
 package guard
 
 import (
