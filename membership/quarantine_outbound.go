@@ -154,7 +154,14 @@ func (q *Quarantine) dropBatch(batch *remote.MessageBatch) {
 
 // drop reports msg, for target at a quarantined address, as dropped.
 func (q *Quarantine) drop(target *actor.PID, msg any, sender *actor.PID) {
-	switch msg.(type) {
+	switch m := msg.(type) {
+	case *actor.Watch:
+		// As the remote's endpoint watcher answers a watch of an address
+		// whose endpoint terminated.
+		if ref, ok := q.system.ProcessRegistry.GetLocal(m.Watcher.GetId()); ok {
+			ref.SendSystemMessage(m.Watcher, &actor.Terminated{Who: target, Why: actor.TerminatedReason_AddressTerminated})
+		}
+	case *actor.Unwatch:
 	case actor.SystemMessage, *actor.DeadLetterResponse:
 		// Protocol traffic to a removed member's actors (the Terminated of
 		// an actor it watched, the answer to its own dead letter):
@@ -217,17 +224,7 @@ func (p *fencedProcess) SendSystemMessage(pid *actor.PID, message any) {
 		p.next.SendSystemMessage(pid, message)
 		return
 	}
-	switch m := message.(type) {
-	case *actor.Watch:
-		// As the remote's endpoint watcher answers a watch of an address
-		// whose endpoint terminated.
-		if ref, ok := p.q.system.ProcessRegistry.GetLocal(m.Watcher.GetId()); ok {
-			ref.SendSystemMessage(m.Watcher, &actor.Terminated{Who: pid, Why: actor.TerminatedReason_AddressTerminated})
-		}
-	case *actor.Unwatch:
-	default:
-		p.q.drop(pid, message, nil)
-	}
+	p.q.drop(pid, message, nil)
 }
 
 func (p *fencedProcess) Stop(pid *actor.PID) {
