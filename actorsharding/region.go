@@ -46,9 +46,9 @@ type region struct {
 
 	table   shardTable
 	buffers shardBuffers
-	// handedOff: shards this region handed off and whose new home it has
-	// not learned yet (see onEnvelope).
-	handedOff map[string]bool
+	// handOffs: the planned hand-offs this region takes part in, as the
+	// shard's old home or as a region that forwarded to it.
+	handOffs handOffs
 
 	// removed: this member was removed from the cluster (failure detection
 	// or its own fencing) and has not joined again as removedID's
@@ -111,7 +111,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.members = map[string]membership.Member{}
 		r.table = newShardTable(ctx.Self())
 		r.buffers = newShardBuffers(r.settings.BufferSize)
-		r.handedOff = map[string]bool{}
+		r.handOffs = newHandOffs()
 		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
@@ -172,6 +172,12 @@ func (r *region) active(ctx actor.Context) {
 		if r.obeys(ctx, msg, msg.GetEpoch()) {
 			r.onHandOff(ctx, msg)
 		}
+	case *messages.BeginHandOffAck:
+		r.relayBeginHandOffAck(ctx, msg)
+	case *messages.HandOffForwarded:
+		r.relayHandOffForwarded(ctx, msg)
+	case *messages.HandOffForwardedAck:
+		r.onHandOffForwardedAck(ctx, msg)
 	case *actor.Terminated:
 		r.onTerminated(ctx, msg.Who)
 	case *messages.GracefulShutdown:
@@ -202,7 +208,7 @@ func (r *region) active(ctx actor.Context) {
 		}
 		r.drop(ctx, msg, fmt.Sprintf("%T is a protocol message a region does not take", msg))
 	case *messages.RegisterProxy, *messages.Register, *messages.GetShardHome, *messages.ShardStarted,
-		*messages.BeginHandOffAck, *messages.RebalanceDone, *messages.Passivate,
+		*messages.RebalanceDone, *messages.Passivate,
 		*messages.StartEntityAck, *messages.GracefulShutdownReq, *messages.RegionStopped:
 		// Protocol messages that only a coordinator, worker or shard takes:
 		// sent here they are a mistake, never an entity's message.
@@ -351,6 +357,7 @@ func (r *region) onRetryTick(ctx actor.Context) {
 		return
 	}
 	r.requestShardBufferHomes(ctx)
+	r.retryHandOffForwarded(ctx)
 	if r.gracefulShutdown {
 		ctx.Request(r.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
@@ -419,16 +426,23 @@ func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard st
 	}
 	r.setHome(ctx, shard, ref)
 	if isSelf && !r.ensureShard(ctx, shard) {
-		return // its messages wait for the shard
+		// Its messages wait for the shard, and whatever comes later
+		// queues behind them: as the old home, nothing to wait for.
+		r.reportHandOffForwarded(ctx, shard, nil)
+		return
 	}
 	r.deliverBufferedMessages(ctx, shard)
+	if isSelf {
+		ref = nil
+	}
+	r.reportHandOffForwarded(ctx, shard, ref)
 }
 
 func (r *region) setHome(ctx actor.Context, shard string, ref *actor.PID) {
 	if r.table.setHome(shard, ref) {
 		ctx.Watch(ref)
 	}
-	delete(r.handedOff, shard)
+	r.handOffs.homeLearned(shard)
 }
 
 // ensureShard makes sure shard, whose home is this region, has a running
@@ -503,29 +517,150 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 }
 
 func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
-	if _, ok := r.table.home(shard); ok {
+	var oldHome *actor.PID
+	if home, ok := r.table.home(shard); ok {
 		ctx.Logger().Debug("shard region: BeginHandOff", slog.String("type", r.typeName), slog.String("shard", shard))
 		r.table.forgetHome(shard)
+		if _, live := r.members[home.Address]; live && !r.table.isSelf(home) {
+			oldHome = home
+		}
+	}
+	worker := ctx.Sender()
+	if worker == nil {
+		return
+	}
+	ack := &messages.BeginHandOffAck{Shard: shard, Region: ctx.Self()}
+	if via := r.handOffs.beginHandOff(shard, worker, oldHome); via != nil {
+		// Through the old home, behind what this region forwarded there.
+		ack.ReplyTo = worker
+		ctx.Request(via, ack)
+		return
 	}
 	// Request, not Respond: the worker matches the ack by its sender.
-	if ctx.Sender() != nil {
-		ctx.Request(ctx.Sender(), &messages.BeginHandOffAck{Shard: shard})
+	ctx.Request(worker, ack)
+}
+
+// relayBeginHandOffAck passes on, as the shard's old home, the ack of a
+// region that forwarded to it: everything it forwarded has arrived here
+// first. Only acks for this region's coordinator's workers are relayed.
+func (r *region) relayBeginHandOffAck(ctx actor.Context, ack *messages.BeginHandOffAck) {
+	to := ack.GetReplyTo()
+	switch {
+	case to == nil:
+		r.drop(ctx, ack, "BeginHandOffAck without a worker to relay it to: a region does not take acks")
+	case r.coordinator == nil || !isChildOf(to, r.coordinator):
+		r.drop(ctx, ack, fmt.Sprintf("BeginHandOffAck to relay to %s, which is not a worker of this region's coordinator (%v)", to, r.coordinator))
+	default:
+		ctx.Request(to, &messages.BeginHandOffAck{Shard: ack.GetShard(), Region: ack.GetRegion()})
 	}
+}
+
+// relayHandOffForwarded passes on, as a shard's new home, the old home's
+// report to the coordinator: it arrives here behind the messages the old
+// home forwarded, which are in the shard's mailbox or buffer now. Without
+// a coordinator it is dropped; the old home repeats it.
+func (r *region) relayHandOffForwarded(ctx actor.Context, msg *messages.HandOffForwarded) {
+	if r.coordinator == nil {
+		ctx.Logger().Debug("shard region: HandOffForwarded while without a coordinator; the old home repeats it",
+			slog.String("type", r.typeName), slog.String("shard", msg.GetShard()))
+		return
+	}
+	if msg.GetOldHome().Equal(ctx.Self()) {
+		r.drop(ctx, msg, "HandOffForwarded naming this region as the old home came back to it")
+		return
+	}
+	ctx.Request(r.coordinator, msg)
+}
+
+// reportHandOffForwarded: as the old home of shard, this region has
+// forwarded what it held to the new home (via, nil if it is the new home
+// itself or nothing was forwarded): it reports so, through via so that
+// the report follows those messages.
+func (r *region) reportHandOffForwarded(ctx actor.Context, shard string, via *actor.PID) {
+	if owes, reported := r.handOffs.owes(shard); !owes || reported {
+		return
+	}
+	msg := &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()}
+	switch {
+	case via != nil:
+		ctx.Request(via, msg)
+	case r.coordinator != nil:
+		ctx.Request(r.coordinator, msg)
+	default:
+		return // reported on a later tick, once registered
+	}
+	if err := r.handOffs.reported(shard, via); err != nil {
+		ctx.Logger().Error("shard region: HandOffForwarded", slog.String("type", r.typeName), slog.Any("error", err))
+	}
+}
+
+// afterHandOff: shard's hand-off away from this region is complete here
+// (its child has stopped). With nothing held for it, there is nothing to
+// forward: the report goes to the coordinator now. Otherwise its new home
+// is asked for, and the report follows the forwarded messages.
+func (r *region) afterHandOff(ctx actor.Context, shard string) {
+	if owes, reported := r.handOffs.owes(shard); !owes || reported {
+		return
+	}
+	if r.buffers.has(shard) {
+		if r.coordinator != nil {
+			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
+		}
+		return
+	}
+	r.reportHandOffForwarded(ctx, shard, nil)
+}
+
+func (r *region) onHandOffForwardedAck(ctx actor.Context, msg *messages.HandOffForwardedAck) {
+	if r.coordinator == nil || !r.coordinator.Equal(ctx.Sender()) {
+		r.drop(ctx, msg, fmt.Sprintf("HandOffForwardedAck from %v, not this region's coordinator (%v)", ctx.Sender(), r.coordinator))
+		return
+	}
+	if r.handOffs.acked(msg.GetShard()) {
+		ctx.Logger().Debug("shard region: hand-off forwarding acknowledged", slog.String("type", r.typeName), slog.String("shard", msg.GetShard()))
+		r.tryCompleteGracefulShutdown(ctx)
+	}
+}
+
+// retryHandOffForwarded repeats the reports the coordinator has not
+// acknowledged, sends those that waited for a coordinator, and gives up
+// the debts older than the hand-off timeout.
+func (r *region) retryHandOffForwarded(ctx actor.Context) {
+	for _, shard := range r.handOffs.expire(time.Now(), r.settings.Coordinator.HandOffTimeout) {
+		ctx.Logger().Warn("shard region: the coordinator never acknowledged that this old home forwarded the shard's messages; giving up",
+			slog.String("type", r.typeName), slog.String("shard", shard))
+	}
+	for shard, via := range r.handOffs.resends() {
+		if via != nil {
+			if _, live := r.members[via.Address]; live {
+				ctx.Request(via, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
+				continue
+			}
+		}
+		ctx.Request(r.coordinator, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
+	}
+	for shard := range r.handOffs.owed {
+		if !r.table.alive(shard) {
+			r.afterHandOff(ctx, shard)
+		}
+	}
+	r.tryCompleteGracefulShutdown(ctx)
 }
 
 func (r *region) onHandOff(ctx actor.Context, msg *messages.HandOff) {
 	shard := msg.GetShard()
 	ctx.Logger().Debug("shard region: HandOff", slog.String("type", r.typeName), slog.String("shard", shard))
 	// Akka drops what it buffered for the shard between BeginHandOff and
-	// now: those messages may have been forwarded by other regions, and
-	// sending them on after the hand-off could reorder them.
-	r.dropBuffer(ctx, shard, "messages buffered at the shard's old home during its hand-off are dropped to avoid reordering (Akka's rule)")
-	r.handedOff[shard] = true
+	// now, as sending it on could reorder it behind what other regions
+	// buffered. This region keeps it and forwards it to the new home,
+	// which the coordinator tells the others only after that.
+	r.handOffs.handedOff(shard, time.Now())
 	r.table.takeAwaitedStarts(shard)
 	pid, state, alive := r.table.child(shard)
 	switch {
 	case !alive:
 		ctx.Respond(&messages.ShardStopped{Shard: shard})
+		r.afterHandOff(ctx, shard)
 	case state == shardRunning:
 		if _, err := r.table.handOff(shard); err != nil {
 			ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
@@ -584,6 +719,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 			slog.String("type", r.typeName), slog.String("shard", shard))
 	}
 	r.shareEntityLimit(ctx)
+	r.afterHandOff(ctx, shard)
 	if r.table.homeIsSelf(shard) && !r.gracefulShutdown && !r.removed &&
 		(r.buffers.has(shard) || r.table.startAwaited(shard)) {
 		if r.ensureShard(ctx, shard) {
@@ -679,7 +815,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 		}
 	}
 	r.table.forgetAllHomes()
-	r.handedOff = map[string]bool{}
+	r.handOffs.clear()
 	for _, shard := range r.buffers.shards() {
 		r.dropBuffer(ctx, shard, removedReason)
 	}
@@ -758,7 +894,7 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 const clusterShuttingDown = "the cluster is shutting down: no member of the role is left up to host the shard"
 
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
-	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 {
+	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 && r.handOffs.owedCount() == 0 {
 		ctx.Logger().Info("shard region: graceful shutdown complete", slog.String("type", r.typeName))
 		ctx.Stop(ctx.Self())
 	}
@@ -795,18 +931,6 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 	if env.GetShardId() != "" && env.GetShardId() != shard {
 		r.drop(ctx, env, fmt.Sprintf("ShardingEnvelope names shard %q but this node's extractor maps entity %q to shard %q: the extractors of the nodes differ",
 			env.GetShardId(), id, shard))
-		return
-	}
-	if _, known := r.table.home(shard); !known && env.GetShardId() != "" && r.handedOff[shard] {
-		// Forwarded by another region before it heard of the hand-off, and
-		// arriving after it: that region has sent its sender's later
-		// messages to the new home already, so sending this one on could
-		// overtake them. Dropped, as Akka drops what the old home buffered.
-		r.drop(ctx, env, fmt.Sprintf("message for entity %q forwarded to the shard's old home after its hand-off; dropped to avoid reordering", id))
-		// Learning the new home ends this rule for the shard.
-		if r.coordinator != nil {
-			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
-		}
 		return
 	}
 	m, err := UnpackEnvelope(env)

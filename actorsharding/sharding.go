@@ -194,7 +194,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	}
 	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, stopped: stopped}
 	if entityProps != nil {
-		s.cluster.RegisterLeaveHook("sharding region "+typeName, func(ctx context.Context) error {
+		s.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {
 			return s.gracefulShutdown(ctx, pid, stopped, settings.GracefulShutdownTimeout)
 		})
 	}

@@ -97,6 +97,9 @@ type coordinator struct {
 	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
 	rebalanceInProgress map[string][]*actor.PID
 	rebalanceWorkers    map[string]*actor.PID // shard -> worker
+	// forwards: shards handed off whose old home still forwards what it
+	// held; their new home is told only to the old home meanwhile.
+	forwards forwardHolds
 	// gracefulShutdownInProgress: regions (by key) handing off all shards.
 	gracefulShutdownInProgress map[string]bool
 	// unAckedHostShards: shard -> cancel of its HostShard resend timer.
@@ -134,6 +137,10 @@ type (
 		shard  string
 		region *actor.PID
 	}
+	forwardTimedOut struct {
+		shard string
+		gen   uint64
+	}
 )
 
 // Receive handles what every state handles alike (start, membership,
@@ -157,6 +164,7 @@ func (c *coordinator) start(ctx actor.Context) {
 	c.timers = scheduler.NewTimerScheduler(ctx)
 	c.members = map[string]membership.Member{}
 	c.rebalanceInProgress = map[string][]*actor.PID{}
+	c.forwards = newForwardHolds()
 	c.rebalanceWorkers = map[string]*actor.PID{}
 	c.gracefulShutdownInProgress = map[string]bool{}
 	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
@@ -421,6 +429,14 @@ func (c *coordinator) active(ctx actor.Context) {
 			return
 		}
 		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk())
+	case *messages.HandOffForwarded:
+		c.onHandOffForwarded(ctx, msg)
+	case forwardTimedOut:
+		if waiting, ok := c.forwards.timedOut(msg.shard, msg.gen); ok {
+			ctx.Logger().Warn("shard coordinator: the shard's old home did not report forwarding its messages in time; telling the others its new home",
+				slog.String("type", c.typeName), slog.String("shard", msg.shard))
+			c.answerHeld(ctx, msg.shard, waiting)
+		}
 	case *messages.GracefulShutdownReq:
 		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), c.state); err != nil {
 			c.reject(ctx, msg, err.Error())
@@ -560,8 +576,14 @@ func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterP
 func (c *coordinator) shardHomes() *messages.ShardHomes {
 	out := &messages.ShardHomes{Epoch: c.epoch}
 	for _, r := range sortedEntries(c.state.Regions) {
-		if len(r.Shards) > 0 {
-			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: slices.Clone(r.Shards)})
+		var shards []string
+		for _, s := range r.Shards {
+			if !c.forwards.held(s) { // told once the old home has forwarded
+				shards = append(shards, s)
+			}
+		}
+		if len(shards) > 0 {
+			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: shards})
 		}
 	}
 	return out
@@ -585,6 +607,9 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 			c.rebalanceInProgress[shard] = appendPID(waiting, requester)
 		}
 		return
+	}
+	if c.forwards.hold(shard, requester) {
+		return // answered once the old home has forwarded (HandOffForwarded)
 	}
 	if !c.hasAllRegionsRegistered() {
 		ctx.Logger().Debug("shard coordinator: GetShardHome ignored, not all regions registered yet",
@@ -710,6 +735,7 @@ func (c *coordinator) startHandOff(ctx actor.Context, shard string, from *actor.
 
 func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) {
 	delete(c.rebalanceWorkers, shard)
+	oldHome, wasAllocated := c.state.RegionOf(shard)
 	if ok {
 		ctx.Logger().Info("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
@@ -721,9 +747,52 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 	} else {
 		ctx.Logger().Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was",
 			slog.String("type", c.typeName), slog.String("shard", shard))
+		c.forwards.abandon(shard)
 	}
-	c.clearRebalanceInProgress(ctx, shard)
+	if ok && wasAllocated {
+		// The old home forwards what it still holds for the shard before
+		// anyone else learns the new home.
+		waiting := c.rebalanceInProgress[shard]
+		delete(c.rebalanceInProgress, shard)
+		answerNow, gen := c.forwards.handedOff(shard, oldHome, waiting)
+		if gen != 0 {
+			c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
+		}
+		c.answerHeld(ctx, shard, answerNow)
+	} else {
+		c.clearRebalanceInProgress(ctx, shard)
+	}
 	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// onHandOffForwarded: a shard's old home has forwarded what it held for
+// the shard, relayed by the new home's region behind those messages (or
+// sent directly when there was nothing to forward). The others may learn
+// the new home now.
+func (c *coordinator) onHandOffForwarded(ctx actor.Context, msg *messages.HandOffForwarded) {
+	shard, oldHome := msg.GetShard(), msg.GetOldHome()
+	if err := checkShard("HandOffForwarded", shard); err != nil {
+		c.reject(ctx, msg, err.Error())
+		return
+	}
+	if sender := ctx.Sender(); sender == nil || !c.state.IsRegion(sender) || oldHome == nil || !c.state.IsRegion(oldHome) {
+		c.reject(ctx, msg, fmt.Sprintf("HandOffForwarded for shard %q from %v about old home %v: both must be registered regions", shard, sender, oldHome))
+		return
+	}
+	_, inHandOff := c.rebalanceInProgress[shard]
+	waiting := c.forwards.forwarded(shard, oldHome, inHandOff)
+	ctx.Request(oldHome, &messages.HandOffForwardedAck{Shard: shard})
+	c.answerHeld(ctx, shard, waiting)
+}
+
+// answerHeld answers GetShardHome requests for shard that waited.
+func (c *coordinator) answerHeld(ctx actor.Context, shard string, waiting []*actor.PID) {
+	for _, r := range waiting {
+		if c.stateName != StateActive {
+			return
+		}
+		c.onGetShardHome(ctx, shard, r)
+	}
 }
 
 // clearRebalanceInProgress answers the GetShardHome requests held back
@@ -734,12 +803,7 @@ func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) 
 		return
 	}
 	delete(c.rebalanceInProgress, shard)
-	for _, r := range waiting {
-		if c.stateName != StateActive {
-			return
-		}
-		c.onGetShardHome(ctx, shard, r)
-	}
+	c.answerHeld(ctx, shard, waiting)
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
@@ -777,6 +841,9 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 		c.cancelHostShardTimer(shard)
 	}
 	delete(c.gracefulShutdownInProgress, key)
+	for shard, waiting := range c.forwards.regionGone(region) {
+		c.answerHeld(ctx, shard, waiting)
+	}
 	c.allocateShardHomesForRememberEntities(ctx)
 	return true
 }
