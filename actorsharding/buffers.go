@@ -52,6 +52,30 @@ func (b *shardBuffers) take(shard string) []bufferedMessage {
 	return msgs
 }
 
+// takeForwarded returns shard's messages that other regions forwarded,
+// oldest first, and forgets them; the others stay in their order.
+func (b *shardBuffers) takeForwarded(shard string) []bufferedMessage {
+	var out []bufferedMessage
+	kept := b.byShard[shard][:0]
+	for _, m := range b.byShard[shard] {
+		if m.forwarded {
+			out = append(out, m)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if len(kept) == 0 {
+		b.take(shard)
+		return out
+	}
+	b.total -= len(out)
+	b.byShard[shard] = kept
+	return out
+}
+
 // shards lists the shards with buffered messages, in the order their
 // buffers were opened.
 func (b *shardBuffers) shards() []string { return slices.Clone(b.order) }

@@ -21,9 +21,23 @@ import (
 //     meanwhile), then reports HandOffForwarded behind those messages. The
 //     debt ends with the coordinator's HandOffForwardedAck; a leaving
 //     region stops only once it owes nothing.
+//   - awaiting: shards this region is the new home of, whose old home
+//     still forwards. What other regions send meanwhile is the old home's
+//     forwarding (the others do not know the new home yet), and goes
+//     ahead of what this region's own senders buffered, which waits for
+//     the old home's HandOffForwarded.
+//   - arrived: HandOffForwarded reports that came before the HostShard
+//     naming their old home (they travel different ways).
 type handOffs struct {
-	relays map[string]relay
-	owed   map[string]*owedForward
+	relays   map[string]relay
+	owed     map[string]*owedForward
+	awaiting map[string]awaitedForward
+	arrived  map[string]awaitedForward
+}
+
+type awaitedForward struct {
+	oldHome *actor.PID
+	since   time.Time
 }
 
 type relay struct {
@@ -39,7 +53,8 @@ type owedForward struct {
 }
 
 func newHandOffs() handOffs {
-	return handOffs{relays: map[string]relay{}, owed: map[string]*owedForward{}}
+	return handOffs{relays: map[string]relay{}, owed: map[string]*owedForward{},
+		awaiting: map[string]awaitedForward{}, arrived: map[string]awaitedForward{}}
 }
 
 // beginHandOff returns where this region sends its BeginHandOffAck for
@@ -124,6 +139,58 @@ func (h *handOffs) expire(now time.Time, timeout time.Duration) []string {
 	return out
 }
 
+// awaitForward: this region hosts shard now, and oldHome still forwards
+// to it. It reports whether to wait: not when oldHome's report came
+// first (within timeout).
+func (h *handOffs) awaitForward(shard string, oldHome *actor.PID, now time.Time, timeout time.Duration) bool {
+	if a, ok := h.arrived[shard]; ok && a.oldHome.Equal(oldHome) && now.Sub(a.since) < timeout {
+		delete(h.arrived, shard)
+		return false
+	}
+	if _, ok := h.awaiting[shard]; !ok {
+		h.awaiting[shard] = awaitedForward{oldHome: oldHome, since: now}
+	}
+	return true
+}
+
+// awaits reports whether shard waits for its old home's forwarding.
+func (h *handOffs) awaits(shard string) bool {
+	_, ok := h.awaiting[shard]
+	return ok
+}
+
+// forwardArrived: oldHome's HandOffForwarded for shard arrived here. It
+// reports whether it ended a wait; if none waited, it is kept for the
+// HostShard that may follow.
+func (h *handOffs) forwardArrived(shard string, oldHome *actor.PID, now time.Time) bool {
+	if a, ok := h.awaiting[shard]; ok && a.oldHome.Equal(oldHome) {
+		delete(h.awaiting, shard)
+		return true
+	}
+	h.arrived[shard] = awaitedForward{oldHome: oldHome, since: now}
+	return false
+}
+
+// expireAwaiting ends the waits older than timeout at now, or whose old
+// home is gone (live reports whether an address is a live member's), and
+// forgets reports kept past timeout. It returns the shards whose wait
+// ended.
+func (h *handOffs) expireAwaiting(now time.Time, timeout time.Duration, live func(address string) bool) []string {
+	var out []string
+	for shard, a := range h.awaiting {
+		if now.Sub(a.since) >= timeout || !live(a.oldHome.GetAddress()) {
+			out = append(out, shard)
+			delete(h.awaiting, shard)
+		}
+	}
+	for shard, a := range h.arrived {
+		if now.Sub(a.since) >= timeout {
+			delete(h.arrived, shard)
+		}
+	}
+	return out
+}
+
 // owedCount is the number of shards still owed.
 func (h *handOffs) owedCount() int { return len(h.owed) }
 
@@ -131,4 +198,6 @@ func (h *handOffs) owedCount() int { return len(h.owed) }
 func (h *handOffs) clear() {
 	clear(h.relays)
 	clear(h.owed)
+	clear(h.awaiting)
+	clear(h.arrived)
 }

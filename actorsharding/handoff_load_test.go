@@ -154,14 +154,14 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 			nodes := []*testkit.Node{w.startNode(false), w.startNode(false), w.startNode(false)}
 			w.cluster.WaitConverged(t, 30*time.Second)
 			w.waitRegistered(3)
-			ids := entityIDs(100)
+			ids := entityIDs(200)
 			for _, id := range ids {
 				askEventually(t, nodes[tc.senders[0]], w.region(nodes[tc.senders[0]]), id, 0)
 			}
 			before := len(w.dropped())
 			var senders []*loadSender
 			for i, n := range tc.senders {
-				senders = append(senders, startLoad(w, int64(i+1), nodes[n], ids, 10*time.Millisecond))
+				senders = append(senders, startLoad(w, int64(i+1), nodes[n], ids, 5*time.Millisecond))
 			}
 			time.Sleep(time.Second)
 			tc.move(t, w, nodes)

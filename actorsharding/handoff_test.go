@@ -103,3 +103,89 @@ func TestHandOffsOwed(t *testing.T) {
 		t.Fatalf("owed %d after all ended, want 0", h.owedCount())
 	}
 }
+
+// TestHandOffsAwaitForward: the new home waits for its old home's report,
+// unless the report came first; a wait ends with the report, the time-out
+// or the old home's removal.
+func TestHandOffsAwaitForward(t *testing.T) {
+	oldHome := actor.NewPID("127.0.0.1:1", "sharding/T")
+	other := actor.NewPID("127.0.0.1:3", "sharding/T")
+	t0 := time.Unix(1000, 0)
+	timeout := 10 * time.Second
+	live := func(string) bool { return true }
+
+	h := newHandOffs()
+	if !h.awaitForward("7", oldHome, t0, timeout) || !h.awaits("7") {
+		t.Fatal("HostShard with a forwarding old home: want a wait")
+	}
+	if h.forwardArrived("7", other, t0) || !h.awaits("7") {
+		t.Fatal("another region's report ended the wait")
+	}
+	if !h.forwardArrived("7", oldHome, t0) || h.awaits("7") {
+		t.Fatal("the old home's report did not end the wait")
+	}
+
+	// The report first, then the HostShard: no wait; but only for a
+	// report within the time-out.
+	h = newHandOffs()
+	if h.forwardArrived("8", oldHome, t0) {
+		t.Fatal("a report with nobody waiting ended a wait")
+	}
+	if h.awaitForward("8", oldHome, t0.Add(time.Second), timeout) {
+		t.Fatal("waited for a report that had arrived")
+	}
+	h.forwardArrived("9", oldHome, t0)
+	if !h.awaitForward("9", oldHome, t0.Add(timeout), timeout) {
+		t.Fatal("a report older than the time-out counted")
+	}
+
+	// Expiry: by time-out, and by the old home's removal.
+	h = newHandOffs()
+	h.awaitForward("1", oldHome, t0, timeout)
+	h.awaitForward("2", other, t0.Add(5*time.Second), timeout)
+	if got := h.expireAwaiting(t0.Add(9*time.Second), timeout, live); len(got) != 0 {
+		t.Fatalf("expired %v early", got)
+	}
+	if got := h.expireAwaiting(t0.Add(10*time.Second), timeout, live); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("expired %v, want [1]", got)
+	}
+	gone := func(addr string) bool { return addr != other.Address }
+	if got := h.expireAwaiting(t0.Add(11*time.Second), timeout, gone); len(got) != 1 || got[0] != "2" {
+		t.Fatalf("expired %v, want [2] (its old home is gone)", got)
+	}
+}
+
+// TestShardBuffersTakeForwarded: what other regions forwarded leaves the
+// buffer first, in order; the rest stays in order.
+func TestShardBuffersTakeForwarded(t *testing.T) {
+	b := newShardBuffers(10)
+	for i, fwd := range []bool{false, true, false, true, true} {
+		if err := b.add("7", bufferedMessage{entityID: string(rune('a' + i)), forwarded: fwd}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(ms []bufferedMessage) string {
+		out := ""
+		for _, m := range ms {
+			out += m.entityID
+		}
+		return out
+	}
+	if got := ids(b.takeForwarded("7")); got != "bde" {
+		t.Fatalf("forwarded %q, want bde", got)
+	}
+	if b.len() != 2 || !b.has("7") {
+		t.Fatalf("after takeForwarded: len %d", b.len())
+	}
+	if got := b.takeForwarded("7"); got != nil {
+		t.Fatalf("forwarded again: %v", got)
+	}
+	if got := ids(b.take("7")); got != "ac" {
+		t.Fatalf("rest %q, want ac", got)
+	}
+	b.add("8", bufferedMessage{entityID: "x", forwarded: true})
+	b.takeForwarded("8")
+	if b.len() != 0 || b.has("8") || len(b.shards()) != 0 {
+		t.Fatal("a buffer emptied by takeForwarded is still open")
+	}
+}

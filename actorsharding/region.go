@@ -94,6 +94,8 @@ type bufferedMessage struct {
 	entityID string
 	message  any // the entity's message, or *messages.StartEntity
 	sender   *actor.PID
+	// forwarded: another region sent it here (a ShardingEnvelope).
+	forwarded bool
 }
 
 type retryTick struct{}
@@ -477,6 +479,9 @@ func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 		ctx.Logger().Debug("shard region: ignoring HostShard while shutting down", slog.String("type", r.typeName), slog.String("shard", shard))
 		return
 	}
+	if old := msg.GetForwardingOldHome(); old != nil && old.GetId() != "" {
+		r.handOffs.awaitForward(shard, old, time.Now(), r.settings.Coordinator.HandOffTimeout)
+	}
 	r.setHome(ctx, shard, ctx.Self())
 	r.table.awaitStart(shard, ctx.Sender())
 	if !r.ensureShard(ctx, shard) {
@@ -569,6 +574,9 @@ func (r *region) relayHandOffForwarded(ctx actor.Context, msg *messages.HandOffF
 		r.drop(ctx, msg, "HandOffForwarded naming this region as the old home came back to it")
 		return
 	}
+	if r.handOffs.forwardArrived(msg.GetShard(), msg.GetOldHome(), time.Now()) {
+		r.deliverBufferedMessages(ctx, msg.GetShard())
+	}
 	ctx.Request(r.coordinator, msg)
 }
 
@@ -626,6 +634,12 @@ func (r *region) onHandOffForwardedAck(ctx actor.Context, msg *messages.HandOffF
 // acknowledged, sends those that waited for a coordinator, and gives up
 // the debts older than the hand-off timeout.
 func (r *region) retryHandOffForwarded(ctx actor.Context) {
+	live := func(address string) bool { _, ok := r.members[address]; return ok }
+	for _, shard := range r.handOffs.expireAwaiting(time.Now(), r.settings.Coordinator.HandOffTimeout, live) {
+		ctx.Logger().Warn("shard region: the shard's old home did not finish forwarding its messages in time, or is gone; delivering what waited",
+			slog.String("type", r.typeName), slog.String("shard", shard))
+		r.deliverBufferedMessages(ctx, shard)
+	}
 	for _, shard := range r.handOffs.expire(time.Now(), r.settings.Coordinator.HandOffTimeout) {
 		ctx.Logger().Warn("shard region: the coordinator never acknowledged that this old home forwarded the shard's messages; giving up",
 			slog.String("type", r.typeName), slog.String("shard", shard))
@@ -938,7 +952,7 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 		r.drop(ctx, env, err.Error())
 		return
 	}
-	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender()})
+	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), forwarded: true})
 }
 
 func (r *region) onUserMessage(ctx actor.Context, msg any) {
@@ -997,8 +1011,19 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		r.dropBuffered(ctx, shard, m, removedReason)
 		return
 	}
+	// While the shard's old home still forwards to this new home, what
+	// other regions send is that forwarding, and goes ahead of what this
+	// region's senders buffered; those wait for the end of it.
+	ahead := false
+	if r.handOffs.awaits(shard) {
+		if !m.forwarded {
+			r.buffer(ctx, shard, m)
+			return
+		}
+		ahead = true
+	}
 	home, known := r.table.home(shard)
-	if known && !r.buffers.has(shard) && r.table.isSelf(home) {
+	if known && (ahead || !r.buffers.has(shard)) && r.table.isSelf(home) {
 		if pid, running := r.table.running(shard); running {
 			// The hot path. The shard checks that this node's membership
 			// is not stale, as it must for what already waits in its
@@ -1013,7 +1038,7 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		r.dropBuffered(ctx, shard, m, staleReason)
 		return
 	}
-	if r.buffers.has(shard) {
+	if r.buffers.has(shard) && !ahead {
 		// Older messages wait for the home: keep the order.
 		r.buffer(ctx, shard, m)
 		return
@@ -1094,8 +1119,22 @@ func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
 	}
 }
 
+// deliverBufferedMessages sends on what waited for shard's home. At the
+// home itself, what other regions forwarded goes first: the old home's
+// forwarding of a hand-off holds the older messages of this region's own
+// senders (see deliverMessage); while it still forwards, only that goes.
 func (r *region) deliverBufferedMessages(ctx actor.Context, shard string) {
-	for _, m := range r.buffers.take(shard) {
+	var msgs []bufferedMessage
+	home, known := r.table.home(shard)
+	switch {
+	case r.handOffs.awaits(shard):
+		msgs = r.buffers.takeForwarded(shard)
+	case known && r.table.isSelf(home):
+		msgs = append(r.buffers.takeForwarded(shard), r.buffers.take(shard)...)
+	default:
+		msgs = r.buffers.take(shard)
+	}
+	for _, m := range msgs {
 		r.deliverMessage(ctx, shard, m)
 	}
 	r.tryCompleteGracefulShutdown(ctx)

@@ -683,7 +683,7 @@ func (c *coordinator) rejoinHold() time.Duration {
 
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
-	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch})
+	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
 	c.cancelHostShardTimer(shard)
 	c.unAckedHostShards[shard] = c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region})
 }

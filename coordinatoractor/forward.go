@@ -77,6 +77,14 @@ func (f *forwardHolds) held(shard string) bool {
 	return ok
 }
 
+// oldHome is the old home shard's hold waits for, or nil.
+func (f *forwardHolds) oldHome(shard string) *actor.PID {
+	if h, ok := f.holds[shard]; ok {
+		return h.oldHome
+	}
+	return nil
+}
+
 // forwarded ends shard's hold on its old home's HandOffForwarded and
 // returns the requests to answer now. inHandOff tells that the shard's
 // hand-off has not ended yet at the coordinator: the report came early

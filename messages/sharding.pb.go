@@ -755,11 +755,16 @@ func (x *ShardHomesEntry) GetShards() []string {
 
 // HostShard tells a region to start a shard; answered with ShardStarted.
 type HostShard struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// the shard's old home, while it still forwards what it held for the
+	// shard: the new home delivers what comes from other regions (the old
+	// home's forwarded messages) before what its own senders buffered, until
+	// the old home's HandOffForwarded arrives.
+	ForwardingOldHome *actor.PID `protobuf:"bytes,3,opt,name=forwarding_old_home,json=forwardingOldHome,proto3" json:"forwarding_old_home,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HostShard) Reset() {
@@ -804,6 +809,13 @@ func (x *HostShard) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *HostShard) GetForwardingOldHome() *actor.PID {
+	if x != nil {
+		return x.ForwardingOldHome
+	}
+	return nil
 }
 
 // BeginHandOff tells every region to forget the shard's home and buffer its messages.
@@ -1740,10 +1752,12 @@ const file_sharding_proto_rawDesc = "" +
 	"\x0fShardHomesEntry\x12\"\n" +
 	"\x06region\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\x06region\x12\x16\n" +
-	"\x06shards\x18\x02 \x03(\tR\x06shards\"7\n" +
+	"\x06shards\x18\x02 \x03(\tR\x06shards\"s\n" +
 	"\tHostShard\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\":\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12:\n" +
+	"\x13forwarding_old_home\x18\x03 \x01(\v2\n" +
+	".actor.PIDR\x11forwardingOldHome\":\n" +
 	"\fBeginHandOff\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"5\n" +
@@ -1863,19 +1877,20 @@ var file_sharding_proto_depIdxs = []int32{
 	35, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
 	13, // 9: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
 	35, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
-	36, // 11: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
-	25, // 12: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	33, // 13: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	34, // 14: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	32, // 15: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
-	32, // 16: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
-	35, // 17: protoshard.RegionRecord.ref:type_name -> actor.PID
-	28, // 18: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	35, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
+	36, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
+	25, // 13: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
+	33, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	34, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	32, // 16: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	32, // 17: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	35, // 18: protoshard.RegionRecord.ref:type_name -> actor.PID
+	28, // 19: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sharding_proto_init() }
