@@ -37,6 +37,20 @@ func (b *shardBuffers) add(shard string, m bufferedMessage) error {
 	return nil
 }
 
+// prepend puts msgs, in their order, before what shard's buffer holds:
+// messages older than all of it (a handed-off shard gives back what it
+// held). They were taken once already, so the limit does not refuse them.
+func (b *shardBuffers) prepend(shard string, msgs []bufferedMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	if _, open := b.byShard[shard]; !open {
+		b.order = append(b.order, shard)
+	}
+	b.byShard[shard] = append(slices.Clone(msgs), b.byShard[shard]...)
+	b.total += len(msgs)
+}
+
 // has reports whether shard has buffered messages.
 func (b *shardBuffers) has(shard string) bool { return len(b.byShard[shard]) > 0 }
 

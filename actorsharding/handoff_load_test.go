@@ -3,12 +3,14 @@ package actorsharding_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/testkit"
@@ -218,5 +220,50 @@ func leaveNode(t *testing.T, n *testkit.Node) {
 	defer cancel()
 	if err := n.Leave(ctx); err != nil {
 		t.Fatalf("leave %s: %v", n.Name, err)
+	}
+}
+
+// TestHandOffForwardsWhatTheShardHeld: a message that waits in the shard
+// for an entity still passivating when the shard is handed off (a node
+// leaves) reaches the entity's next incarnation at the new home.
+func TestHandOffForwardsWhatTheShardHeld(t *testing.T) {
+	w := newLocalWorld(t, actorsharding.WithRebalanceInterval(time.Hour))
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	// An entity that lives on b, which leaves; a is the oldest and stays.
+	var id string
+	for _, candidate := range entityIDs(200) {
+		if askEventually(t, a, w.region(a), candidate, 1).Node == b.Address() {
+			id = candidate
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("no entity on b")
+	}
+	a.System.Root.Send(w.region(a), pingMsg(id, slowPassivateSeq))
+	select {
+	case <-w.stopping: // it runs its stop message, and holds there
+	case <-time.After(30 * time.Second):
+		t.Fatal("the entity never began to passivate")
+	}
+	a.System.Root.Send(w.region(a), pingMsg(id, 2)) // held in b's shard
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		left <- b.Leave(ctx)
+	}()
+	time.Sleep(500 * time.Millisecond) // b's shard gets HandOff while the entity still stops
+	close(w.release)
+	if err := <-left; err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		return slices.Contains(w.received.get(id), 2)
+	}, "the held message never reached the entity at its new home; drops: %s", firstReasons(w.dropped(), 5))
+	if trail := w.received.trail(id, func(seq int64) bool { return seq == 2 }); !strings.HasPrefix(trail, a.Name+":") {
+		t.Fatalf("the held message was received at %s, want %s", trail, a.Name)
 	}
 }

@@ -180,6 +180,8 @@ func (r *region) active(ctx actor.Context) {
 		r.relayHandOffForwarded(ctx, msg)
 	case *messages.HandOffForwardedAck:
 		r.onHandOffForwardedAck(ctx, msg)
+	case *shardactor.HandOffReturned:
+		r.onHandOffReturned(ctx, msg)
 	case *actor.Terminated:
 		r.onTerminated(ctx, msg.Who)
 	case *messages.GracefulShutdown:
@@ -617,6 +619,31 @@ func (r *region) afterHandOff(ctx actor.Context, shard string) {
 		return
 	}
 	r.reportHandOffForwarded(ctx, shard, nil)
+}
+
+// onHandOffReturned: a shard child that hands off gave back what it held
+// for its entities. It is older than what this region buffered for the
+// shard since BeginHandOff, so it goes first, and on to the new home.
+func (r *region) onHandOffReturned(ctx actor.Context, msg *shardactor.HandOffReturned) {
+	if ctx.Sender() == nil || ctx.Sender().Address != ctx.Self().Address || !r.table.isChild(ctx.Sender().Id) {
+		r.drop(ctx, msg, fmt.Sprintf("HandOffReturned from %v, which is not a shard of this region", ctx.Sender()))
+		return
+	}
+	msgs := make([]bufferedMessage, 0, len(msg.Messages))
+	for _, m := range msg.Messages {
+		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender})
+	}
+	if r.removed || r.stoppingLocally {
+		reason := removedReason
+		if r.stoppingLocally {
+			reason = clusterShuttingDown
+		}
+		for _, m := range msgs {
+			r.dropBuffered(ctx, msg.Shard, m, reason)
+		}
+		return
+	}
+	r.buffers.prepend(msg.Shard, msgs)
 }
 
 func (r *region) onHandOffForwardedAck(ctx actor.Context, msg *messages.HandOffForwardedAck) {

@@ -522,15 +522,10 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 	// every entity is stopped with the hand-off stop message, and stays
 	// remembered for the shard's next home.
 	s.cancelTimers()
-	pids, dropped := s.entities.handOff()
-	// What is held for an entity has no next incarnation here. (The region
-	// likewise drops what it buffered for the shard when it gets HandOff.)
-	for _, h := range dropped {
-		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("shard %s is handing off; the message waited for entity %q", s.shardID, h.id))
-	}
-	for _, m := range s.waiting.take() {
-		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.state))
-	}
+	pids, held := s.entities.handOff()
+	// What is held for an entity has no next incarnation here: it goes
+	// back to the region, which forwards it to the shard's new home.
+	s.returnToRegion(ctx, held, s.waiting.take())
 	if len(pids) == 0 {
 		ctx.Logger().Debug("shard: HandOff with no entities", s.attrs()...)
 		s.finishHandOff(ctx)
@@ -549,6 +544,45 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 		s.cancels = append(s.cancels, s.timers.SendOnce(handOffWarningAfter, ctx.Self(), handOffWarning{gen: s.timerGen}))
 	}
 	s.cancels = append(s.cancels, s.timers.SendOnce(force, ctx.Self(), handOffForceStop{gen: s.timerGen}))
+}
+
+// returnToRegion hands held (messages for entities) and waited (messages
+// that reached the shard before it was ready) back to the region, in that
+// order, as HandOffReturned. What is no entity's message is dropped.
+func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []bufferedMessage) {
+	out := &HandOffReturned{Shard: s.shardID}
+	for _, h := range held {
+		msg := h.m.message
+		if h.m.start {
+			msg = &messages.StartEntity{EntityId: h.id}
+		}
+		out.Messages = append(out.Messages, ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender})
+	}
+	for _, m := range waited {
+		switch msg := m.message.(type) {
+		case *Deliver:
+			if msg != nil && msg.EntityID != "" && msg.Message != nil {
+				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender})
+				continue
+			}
+		case *messages.StartEntity:
+			if msg.GetEntityId() != "" {
+				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.GetEntityId(), Message: msg, Sender: m.sender})
+				continue
+			}
+		}
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.state))
+	}
+	if len(out.Messages) == 0 {
+		return
+	}
+	if ctx.Parent() == nil {
+		for _, r := range out.Messages {
+			s.drop(ctx, r.Message, r.Sender, fmt.Sprintf("shard %s is handing off and has no region to return the message for entity %q to", s.shardID, r.EntityID))
+		}
+		return
+	}
+	ctx.Request(ctx.Parent(), out) // the region checks that it comes from its shard
 }
 
 // finishHandOff answers ShardStopped to the hand-off senders and stops the
