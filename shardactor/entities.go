@@ -91,6 +91,7 @@ func (m bufferedMessage) original(id string) any {
 // messages held for an entity are kept apart (entities.heldFor), as few
 // entities ever have any, and its use is a number (see idleChecks).
 type entityRecord struct {
+	id    string     // its key in entities.byID
 	pid   *actor.PID // active and passivating only
 	mark  uint32     // active only: the mark of its last use (idleChecks)
 	state entityState
@@ -185,12 +186,12 @@ type entities struct {
 	remembering bool
 	handingOff  bool
 
-	// byID: the record of every entity not in noState. The key of a
+	// byID: the record of every entity not in noState. The ID of a
 	// running entity whose name is its ID shares the bytes of its PID's
 	// ID, so the shard keeps no copy of the ID that reached it in a
 	// message. There is no index by PID: an entity's actor is named after
 	// its ID (EntityName), which entityOf reads back.
-	byID    map[string]*entityRecord
+	byID    entityTable
 	heldFor map[string][]bufferedMessage // by entity, in arrival order; never empty
 	live    int                          // active and passivating
 	held    int                          // messages held, all entities together
@@ -213,7 +214,6 @@ type entities struct {
 func newEntities(remembering bool) *entities {
 	return &entities{
 		remembering: remembering,
-		byID:        map[string]*entityRecord{},
 		heldFor:     map[string][]bufferedMessage{},
 		pending:     map[string]struct{}{},
 		unacked:     map[string]struct{}{},
@@ -228,7 +228,7 @@ func invalidTransition(id string, from entityState, event string) error {
 
 // state is the state of entity id.
 func (es *entities) state(id string) entityState {
-	if r := es.byID[id]; r != nil {
+	if r := es.byID.get(id); r != nil {
 		return r.state
 	}
 	return noState
@@ -236,7 +236,7 @@ func (es *entities) state(id string) entityState {
 
 // activePID returns the actor of entity id if it is active: the hot path.
 func (es *entities) activePID(id string) (*actor.PID, bool) {
-	if r := es.byID[id]; r != nil && r.state == active {
+	if r := es.byID.get(id); r != nil && r.state == active {
 		return r.pid, true
 	}
 	return nil, false
@@ -253,7 +253,7 @@ func (es *entities) entityOf(pid *actor.PID) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil || r.pid == nil || pidkey.Of(r.pid) != pidkey.Of(pid) {
 		return "", false
 	}
@@ -274,9 +274,9 @@ func (es *entities) heldCount() int { return es.held }
 // liveIDs lists the IDs of the entity actors alive, sorted.
 func (es *entities) liveIDs() []string {
 	ids := make([]string, 0, es.live)
-	for id, r := range es.byID {
+	for r := range es.byID.all() {
 		if r.pid != nil {
-			ids = append(ids, id)
+			ids = append(ids, r.id)
 		}
 	}
 	slices.Sort(ids)
@@ -288,7 +288,7 @@ func (es *entities) livePIDs() []*actor.PID {
 	ids := es.liveIDs()
 	pids := make([]*actor.PID, 0, len(ids))
 	for _, id := range ids {
-		pids = append(pids, es.byID[id].pid)
+		pids = append(pids, es.byID.get(id).pid)
 	}
 	return pids
 }
@@ -304,7 +304,7 @@ func (es *entities) writeInFlight() bool { return es.writing != nil }
 // queues its write. It fails with errHeldFull when m would have to be held
 // and maxHeld messages are held already (m is not held then).
 func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (deliveryDecision, *actor.PID, error) {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r != nil && r.state == active {
 		return sendNow, r.pid, nil
 	}
@@ -318,7 +318,7 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 		if es.held >= maxHeld {
 			return 0, nil, errHeldFull
 		}
-		es.byID[id] = &entityRecord{state: rememberingStart}
+		es.byID.put(&entityRecord{id: id, state: rememberingStart})
 		es.pending[id] = struct{}{}
 		es.hold(id, m)
 		return held, nil, nil
@@ -360,19 +360,19 @@ func (es *entities) started(id string, pid *actor.PID) ([]bufferedMessage, error
 	if es.handingOff {
 		return nil, fmt.Errorf("entity %q: started: %w", id, errHandingOff)
 	}
-	r := es.byID[id]
+	r := es.byID.get(id)
 	switch {
 	case r == nil && es.remembering:
 		return nil, invalidTransition(id, noState, "started before it was remembered")
 	case r == nil:
-		r = &entityRecord{}
+		r = &entityRecord{id: id}
+		es.byID.put(r)
 	case r.state != rememberedButNotCreated && r.state != waitingForRestart:
 		return nil, invalidTransition(id, r.state, "started")
 	}
 	if name == id {
-		id = name // the key shares the PID's bytes (storing it again replaces the key)
+		r.id = name // the same ID, in the PID's bytes
 	}
-	es.byID[id] = r
 	r.state, r.pid, r.mark, r.uses = active, pid, es.use(), 0
 	es.live++
 	return es.takeHeld(id), nil
@@ -382,7 +382,7 @@ func (es *entities) started(id string, pid *actor.PID) ([]bufferedMessage, error
 // for it are handed back to be dropped; a remembered entity stays
 // remembered without running (a message tries again).
 func (es *entities) startFailed(id string) []bufferedMessage {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil {
 		return nil
 	}
@@ -404,7 +404,7 @@ func (es *entities) takeHeld(id string) []bufferedMessage {
 // markUsed records a use of the active entity id (a user message or a
 // StartEntity) and reports whether it is active.
 func (es *entities) markUsed(id string) bool {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil || r.state != active {
 		return false
 	}
@@ -428,7 +428,7 @@ func (es *entities) use() uint32 {
 		}
 		es.checks.renumber(marks)
 		for i, u := range used {
-			es.byID[u.id].mark = uint32(i + 1)
+			es.byID.get(u.id).mark = uint32(i + 1)
 		}
 	}
 	return es.checks.use()
@@ -442,9 +442,9 @@ func (es *entities) idle(now time.Time, timeout time.Duration) []string {
 		return nil
 	}
 	var out []string
-	for id, r := range es.byID {
+	for r := range es.byID.all() {
 		if r.state == active && r.mark <= idleUpTo {
-			out = append(out, id)
+			out = append(out, r.id)
 		}
 	}
 	slices.Sort(out)
@@ -455,9 +455,9 @@ func (es *entities) idle(now time.Time, timeout time.Duration) []string {
 // replacement policy that starts tracking them (see activeEntityLimit).
 func (es *entities) activeUses() []entityUse {
 	out := make([]entityUse, 0, es.live)
-	for id, r := range es.byID {
+	for r := range es.byID.all() {
 		if r.state == active {
-			out = append(out, entityUse{id: id, mark: r.mark, uses: int(r.uses)})
+			out = append(out, entityUse{id: r.id, mark: r.mark, uses: int(r.uses)})
 		}
 	}
 	return out
@@ -469,7 +469,7 @@ func (es *entities) activeUses() []entityUse {
 // actor, to send the stop message to. errAlreadyPassivate: it is
 // passivating already (nothing to send).
 func (es *entities) passivate(id string) (*actor.PID, error) {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	switch {
 	case es.handingOff:
 		return nil, fmt.Errorf("entity %q: passivate: %w", id, errHandingOff)
@@ -492,7 +492,7 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 	if !ok {
 		return "", 0, nil, fmt.Errorf("terminated %v: %w", pid, errUnknownEntity)
 	}
-	r := es.byID[id]
+	r := es.byID.get(id)
 	es.live--
 	r.pid = nil
 	switch {
@@ -529,7 +529,7 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 func (es *entities) forget(id string) {
 	es.held -= len(es.heldFor[id])
 	delete(es.heldFor, id)
-	delete(es.byID, id)
+	es.byID.delete(id)
 	delete(es.pending, id)
 	delete(es.writing, id)
 }
@@ -555,7 +555,7 @@ func (es *entities) recovered(ids []string) error {
 		}
 	}
 	for _, id := range ids {
-		es.byID[id] = &entityRecord{state: rememberedButNotCreated}
+		es.byID.put(&entityRecord{id: id, state: rememberedButNotCreated})
 	}
 	return nil
 }
@@ -590,7 +590,7 @@ func (es *entities) acked(id, ackShard, ownShard string) (counted, moved bool) {
 	if ackShard == ownShard {
 		return true, false
 	}
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil || r.state != rememberedButNotCreated {
 		// Started here meanwhile by a message routed here: it runs and
 		// stays remembered.
@@ -611,7 +611,7 @@ func (es *entities) nextWrite() (started, stopped []string, ok bool) {
 	es.writing = es.pending
 	es.pending = map[string]struct{}{}
 	for id := range es.writing {
-		if es.byID[id].state == rememberingStart {
+		if es.byID.get(id).state == rememberingStart {
 			started = append(started, id)
 		} else {
 			stopped = append(stopped, id)
@@ -631,7 +631,7 @@ func (es *entities) written() (toStart []string, err error) {
 		return nil, fmt.Errorf("write done with no write in flight: %w", errInvalidTransition)
 	}
 	for id := range es.writing {
-		r := es.byID[id]
+		r := es.byID.get(id)
 		switch {
 		case r.state == rememberingStart:
 			r.state = rememberedButNotCreated
@@ -682,7 +682,7 @@ func (es *entities) writeFailedForGood() []heldMessage {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		r := es.byID[id]
+		r := es.byID.get(id)
 		for _, m := range es.takeHeld(id) {
 			out = append(out, heldMessage{id: id, m: m})
 		}
@@ -703,7 +703,7 @@ func (es *entities) writeFailedForGood() []heldMessage {
 func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
 	var out []heldMessage
 	for _, id := range es.heldIDs() {
-		if s := es.byID[id].state; s != rememberingStart && s != rememberingStop {
+		if s := es.byID.get(id).state; s != rememberingStart && s != rememberingStop {
 			continue
 		}
 		msgs := es.heldFor[id]
@@ -732,10 +732,14 @@ func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
 // they are written; a write in flight is no longer followed.
 func (es *entities) handOff() ([]*actor.PID, []heldMessage) {
 	dropped := es.takeAllHeld()
-	for id, r := range es.byID {
+	var gone []string
+	for r := range es.byID.all() {
 		if r.pid == nil {
-			delete(es.byID, id)
+			gone = append(gone, r.id)
 		}
+	}
+	for _, id := range gone {
+		es.byID.delete(id)
 	}
 	es.handingOff = true
 	es.pending = map[string]struct{}{}

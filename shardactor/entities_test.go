@@ -3,7 +3,6 @@ package shardactor
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -36,11 +35,17 @@ func checkInvariants(t *testing.T, es *entities) {
 	held, live := 0, 0
 	for id, msgs := range es.heldFor {
 		held += len(msgs)
-		if len(msgs) == 0 || es.byID[id] == nil {
-			t.Fatalf("entity %q: %d messages held, record %v", id, len(msgs), es.byID[id])
+		if len(msgs) == 0 || es.byID.get(id) == nil {
+			t.Fatalf("entity %q: %d messages held, record %v", id, len(msgs), es.byID.get(id))
 		}
 	}
-	for id, r := range es.byID {
+	records := 0
+	for r := range es.byID.all() {
+		id := r.id
+		records++
+		if es.byID.get(id) != r {
+			t.Fatalf("entity %q: its record is not found by its ID", id)
+		}
 		switch r.state {
 		case noState:
 			t.Fatalf("entity %q has a record in NoState", id)
@@ -58,6 +63,9 @@ func checkInvariants(t *testing.T, es *entities) {
 			r.state != rememberedButNotCreated {
 			t.Fatalf("entity %q holds %d messages in state %s", id, n, r.state)
 		}
+	}
+	if records != es.byID.len() {
+		t.Fatalf("%d records, %d counted", records, es.byID.len())
 	}
 	if held != es.held || live != es.live || live != len(es.liveIDs()) {
 		t.Fatalf("counts: held %d (counted %d), live %d (counted %d, %d IDs)", es.held, held, es.live, live, len(es.liveIDs()))
@@ -437,8 +445,13 @@ func TestEntityTransitions(t *testing.T) {
 func snapshot(es *entities) string {
 	out := fmt.Sprintf("held %d live %d pending %v writing %v backingOff %v handingOff %v unacked %v\n",
 		es.held, es.live, es.pending, es.writing, es.backingOff, es.handingOff, es.unackedIDs())
-	for _, id := range slices.Sorted(maps.Keys(es.byID)) {
-		r := es.byID[id]
+	var ids []string
+	for r := range es.byID.all() {
+		ids = append(ids, r.id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r := es.byID.get(id)
 		out += fmt.Sprintf("%s: %s %v mark %d uses %d, %d held\n", id, r.state, r.pid, r.mark, r.uses, len(es.heldFor[id]))
 	}
 	return out
@@ -667,7 +680,7 @@ func TestEntitiesHandOff(t *testing.T) {
 		}
 		checkInvariants(t, es)
 	}
-	if len(es.byID) != 0 {
+	if es.byID.len() != 0 {
 		t.Fatalf("left after the hand-off: %s", snapshot(es))
 	}
 }
@@ -805,11 +818,10 @@ func TestEntitiesKeyShared(t *testing.T) {
 		_, err := es.started(strings.Clone(id), pids[id])
 		must(t, err)
 	}
-	for key := range es.byID {
-		name := childName(pids[key])
-		shared := unsafe.StringData(key) == unsafe.StringData(name)
-		if shared != (key == "plain") {
-			t.Fatalf("key %q shares the PID's bytes: %v", key, shared)
+	for r := range es.byID.all() {
+		shared := unsafe.StringData(r.id) == unsafe.StringData(childName(pids[r.id]))
+		if shared != (r.id == "plain") {
+			t.Fatalf("ID %q shares the PID's bytes: %v", r.id, shared)
 		}
 	}
 	checkInvariants(t, es)
