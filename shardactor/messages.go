@@ -95,8 +95,8 @@ type PassivationState struct {
 	Limit int
 	// IdleTimeout is the idle timeout in force; 0: idle passivation is off.
 	IdleTimeout time.Duration
-	// Active are the entities the replacement policy tracks, in the order
-	// it would passivate them, the next to go first; for the
+	// Active are the active entities in the order the replacement policy
+	// would passivate them, the next to go first; for the
 	// least-recently-used policy that is the most recently used last.
 	// Entities already chosen for passivation are not in it. Empty when
 	// automatic passivation is off.

@@ -61,11 +61,9 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 		opts = append(opts, actor.WithSupervisor(settings.EntitySupervisorStrategy))
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		policy, policyErr := NewReplacementPolicy(settings.ReplacementPolicy, settings.ActiveEntityLimit)
-		if policyErr != nil {
-			// Logged at Started, where the shard has a logger.
-			policy = NewLeastRecentlyUsed(settings.ActiveEntityLimit)
-		}
+		// An unknown policy is logged at Started, where the shard has a
+		// logger.
+		limit, policyErr := newActiveEntityLimit(settings.ReplacementPolicy, settings.ActiveEntityLimit)
 		return &shard{
 			typeName:    typeName,
 			shardID:     shardID,
@@ -74,7 +72,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			behavior:    actor.NewBehavior(),
 			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
 			automatic:   !settings.RememberEntities,
-			policy:      policy,
+			limit:       limit,
 			policyErr:   policyErr,
 		}
 	}, opts...)
@@ -82,7 +80,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 
 // shard is Akka's classic Shard: one receive method per state (see the
 // state* names). It moves messages; what becomes of each entity is decided
-// by its entities value, and what it passivates by its policy.
+// by its entities value, and what it passivates by its active-entity limit.
 type shard struct {
 	typeName    string
 	shardID     string
@@ -108,7 +106,7 @@ type shard struct {
 	// Automatic passivation (see passivation.go). Entities are tracked from
 	// their start to their termination or until chosen for passivation.
 	automatic       bool                 // off with remember-entities, as in Akka
-	policy          ReplacementPolicy    // the active-entity limit
+	limit           activeEntityLimit    // and its replacement policy
 	policyErr       error                // unknown Settings.ReplacementPolicy, logged at Started
 	cancelIdleCheck scheduler.CancelFunc // the repeating idleCheckTick, while active
 
@@ -415,7 +413,7 @@ func (s *shard) startEntity(ctx actor.Context, id string, msgs []bufferedMessage
 		}
 		return false
 	}
-	waited, err := s.entities.started(id, pid, time.Now())
+	waited, err := s.entities.started(id, pid)
 	if err != nil {
 		// The entities refused: a bug. No child runs untracked.
 		ctx.Logger().Error("shard: started entity refused; stopping it", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
@@ -492,7 +490,7 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 		ctx.Logger().Debug("shard: Terminated of an unknown actor", append(s.attrs(), slog.Any("who", t.Who))...)
 		return
 	}
-	s.policy.Remove(id)
+	s.limit.remove(id)
 	switch next {
 	case entityGone:
 		ctx.Logger().Debug("shard: entity stopped", append(s.attrs(), slog.String("entity", id))...)
@@ -639,7 +637,7 @@ func (s *shard) touch(ctx actor.Context, id string) {
 	if !s.automatic || !s.entities.markUsed(id) {
 		return
 	}
-	for _, chosen := range s.policy.Touch(id) {
+	for _, chosen := range s.limit.touch(id) {
 		s.passivateAutomatically(ctx, chosen, passivateLimit)
 	}
 }
@@ -666,7 +664,7 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 			append(s.attrs(), slog.Int("limit", m.Limit))...)
 		return
 	}
-	chosen := s.policy.SetLimit(m.Limit)
+	chosen := s.limit.setLimit(m.Limit, s.entities.activeUses)
 	ctx.Logger().Debug("shard: active-entity limit set",
 		append(s.attrs(), slog.Int("limit", m.Limit), slog.Int("passivating", len(chosen)))...)
 	for _, id := range chosen {
@@ -679,7 +677,7 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 // held and starts its next incarnation. The entity is no longer tracked:
 // it is going, and its next incarnation is tracked afresh.
 func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
-	s.policy.Remove(id)
+	s.limit.remove(id)
 	pid, err := s.entities.passivate(id)
 	switch {
 	case errors.Is(err, errAlreadyPassivate):
@@ -703,11 +701,11 @@ func (s *shard) passivationState() *PassivationState {
 	if !s.automatic {
 		return st
 	}
-	st.Limit = s.policy.Limit()
+	st.Limit = s.limit.limit()
 	if s.settings.idlePassivation() {
 		st.IdleTimeout = s.settings.PassivationIdleTimeout
 	}
-	st.Active = s.policy.Active()
+	st.Active = s.limit.order(s.entities.activeUses)
 	return st
 }
 
