@@ -33,6 +33,10 @@ type region struct {
 	// goes through it, everything else straight to the coordinator.
 	coordinatorProxy *actor.PID
 	stopped          chan struct{}
+	// routes is what the region's router reads (see regionProcess); the
+	// region opens a shard there while it may take messages directly.
+	routes *routeTable
+	router *regionProcess // nil: no router in front (tests)
 
 	timers      *scheduler.TimerScheduler
 	cancelRetry scheduler.CancelFunc
@@ -96,6 +100,9 @@ type bufferedMessage struct {
 	sender   *actor.PID
 	// forwarded: another region sent it here (a ShardingEnvelope).
 	forwarded bool
+	// pending marks it on the slow way for the router (see
+	// shardactor.Pending); released when it leaves the region for good.
+	pending *shardactor.Pending
 }
 
 type retryTick struct{}
@@ -112,6 +119,9 @@ func (r *region) Receive(ctx actor.Context) {
 		r.timers = scheduler.NewTimerScheduler(ctx)
 		r.members = map[string]membership.Member{}
 		r.table = newShardTable(ctx.Self())
+		if r.routes == nil {
+			r.routes = newRouteTable(ctx.ActorSystem())
+		}
 		r.buffers = newShardBuffers(r.settings.BufferSize)
 		r.handOffs = newHandOffs()
 		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
@@ -136,6 +146,10 @@ func (r *region) active(ctx actor.Context) {
 		if r.coordinator != nil {
 			ctx.Request(r.coordinator, &messages.RegionStopped{ShardRegion: ctx.Self()})
 		}
+		if r.router != nil {
+			r.router.stopped.Store(true)
+		}
+		r.routes.closeAll()
 		if r.stopped != nil {
 			close(r.stopped)
 		}
@@ -204,6 +218,10 @@ func (r *region) active(ctx actor.Context) {
 		ctx.Logger().Info("shard region: active-entity limit changed", slog.String("type", r.typeName), slog.Int("limit", msg.Limit))
 		r.activeEntityLimit = msg.Limit
 		r.shareEntityLimit(ctx)
+	case *routed:
+		r.deliverMessage(ctx, msg.shard, bufferedMessage{entityID: msg.entityID, message: msg.message, sender: ctx.Sender(),
+			forwarded: msg.forwarded, pending: msg.pending})
+		r.updateRoute(msg.shard) // the shard may have started for it
 	case *messages.ShardingEnvelope:
 		r.onEnvelope(ctx, msg)
 	case *messages.ShardStopped:
@@ -392,6 +410,7 @@ func (r *region) coordinatorLost(ctx actor.Context, why string) {
 // receiveShardHome learns that shard lives at ref (from cmd, a ShardHome or
 // ShardHomes of the coordinator).
 func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard string, ref *actor.PID) {
+	defer r.updateRoute(shard)
 	if err := messages.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
 		r.drop(ctx, cmd, fmt.Sprintf("ShardHome with an invalid shard (%v) or region (%v)", err, ref))
 		return
@@ -469,6 +488,7 @@ func (r *region) ensureShard(ctx actor.Context, shard string) bool {
 
 func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 	shard := msg.GetShard()
+	defer r.updateRoute(shard)
 	if err := messages.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("HostShard: %v", err))
 		return
@@ -510,7 +530,9 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 	if r.table.alive(shard) {
 		return nil, fmt.Errorf("start shard %s: %w", shard, errShardAlive)
 	}
-	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard), shardactor.EntityName(shard))
+	settings := r.settings.Shard
+	settings.Routes = r.routes.shard(shard)
+	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, settings), shardactor.EntityName(shard))
 	if err != nil {
 		return nil, fmt.Errorf("spawn shard %s: %w", shard, err)
 	}
@@ -519,11 +541,13 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 		return nil, err
 	}
 	r.shareEntityLimit(ctx)
+	r.updateRoute(shard)
 	ctx.Logger().Debug("shard started", slog.String("type", r.typeName), slog.String("shard", shard))
 	return pid, nil
 }
 
 func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
+	defer r.updateRoute(shard)
 	var oldHome *actor.PID
 	if home, ok := r.table.home(shard); ok {
 		ctx.Logger().Debug("shard region: BeginHandOff", slog.String("type", r.typeName), slog.String("shard", shard))
@@ -578,6 +602,7 @@ func (r *region) relayHandOffForwarded(ctx actor.Context, msg *messages.HandOffF
 	}
 	if r.handOffs.forwardArrived(msg.GetShard(), msg.GetOldHome(), time.Now()) {
 		r.deliverBufferedMessages(ctx, msg.GetShard())
+		r.updateRoute(msg.GetShard())
 	}
 	ctx.Request(r.coordinator, msg)
 }
@@ -631,7 +656,7 @@ func (r *region) onHandOffReturned(ctx actor.Context, msg *shardactor.HandOffRet
 	}
 	msgs := make([]bufferedMessage, 0, len(msg.Messages))
 	for _, m := range msg.Messages {
-		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender})
+		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender, pending: m.Pending})
 	}
 	if r.removed || r.stoppingLocally {
 		reason := removedReason
@@ -666,6 +691,7 @@ func (r *region) retryHandOffForwarded(ctx actor.Context) {
 		ctx.Logger().Warn("shard region: the shard's old home did not finish forwarding its messages in time, or is gone; delivering what waited",
 			slog.String("type", r.typeName), slog.String("shard", shard))
 		r.deliverBufferedMessages(ctx, shard)
+		r.updateRoute(shard)
 	}
 	for _, shard := range r.handOffs.expire(time.Now(), r.settings.Coordinator.HandOffTimeout) {
 		ctx.Logger().Warn("shard region: the coordinator never acknowledged that this old home forwarded the shard's messages; giving up",
@@ -690,6 +716,7 @@ func (r *region) retryHandOffForwarded(ctx actor.Context) {
 
 func (r *region) onHandOff(ctx actor.Context, msg *messages.HandOff) {
 	shard := msg.GetShard()
+	defer r.updateRoute(shard)
 	ctx.Logger().Debug("shard region: HandOff", slog.String("type", r.typeName), slog.String("shard", shard))
 	// Akka drops what it buffered for the shard between BeginHandOff and
 	// now, as sending it on could reorder it behind what other regions
@@ -745,6 +772,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 		ctx.Logger().Error("shard region: Terminated", slog.String("type", r.typeName), slog.Any("error", err))
 		return
 	}
+	defer r.updateRoute(shard)
 	for _, to := range ended.handOffReplyTo {
 		ctx.Request(to, &messages.ShardStopped{Shard: shard})
 	}
@@ -773,6 +801,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 // onRestartShard starts a remembering shard again after its failure
 // back-off, if it still lives here and no message started it meanwhile.
 func (r *region) onRestartShard(ctx actor.Context, shard string) {
+	defer r.updateRoute(shard)
 	if !r.table.homeIsSelf(shard) || r.gracefulShutdown || r.removed {
 		return
 	}
@@ -793,6 +822,9 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 func (r *region) handleMembership(ctx actor.Context) bool {
 	switch msg := ctx.Message().(type) {
 	case *membership.CurrentClusterState:
+		if id := msg.Self.ID; id != "" {
+			r.routes.memberID.Store(&id)
+		}
 		r.members = map[string]membership.Member{}
 		for _, m := range msg.Members {
 			r.members[m.Address] = m
@@ -847,6 +879,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	}
 	r.removed = true
 	r.removedID = msg.Member.ID
+	r.routes.closeAll()
 	running := r.table.runningShards()
 	ctx.Logger().Warn("shard region: this member was removed; stopping every shard it hosts",
 		slog.String("type", r.typeName), slog.Int("shards", len(running)), slog.Bool("graceful", msg.Graceful))
@@ -1095,17 +1128,31 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 	r.sendToRegion(ctx, home, shard, m)
 }
 
+// updateRoute opens shard to direct sends while it runs here, this region
+// is its home, and no old home still forwards to it; else closes it.
+func (r *region) updateRoute(shard string) {
+	if r.proxyOnly() {
+		return
+	}
+	_, running := r.table.running(shard)
+	open := running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
+	if sr := r.routes.shard(shard); sr.open.Load() != open {
+		sr.open.Store(open)
+	}
+}
+
 func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessage) {
 	if se, ok := m.message.(*messages.StartEntity); ok {
 		ctx.RequestWithCustomSender(pid, se, m.sender)
 		return
 	}
+	d := &shardactor.Deliver{EntityID: m.entityID, Message: m.message, Pending: m.pending}
 	if m.sender == nil {
 		// No envelope to allocate when nobody waits for an answer.
-		ctx.Send(pid, &shardactor.Deliver{EntityID: m.entityID, Message: m.message})
+		ctx.Send(pid, d)
 		return
 	}
-	ctx.RequestWithCustomSender(pid, &shardactor.Deliver{EntityID: m.entityID, Message: m.message}, m.sender)
+	ctx.RequestWithCustomSender(pid, d, m.sender)
 }
 
 // sendToRegion forwards to another node's region. The payload travels in a
@@ -1129,6 +1176,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: r.members[home.Address].ID}
 	ctx.RequestWithCustomSender(home, env, m.sender)
+	m.pending.Release()
 }
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
@@ -1175,6 +1223,7 @@ func (r *region) dropBuffer(ctx actor.Context, shard, reason string) {
 
 // dropBuffered reports m, a message for an entity of shard, as dropped.
 func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason string) {
+	m.pending.Release()
 	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 		fmt.Sprintf("shard region %s: shard %s, entity %q: %s", r.typeName, shard, m.entityID, reason))
 }

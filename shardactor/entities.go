@@ -69,6 +69,7 @@ type bufferedMessage struct {
 	sender  *actor.PID
 	start   bool      // a StartEntity: ack it to sender once the entity runs
 	since   time.Time // when it began to wait
+	pending *Pending  // released once delivered or dropped
 }
 
 // heldMessage is a held message with the entity it was for, as handed back
@@ -83,7 +84,7 @@ func (m bufferedMessage) original(id string) any {
 	if m.start {
 		return &messages.StartEntity{EntityId: id}
 	}
-	return &Deliver{EntityID: id, Message: m.message}
+	return &Deliver{EntityID: id, Message: m.message, Pending: m.pending}
 }
 
 // entityRecord is what the shard keeps of one entity that is not in

@@ -135,7 +135,7 @@ func TestLeaseReleasedAfterHandOff(t *testing.T) {
 // region (its parent), which forwards it to the shard's new home.
 func TestHandOffReturnsWaitingMessagesToTheRegion(t *testing.T) {
 	leases := lease.NewMemoryLeases()
-	f := newFixture(t, leaseSettings(leases))
+	f := newBareFixture(t) // no shard of its own competing for the lease
 	other, err := leases.NewLease(shardLease, "other")
 	require.NoError(t, err)
 	_, ok, err := other.Acquire(context.Background(), nil)

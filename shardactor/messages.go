@@ -19,6 +19,9 @@ type Deliver struct {
 	EntityID string
 	// Message is what the entity receives; it must not be nil.
 	Message any
+	// Pending, if set, is released once the message is in the entity's
+	// mailbox or dropped (see EntityRoutes).
+	Pending *Pending
 }
 
 // HandOffReturned is what a shard that hands off gives back to its region
@@ -42,6 +45,8 @@ type ReturnedMessage struct {
 	Message any
 	// Sender is the message's original sender, or nil.
 	Sender *actor.PID
+	// Pending is the message's mark, if it has one (see EntityRoutes).
+	Pending *Pending
 }
 
 // GetShardStats asks a shard for its entity count; the answer is a

@@ -138,6 +138,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onStarted(ctx)
 		return
 	case *actor.Stopping:
+		s.closeAllRoutes()
 		s.cancelTimers()
 		s.dropEverything(ctx, cmp.Or(s.stopReason, "the shard stopped"))
 		return
@@ -145,6 +146,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		// A failure of the shard itself: proto.actor stops the children and
 		// makes a fresh shard, so what is held here is lost; say so. The
 		// fresh shard acquires its own lease.
+		s.closeAllRoutes()
 		s.cancelTimers()
 		s.dropEverything(ctx, "the shard failed and restarts; its entities were stopped")
 		s.releaseLease(ctx, "the shard restarts")
@@ -215,6 +217,7 @@ func (s *shard) wait(ctx actor.Context) {
 // stopNow stops the shard and its entities at once; what it holds is
 // dropped with reason when it stops.
 func (s *shard) stopNow(ctx actor.Context, reason string) {
+	s.closeAllRoutes()
 	s.stopReason = reason
 	s.cancelTimers()
 	s.become(ctx, stateStopped, s.stopped)
@@ -357,9 +360,11 @@ func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 	}
 	if pid, ok := s.entities.activePID(d.EntityID); ok {
 		tell(ctx, pid, d.Message, sender)
+		d.Pending.Release()
+		s.openRoute(d.EntityID, pid)
 		return
 	}
-	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
+	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender, pending: d.Pending}, d)
 }
 
 // memberStale drops msg, and reports true, while this node may have been
@@ -393,6 +398,7 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 		s.ackStart(ctx, id, m.sender)
 	case decision == sendNow:
 		tell(ctx, pid, m.message, m.sender)
+		m.pending.Release()
 	case decision == startNow:
 		s.startEntity(ctx, id, []bufferedMessage{m})
 	case decision == held:
@@ -481,6 +487,7 @@ func (s *shard) onPassivate(ctx actor.Context, p *messages.Passivate, sender *ac
 		stop = nil
 	}
 	ctx.Logger().Debug("shard: passivating entity", append(s.attrs(), slog.String("entity", id))...)
+	s.closeRoute(id)
 	stopMessageOrPoison(ctx, pid, stop)
 }
 
@@ -490,6 +497,7 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 		ctx.Logger().Debug("shard: Terminated of an unknown actor", append(s.attrs(), slog.Any("who", t.Who))...)
 		return
 	}
+	s.closeRoute(id) // it may have stopped by itself
 	s.limit.remove(id)
 	switch next {
 	case entityGone:
@@ -520,6 +528,7 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 	// every entity is stopped with the hand-off stop message, and stays
 	// remembered for the shard's next home.
 	s.cancelTimers()
+	s.closeAllRoutes()
 	pids, held := s.entities.handOff()
 	// What is held for an entity has no next incarnation here: it goes
 	// back to the region, which forwards it to the shard's new home.
@@ -554,13 +563,13 @@ func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []b
 		if h.m.start {
 			msg = &messages.StartEntity{EntityId: h.id}
 		}
-		out.Messages = append(out.Messages, ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender})
+		out.Messages = append(out.Messages, ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender, Pending: h.m.pending})
 	}
 	for _, m := range waited {
 		switch msg := m.message.(type) {
 		case *Deliver:
 			if msg != nil && msg.EntityID != "" && msg.Message != nil {
-				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender})
+				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender, Pending: msg.Pending})
 				continue
 			}
 		case *messages.StartEntity:
@@ -646,6 +655,7 @@ func (s *shard) onIdleCheck(ctx actor.Context) {
 	if !s.automatic || !s.settings.idlePassivation() {
 		return // a tick of a timer that was never meant to run
 	}
+	s.foldDirectUse()
 	for _, id := range s.entities.idle(time.Now(), s.settings.PassivationIdleTimeout) {
 		s.passivateAutomatically(ctx, id, passivateIdle)
 	}
@@ -663,6 +673,9 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 		ctx.Logger().Debug("shard: SetActiveEntityLimit ignored: remember-entities is on",
 			append(s.attrs(), slog.Int("limit", m.Limit))...)
 		return
+	}
+	if m.Limit > 0 {
+		s.closeAllRoutes() // the policy orders entities by each use: see EntityRoutes
 	}
 	chosen := s.limit.setLimit(m.Limit, s.entities.activeUses)
 	ctx.Logger().Debug("shard: active-entity limit set",
@@ -693,6 +706,7 @@ func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
 	}
 	ctx.Logger().Debug("shard: passivating entity automatically",
 		append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
+	s.closeRoute(id)
 	stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 }
 
@@ -795,6 +809,9 @@ func (s *shard) reply(ctx actor.Context, answer any) {
 }
 
 func (s *shard) drop(ctx actor.Context, msg any, sender *actor.PID, reason string) {
+	if d, ok := msg.(*Deliver); ok && d != nil {
+		d.Pending.Release()
+	}
 	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, sender, s.reason(reason))
 }
 
