@@ -547,7 +547,6 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 }
 
 func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
-	defer r.updateRoute(shard)
 	var oldHome *actor.PID
 	if home, ok := r.table.home(shard); ok {
 		ctx.Logger().Debug("shard region: BeginHandOff", slog.String("type", r.typeName), slog.String("shard", shard))
@@ -556,6 +555,9 @@ func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
 			oldHome = home
 		}
 	}
+	// No message goes to the old home directly from now on, and none is
+	// under way when the ack (relayed through it) leaves.
+	r.updateRoute(shard)
 	worker := ctx.Sender()
 	if worker == nil {
 		return
@@ -811,9 +813,12 @@ func (r *region) onRestartShard(ctx actor.Context, shard string) {
 }
 
 func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
-	if n := r.table.forgetRegion(ref); n > 0 {
+	if shards := r.table.forgetRegion(ref); len(shards) > 0 {
+		for _, s := range shards {
+			r.updateRoute(s)
+		}
 		ctx.Logger().Debug("shard region: other region terminated", slog.String("type", r.typeName),
-			slog.String("region", coordinatoractor.RegionKey(ref)), slog.Int("shards", n))
+			slog.String("region", coordinatoractor.RegionKey(ref)), slog.Int("shards", len(shards)))
 	}
 }
 
@@ -1136,8 +1141,15 @@ func (r *region) updateRoute(shard string) {
 	}
 	_, running := r.table.running(shard)
 	open := running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
-	if sr := r.routes.shard(shard); sr.open.Load() != open {
+	sr := r.routes.shard(shard)
+	if sr.open.Load() != open {
 		sr.open.Store(open)
+	}
+	home, known := r.table.home(shard)
+	if member, live := r.members[home.GetAddress()]; known && live && !r.removed && !r.table.isSelf(home) {
+		sr.setRemote(home, member.ID)
+	} else {
+		sr.closeRemote()
 	}
 }
 

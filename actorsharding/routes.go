@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // routeTable is what a region publishes for its router (regionProcess)
@@ -40,23 +41,110 @@ type shardRoute struct {
 	// open: the shard runs here, this region is its home, and no old
 	// home still forwards to it.
 	open atomic.Bool
+	// remote: the shard's home on another node, while known; its
+	// messages go there straight from the sender.
+	remote atomic.Pointer[remoteHome]
+}
+
+// remoteHome is a shard's home region on another node.
+type remoteHome struct {
+	pid      *actor.PID
+	memberID string // for ShardingEnvelope.to_member_id
+	guard    sendGuard
+}
+
+// setRemote makes pid (of member memberID) the shard's remote home.
+func (s *shardRoute) setRemote(pid *actor.PID, memberID string) {
+	if h := s.remote.Load(); h != nil && h.pid.Equal(pid) && h.memberID == memberID {
+		return
+	}
+	s.closeRemote()
+	// A PID of its own: it caches the remote's process once used.
+	s.remote.Store(&remoteHome{pid: actor.NewPID(pid.Address, pid.Id), memberID: memberID})
+}
+
+// closeRemote forgets the remote home; it returns once no send to it is
+// under way.
+func (s *shardRoute) closeRemote() {
+	if h := s.remote.Swap(nil); h != nil {
+		h.guard.close()
+	}
+}
+
+// send packs msg for entity id of shard into a ShardingEnvelope and sends
+// it to the home, unless the home was closed or msg cannot be packed
+// (the region actor reports why).
+func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg proto.Message) bool {
+	if _, ok := h.guard.enter(); !ok {
+		return false
+	}
+	defer h.guard.exit()
+	payload, err := anypb.New(msg)
+	if err != nil {
+		return false
+	}
+	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID}
+	if env == nil || env.Sender == nil {
+		root.Send(h.pid, out)
+	} else {
+		root.RequestWithCustomSender(h.pid, out, env.Sender)
+	}
+	return true
 }
 
 // entityRoute is a running entity that takes messages directly.
 type entityRoute struct {
 	shard *shardRoute
 	pid   *actor.PID // its process cached in it after the first send
-	// state counts the direct sends under way; routeClosed is set once
-	// the shard closed the entity, routeUsed once a send went through
-	// since the shard last asked (TakeUsed).
-	state atomic.Int64
+	guard sendGuard
+}
+
+// sendGuard counts the direct sends under way to one target, and is
+// closed once: close returns when none is under way, and none starts
+// after. It also notes whether a send went through (used).
+type sendGuard struct {
+	state atomic.Int64 // sends under way | guardClosed | guardUsed
 }
 
 const (
-	routeClosed = int64(1) << 62
-	routeUsed   = int64(1) << 61
-	routeFlags  = routeClosed | routeUsed
+	guardClosed = int64(1) << 62
+	guardUsed   = int64(1) << 61
+	guardFlags  = guardClosed | guardUsed
 )
+
+// enter starts a send; false: closed.
+func (g *sendGuard) enter() (int64, bool) {
+	v := g.state.Add(1)
+	if v&guardClosed != 0 {
+		g.state.Add(-1)
+		return v, false
+	}
+	return v, true
+}
+
+// exit ends a send begun with enter.
+func (g *sendGuard) exit() { g.state.Add(-1) }
+
+// markUsed notes a send; v is what enter returned.
+func (g *sendGuard) markUsed(v int64) {
+	if v&guardUsed == 0 {
+		g.state.Or(guardUsed)
+	}
+}
+
+// takeUsed reports whether a send went through since the last call.
+func (g *sendGuard) takeUsed() bool {
+	return g.state.Load()&guardUsed != 0 && g.state.And(^guardUsed)&guardUsed != 0
+}
+
+// close refuses further sends and waits for those under way: each is one
+// push onto a mailbox or an endpoint's queue.
+func (g *sendGuard) close() {
+	g.state.Or(guardClosed)
+	for g.state.Load()&^guardFlags != 0 {
+		runtime.Gosched()
+	}
+}
 
 func newRouteTable(system *actor.ActorSystem) *routeTable {
 	return &routeTable{system: system}
@@ -71,10 +159,12 @@ func (t *routeTable) shard(id string) *shardRoute {
 	return v.(*shardRoute)
 }
 
-// closeAll closes every shard (the region stops or was removed).
+// closeAll closes every shard and remote home (the region stops or was
+// removed).
 func (t *routeTable) closeAll() {
 	t.shards.Range(func(_, v any) bool {
 		v.(*shardRoute).open.Store(false)
+		v.(*shardRoute).closeRemote()
 		return true
 	})
 }
@@ -99,7 +189,7 @@ func (s *shardRoute) Close(id string) {
 // TakeUsed implements shardactor.EntityRoutes.
 func (s *shardRoute) TakeUsed(id string) bool {
 	e := s.table.entities.get(id)
-	return e != nil && e.state.Load()&routeUsed != 0 && e.state.And(^routeUsed)&routeUsed != 0
+	return e != nil && e.guard.takeUsed()
 }
 
 // entityMap maps entity IDs to their routes for many readers (senders)
@@ -165,20 +255,13 @@ func (m *entityMap) remove(id string) *entityRoute {
 	return e
 }
 
-// close refuses further direct sends and waits for those under way: each
-// is one push onto a mailbox.
-func (e *entityRoute) close() {
-	e.state.Or(routeClosed)
-	for e.state.Load()&^routeFlags != 0 {
-		runtime.Gosched()
-	}
-}
+// close refuses further direct sends and waits for those under way.
+func (e *entityRoute) close() { e.guard.close() }
 
 // send puts msg in the entity's mailbox, unless the entity was closed.
 func (e *entityRoute) send(root *actor.RootContext, env *actor.MessageEnvelope, msg any) bool {
-	v := e.state.Add(1)
-	if v&routeClosed != 0 {
-		e.state.Add(-1)
+	v, ok := e.guard.enter()
+	if !ok {
 		return false
 	}
 	if env == nil || env.Sender == nil {
@@ -186,10 +269,8 @@ func (e *entityRoute) send(root *actor.RootContext, env *actor.MessageEnvelope, 
 	} else {
 		root.RequestWithCustomSender(e.pid, msg, env.Sender)
 	}
-	if v&routeUsed == 0 {
-		e.state.Or(routeUsed)
-	}
-	e.state.Add(-1)
+	e.guard.markUsed(v)
+	e.guard.exit()
 	return true
 }
 
@@ -294,6 +375,12 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		return false
 	}
 	sr := p.table.shard(shard)
+	if h := sr.remote.Load(); h != nil && !forwarded && sr.pending.Load() == 0 && !p.cluster.Stale() {
+		// Its home is another node: one hop there, as a raw remote send.
+		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm) {
+			return true
+		}
+	}
 	r := &routed{entityID: id, shard: shard, message: m, forwarded: forwarded, pending: shardactor.NewPending(&sr.pending)}
 	if env != nil {
 		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: r, Sender: sender})
