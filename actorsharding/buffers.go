@@ -37,6 +37,20 @@ func (b *shardBuffers) add(shard string, m bufferedMessage) error {
 	return nil
 }
 
+// prepend puts msgs, in their order, before what shard's buffer holds:
+// messages older than all of it (a handed-off shard gives back what it
+// held). They were taken once already, so the limit does not refuse them.
+func (b *shardBuffers) prepend(shard string, msgs []bufferedMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	if _, open := b.byShard[shard]; !open {
+		b.order = append(b.order, shard)
+	}
+	b.byShard[shard] = append(slices.Clone(msgs), b.byShard[shard]...)
+	b.total += len(msgs)
+}
+
 // has reports whether shard has buffered messages.
 func (b *shardBuffers) has(shard string) bool { return len(b.byShard[shard]) > 0 }
 
@@ -50,6 +64,30 @@ func (b *shardBuffers) take(shard string) []bufferedMessage {
 	b.order = slices.DeleteFunc(b.order, func(s string) bool { return s == shard })
 	b.total -= len(msgs)
 	return msgs
+}
+
+// takeForwarded returns shard's messages that other regions forwarded,
+// oldest first, and forgets them; the others stay in their order.
+func (b *shardBuffers) takeForwarded(shard string) []bufferedMessage {
+	var out []bufferedMessage
+	kept := b.byShard[shard][:0]
+	for _, m := range b.byShard[shard] {
+		if m.forwarded {
+			out = append(out, m)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if len(kept) == 0 {
+		b.take(shard)
+		return out
+	}
+	b.total -= len(out)
+	b.byShard[shard] = kept
+	return out
 }
 
 // shards lists the shards with buffered messages, in the order their

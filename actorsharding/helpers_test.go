@@ -173,7 +173,10 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 			case panicSeq:
 				panic("test entity told to fail")
 			}
-			w.received.add(m.EntityId, m.Seq)
+			w.received.addAt(m.EntityId, m.Seq, n.Name)
+			if ctx.Sender() == nil {
+				return // sent, not asked: no answer to dead-letter
+			}
 			ctx.Respond(&testpb.Pong{EntityId: m.EntityId, Seq: m.Seq, Node: n.Address(), Incarnation: incarnation(ctx)})
 		}
 	})
@@ -196,12 +199,41 @@ func entityKey(ctx actor.Context) string {
 type received struct {
 	mu       sync.Mutex
 	byEntity map[string][]int64
+	where    map[string][]string // by entity, the node of each of byEntity's
 }
 
-func (r *received) add(id string, seq int64) {
+func (r *received) add(id string, seq int64) { r.addAt(id, seq, "") }
+
+func (r *received) addAt(id string, seq int64, node string) {
 	r.mu.Lock()
 	r.byEntity[id] = append(r.byEntity[id], seq)
+	if r.where == nil {
+		r.where = map[string][]string{}
+	}
+	r.where[id] = append(r.where[id], node)
 	r.mu.Unlock()
+}
+
+// trail describes where entity id received its messages: runs of
+// sequence numbers per node, in the order received.
+func (r *received) trail(id string, only func(int64) bool) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	seqs, nodes := r.byEntity[id], r.where[id]
+	for i := 0; i < len(seqs); {
+		if !only(seqs[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < len(seqs) && nodes[j+1] == nodes[i] && only(seqs[j+1]) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		out = append(out, fmt.Sprintf("%s:%d-%d", nodes[i], seqs[i]&(1<<32-1), seqs[j]&(1<<32-1)))
+		i = j + 1
+	}
+	return strings.Join(out, " ")
 }
 
 func (r *received) get(id string) []int64 {

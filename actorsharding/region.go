@@ -34,6 +34,10 @@ type region struct {
 	// goes through it, everything else straight to the coordinator.
 	coordinatorProxy *actor.PID
 	stopped          chan struct{}
+	// routes is what the region's router reads (see regionProcess); the
+	// region opens a shard there while it may take messages directly.
+	routes *routeTable
+	router *regionProcess // nil: no router in front (tests)
 
 	timers      *scheduler.TimerScheduler
 	cancelRetry scheduler.CancelFunc
@@ -47,9 +51,9 @@ type region struct {
 
 	table   shardTable
 	buffers shardBuffers
-	// handedOff: shards this region handed off and whose new home it has
-	// not learned yet (see onEnvelope).
-	handedOff map[string]bool
+	// handOffs: the planned hand-offs this region takes part in, as the
+	// shard's old home or as a region that forwarded to it.
+	handOffs handOffs
 
 	// removed: this member was removed from the cluster (failure detection
 	// or its own fencing) and has not joined again as removedID's
@@ -95,6 +99,11 @@ type bufferedMessage struct {
 	entityID string
 	message  any // the entity's message, or *messages.StartEntity
 	sender   *actor.PID
+	// forwarded: another region sent it here (a ShardingEnvelope).
+	forwarded bool
+	// pending marks it on the slow way for the router (see
+	// shardactor.Pending); released when it leaves the region for good.
+	pending *shardactor.Pending
 }
 
 type retryTick struct{}
@@ -111,8 +120,11 @@ func (r *region) Receive(ctx actor.Context) {
 		r.timers = scheduler.NewTimerScheduler(ctx)
 		r.members = map[string]membership.Member{}
 		r.table = newShardTable(ctx.Self())
+		if r.routes == nil {
+			r.routes = newRouteTable(ctx.ActorSystem())
+		}
 		r.buffers = newShardBuffers(r.settings.BufferSize)
-		r.handedOff = map[string]bool{}
+		r.handOffs = newHandOffs()
 		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
@@ -135,6 +147,10 @@ func (r *region) active(ctx actor.Context) {
 		if r.coordinator != nil {
 			ctx.Request(r.coordinator, &messages.RegionStopped{ShardRegion: ctx.Self()})
 		}
+		if r.router != nil {
+			r.router.stopped.Store(true)
+		}
+		r.routes.closeAll()
 		if r.stopped != nil {
 			close(r.stopped)
 		}
@@ -173,6 +189,14 @@ func (r *region) active(ctx actor.Context) {
 		if r.obeys(ctx, msg, msg.GetEpoch()) {
 			r.onHandOff(ctx, msg)
 		}
+	case *messages.BeginHandOffAck:
+		r.relayBeginHandOffAck(ctx, msg)
+	case *messages.HandOffForwarded:
+		r.relayHandOffForwarded(ctx, msg)
+	case *messages.HandOffForwardedAck:
+		r.onHandOffForwardedAck(ctx, msg)
+	case *shardactor.HandOffReturned:
+		r.onHandOffReturned(ctx, msg)
 	case *actor.Terminated:
 		r.onTerminated(ctx, msg.Who)
 	case *messages.GracefulShutdown:
@@ -195,6 +219,10 @@ func (r *region) active(ctx actor.Context) {
 		ctx.Logger().Info("shard region: active-entity limit changed", slog.String("type", r.typeName), slog.Int("limit", msg.Limit))
 		r.activeEntityLimit = msg.Limit
 		r.shareEntityLimit(ctx)
+	case *routed:
+		r.deliverMessage(ctx, msg.shard, bufferedMessage{entityID: msg.entityID, message: msg.message, sender: ctx.Sender(),
+			forwarded: msg.forwarded, pending: msg.pending})
+		r.updateRoute(msg.shard) // the shard may have started for it
 	case *messages.ShardingEnvelope:
 		r.onEnvelope(ctx, msg)
 	case *messages.ShardStopped:
@@ -203,7 +231,7 @@ func (r *region) active(ctx actor.Context) {
 		}
 		r.drop(ctx, msg, fmt.Sprintf("%T is a protocol message a region does not take", msg))
 	case *messages.RegisterProxy, *messages.Register, *messages.GetShardHome, *messages.ShardStarted,
-		*messages.BeginHandOffAck, *messages.RebalanceDone, *messages.Passivate,
+		*messages.RebalanceDone, *messages.Passivate,
 		*messages.StartEntityAck, *messages.GracefulShutdownReq, *messages.RegionStopped:
 		// Protocol messages that only a coordinator, worker or shard takes:
 		// sent here they are a mistake, never an entity's message.
@@ -352,6 +380,7 @@ func (r *region) onRetryTick(ctx actor.Context) {
 		return
 	}
 	r.requestShardBufferHomes(ctx)
+	r.retryHandOffForwarded(ctx)
 	if r.gracefulShutdown {
 		ctx.Request(r.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
@@ -382,6 +411,7 @@ func (r *region) coordinatorLost(ctx actor.Context, why string) {
 // receiveShardHome learns that shard lives at ref (from cmd, a ShardHome or
 // ShardHomes of the coordinator).
 func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard string, ref *actor.PID) {
+	defer r.updateRoute(shard)
 	if err := messages.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
 		r.drop(ctx, cmd, fmt.Sprintf("ShardHome with an invalid shard (%v) or region (%v)", err, ref))
 		return
@@ -420,16 +450,23 @@ func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard st
 	}
 	r.setHome(ctx, shard, ref)
 	if isSelf && !r.ensureShard(ctx, shard) {
-		return // its messages wait for the shard
+		// Its messages wait for the shard, and whatever comes later
+		// queues behind them: as the old home, nothing to wait for.
+		r.reportHandOffForwarded(ctx, shard, nil)
+		return
 	}
 	r.deliverBufferedMessages(ctx, shard)
+	if isSelf {
+		ref = nil
+	}
+	r.reportHandOffForwarded(ctx, shard, ref)
 }
 
 func (r *region) setHome(ctx actor.Context, shard string, ref *actor.PID) {
 	if r.table.setHome(shard, ref) {
 		ctx.Watch(ref)
 	}
-	delete(r.handedOff, shard)
+	r.handOffs.homeLearned(shard)
 }
 
 // ensureShard makes sure shard, whose home is this region, has a running
@@ -452,6 +489,7 @@ func (r *region) ensureShard(ctx actor.Context, shard string) bool {
 
 func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 	shard := msg.GetShard()
+	defer r.updateRoute(shard)
 	if err := messages.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("HostShard: %v", err))
 		return
@@ -463,6 +501,9 @@ func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 	if r.gracefulShutdown {
 		ctx.Logger().Debug("shard region: ignoring HostShard while shutting down", slog.String("type", r.typeName), slog.String("shard", shard))
 		return
+	}
+	if old := msg.GetForwardingOldHome(); old != nil && old.GetId() != "" {
+		r.handOffs.awaitForward(shard, old, time.Now(), r.settings.Coordinator.HandOffTimeout)
 	}
 	r.setHome(ctx, shard, ctx.Self())
 	r.table.awaitStart(shard, ctx.Sender())
@@ -490,7 +531,9 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 	if r.table.alive(shard) {
 		return nil, fmt.Errorf("start shard %s: %w", shard, errShardAlive)
 	}
-	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard), shardactor.EntityName(shard))
+	settings := r.settings.Shard
+	settings.Routes = r.routes.shard(shard)
+	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, settings), shardactor.EntityName(shard))
 	if err != nil {
 		return nil, fmt.Errorf("spawn shard %s: %w", shard, err)
 	}
@@ -499,34 +542,196 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 		return nil, err
 	}
 	r.shareEntityLimit(ctx)
+	r.updateRoute(shard)
 	ctx.Logger().Debug("shard started", slog.String("type", r.typeName), slog.String("shard", shard))
 	return pid, nil
 }
 
 func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
-	if _, ok := r.table.home(shard); ok {
+	var oldHome *actor.PID
+	if home, ok := r.table.home(shard); ok {
 		ctx.Logger().Debug("shard region: BeginHandOff", slog.String("type", r.typeName), slog.String("shard", shard))
 		r.table.forgetHome(shard)
+		if _, live := r.members[home.Address]; live && !r.table.isSelf(home) {
+			oldHome = home
+		}
+	}
+	// No message goes to the old home directly from now on, and none is
+	// under way when the ack (relayed through it) leaves.
+	r.updateRoute(shard)
+	worker := ctx.Sender()
+	if worker == nil {
+		return
+	}
+	ack := &messages.BeginHandOffAck{Shard: shard, Region: ctx.Self()}
+	if via := r.handOffs.beginHandOff(shard, worker, oldHome); via != nil {
+		// Through the old home, behind what this region forwarded there.
+		ack.ReplyTo = worker
+		ctx.Request(via, ack)
+		return
 	}
 	// Request, not Respond: the worker matches the ack by its sender.
-	if ctx.Sender() != nil {
-		ctx.Request(ctx.Sender(), &messages.BeginHandOffAck{Shard: shard})
+	ctx.Request(worker, ack)
+}
+
+// relayBeginHandOffAck passes on, as the shard's old home, the ack of a
+// region that forwarded to it: everything it forwarded has arrived here
+// first. Only acks for this region's coordinator's workers are relayed.
+func (r *region) relayBeginHandOffAck(ctx actor.Context, ack *messages.BeginHandOffAck) {
+	to := ack.GetReplyTo()
+	switch {
+	case to == nil:
+		r.drop(ctx, ack, "BeginHandOffAck without a worker to relay it to: a region does not take acks")
+	case r.coordinator == nil || !isChildOf(to, r.coordinator):
+		r.drop(ctx, ack, fmt.Sprintf("BeginHandOffAck to relay to %s, which is not a worker of this region's coordinator (%v)", to, r.coordinator))
+	default:
+		ctx.Request(to, &messages.BeginHandOffAck{Shard: ack.GetShard(), Region: ack.GetRegion()})
 	}
+}
+
+// relayHandOffForwarded passes on, as a shard's new home, the old home's
+// report to the coordinator: it arrives here behind the messages the old
+// home forwarded, which are in the shard's mailbox or buffer now. Without
+// a coordinator it is dropped; the old home repeats it.
+func (r *region) relayHandOffForwarded(ctx actor.Context, msg *messages.HandOffForwarded) {
+	if r.coordinator == nil {
+		ctx.Logger().Debug("shard region: HandOffForwarded while without a coordinator; the old home repeats it",
+			slog.String("type", r.typeName), slog.String("shard", msg.GetShard()))
+		return
+	}
+	if msg.GetOldHome().Equal(ctx.Self()) {
+		r.drop(ctx, msg, "HandOffForwarded naming this region as the old home came back to it")
+		return
+	}
+	if r.handOffs.forwardArrived(msg.GetShard(), msg.GetOldHome(), time.Now()) {
+		r.deliverBufferedMessages(ctx, msg.GetShard())
+		r.updateRoute(msg.GetShard())
+	}
+	ctx.Request(r.coordinator, msg)
+}
+
+// reportHandOffForwarded: as the old home of shard, this region has
+// forwarded what it held to the new home (via, nil if it is the new home
+// itself or nothing was forwarded): it reports so, through via so that
+// the report follows those messages.
+func (r *region) reportHandOffForwarded(ctx actor.Context, shard string, via *actor.PID) {
+	if owes, reported := r.handOffs.owes(shard); !owes || reported {
+		return
+	}
+	msg := &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()}
+	switch {
+	case via != nil:
+		ctx.Request(via, msg)
+	case r.coordinator != nil:
+		ctx.Request(r.coordinator, msg)
+	default:
+		return // reported on a later tick, once registered
+	}
+	if err := r.handOffs.reported(shard, via); err != nil {
+		ctx.Logger().Error("shard region: HandOffForwarded", slog.String("type", r.typeName), slog.Any("error", err))
+	}
+}
+
+// afterHandOff: shard's hand-off away from this region is complete here
+// (its child has stopped). With nothing held for it, there is nothing to
+// forward: the report goes to the coordinator now. Otherwise its new home
+// is asked for, and the report follows the forwarded messages.
+func (r *region) afterHandOff(ctx actor.Context, shard string) {
+	if owes, reported := r.handOffs.owes(shard); !owes || reported {
+		return
+	}
+	if r.buffers.has(shard) {
+		if r.coordinator != nil {
+			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
+		}
+		return
+	}
+	r.reportHandOffForwarded(ctx, shard, nil)
+}
+
+// onHandOffReturned: a shard child that hands off gave back what it held
+// for its entities. It is older than what this region buffered for the
+// shard since BeginHandOff, so it goes first, and on to the new home.
+func (r *region) onHandOffReturned(ctx actor.Context, msg *shardactor.HandOffReturned) {
+	if ctx.Sender() == nil || ctx.Sender().Address != ctx.Self().Address || !r.table.isChild(ctx.Sender().Id) {
+		r.drop(ctx, msg, fmt.Sprintf("HandOffReturned from %v, which is not a shard of this region", ctx.Sender()))
+		return
+	}
+	msgs := make([]bufferedMessage, 0, len(msg.Messages))
+	for _, m := range msg.Messages {
+		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender, pending: m.Pending})
+	}
+	if r.removed || r.stoppingLocally {
+		reason := removedReason
+		if r.stoppingLocally {
+			reason = clusterShuttingDown
+		}
+		for _, m := range msgs {
+			r.dropBuffered(ctx, msg.Shard, m, reason)
+		}
+		return
+	}
+	r.buffers.prepend(msg.Shard, msgs)
+}
+
+func (r *region) onHandOffForwardedAck(ctx actor.Context, msg *messages.HandOffForwardedAck) {
+	if r.coordinator == nil || !r.coordinator.Equal(ctx.Sender()) {
+		r.drop(ctx, msg, fmt.Sprintf("HandOffForwardedAck from %v, not this region's coordinator (%v)", ctx.Sender(), r.coordinator))
+		return
+	}
+	if r.handOffs.acked(msg.GetShard()) {
+		ctx.Logger().Debug("shard region: hand-off forwarding acknowledged", slog.String("type", r.typeName), slog.String("shard", msg.GetShard()))
+		r.tryCompleteGracefulShutdown(ctx)
+	}
+}
+
+// retryHandOffForwarded repeats the reports the coordinator has not
+// acknowledged, sends those that waited for a coordinator, and gives up
+// the debts older than the hand-off timeout.
+func (r *region) retryHandOffForwarded(ctx actor.Context) {
+	live := func(address string) bool { _, ok := r.members[address]; return ok }
+	for _, shard := range r.handOffs.expireAwaiting(time.Now(), r.settings.Coordinator.HandOffTimeout, live) {
+		ctx.Logger().Warn("shard region: the shard's old home did not finish forwarding its messages in time, or is gone; delivering what waited",
+			slog.String("type", r.typeName), slog.String("shard", shard))
+		r.deliverBufferedMessages(ctx, shard)
+		r.updateRoute(shard)
+	}
+	for _, shard := range r.handOffs.expire(time.Now(), r.settings.Coordinator.HandOffTimeout) {
+		ctx.Logger().Warn("shard region: the coordinator never acknowledged that this old home forwarded the shard's messages; giving up",
+			slog.String("type", r.typeName), slog.String("shard", shard))
+	}
+	for shard, via := range r.handOffs.resends() {
+		if via != nil {
+			if _, live := r.members[via.Address]; live {
+				ctx.Request(via, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
+				continue
+			}
+		}
+		ctx.Request(r.coordinator, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
+	}
+	for shard := range r.handOffs.owed {
+		if !r.table.alive(shard) {
+			r.afterHandOff(ctx, shard)
+		}
+	}
+	r.tryCompleteGracefulShutdown(ctx)
 }
 
 func (r *region) onHandOff(ctx actor.Context, msg *messages.HandOff) {
 	shard := msg.GetShard()
+	defer r.updateRoute(shard)
 	ctx.Logger().Debug("shard region: HandOff", slog.String("type", r.typeName), slog.String("shard", shard))
 	// Akka drops what it buffered for the shard between BeginHandOff and
-	// now: those messages may have been forwarded by other regions, and
-	// sending them on after the hand-off could reorder them.
-	r.dropBuffer(ctx, shard, "messages buffered at the shard's old home during its hand-off are dropped to avoid reordering (Akka's rule)")
-	r.handedOff[shard] = true
+	// now, as sending it on could reorder it behind what other regions
+	// buffered. This region keeps it and forwards it to the new home,
+	// which the coordinator tells the others only after that.
+	r.handOffs.handedOff(shard, time.Now())
 	r.table.takeAwaitedStarts(shard)
 	pid, state, alive := r.table.child(shard)
 	switch {
 	case !alive:
 		ctx.Respond(&messages.ShardStopped{Shard: shard})
+		r.afterHandOff(ctx, shard)
 	case state == shardRunning:
 		if _, err := r.table.handOff(shard); err != nil {
 			ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
@@ -570,6 +775,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 		ctx.Logger().Error("shard region: Terminated", slog.String("type", r.typeName), slog.Any("error", err))
 		return
 	}
+	defer r.updateRoute(shard)
 	for _, to := range ended.handOffReplyTo {
 		ctx.Request(to, &messages.ShardStopped{Shard: shard})
 	}
@@ -585,6 +791,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 			slog.String("type", r.typeName), slog.String("shard", shard))
 	}
 	r.shareEntityLimit(ctx)
+	r.afterHandOff(ctx, shard)
 	if r.table.homeIsSelf(shard) && !r.gracefulShutdown && !r.removed &&
 		(r.buffers.has(shard) || r.table.startAwaited(shard)) {
 		if r.ensureShard(ctx, shard) {
@@ -597,6 +804,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 // onRestartShard starts a remembering shard again after its failure
 // back-off, if it still lives here and no message started it meanwhile.
 func (r *region) onRestartShard(ctx actor.Context, shard string) {
+	defer r.updateRoute(shard)
 	if !r.table.homeIsSelf(shard) || r.gracefulShutdown || r.removed {
 		return
 	}
@@ -606,9 +814,12 @@ func (r *region) onRestartShard(ctx actor.Context, shard string) {
 }
 
 func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
-	if n := r.table.forgetRegion(ref); n > 0 {
+	if shards := r.table.forgetRegion(ref); len(shards) > 0 {
+		for _, s := range shards {
+			r.updateRoute(s)
+		}
 		ctx.Logger().Debug("shard region: other region terminated", slog.String("type", r.typeName),
-			slog.String("region", coordinatoractor.RegionKey(ref)), slog.Int("shards", n))
+			slog.String("region", coordinatoractor.RegionKey(ref)), slog.Int("shards", len(shards)))
 	}
 }
 
@@ -617,6 +828,9 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 func (r *region) handleMembership(ctx actor.Context) bool {
 	switch msg := ctx.Message().(type) {
 	case *membership.CurrentClusterState:
+		if id := msg.Self.ID; id != "" {
+			r.routes.memberID.Store(&id)
+		}
 		r.members = map[string]membership.Member{}
 		for _, m := range msg.Members {
 			r.members[m.Address] = m
@@ -671,6 +885,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	}
 	r.removed = true
 	r.removedID = msg.Member.ID
+	r.routes.closeAll()
 	running := r.table.runningShards()
 	ctx.Logger().Warn("shard region: this member was removed; stopping every shard it hosts",
 		slog.String("type", r.typeName), slog.Int("shards", len(running)), slog.Bool("graceful", msg.Graceful))
@@ -680,7 +895,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 		}
 	}
 	r.table.forgetAllHomes()
-	r.handedOff = map[string]bool{}
+	r.handOffs.clear()
 	for _, shard := range r.buffers.shards() {
 		r.dropBuffer(ctx, shard, removedReason)
 	}
@@ -759,7 +974,7 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 const clusterShuttingDown = "the cluster is shutting down: no member of the role is left up to host the shard"
 
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
-	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 {
+	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 && r.handOffs.owedCount() == 0 {
 		ctx.Logger().Info("shard region: graceful shutdown complete", slog.String("type", r.typeName))
 		ctx.Stop(ctx.Self())
 	}
@@ -798,24 +1013,12 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 			env.GetShardId(), id, shard))
 		return
 	}
-	if _, known := r.table.home(shard); !known && env.GetShardId() != "" && r.handedOff[shard] {
-		// Forwarded by another region before it heard of the hand-off, and
-		// arriving after it: that region has sent its sender's later
-		// messages to the new home already, so sending this one on could
-		// overtake them. Dropped, as Akka drops what the old home buffered.
-		r.drop(ctx, env, fmt.Sprintf("message for entity %q forwarded to the shard's old home after its hand-off; dropped to avoid reordering", id))
-		// Learning the new home ends this rule for the shard.
-		if r.coordinator != nil {
-			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
-		}
-		return
-	}
 	m, err := UnpackEnvelope(env)
 	if err != nil {
 		r.drop(ctx, env, err.Error())
 		return
 	}
-	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender()})
+	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), forwarded: true})
 }
 
 func (r *region) onUserMessage(ctx actor.Context, msg any) {
@@ -874,8 +1077,19 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		r.dropBuffered(ctx, shard, m, removedReason)
 		return
 	}
+	// While the shard's old home still forwards to this new home, what
+	// other regions send is that forwarding, and goes ahead of what this
+	// region's senders buffered; those wait for the end of it.
+	ahead := false
+	if r.handOffs.awaits(shard) {
+		if !m.forwarded {
+			r.buffer(ctx, shard, m)
+			return
+		}
+		ahead = true
+	}
 	home, known := r.table.home(shard)
-	if known && !r.buffers.has(shard) && r.table.isSelf(home) {
+	if known && (ahead || !r.buffers.has(shard)) && r.table.isSelf(home) {
 		if pid, running := r.table.running(shard); running {
 			// The hot path. The shard checks that this node's membership
 			// is not stale, as it must for what already waits in its
@@ -890,7 +1104,7 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		r.dropBuffered(ctx, shard, m, staleReason)
 		return
 	}
-	if r.buffers.has(shard) {
+	if r.buffers.has(shard) && !ahead {
 		// Older messages wait for the home: keep the order.
 		r.buffer(ctx, shard, m)
 		return
@@ -920,17 +1134,38 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 	r.sendToRegion(ctx, home, shard, m)
 }
 
+// updateRoute opens shard to direct sends while it runs here, this region
+// is its home, and no old home still forwards to it; else closes it.
+func (r *region) updateRoute(shard string) {
+	if r.proxyOnly() {
+		return
+	}
+	_, running := r.table.running(shard)
+	open := running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
+	sr := r.routes.shard(shard)
+	if sr.open.Load() != open {
+		sr.open.Store(open)
+	}
+	home, known := r.table.home(shard)
+	if member, live := r.members[home.GetAddress()]; known && live && !r.removed && !r.table.isSelf(home) {
+		sr.setRemote(home, member.ID)
+	} else {
+		sr.closeRemote()
+	}
+}
+
 func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessage) {
 	if se, ok := m.message.(*messages.StartEntity); ok {
 		ctx.RequestWithCustomSender(pid, se, m.sender)
 		return
 	}
+	d := &shardactor.Deliver{EntityID: m.entityID, Message: m.message, Pending: m.pending}
 	if m.sender == nil {
 		// No envelope to allocate when nobody waits for an answer.
-		ctx.Send(pid, &shardactor.Deliver{EntityID: m.entityID, Message: m.message})
+		ctx.Send(pid, d)
 		return
 	}
-	ctx.RequestWithCustomSender(pid, &shardactor.Deliver{EntityID: m.entityID, Message: m.message}, m.sender)
+	ctx.RequestWithCustomSender(pid, d, m.sender)
 }
 
 // sendToRegion forwards to another node's region. The payload travels in a
@@ -959,6 +1194,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		return
 	}
 	ctx.RequestWithCustomSender(home, env, m.sender)
+	m.pending.Release()
 }
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
@@ -976,8 +1212,22 @@ func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
 	}
 }
 
+// deliverBufferedMessages sends on what waited for shard's home. At the
+// home itself, what other regions forwarded goes first: the old home's
+// forwarding of a hand-off holds the older messages of this region's own
+// senders (see deliverMessage); while it still forwards, only that goes.
 func (r *region) deliverBufferedMessages(ctx actor.Context, shard string) {
-	for _, m := range r.buffers.take(shard) {
+	var msgs []bufferedMessage
+	home, known := r.table.home(shard)
+	switch {
+	case r.handOffs.awaits(shard):
+		msgs = r.buffers.takeForwarded(shard)
+	case known && r.table.isSelf(home):
+		msgs = append(r.buffers.takeForwarded(shard), r.buffers.take(shard)...)
+	default:
+		msgs = r.buffers.take(shard)
+	}
+	for _, m := range msgs {
 		r.deliverMessage(ctx, shard, m)
 	}
 	r.tryCompleteGracefulShutdown(ctx)
@@ -991,6 +1241,7 @@ func (r *region) dropBuffer(ctx actor.Context, shard, reason string) {
 
 // dropBuffered reports m, a message for an entity of shard, as dropped.
 func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason string) {
+	m.pending.Release()
 	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 		fmt.Sprintf("shard region %s: shard %s, entity %q: %s", r.typeName, shard, m.entityID, reason))
 }

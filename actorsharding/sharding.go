@@ -178,7 +178,9 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
 	}
 	stopped := make(chan struct{})
-	pid, err := s.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+	routes := newRouteTable(s.system)
+	router := &regionProcess{table: routes, extractor: extractor, cluster: s.cluster, typeName: typeName, hosting: entityProps != nil}
+	spawned, err := s.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &region{
 			typeName:         typeName,
 			entityProps:      entityProps,
@@ -187,15 +189,23 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			cluster:          s.cluster,
 			coordinatorProxy: proxy,
 			stopped:          stopped,
+			routes:           routes,
+			router:           router,
 		}
 	}, guard.WithMailbox()), RegionName(typeName))
 	if err != nil {
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
 	}
+	pid, err := installRouter(s.system, spawned, router)
+	if err != nil {
+		s.system.Root.Stop(spawned)
+		s.system.Root.Stop(proxy)
+		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
+	}
 	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, stopped: stopped}
 	if entityProps != nil {
-		s.cluster.RegisterLeaveHook("sharding region "+typeName, func(ctx context.Context) error {
+		s.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {
 			return s.gracefulShutdown(ctx, pid, stopped, settings.GracefulShutdownTimeout)
 		})
 	}

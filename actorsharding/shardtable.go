@@ -139,16 +139,18 @@ func (t *shardTable) forgetHome(shard string) {
 	}
 }
 
-// forgetRegion forgets every home at ref (it terminated) and returns how
-// many shards lived there.
-func (t *shardTable) forgetRegion(ref *actor.PID) int {
+// forgetRegion forgets every home at ref (it terminated) and returns the
+// shards that lived there.
+func (t *shardTable) forgetRegion(ref *actor.PID) []string {
 	key := coordinatoractor.RegionKey(ref)
 	set := t.byRegion[key]
+	out := make([]string, 0, len(set))
 	for shard := range set {
 		delete(t.homes, shard)
+		out = append(out, shard)
 	}
 	delete(t.byRegion, key)
-	return len(set)
+	return out
 }
 
 // regionsAt lists the other regions on address that homes name.

@@ -135,8 +135,8 @@ func TestShardTableHomes(t *testing.T) {
 		t.Errorf("regionsAt = %v", got)
 	}
 	tb.setHome("2", selfPID) // moved here
-	if n := tb.forgetRegion(otherPID); n != 1 {
-		t.Errorf("forgetRegion = %d shards, want 1 (shard 3)", n)
+	if got := tb.forgetRegion(otherPID); len(got) != 1 || got[0] != "3" {
+		t.Errorf("forgetRegion = %v, want [3]", got)
 	}
 	if _, ok := tb.home("3"); ok {
 		t.Error("shard 3's home survived its region")

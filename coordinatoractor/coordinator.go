@@ -68,6 +68,13 @@ func Props(typeName string, cluster *membership.Cluster, settings Settings, stra
 // before anyone is told about it, so a coordinator that takes over never
 // contradicts what its predecessor announced.
 //
+// The writes run off the actor, one at a time (see stateWrites): the
+// coordinator applies an event at once and goes on with its mail; the
+// events of the messages it handles while a write is in flight go to the
+// store together in the next one, and the replies that depend on them go
+// out once it succeeded. A thousand shards to allocate after a crash take
+// a few writes, not a thousand.
+//
 // Fencing: at its start it claims the stored state (writes it back), and
 // the version it claimed is its epoch, carried by every command it and its
 // rebalance workers send; regions obey only the coordinator they
@@ -82,22 +89,32 @@ type coordinator struct {
 	strategy ShardAllocationStrategy
 	store    StateStore
 
-	behavior   actor.Behavior
-	stateName  string
-	state      State
-	version    uint64
+	behavior  actor.Behavior
+	stateName string
+	// writes holds the state and its writes to the store; state points at
+	// writes.state, the state the coordinator decides on, which is ahead
+	// of the store by the events not yet written.
+	writes     stateWrites
+	state      *State
 	epoch      uint64                       // the version claimed at start
 	members    map[string]membership.Member // by member id
 	timers     *scheduler.TimerScheduler
 	cancelTick scheduler.CancelFunc
 
-	// stash holds what arrived while waitingForState; replayed on active.
-	stash []stashed
+	// stash holds what arrived while waitingForState; handled on active,
+	// before any newer message.
+	stash stash
+	// replaying: the stash is being handled; its events go to the store in
+	// one write, after it.
+	replaying bool
 
 	allRegionsRegistered bool
 	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
 	rebalanceInProgress map[string][]*actor.PID
 	rebalanceWorkers    map[string]*actor.PID // shard -> worker
+	// forwards: shards handed off whose old home still forwards what it
+	// held; their new home is told only to the old home meanwhile.
+	forwards forwardHolds
 	// gracefulShutdownInProgress: regions (by key) handing off all shards.
 	gracefulShutdownInProgress map[string]bool
 	// unAckedHostShards: shard -> cancel of its HostShard resend timer.
@@ -115,15 +132,16 @@ type coordinator struct {
 	pendingRemovals map[string]bool
 }
 
-type stashed struct {
-	message any
-	sender  *actor.PID
-}
-
 // Internal messages.
 type (
 	stateLoaded struct {
 		state   State
+		version uint64
+		err     error
+	}
+	// stateWritten: the write in flight is over; version is the store's
+	// new version of the state when err is nil.
+	stateWritten struct {
 		version uint64
 		err     error
 	}
@@ -135,6 +153,10 @@ type (
 		shard  string
 		region *actor.PID
 	}
+	forwardTimedOut struct {
+		shard string
+		gen   uint64
+	}
 )
 
 // Receive handles what every state handles alike (start, membership,
@@ -144,25 +166,28 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		c.start(ctx)
 		return
 	}
-	if c.handleMembership(ctx) {
-		return
-	}
-	if isLifecycle(ctx.Message()) {
+	switch {
+	case c.handleMembership(ctx):
+	case isLifecycle(ctx.Message()):
 		c.handleLifecycle(ctx)
-		return
+	default:
+		c.behavior.Receive(ctx)
 	}
-	c.behavior.Receive(ctx)
+	c.startWrite(ctx)
 }
 
 func (c *coordinator) start(ctx actor.Context) {
 	c.timers = scheduler.NewTimerScheduler(ctx)
 	c.members = map[string]membership.Member{}
 	c.rebalanceInProgress = map[string][]*actor.PID{}
+	c.forwards = newForwardHolds()
 	c.rebalanceWorkers = map[string]*actor.PID{}
 	c.gracefulShutdownInProgress = map[string]bool{}
 	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
 	c.registered = map[string]bool{}
 	c.pendingRemovals = map[string]bool{}
+	c.state = &c.writes.state
+	c.stash = newStash(c.settings.StashCapacity)
 	c.cluster.Subscribe(ctx.Self())
 	c.become(ctx, StateWaitingForState, c.waitingForState)
 	c.load(ctx)
@@ -204,27 +229,33 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 			c.timers.SendOnce(c.settings.CoordinatorFailureBackoff, ctx.Self(), reloadState{})
 			return
 		}
-		c.version = msg.version
-		c.state = msg.state.Clone()
-		c.state.RememberEntities = c.settings.RememberEntities
-		if !c.state.RememberEntities {
-			c.state.Unallocated = map[string]struct{}{}
+		st := msg.state
+		st.RememberEntities = c.settings.RememberEntities
+		if !st.RememberEntities {
+			st.Unallocated = map[string]struct{}{}
 		}
-		// Writing the state back at once claims it: a stale coordinator
-		// that still runs elsewhere fails its next check-and-set. The
-		// version claimed is this coordinator's epoch.
-		if err := c.save(ctx, c.state); err != nil {
-			c.storeFailed(ctx, fmt.Errorf("claim the state: %w", err))
-			return
+		// Writing the state back at once (startWrite, once this message
+		// is handled) claims it: a stale coordinator that still runs
+		// elsewhere fails its next check-and-set. The version claimed is
+		// this coordinator's epoch.
+		if err := c.writes.load(st, msg.version); err != nil {
+			c.storeFailed(ctx, err)
 		}
-		c.epoch = c.version
-		c.activate(ctx)
+	case *stateWritten:
+		c.onStateWritten(ctx, msg)
 	case reloadState:
 		c.load(ctx)
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
 	default:
-		c.stash = append(c.stash, stashed{message: msg, sender: ctx.Sender()})
+		repeat, err := c.stash.add(msg, ctx.Sender())
+		switch {
+		case err != nil:
+			c.reject(ctx, msg, fmt.Sprintf("waiting for its state: %v", err))
+		case repeat:
+			ctx.Logger().Debug("shard coordinator: a repeated request replaces the one stashed",
+				slog.String("type", c.typeName), slog.String("message", fmt.Sprintf("%T", msg)))
+		}
 	}
 }
 
@@ -237,6 +268,29 @@ func (c *coordinator) activate(ctx actor.Context) {
 	// Live regions are watched, so that a crash is noticed; those of
 	// members that are gone are terminated (once their removal margin has
 	// passed).
+	c.watchRegions(ctx)
+	c.terminateGoneMembers(ctx)
+	// Unplaced shards wait for the regions of live members to register
+	// (see unregisteredMembers), and after a re-join for the removal
+	// margin (see rejoinHold); this timer ends the wait.
+	c.timers.SendOnce(max(c.settings.RegisterWaitTimeout, c.rejoinHold()), ctx.Self(), registerWaitOver{})
+	if c.cancelTick == nil {
+		c.cancelTick = c.timers.SendRepeatedly(c.settings.RebalanceInterval, c.settings.RebalanceInterval, ctx.Self(), rebalanceTick{})
+	}
+	// The stash is handled now, in the order it came and before any newer
+	// message (proto.actor cannot put it back at the front of the
+	// mailbox): a region's Register goes before its later requests.
+	c.replaying = true
+	for _, s := range c.stash.take() {
+		ctx.Receive(&actor.MessageEnvelope{Message: s.message, Sender: s.sender})
+	}
+	c.replaying = false
+	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// watchRegions watches the registered regions and proxies of live
+// members, so that their termination is noticed.
+func (c *coordinator) watchRegions(ctx actor.Context) {
 	for _, r := range sortedEntries(c.state.Regions) {
 		if c.isLiveMember(r.MemberID) {
 			ctx.Watch(r.PID)
@@ -247,23 +301,6 @@ func (c *coordinator) activate(ctx actor.Context) {
 			ctx.Watch(p.PID)
 		}
 	}
-	c.terminateGoneMembers(ctx)
-	if c.stateName != StateActive {
-		return // a store write failed meanwhile
-	}
-	// Unplaced shards wait for the regions of live members to register
-	// (see unregisteredMembers), and after a re-join for the removal
-	// margin (see rejoinHold); this timer ends the wait.
-	c.timers.SendOnce(max(c.settings.RegisterWaitTimeout, c.rejoinHold()), ctx.Self(), registerWaitOver{})
-	if c.cancelTick == nil {
-		c.cancelTick = c.timers.SendRepeatedly(c.settings.RebalanceInterval, c.settings.RebalanceInterval, ctx.Self(), rebalanceTick{})
-	}
-	stash := c.stash
-	c.stash = nil
-	for _, s := range stash {
-		ctx.RequestWithCustomSender(ctx.Self(), s.message, s.sender)
-	}
-	c.allocateShardHomesForRememberEntities(ctx)
 }
 
 // allocateShardHomesForRememberEntities (Akka's name) allocates every shard
@@ -296,6 +333,7 @@ func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
 // state: it stops, with its workers and timers. Its supervisor starts a
 // fresh one after the back-off, which reads the state and claims it under
 // a new epoch; never this one, which would overwrite a newer coordinator.
+// What waited for a write, or in the stash, is dropped with the reason.
 func (c *coordinator) storeFailed(ctx actor.Context, err error) {
 	msg := "shard coordinator: state write failed; stopping (a new coordinator starts after the back-off)"
 	if errors.Is(err, ErrVersionConflict) {
@@ -303,11 +341,25 @@ func (c *coordinator) storeFailed(ctx actor.Context, err error) {
 	}
 	ctx.Logger().Error(msg, slog.String("type", c.typeName), slog.Any("error", err), slog.Uint64("epoch", c.epoch))
 	c.become(ctx, StateStopped, c.stopped)
+	c.dropUnwritten(ctx, fmt.Errorf("%w: %w", errStopped, err))
 	ctx.Stop(ctx.Self())
 }
 
+// dropUnwritten drops what waits for a write or in the stash: the
+// coordinator stops.
+func (c *coordinator) dropUnwritten(ctx actor.Context, why error) {
+	for _, u := range c.writes.abandon() {
+		if u.refused != nil {
+			u.refused(ctx, why)
+		}
+	}
+	for _, s := range c.stash.take() {
+		c.drop(ctx, s.message, s.sender, why.Error())
+	}
+}
+
 // errEventRejected: an event that does not apply to the state, or a state
-// the store refuses to hold (too large, invalid). The state is unchanged
+// the store refuses to hold (too large, invalid). The state is as it was
 // and the coordinator goes on; the message that caused it is dropped.
 var errEventRejected = errors.New("state change rejected")
 
@@ -315,40 +367,120 @@ var errEventRejected = errors.New("state change rejected")
 // must stop handling its message.
 var errStopped = errors.New("the coordinator is stopping")
 
-// update applies e, writes the new state and only then adopts it. A nil
-// error means it did; errEventRejected, that the state is unchanged and
-// the coordinator goes on; errStopped, that the store failed and the
-// coordinator is stopping.
-func (c *coordinator) update(ctx actor.Context, e Event) error {
+// update applies u.event to the state at once and queues it for the next
+// write (see stateWrites); u.then runs once that write succeeded, u.refused
+// if it never will be. A nil error means the event applied;
+// errEventRejected, that it does not fit the state, which is unchanged;
+// errStopped, that the coordinator is stopping.
+func (c *coordinator) update(ctx actor.Context, u update) error {
 	if c.stateName != StateActive {
 		return errStopped
 	}
-	next, err := c.state.Apply(e)
-	if err != nil {
+	if err := c.writes.apply(u); err != nil {
 		ctx.Logger().Warn("shard coordinator: event does not apply; ignored",
 			slog.String("type", c.typeName), slog.Any("error", err))
 		return fmt.Errorf("%w: %v", errEventRejected, err)
 	}
-	if err := c.save(ctx, next); err != nil {
-		if errors.Is(err, ErrStateTooLarge) || errors.Is(err, ErrInvalidState) {
-			// Nothing was written: the coordinator stays as it was.
-			ctx.Logger().Error("shard coordinator: the store refuses the state after this event; the event is dropped",
-				slog.String("type", c.typeName), slog.String("event", e.String()), slog.Any("error", err))
-			return fmt.Errorf("%w: %v: %w", errEventRejected, e, err)
-		}
-		c.storeFailed(ctx, fmt.Errorf("%v: %w", e, err))
-		return errStopped
-	}
-	c.state = next
-	ctx.Logger().Debug("shard coordinator event", slog.String("type", c.typeName), slog.String("event", e.String()))
+	ctx.Logger().Debug("shard coordinator event", slog.String("type", c.typeName), slog.String("event", u.event.String()))
 	return nil
+}
+
+// whenWritten runs then once every change made so far is written: at once
+// when it is, otherwise after the write that carries the last one (refused
+// instead if that write never succeeds). A reply whose key waits already is
+// not queued twice.
+func (c *coordinator) whenWritten(ctx actor.Context, key string, then func(actor.Context), refused func(actor.Context, error)) {
+	if !c.writes.wait(key, then, refused) {
+		then(ctx)
+	}
+}
+
+// startWrite writes the state with every event not yet written, off the
+// actor, unless a write is in flight already (its stateWritten starts the
+// next one); the claim first of all.
+func (c *coordinator) startWrite(ctx actor.Context) {
+	if c.stateName == StateStopped || c.replaying {
+		return
+	}
+	snapshot, version, ok := c.writes.begin()
+	if !ok {
+		return
+	}
+	self, root, store, timeout := ctx.Self(), ctx.ActorSystem().Root, c.store, c.settings.UpdatingStateTimeout
+	go func() {
+		wctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		v, err := store.Save(wctx, snapshot, version)
+		root.Send(self, &stateWritten{version: v, err: err})
+	}()
+}
+
+// onStateWritten ends the write in flight: the claim activates the
+// coordinator; a write of events runs what waited for it. A store that
+// refuses the state (too large, invalid) wrote nothing: the events are
+// dropped and the coordinator goes on from the state last written. Any
+// other failure stops it.
+func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
+	claim := !c.writes.claimed
+	if msg.err != nil {
+		if !claim && (errors.Is(msg.err, ErrStateTooLarge) || errors.Is(msg.err, ErrInvalidState)) {
+			c.writeRefused(ctx, msg.err)
+			return
+		}
+		what := "write the state"
+		if claim {
+			what = "claim the state"
+		}
+		c.storeFailed(ctx, fmt.Errorf("%s: %w", what, msg.err))
+		return
+	}
+	done, err := c.writes.done(msg.version)
+	if err != nil {
+		c.storeFailed(ctx, err)
+		return
+	}
+	if claim {
+		c.epoch = c.writes.version
+		c.activate(ctx)
+		return
+	}
+	ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
+		slog.Int("updates", len(done)), slog.Uint64("version", msg.version))
+	for _, u := range done {
+		if u.then != nil {
+			u.then(ctx)
+		}
+	}
+}
+
+// writeRefused: the store refused the state after the events in flight.
+// They, and those decided on them since, are dropped with the reason; the
+// state is the one last written again. Regions whose termination was
+// dropped are watched again (one that is gone is reported again), and
+// those of removed members terminated again.
+func (c *coordinator) writeRefused(ctx actor.Context, cause error) {
+	refused, err := c.writes.refuse()
+	if err != nil {
+		c.storeFailed(ctx, err)
+		return
+	}
+	ctx.Logger().Error("shard coordinator: the store refuses the state after these changes; they are dropped",
+		slog.String("type", c.typeName), slog.Int("updates", len(refused)), slog.Any("error", cause))
+	why := fmt.Errorf("%w: %w", errEventRejected, cause)
+	for _, u := range refused {
+		if u.refused != nil {
+			u.refused(ctx, why)
+		}
+	}
+	c.watchRegions(ctx)
+	c.terminateGoneMembers(ctx)
 }
 
 // stopped: the coordinator stopped itself after a store failure; what
 // still arrives before it is gone is dropped (regions retry).
 func (c *coordinator) stopped(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *stateLoaded, reloadState, rebalanceTick, resendShardHost, removalMarginElapsed, registerWaitOver,
+	case *stateLoaded, *stateWritten, reloadState, rebalanceTick, resendShardHost, removalMarginElapsed, registerWaitOver,
 		*actor.Terminated, *messages.RebalanceDone, *actor.DeadLetterResponse:
 	default:
 		c.reject(ctx, msg, "the coordinator is stopping after a store failure")
@@ -358,18 +490,12 @@ func (c *coordinator) stopped(ctx actor.Context) {
 // reject drops a message the coordinator will not act on, with a
 // dead-letter event that says why.
 func (c *coordinator) reject(ctx actor.Context, msg any, why string) {
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), fmt.Sprintf("shard coordinator %s: %s", c.typeName, why))
+	c.drop(ctx, msg, ctx.Sender(), why)
 }
 
-func (c *coordinator) save(ctx actor.Context, st State) error {
-	sctx, cancel := context.WithTimeout(context.Background(), c.settings.UpdatingStateTimeout)
-	defer cancel()
-	v, err := c.store.Save(sctx, st, c.version)
-	if err != nil {
-		return err
-	}
-	c.version = v
-	return nil
+// drop drops msg from sender with a dead-letter event that says why.
+func (c *coordinator) drop(ctx actor.Context, msg any, sender *actor.PID, why string) {
+	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Sprintf("shard coordinator %s: %s", c.typeName, why))
 }
 
 // active is Akka's ShardCoordinator.active.
@@ -422,14 +548,22 @@ func (c *coordinator) active(ctx actor.Context) {
 			return
 		}
 		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk())
+	case *messages.HandOffForwarded:
+		c.onHandOffForwarded(ctx, msg)
+	case forwardTimedOut:
+		if waiting, ok := c.forwards.timedOut(msg.shard, msg.gen); ok {
+			ctx.Logger().Warn("shard coordinator: the shard's old home did not report forwarding its messages in time; telling the others its new home",
+				slog.String("type", c.typeName), slog.String("shard", msg.shard))
+			c.answerHeld(ctx, msg.shard, waiting)
+		}
 	case *messages.GracefulShutdownReq:
-		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), c.state); err != nil {
+		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), *c.state); err != nil {
 			c.reject(ctx, msg, err.Error())
 			return
 		}
 		c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 	case *messages.RegionStopped:
-		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), c.state); err != nil {
+		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), *c.state); err != nil {
 			c.reject(ctx, msg, err.Error())
 			return
 		}
@@ -456,6 +590,8 @@ func (c *coordinator) active(ctx actor.Context) {
 		c.onGetClusterShardingStats(ctx, msg)
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
+	case *stateWritten:
+		c.onStateWritten(ctx, msg)
 	case reloadState, *stateLoaded:
 		// A late answer of an earlier load; the state is current.
 	case *actor.DeadLetterResponse:
@@ -470,99 +606,119 @@ func (c *coordinator) active(ctx actor.Context) {
 }
 
 func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
-	region := msg.GetShardRegion()
-	if err := checkRegistration("Register", region, msg.GetMemberId(), msg.GetShards(), c.members); err != nil {
+	region, member := msg.GetShardRegion(), msg.GetMemberId()
+	if err := checkRegistration("Register", region, member, msg.GetShards(), c.members); err != nil {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
-	if old, ok := c.state.Regions[RegionKey(region)]; ok && old.MemberID != msg.GetMemberId() {
+	if old, ok := c.state.Regions[RegionKey(region)]; ok && old.MemberID != member {
 		// Same PID, new incarnation: the old one is gone.
 		if !c.regionTerminated(ctx, old.PID, "re-registered by a new member incarnation") {
 			return
 		}
 	}
 	if !c.state.IsRegion(region) {
-		if err := c.update(ctx, ShardRegionRegistered{Region: region, MemberID: msg.GetMemberId()}); err != nil {
+		registered := func(ctx actor.Context) {
+			ctx.Watch(region)
+			ctx.Logger().Info("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)))
+		}
+		if err := c.update(ctx, update{event: ShardRegionRegistered{Region: region, MemberID: member}, then: registered}); err != nil {
 			if errors.Is(err, errEventRejected) {
 				c.reject(ctx, msg, err.Error())
 			}
 			return
 		}
-		ctx.Watch(region)
-		ctx.Logger().Info("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)))
 	}
-	if !c.registered[msg.GetMemberId()] {
-		c.registered[msg.GetMemberId()] = true
-		if !c.adopt(ctx, region, msg.GetShards()) {
-			return
-		}
+	if !c.registered[member] {
+		c.registered[member] = true
+		c.adopt(ctx, region, msg.GetShards())
 	}
 	c.hasAllRegionsRegistered()
-	ctx.Request(region, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-	ctx.Request(region, c.shardHomes())
+	// The acknowledgement and the homes go out once the registration and
+	// what it adopted are written; the allocations after it go in the
+	// same write.
+	sender := ctx.Sender()
+	c.whenWritten(ctx, "Register\x00"+RegionKey(region)+"\x00"+member, func(ctx actor.Context) {
+		ctx.Request(region, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
+		ctx.Request(region, c.shardHomes())
+	}, c.registrationRefused(msg, member, sender))
 	c.allocateShardHomesForRememberEntities(ctx)
 }
 
+// registrationRefused drops a Register or RegisterProxy whose registration
+// is never written; its member adopts again on its next Register.
+func (c *coordinator) registrationRefused(msg any, member string, sender *actor.PID) func(actor.Context, error) {
+	return func(ctx actor.Context, err error) {
+		delete(c.registered, member)
+		c.drop(ctx, msg, sender, fmt.Sprintf("the registration is not written: %v", err))
+	}
+}
+
 // adopt allocates to region the shards it hosts that the state places
-// nowhere or elsewhere (see adoptions). It reports whether the coordinator
-// may go on.
-func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []string) bool {
-	for _, a := range adoptions(c.state, region, hosted, c.rebalanceInProgress) {
+// nowhere or elsewhere (see adoptions).
+func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []string) {
+	for _, a := range adoptions(*c.state, region, hosted, c.rebalanceInProgress) {
 		var old *actor.PID
 		if a.from != "" {
 			old = c.state.Regions[a.from].PID
 			ctx.Logger().Error("shard coordinator: a registering region hosts a shard the state places elsewhere; moving it to the region that hosts it",
 				slog.String("type", c.typeName), slog.String("shard", a.shard), slog.String("region", RegionKey(region)), slog.String("state", a.from))
-			if err := c.update(ctx, ShardHomeDeallocated{Shard: a.shard}); err != nil {
-				return !errors.Is(err, errStopped)
+			if err := c.update(ctx, update{event: ShardHomeDeallocated{Shard: a.shard}}); err != nil {
+				continue
 			}
 		} else {
 			ctx.Logger().Warn("shard coordinator: adopting a shard that a registering region hosts and the state does not place (was the state store reset?)",
 				slog.String("type", c.typeName), slog.String("shard", a.shard), slog.String("region", RegionKey(region)))
 		}
-		if err := c.update(ctx, ShardHomeAllocated{Shard: a.shard, Region: region}); err != nil {
-			if errors.Is(err, errStopped) {
-				return false
+		shard := a.shard
+		_ = c.update(ctx, update{event: ShardHomeAllocated{Shard: shard, Region: region}, then: func(ctx actor.Context) {
+			c.cancelHostShardTimer(shard)
+			if old != nil {
+				// The region the state named must not keep a copy running.
+				ctx.Request(old, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
 			}
-			continue
-		}
-		c.cancelHostShardTimer(a.shard)
-		if old != nil {
-			// The region the state named must not keep a copy running.
-			ctx.Request(old, &messages.ShardHome{Shard: a.shard, Ref: region, Epoch: c.epoch})
-		}
+		}})
 	}
-	return true
 }
 
 func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterProxy) {
-	proxy := msg.GetShardRegionProxy()
-	if err := checkRegistration("RegisterProxy", proxy, msg.GetMemberId(), nil, c.members); err != nil {
+	proxy, member := msg.GetShardRegionProxy(), msg.GetMemberId()
+	if err := checkRegistration("RegisterProxy", proxy, member, nil, c.members); err != nil {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
-	if old, ok := c.state.Proxies[RegionKey(proxy)]; ok && old.MemberID != msg.GetMemberId() {
+	if old, ok := c.state.Proxies[RegionKey(proxy)]; ok && old.MemberID != member {
 		c.proxyTerminated(ctx, old.PID)
 	}
 	if !c.state.IsProxy(proxy) {
-		if err := c.update(ctx, ShardRegionProxyRegistered{Proxy: proxy, MemberID: msg.GetMemberId()}); err != nil {
+		watch := func(ctx actor.Context) { ctx.Watch(proxy) }
+		if err := c.update(ctx, update{event: ShardRegionProxyRegistered{Proxy: proxy, MemberID: member}, then: watch}); err != nil {
 			if errors.Is(err, errEventRejected) {
 				c.reject(ctx, msg, err.Error())
 			}
 			return
 		}
-		ctx.Watch(proxy)
 	}
-	c.registered[msg.GetMemberId()] = true
-	ctx.Request(proxy, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-	ctx.Request(proxy, c.shardHomes())
+	c.registered[member] = true
+	c.whenWritten(ctx, "RegisterProxy\x00"+RegionKey(proxy)+"\x00"+member, func(ctx actor.Context) {
+		ctx.Request(proxy, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
+		ctx.Request(proxy, c.shardHomes())
+	}, c.registrationRefused(msg, member, ctx.Sender()))
 }
 
+// shardHomes lists the homes as written: the state a coordinator that
+// takes over would also announce.
 func (c *coordinator) shardHomes() *messages.ShardHomes {
 	out := &messages.ShardHomes{Epoch: c.epoch}
-	for _, r := range sortedEntries(c.state.Regions) {
-		if len(r.Shards) > 0 {
-			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: slices.Clone(r.Shards)})
+	for _, r := range sortedEntries(c.writes.durable.Regions) {
+		var shards []string
+		for _, s := range r.Shards {
+			if !c.forwards.held(s) { // told once the old home has forwarded
+				shards = append(shards, s)
+			}
+		}
+		if len(shards) > 0 {
+			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: shards})
 		}
 	}
 	return out
@@ -587,6 +743,9 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		}
 		return
 	}
+	if c.forwards.hold(shard, requester) {
+		return // answered once the old home has forwarded (HandOffForwarded)
+	}
 	if !c.hasAllRegionsRegistered() {
 		ctx.Logger().Debug("shard coordinator: GetShardHome ignored, not all regions registered yet",
 			slog.String("type", c.typeName), slog.String("shard", shard),
@@ -595,7 +754,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 	}
 	if region, ok := c.state.RegionOf(shard); ok {
 		if requester != nil {
-			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+			c.replyShardHome(ctx, shard, region, requester)
 		}
 		return
 	}
@@ -621,18 +780,64 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("region", region))
 		return
 	}
-	if err := c.update(ctx, ShardHomeAllocated{Shard: shard, Region: region}); err != nil {
-		if errors.Is(err, errEventRejected) && requester != nil {
-			// The region asks again on its next retry; each time it is told.
-			deadletter.Publish(ctx.ActorSystem(), ctx.Self(), &messages.GetShardHome{Shard: shard}, requester,
-				fmt.Sprintf("shard coordinator %s: shard %s cannot be allocated: %v", c.typeName, shard, err))
+	allocated := func(ctx actor.Context) {
+		if !c.isHome(shard, region) {
+			return // its region terminated since; the requester asks again
 		}
+		ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
+		c.sendHostShard(ctx, shard, region)
+		if requester != nil {
+			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+		}
+	}
+	notAllocated := c.shardHomeRefused(shard, requester)
+	event := ShardHomeAllocated{Shard: shard, Region: region}
+	if err := c.update(ctx, update{event: event, key: shardHomeKey(shard, requester), then: allocated, refused: notAllocated}); err != nil {
+		if errors.Is(err, errEventRejected) {
+			notAllocated(ctx, err)
+		}
+	}
+}
+
+// replyShardHome tells requester that region hosts shard: at once when
+// that is written (Pekko also answers GetShardHome for an allocated shard
+// while an update is in progress), else once it is.
+func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, requester *actor.PID) {
+	reply := func(ctx actor.Context) {
+		if c.isHome(shard, region) {
+			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+		}
+	}
+	if c.writes.settled(shard) {
+		reply(ctx)
 		return
 	}
-	ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
-	c.sendHostShard(ctx, shard, region)
-	if requester != nil {
-		ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+	c.whenWritten(ctx, shardHomeKey(shard, requester), reply, c.shardHomeRefused(shard, requester))
+}
+
+// shardHomeKey names the answer to requester's GetShardHome for shard, so
+// that a repeated request waits once ("" without a requester).
+func shardHomeKey(shard string, requester *actor.PID) string {
+	if requester == nil {
+		return ""
+	}
+	return "ShardHome\x00" + shard + "\x00" + RegionKey(requester)
+}
+
+// isHome reports whether the state still places shard on region.
+func (c *coordinator) isHome(shard string, region *actor.PID) bool {
+	r, ok := c.state.RegionOf(shard)
+	return ok && RegionKey(r) == RegionKey(region)
+}
+
+// shardHomeRefused drops requester's GetShardHome for shard, with the
+// reason, when its allocation is rejected or never written. The region
+// asks again on its next retry; each time it is told.
+func (c *coordinator) shardHomeRefused(shard string, requester *actor.PID) func(actor.Context, error) {
+	return func(ctx actor.Context, err error) {
+		if requester != nil {
+			c.drop(ctx, &messages.GetShardHome{Shard: shard}, requester, fmt.Sprintf("shard %s cannot be allocated: %v", shard, err))
+		}
 	}
 }
 
@@ -659,7 +864,7 @@ func (c *coordinator) rejoinHold() time.Duration {
 
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
-	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch})
+	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
 	c.cancelHostShardTimer(shard)
 	c.unAckedHostShards[shard] = c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region})
 }
@@ -682,8 +887,8 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	}
 	shards := c.strategy.Rebalance(c.regionAllocations(false), inProgress)
 	for _, shard := range shards {
-		if _, busy := c.rebalanceInProgress[shard]; busy {
-			continue
+		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
+			continue // a shard whose new home is not written yet moves on a later tick
 		}
 		from, ok := c.state.RegionOf(shard)
 		if !ok {
@@ -711,10 +916,11 @@ func (c *coordinator) startHandOff(ctx actor.Context, shard string, from *actor.
 
 func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) {
 	delete(c.rebalanceWorkers, shard)
+	oldHome, wasAllocated := c.state.RegionOf(shard)
 	if ok {
 		ctx.Logger().Info("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
-			if err := c.update(ctx, ShardHomeDeallocated{Shard: shard}); errors.Is(err, errStopped) {
+			if err := c.update(ctx, update{event: ShardHomeDeallocated{Shard: shard}}); errors.Is(err, errStopped) {
 				return
 			}
 		}
@@ -722,9 +928,52 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 	} else {
 		ctx.Logger().Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was",
 			slog.String("type", c.typeName), slog.String("shard", shard))
+		c.forwards.abandon(shard)
 	}
-	c.clearRebalanceInProgress(ctx, shard)
+	if ok && wasAllocated {
+		// The old home forwards what it still holds for the shard before
+		// anyone else learns the new home.
+		waiting := c.rebalanceInProgress[shard]
+		delete(c.rebalanceInProgress, shard)
+		answerNow, gen := c.forwards.handedOff(shard, oldHome, waiting)
+		if gen != 0 {
+			c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
+		}
+		c.answerHeld(ctx, shard, answerNow)
+	} else {
+		c.clearRebalanceInProgress(ctx, shard)
+	}
 	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// onHandOffForwarded: a shard's old home has forwarded what it held for
+// the shard, relayed by the new home's region behind those messages (or
+// sent directly when there was nothing to forward). The others may learn
+// the new home now.
+func (c *coordinator) onHandOffForwarded(ctx actor.Context, msg *messages.HandOffForwarded) {
+	shard, oldHome := msg.GetShard(), msg.GetOldHome()
+	if err := checkShard("HandOffForwarded", shard); err != nil {
+		c.reject(ctx, msg, err.Error())
+		return
+	}
+	if sender := ctx.Sender(); sender == nil || !c.state.IsRegion(sender) || oldHome == nil || !c.state.IsRegion(oldHome) {
+		c.reject(ctx, msg, fmt.Sprintf("HandOffForwarded for shard %q from %v about old home %v: both must be registered regions", shard, sender, oldHome))
+		return
+	}
+	_, inHandOff := c.rebalanceInProgress[shard]
+	waiting := c.forwards.forwarded(shard, oldHome, inHandOff)
+	ctx.Request(oldHome, &messages.HandOffForwardedAck{Shard: shard})
+	c.answerHeld(ctx, shard, waiting)
+}
+
+// answerHeld answers GetShardHome requests for shard that waited.
+func (c *coordinator) answerHeld(ctx actor.Context, shard string, waiting []*actor.PID) {
+	for _, r := range waiting {
+		if c.stateName != StateActive {
+			return
+		}
+		c.onGetShardHome(ctx, shard, r)
+	}
 }
 
 // clearRebalanceInProgress answers the GetShardHome requests held back
@@ -735,12 +984,7 @@ func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) 
 		return
 	}
 	delete(c.rebalanceInProgress, shard)
-	for _, r := range waiting {
-		if c.stateName != StateActive {
-			return
-		}
-		c.onGetShardHome(ctx, shard, r)
-	}
+	c.answerHeld(ctx, shard, waiting)
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
@@ -750,8 +994,8 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 	}
 	c.gracefulShutdownInProgress[key] = true
 	for _, shard := range c.state.Regions[key].Shards {
-		if _, busy := c.rebalanceInProgress[shard]; busy {
-			continue
+		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
+			continue // handed off on the region's next GracefulShutdownReq, once written
 		}
 		c.startHandOff(ctx, shard, region, false)
 	}
@@ -770,7 +1014,7 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	}
 	ctx.Logger().Info("shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
 		slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
-	if err := c.update(ctx, ShardRegionTerminated{Region: region}); err != nil {
+	if err := c.update(ctx, update{event: ShardRegionTerminated{Region: region}}); err != nil {
 		return !errors.Is(err, errStopped)
 	}
 	ctx.Unwatch(r.PID)
@@ -778,6 +1022,9 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 		c.cancelHostShardTimer(shard)
 	}
 	delete(c.gracefulShutdownInProgress, key)
+	for shard, waiting := range c.forwards.regionGone(region) {
+		c.answerHeld(ctx, shard, waiting)
+	}
 	c.allocateShardHomesForRememberEntities(ctx)
 	return true
 }
@@ -789,7 +1036,7 @@ func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
 	if !c.state.IsProxy(proxy) {
 		return
 	}
-	if err := c.update(ctx, ShardRegionProxyTerminated{Proxy: proxy}); err == nil {
+	if err := c.update(ctx, update{event: ShardRegionProxyTerminated{Proxy: proxy}}); err == nil {
 		ctx.Unwatch(proxy)
 	}
 }
@@ -876,9 +1123,10 @@ func (c *coordinator) regionAllocations(forAllocation bool) []RegionAllocation {
 	return out
 }
 
+// regionAddresses lists the addresses of the regions as written.
 func (c *coordinator) regionAddresses() []string {
 	var out []string
-	for _, r := range c.state.Regions {
+	for _, r := range c.writes.durable.Regions {
 		out = append(out, r.PID.Address)
 	}
 	sort.Strings(out)
@@ -899,7 +1147,7 @@ func (c *coordinator) onGetClusterShardingStats(ctx actor.Context, msg *messages
 		return
 	}
 	root := guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize)
-	regions := sortedEntries(c.state.Regions)
+	regions := sortedEntries(c.writes.durable.Regions)
 	go func() {
 		type answer struct {
 			addr  string
@@ -931,11 +1179,9 @@ func (c *coordinator) current() *CurrentCoordinatorState {
 		inProgress = append(inProgress, s)
 	}
 	sort.Strings(inProgress)
-	st := c.state
-	if st.Regions == nil {
-		st = NewState(false)
-	}
-	return &CurrentCoordinatorState{Name: c.stateName, State: st.Clone(), Version: c.version, Epoch: c.epoch, RebalanceInProgress: inProgress}
+	// Clone turns the zero State (before the load) into the empty one.
+	return &CurrentCoordinatorState{Name: c.stateName, State: c.writes.durable.Clone(), Version: c.writes.version,
+		Epoch: c.epoch, RebalanceInProgress: inProgress}
 }
 
 func isLifecycle(msg any) bool {
@@ -955,6 +1201,7 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		for _, cancel := range c.unAckedHostShards {
 			cancel()
 		}
+		c.dropUnwritten(ctx, errStopped)
 		ctx.Logger().Info("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
 	}
 }

@@ -52,6 +52,12 @@ type Settings struct {
 	// GetClusterShardingStats when the request names no timeout.
 	// Default 3s.
 	ShardRegionQueryTimeout time.Duration
+	// StashCapacity bounds the messages the coordinator keeps while it
+	// reads and claims its state (repeats of one request count once); past
+	// it a message is dropped with a dead-letter event, and its region
+	// asks again on its next retry. Default 100000, as a region's
+	// BufferSize.
+	StashCapacity int
 }
 
 // DefaultSettings returns Akka's defaults.
@@ -66,6 +72,7 @@ func DefaultSettings() Settings {
 		CoordinatorFailureBackoff: 5 * time.Second,
 		RegisterWaitTimeout:       4 * time.Second,
 		ShardRegionQueryTimeout:   3 * time.Second,
+		StashCapacity:             100000,
 	}
 }
 
@@ -83,6 +90,9 @@ func (s Settings) WithDefaults() Settings {
 	setDuration(&s.ShardRegionQueryTimeout, d.ShardRegionQueryTimeout)
 	if s.MinNrOfMembers < 1 {
 		s.MinNrOfMembers = d.MinNrOfMembers
+	}
+	if s.StashCapacity < 1 {
+		s.StashCapacity = d.StashCapacity
 	}
 	return s
 }

@@ -22,9 +22,9 @@ type RegionEntry struct {
 }
 
 // State is Akka's ShardCoordinator.Internal.State: which regions and
-// proxies are registered and where every allocated shard lives. It is a
-// value: Apply returns a new State and never changes its receiver, so a
-// failed store write leaves the coordinator's current state intact.
+// proxies are registered and where every allocated shard lives. Apply
+// changes it in place; Clone is a deep copy (the coordinator keeps the
+// state as last written apart from the one it changes, see stateWrites).
 type State struct {
 	// Regions by RegionKey.
 	Regions map[string]RegionEntry
@@ -179,94 +179,114 @@ func (e ShardHomeDeallocated) String() string {
 	return fmt.Sprintf("ShardHomeDeallocated(%s)", e.Shard)
 }
 
-// Apply returns the state after e, or an error (and the unchanged state)
-// when e does not fit the state: these are Akka's `require`s, which there
-// throw and restart the coordinator; here the caller logs and ignores.
-func (s State) Apply(e Event) (State, error) {
+// Apply changes s to the state after e, in place and in time independent
+// of the state's size for every event but a region's termination and a
+// shard's deallocation (linear in the region's shards): the coordinator
+// applies an event per allocation, and a copy of the whole state each time
+// cost up to a millisecond at 20,000 shards. A State that must not change
+// with s (the snapshot a write carries) is a Clone.
+//
+// When e does not fit the state, Apply returns an error and s is as it
+// was: these are Akka's `require`s, which there throw and restart the
+// coordinator; here the caller logs and ignores.
+func (s *State) Apply(e Event) error {
 	switch e := e.(type) {
 	case ShardRegionRegistered:
 		key := RegionKey(e.Region)
 		if key == "" {
-			return s, fmt.Errorf("%v: nil region", e)
+			return fmt.Errorf("%v: nil region", e)
 		}
 		if _, ok := s.Regions[key]; ok {
-			return s, fmt.Errorf("%v: region already registered", e)
+			return fmt.Errorf("%v: region already registered", e)
 		}
-		n := s.Clone()
-		n.Regions[key] = RegionEntry{PID: e.Region, MemberID: e.MemberID}
-		return n, nil
+		s.ensureMaps()
+		s.Regions[key] = RegionEntry{PID: e.Region, MemberID: e.MemberID}
 	case ShardRegionProxyRegistered:
 		key := RegionKey(e.Proxy)
 		if key == "" {
-			return s, fmt.Errorf("%v: nil proxy", e)
+			return fmt.Errorf("%v: nil proxy", e)
 		}
 		if _, ok := s.Proxies[key]; ok {
-			return s, fmt.Errorf("%v: proxy already registered", e)
+			return fmt.Errorf("%v: proxy already registered", e)
 		}
-		n := s.Clone()
-		n.Proxies[key] = RegionEntry{PID: e.Proxy, MemberID: e.MemberID}
-		return n, nil
+		s.ensureMaps()
+		s.Proxies[key] = RegionEntry{PID: e.Proxy, MemberID: e.MemberID}
 	case ShardRegionTerminated:
 		key := RegionKey(e.Region)
 		r, ok := s.Regions[key]
 		if !ok {
-			return s, fmt.Errorf("%v: region not registered", e)
+			return fmt.Errorf("%v: region not registered", e)
 		}
-		n := s.Clone()
+		s.ensureMaps()
 		for _, shard := range r.Shards {
-			delete(n.Shards, shard)
-			if n.RememberEntities {
-				n.Unallocated[shard] = struct{}{}
+			delete(s.Shards, shard)
+			if s.RememberEntities {
+				s.Unallocated[shard] = struct{}{}
 			}
 		}
-		delete(n.Regions, key)
-		return n, nil
+		delete(s.Regions, key)
 	case ShardRegionProxyTerminated:
 		key := RegionKey(e.Proxy)
 		if _, ok := s.Proxies[key]; !ok {
-			return s, fmt.Errorf("%v: proxy not registered", e)
+			return fmt.Errorf("%v: proxy not registered", e)
 		}
-		n := s.Clone()
-		delete(n.Proxies, key)
-		return n, nil
+		delete(s.Proxies, key)
 	case ShardHomeAllocated:
 		key := RegionKey(e.Region)
 		if e.Shard == "" {
-			return s, fmt.Errorf("%v: empty shard id", e)
+			return fmt.Errorf("%v: empty shard id", e)
 		}
 		if _, ok := s.Regions[key]; !ok {
-			return s, fmt.Errorf("%v: region not registered", e)
+			return fmt.Errorf("%v: region not registered", e)
 		}
 		if _, ok := s.Shards[e.Shard]; ok {
-			return s, fmt.Errorf("%v: shard already allocated", e)
+			return fmt.Errorf("%v: shard already allocated", e)
 		}
-		n := s.Clone()
-		n.Shards[e.Shard] = key
-		r := n.Regions[key]
+		s.ensureMaps()
+		s.Shards[e.Shard] = key
+		r := s.Regions[key]
 		r.Shards = append(r.Shards, e.Shard)
-		n.Regions[key] = r
-		delete(n.Unallocated, e.Shard)
-		return n, nil
+		s.Regions[key] = r
+		delete(s.Unallocated, e.Shard)
 	case ShardHomeDeallocated:
 		key, ok := s.Shards[e.Shard]
 		if !ok {
-			return s, fmt.Errorf("%v: shard not allocated", e)
+			return fmt.Errorf("%v: shard not allocated", e)
 		}
 		if _, ok := s.Regions[key]; !ok {
-			return s, fmt.Errorf("%v: region %s not registered", e, key)
+			return fmt.Errorf("%v: region %s not registered", e, key)
 		}
-		n := s.Clone()
-		delete(n.Shards, e.Shard)
-		r := n.Regions[key]
-		r.Shards = slices.DeleteFunc(r.Shards, func(s string) bool { return s == e.Shard })
-		n.Regions[key] = r
-		if n.RememberEntities {
-			n.Unallocated[e.Shard] = struct{}{}
+		delete(s.Shards, e.Shard)
+		r := s.Regions[key]
+		if i := slices.Index(r.Shards, e.Shard); i >= 0 {
+			r.Shards = slices.Delete(r.Shards, i, i+1)
 		}
-		return n, nil
+		s.Regions[key] = r
+		if s.RememberEntities {
+			s.ensureMaps()
+			s.Unallocated[e.Shard] = struct{}{}
+		}
 	case nil:
-		return s, fmt.Errorf("nil event")
+		return fmt.Errorf("nil event")
 	default:
-		return s, fmt.Errorf("unknown event %T", e)
+		return fmt.Errorf("unknown event %T", e)
+	}
+	return nil
+}
+
+// ensureMaps allocates the maps of a zero State, which works as the empty
+// state.
+func (s *State) ensureMaps() {
+	if s.Regions == nil {
+		s.Regions = map[string]RegionEntry{}
+	}
+	if s.Proxies == nil {
+		s.Proxies = map[string]RegionEntry{}
+	}
+	if s.Shards == nil {
+		s.Shards = map[string]string{}
+	}
+	if s.Unallocated == nil {
+		s.Unallocated = map[string]struct{}{}
 	}
 }

@@ -25,12 +25,20 @@ func stBuild(t *testing.T, remember bool, events ...Event) State {
 	t.Helper()
 	s := NewState(remember)
 	for _, e := range events {
-		var err error
-		if s, err = s.Apply(e); err != nil {
+		if err := s.Apply(e); err != nil {
 			t.Fatalf("building state: %v", err)
 		}
 	}
 	return s
+}
+
+// stApplied returns a copy of s after e, leaving s as it is.
+func stApplied(s State, e Event) (State, error) {
+	n := s.Clone()
+	if err := n.Apply(e); err != nil {
+		return s, err
+	}
+	return n, nil
 }
 
 // stUnallocated builds an Unallocated set.
@@ -147,15 +155,15 @@ func TestStateApplyHappyPath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := stBuild(t, tc.remember, tc.before...)
 			snapshot := s.Clone()
-			got, err := s.Apply(tc.event)
-			if err != nil {
+			before := s.Clone()
+			if err := s.Apply(tc.event); err != nil {
 				t.Fatalf("Apply(%v): %v", tc.event, err)
 			}
-			stAssertEqual(t, got, tc.want)
-			stAssertConsistent(t, got)
-			// Value semantics: the receiver is as it was.
-			if !reflect.DeepEqual(s, snapshot) {
-				t.Fatalf("Apply(%v) changed its receiver:\n got %+v\nwant %+v", tc.event, s, snapshot)
+			stAssertEqual(t, s, tc.want)
+			stAssertConsistent(t, s)
+			// A snapshot (what a write carries) does not change with it.
+			if !reflect.DeepEqual(snapshot, before) {
+				t.Fatalf("Apply(%v) changed a Clone taken before:\n got %+v\nwant %+v", tc.event, snapshot, before)
 			}
 		})
 	}
@@ -261,40 +269,38 @@ func TestStateApplyErrors(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/remember=%v", tc.name, remember), func(t *testing.T) {
 				s := stBuild(t, remember, tc.before...)
 				snapshot := s.Clone()
-				got, err := s.Apply(tc.event)
+				err := s.Apply(tc.event)
 				if err == nil {
 					t.Fatalf("Apply(%v) = nil error, want %q", tc.event, tc.wantErr)
 				}
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Apply(%v) error %q, want it to contain %q", tc.event, err, tc.wantErr)
 				}
-				if !reflect.DeepEqual(got, snapshot) {
-					t.Fatalf("Apply(%v) failed but returned a changed state:\n got %+v\nwant %+v", tc.event, got, snapshot)
-				}
 				if !reflect.DeepEqual(s, snapshot) {
-					t.Fatalf("Apply(%v) failed and changed its receiver", tc.event)
+					t.Fatalf("Apply(%v) failed but changed the state:\n got %+v\nwant %+v", tc.event, s, snapshot)
 				}
 			})
 		}
 	}
 }
 
-func TestStateApplyDoesNotShareShardLists(t *testing.T) {
-	// Two states applied to the same parent must not share the backing
-	// array of a region's shard list: appending "y" in one branch must
-	// not show up as "z" in the other.
+func TestStateCloneDoesNotShareShardLists(t *testing.T) {
+	// Apply changes a state in place; a Clone (the snapshot a write
+	// carries, the state last written) must not share the backing array
+	// of a region's shard list with it: appending "y" to one must not
+	// show up as "z" in another, nor a deallocation shift another's list.
 	a := stRegion(1)
 	parent := stBuild(t, false, ShardRegionRegistered{Region: a, MemberID: "m1"},
 		ShardHomeAllocated{Shard: "w", Region: a}, ShardHomeAllocated{Shard: "x", Region: a})
-	left, err := parent.Apply(ShardHomeAllocated{Shard: "y", Region: a})
+	left, err := stApplied(parent, ShardHomeAllocated{Shard: "y", Region: a})
 	if err != nil {
 		t.Fatal(err)
 	}
-	right, err := parent.Apply(ShardHomeAllocated{Shard: "z", Region: a})
+	right, err := stApplied(parent, ShardHomeAllocated{Shard: "z", Region: a})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dealloc, err := parent.Apply(ShardHomeDeallocated{Shard: "w"})
+	dealloc, err := stApplied(parent, ShardHomeDeallocated{Shard: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,18 +347,16 @@ func TestStateReplayOfAnEventLog(t *testing.T) {
 		ShardRegionProxyTerminated{Proxy: p},
 	}
 	s := NewState(true)
-	states := []State{s}
+	states := []State{s.Clone()}
 	for i, e := range log {
-		next, err := s.Apply(e)
-		if err != nil {
+		if err := s.Apply(e); err != nil {
 			t.Fatalf("event %d %v: %v", i, e, err)
 		}
-		stAssertConsistent(t, next)
-		s = next
-		states = append(states, s)
+		stAssertConsistent(t, s)
+		states = append(states, s.Clone())
 	}
 	stAssertEqual(t, s, stWant(true, []stEntry{{b, "m2", []string{"s3", "s1", "s2"}}}, nil))
-	// Every intermediate state is still what it was when produced.
+	// Every snapshot taken on the way is still what it was when taken.
 	if len(states[0].Regions) != 0 || len(states[1].Regions) != 1 || len(states[4].Regions[RegionKey(a)].Shards) != 2 {
 		t.Fatalf("an earlier state changed: %+v", states)
 	}
@@ -373,22 +377,30 @@ func TestStateReplayOfAnEventLog(t *testing.T) {
 func TestStateZeroValue(t *testing.T) {
 	// The zero State (not NewState) works as the empty state: Apply
 	// allocates its maps instead of writing to nil ones.
-	var s State
-	n, err := s.Apply(ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err = n.Apply(ShardHomeAllocated{Shard: "s1", Region: stRegion(1)}); err != nil {
-		t.Fatal(err)
-	}
-	stAssertConsistent(t, n)
-	if s.Regions != nil || s.Shards != nil {
-		t.Fatalf("zero receiver changed: %+v", s)
-	}
-	if _, err := s.Apply(ShardHomeDeallocated{Shard: "s1"}); err == nil {
+	var zero State
+	if err := zero.Apply(ShardHomeDeallocated{Shard: "s1"}); err == nil {
 		t.Fatalf("deallocate on the zero state: want an error")
 	}
-	c := s.Clone()
+	if zero.Regions != nil || zero.Shards != nil {
+		t.Fatalf("a failed Apply changed the zero state: %+v", zero)
+	}
+	var s State
+	if err := s.Apply(ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ShardHomeAllocated{Shard: "s1", Region: stRegion(1)}); err != nil {
+		t.Fatal(err)
+	}
+	stAssertConsistent(t, s)
+	remember := State{RememberEntities: true, Regions: map[string]RegionEntry{RegionKey(stRegion(1)): {PID: stRegion(1), Shards: []string{"s1"}}},
+		Shards: map[string]string{"s1": RegionKey(stRegion(1))}}
+	if err := remember.Apply(ShardRegionTerminated{Region: stRegion(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := remember.Unallocated["s1"]; !ok {
+		t.Fatalf("a terminated region's shard is not unallocated: %+v", remember)
+	}
+	c := zero.Clone()
 	if c.Regions == nil || c.Proxies == nil || c.Shards == nil || c.Unallocated == nil {
 		t.Fatalf("Clone of the zero state has nil maps: %+v", c)
 	}
@@ -421,11 +433,11 @@ func TestStateInconsistentInput(t *testing.T) {
 	s := NewState(true)
 	s.Shards["s1"] = "127.0.0.9:1/ghost"
 	snapshot := s.Clone()
-	got, err := s.Apply(ShardHomeDeallocated{Shard: "s1"})
+	err := s.Apply(ShardHomeDeallocated{Shard: "s1"})
 	if err == nil || !strings.Contains(err.Error(), "not registered") {
 		t.Fatalf("Apply = %v, want a region not registered error", err)
 	}
-	if !reflect.DeepEqual(got, snapshot) || !reflect.DeepEqual(s, snapshot) {
+	if !reflect.DeepEqual(s, snapshot) {
 		t.Fatalf("state changed on error")
 	}
 	if _, ok := s.RegionOf("s1"); ok {

@@ -118,11 +118,9 @@ func testStateStore(t *testing.T, h storeHarness) {
 		st := storeSampleState(t)
 		var last uint64
 		for i := range 4 {
-			next, err := st.Apply(ShardHomeAllocated{Shard: fmt.Sprintf("new-%d", i), Region: storePID("n2", "region-b")})
-			if err != nil {
+			if err := st.Apply(ShardHomeAllocated{Shard: fmt.Sprintf("new-%d", i), Region: storePID("n2", "region-b")}); err != nil {
 				t.Fatal(err)
 			}
-			st = next
 			v, err := s.Save(ctx, st, last)
 			if err != nil {
 				t.Fatalf("Save #%d at version %d: %v", i, last, err)
@@ -162,7 +160,7 @@ func testStateStore(t *testing.T, h storeHarness) {
 		if readOld != v0 || readNew != v0 {
 			t.Fatalf("read versions %d, %d; want %d", readOld, readNew, v0)
 		}
-		newer, err := base.Apply(ShardHomeDeallocated{Shard: "s1"})
+		newer, err := stApplied(base, ShardHomeDeallocated{Shard: "s1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +168,7 @@ func testStateStore(t *testing.T, h storeHarness) {
 		if err != nil {
 			t.Fatalf("new coordinator's Save: %v", err)
 		}
-		older, err := base.Apply(ShardHomeAllocated{Shard: "stale", Region: storePID("n1", "region-a")})
+		older, err := stApplied(base, ShardHomeAllocated{Shard: "stale", Region: storePID("n1", "region-a")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,8 +237,8 @@ func testStateStore(t *testing.T, h storeHarness) {
 		errs := make([]error, writers)
 		for i := range writers {
 			wg.Go(func() {
-				st, err := NewState(true).Apply(ShardRegionRegistered{Region: storePID("n1", fmt.Sprintf("w%d", i))})
-				if err != nil {
+				st := NewState(true)
+				if err := st.Apply(ShardRegionRegistered{Region: storePID("n1", fmt.Sprintf("w%d", i))}); err != nil {
 					errs[i] = err
 					return
 				}
@@ -373,12 +371,11 @@ func TestMemoryStoreConcurrentLoadSave(t *testing.T) {
 					errs[w] = errors.New("unexpected state")
 					return
 				}
-				n, err := st.Apply(ShardRegionRegistered{Region: storePID("n1", fmt.Sprintf("w%d-%d", w, i))})
-				if err != nil {
+				if err := st.Apply(ShardRegionRegistered{Region: storePID("n1", fmt.Sprintf("w%d-%d", w, i))}); err != nil {
 					errs[w] = err
 					return
 				}
-				if _, err := m.Save(ctx, n, v); errors.Is(err, ErrVersionConflict) {
+				if _, err := m.Save(ctx, st, v); errors.Is(err, ErrVersionConflict) {
 					continue
 				} else if err != nil {
 					errs[w] = err
@@ -427,11 +424,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func TestEncodeStateDeterministic(t *testing.T) {
 	st := storeSampleState(t)
 	for i := range 30 {
-		st2, err := st.Apply(ShardRegionRegistered{Region: storePID("n9", fmt.Sprintf("r%d", i))})
-		if err != nil {
+		if err := st.Apply(ShardRegionRegistered{Region: storePID("n9", fmt.Sprintf("r%d", i))}); err != nil {
 			t.Fatal(err)
 		}
-		st = st2
 	}
 	first, err := EncodeState(st)
 	if err != nil {
@@ -690,11 +685,9 @@ func storeSampleState(t *testing.T) State {
 	}
 	st := NewState(true)
 	for _, e := range events {
-		n, err := st.Apply(e)
-		if err != nil {
+		if err := st.Apply(e); err != nil {
 			t.Fatalf("sample state: %v", err)
 		}
-		st = n
 	}
 	return st
 }

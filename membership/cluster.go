@@ -84,10 +84,27 @@ func (a AfterRemoval) String() string {
 	return fmt.Sprintf("AfterRemoval(%d)", int(a))
 }
 
-// LeaveHook runs during a graceful Leave, after the member is marked Leaving
-// and before it is removed: singletons hand over, regions hand off their
-// shards (Akka's coordinated shutdown phases).
+// LeaveHook runs during a graceful Leave, in its LeavePhase, before the
+// member is removed: regions hand off their shards, singletons hand over
+// (Akka's coordinated shutdown phases).
 type LeaveHook func(ctx context.Context) error
+
+// LeavePhase orders the leave hooks, as Akka's coordinated shutdown orders
+// its phases: every hook of a phase runs (concurrently) before any of the
+// next phase starts.
+type LeavePhase int
+
+const (
+	// LeavePhaseShardingShutdownRegion is Akka's
+	// cluster-sharding-shutdown-region: regions hand their shards off
+	// before the member is marked Leaving, while the coordinator still
+	// runs where it ran, so it can finish every hand-off it began.
+	LeavePhaseShardingShutdownRegion LeavePhase = iota
+	// LeavePhaseExiting is Akka's cluster-exiting, once the member is
+	// marked Leaving: singletons (the coordinators among them) hand over.
+	// RegisterLeaveHook's phase.
+	LeavePhaseExiting
+)
 
 // Cluster is one actor system's view of the cluster membership. It turns the
 // Provider's snapshots into ordered events for subscribed actors.
@@ -118,8 +135,9 @@ type Cluster struct {
 }
 
 type namedHook struct {
-	name string
-	fn   LeaveHook
+	name  string
+	phase LeavePhase
+	fn    LeaveHook
 }
 
 // SharedValue returns the value stored under key for every node of this
@@ -366,11 +384,17 @@ func (c *Cluster) Unsubscribe(pid *actor.PID) {
 }
 
 // RegisterLeaveHook adds a hook that a graceful Leave runs (concurrently with
-// the other hooks) between marking the member Leaving and removing it.
+// the other hooks of LeavePhaseExiting) between marking the member Leaving
+// and removing it.
 func (c *Cluster) RegisterLeaveHook(name string, fn LeaveHook) {
+	c.RegisterLeaveHookIn(LeavePhaseExiting, name, fn)
+}
+
+// RegisterLeaveHookIn adds a hook that a graceful Leave runs in phase.
+func (c *Cluster) RegisterLeaveHookIn(phase LeavePhase, name string, fn LeaveHook) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.hooks = append(c.hooks, namedHook{name: name, fn: fn})
+	c.hooks = append(c.hooks, namedHook{name: name, phase: phase, fn: fn})
 }
 
 // Leave leaves the cluster gracefully: the member becomes Leaving (others
@@ -392,13 +416,36 @@ func (c *Cluster) Leave(ctx context.Context) error {
 	c.mu.Unlock()
 
 	c.logger.Info("leaving cluster", slog.String("member", self.ID))
+	// As in Akka, the regions hand their shards off before the member
+	// announces its leave: until then it stays the oldest for the others,
+	// so its singletons (the coordinator among them) stay where they are
+	// and finish the hand-offs they began.
+	hookErrs := c.runLeaveHooks(ctx, LeavePhaseShardingShutdownRegion, hooks)
 	if err := c.provider.SetLeaving(ctx); err != nil {
 		c.logger.Warn("could not announce leaving; removing directly", slog.Any("error", err))
 	}
-	var hookErrs []error
+	hookErrs = append(hookErrs, c.runLeaveHooks(ctx, LeavePhaseExiting, hooks)...)
+	for _, err := range hookErrs {
+		c.logger.Warn("leave hook failed", slog.Any("error", err))
+	}
+	derr := c.provider.Deregister(ctx)
+	c.markSelfRemoved(true)
+	if derr != nil {
+		return fmt.Errorf("membership: deregister %s: %w", self.ID, derr)
+	}
+	return errors.Join(hookErrs...)
+}
+
+// runLeaveHooks runs the hooks of phase concurrently and returns their
+// errors.
+func (c *Cluster) runLeaveHooks(ctx context.Context, phase LeavePhase, hooks []namedHook) []error {
+	var errs []error
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
 	for _, h := range hooks {
+		if h.phase != phase {
+			continue
+		}
 		wg.Add(1)
 		go func(h namedHook) {
 			defer wg.Done()
@@ -409,21 +456,13 @@ func (c *Cluster) Leave(ctx context.Context) error {
 			defer cancel()
 			if err := h.fn(hctx); err != nil {
 				errMu.Lock()
-				hookErrs = append(hookErrs, fmt.Errorf("leave hook %s: %w", h.name, err))
+				errs = append(errs, fmt.Errorf("leave hook %s: %w", h.name, err))
 				errMu.Unlock()
 			}
 		}(h)
 	}
 	wg.Wait()
-	for _, err := range hookErrs {
-		c.logger.Warn("leave hook failed", slog.Any("error", err))
-	}
-	derr := c.provider.Deregister(ctx)
-	c.markSelfRemoved(true)
-	if derr != nil {
-		return fmt.Errorf("membership: deregister %s: %w", self.ID, derr)
-	}
-	return errors.Join(hookErrs...)
+	return errs
 }
 
 // onSnapshot diffs a provider snapshot against the current view and

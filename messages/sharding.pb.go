@@ -230,10 +230,15 @@ func (x *ShardStarted) GetShard() string {
 	return ""
 }
 
-// BeginHandOffAck acknowledges BeginHandOff.
+// BeginHandOffAck acknowledges BeginHandOff. A region that forwarded the
+// shard's messages to its old home sends the ack through that home, which
+// relays it to reply_to: the ack arrives behind everything the region
+// forwarded, so the old home holds all of it when it hands the shard off.
 type BeginHandOffAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Region        *actor.PID             `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`                  // the acknowledging region; empty: the sender
+	ReplyTo       *actor.PID             `protobuf:"bytes,3,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"` // set while relayed: the rebalance worker
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -275,6 +280,124 @@ func (x *BeginHandOffAck) GetShard() string {
 	return ""
 }
 
+func (x *BeginHandOffAck) GetRegion() *actor.PID {
+	if x != nil {
+		return x.Region
+	}
+	return nil
+}
+
+func (x *BeginHandOffAck) GetReplyTo() *actor.PID {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return nil
+}
+
+// HandOffForwarded: a shard's old home has forwarded to the new home what
+// it held for the shard after its hand-off. It travels old home -> new
+// home's region -> coordinator (behind the forwarded messages), or old
+// home -> coordinator when there was nothing to forward. Until then the
+// coordinator tells no other region the new home, so nothing overtakes
+// what the old home forwards.
+type HandOffForwarded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	OldHome       *actor.PID             `protobuf:"bytes,2,opt,name=old_home,json=oldHome,proto3" json:"old_home,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOffForwarded) Reset() {
+	*x = HandOffForwarded{}
+	mi := &file_sharding_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOffForwarded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOffForwarded) ProtoMessage() {}
+
+func (x *HandOffForwarded) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOffForwarded.ProtoReflect.Descriptor instead.
+func (*HandOffForwarded) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HandOffForwarded) GetShard() string {
+	if x != nil {
+		return x.Shard
+	}
+	return ""
+}
+
+func (x *HandOffForwarded) GetOldHome() *actor.PID {
+	if x != nil {
+		return x.OldHome
+	}
+	return nil
+}
+
+// HandOffForwardedAck: the coordinator has taken HandOffForwarded; the old
+// home may stop (a leaving node keeps its region until then).
+type HandOffForwardedAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandOffForwardedAck) Reset() {
+	*x = HandOffForwardedAck{}
+	mi := &file_sharding_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandOffForwardedAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandOffForwardedAck) ProtoMessage() {}
+
+func (x *HandOffForwardedAck) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandOffForwardedAck.ProtoReflect.Descriptor instead.
+func (*HandOffForwardedAck) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HandOffForwardedAck) GetShard() string {
+	if x != nil {
+		return x.Shard
+	}
+	return ""
+}
+
 // ShardStopped reports that all entities of a handed-off shard stopped.
 type ShardStopped struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -285,7 +408,7 @@ type ShardStopped struct {
 
 func (x *ShardStopped) Reset() {
 	*x = ShardStopped{}
-	mi := &file_sharding_proto_msgTypes[5]
+	mi := &file_sharding_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +420,7 @@ func (x *ShardStopped) String() string {
 func (*ShardStopped) ProtoMessage() {}
 
 func (x *ShardStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[5]
+	mi := &file_sharding_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +433,7 @@ func (x *ShardStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStopped.ProtoReflect.Descriptor instead.
 func (*ShardStopped) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{5}
+	return file_sharding_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShardStopped) GetShard() string {
@@ -330,7 +453,7 @@ type GracefulShutdownReq struct {
 
 func (x *GracefulShutdownReq) Reset() {
 	*x = GracefulShutdownReq{}
-	mi := &file_sharding_proto_msgTypes[6]
+	mi := &file_sharding_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +465,7 @@ func (x *GracefulShutdownReq) String() string {
 func (*GracefulShutdownReq) ProtoMessage() {}
 
 func (x *GracefulShutdownReq) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[6]
+	mi := &file_sharding_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +478,7 @@ func (x *GracefulShutdownReq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GracefulShutdownReq.ProtoReflect.Descriptor instead.
 func (*GracefulShutdownReq) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{6}
+	return file_sharding_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GracefulShutdownReq) GetShardRegion() *actor.PID {
@@ -375,7 +498,7 @@ type RegionStopped struct {
 
 func (x *RegionStopped) Reset() {
 	*x = RegionStopped{}
-	mi := &file_sharding_proto_msgTypes[7]
+	mi := &file_sharding_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +510,7 @@ func (x *RegionStopped) String() string {
 func (*RegionStopped) ProtoMessage() {}
 
 func (x *RegionStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[7]
+	mi := &file_sharding_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +523,7 @@ func (x *RegionStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStopped.ProtoReflect.Descriptor instead.
 func (*RegionStopped) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{7}
+	return file_sharding_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegionStopped) GetShardRegion() *actor.PID {
@@ -421,7 +544,7 @@ type RegisterAck struct {
 
 func (x *RegisterAck) Reset() {
 	*x = RegisterAck{}
-	mi := &file_sharding_proto_msgTypes[8]
+	mi := &file_sharding_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +556,7 @@ func (x *RegisterAck) String() string {
 func (*RegisterAck) ProtoMessage() {}
 
 func (x *RegisterAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[8]
+	mi := &file_sharding_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +569,7 @@ func (x *RegisterAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAck.ProtoReflect.Descriptor instead.
 func (*RegisterAck) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{8}
+	return file_sharding_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterAck) GetCoordinator() *actor.PID {
@@ -475,7 +598,7 @@ type ShardHome struct {
 
 func (x *ShardHome) Reset() {
 	*x = ShardHome{}
-	mi := &file_sharding_proto_msgTypes[9]
+	mi := &file_sharding_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +610,7 @@ func (x *ShardHome) String() string {
 func (*ShardHome) ProtoMessage() {}
 
 func (x *ShardHome) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[9]
+	mi := &file_sharding_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +623,7 @@ func (x *ShardHome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHome.ProtoReflect.Descriptor instead.
 func (*ShardHome) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{9}
+	return file_sharding_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShardHome) GetShard() string {
@@ -535,7 +658,7 @@ type ShardHomes struct {
 
 func (x *ShardHomes) Reset() {
 	*x = ShardHomes{}
-	mi := &file_sharding_proto_msgTypes[10]
+	mi := &file_sharding_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +670,7 @@ func (x *ShardHomes) String() string {
 func (*ShardHomes) ProtoMessage() {}
 
 func (x *ShardHomes) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[10]
+	mi := &file_sharding_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +683,7 @@ func (x *ShardHomes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHomes.ProtoReflect.Descriptor instead.
 func (*ShardHomes) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{10}
+	return file_sharding_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardHomes) GetHomes() []*ShardHomesEntry {
@@ -588,7 +711,7 @@ type ShardHomesEntry struct {
 
 func (x *ShardHomesEntry) Reset() {
 	*x = ShardHomesEntry{}
-	mi := &file_sharding_proto_msgTypes[11]
+	mi := &file_sharding_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +723,7 @@ func (x *ShardHomesEntry) String() string {
 func (*ShardHomesEntry) ProtoMessage() {}
 
 func (x *ShardHomesEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[11]
+	mi := &file_sharding_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +736,7 @@ func (x *ShardHomesEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHomesEntry.ProtoReflect.Descriptor instead.
 func (*ShardHomesEntry) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{11}
+	return file_sharding_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShardHomesEntry) GetRegion() *actor.PID {
@@ -632,16 +755,21 @@ func (x *ShardHomesEntry) GetShards() []string {
 
 // HostShard tells a region to start a shard; answered with ShardStarted.
 type HostShard struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// the shard's old home, while it still forwards what it held for the
+	// shard: the new home delivers what comes from other regions (the old
+	// home's forwarded messages) before what its own senders buffered, until
+	// the old home's HandOffForwarded arrives.
+	ForwardingOldHome *actor.PID `protobuf:"bytes,3,opt,name=forwarding_old_home,json=forwardingOldHome,proto3" json:"forwarding_old_home,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HostShard) Reset() {
 	*x = HostShard{}
-	mi := &file_sharding_proto_msgTypes[12]
+	mi := &file_sharding_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +781,7 @@ func (x *HostShard) String() string {
 func (*HostShard) ProtoMessage() {}
 
 func (x *HostShard) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[12]
+	mi := &file_sharding_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +794,7 @@ func (x *HostShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostShard.ProtoReflect.Descriptor instead.
 func (*HostShard) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{12}
+	return file_sharding_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HostShard) GetShard() string {
@@ -683,6 +811,13 @@ func (x *HostShard) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *HostShard) GetForwardingOldHome() *actor.PID {
+	if x != nil {
+		return x.ForwardingOldHome
+	}
+	return nil
+}
+
 // BeginHandOff tells every region to forget the shard's home and buffer its messages.
 type BeginHandOff struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -694,7 +829,7 @@ type BeginHandOff struct {
 
 func (x *BeginHandOff) Reset() {
 	*x = BeginHandOff{}
-	mi := &file_sharding_proto_msgTypes[13]
+	mi := &file_sharding_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +841,7 @@ func (x *BeginHandOff) String() string {
 func (*BeginHandOff) ProtoMessage() {}
 
 func (x *BeginHandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[13]
+	mi := &file_sharding_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +854,7 @@ func (x *BeginHandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginHandOff.ProtoReflect.Descriptor instead.
 func (*BeginHandOff) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{13}
+	return file_sharding_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BeginHandOff) GetShard() string {
@@ -747,7 +882,7 @@ type HandOff struct {
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_sharding_proto_msgTypes[14]
+	mi := &file_sharding_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +894,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[14]
+	mi := &file_sharding_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +907,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{14}
+	return file_sharding_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HandOff) GetShard() string {
@@ -800,7 +935,7 @@ type RebalanceDone struct {
 
 func (x *RebalanceDone) Reset() {
 	*x = RebalanceDone{}
-	mi := &file_sharding_proto_msgTypes[15]
+	mi := &file_sharding_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +947,7 @@ func (x *RebalanceDone) String() string {
 func (*RebalanceDone) ProtoMessage() {}
 
 func (x *RebalanceDone) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[15]
+	mi := &file_sharding_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +960,7 @@ func (x *RebalanceDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceDone.ProtoReflect.Descriptor instead.
 func (*RebalanceDone) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{15}
+	return file_sharding_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RebalanceDone) GetShard() string {
@@ -853,7 +988,7 @@ type Passivate struct {
 
 func (x *Passivate) Reset() {
 	*x = Passivate{}
-	mi := &file_sharding_proto_msgTypes[16]
+	mi := &file_sharding_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1000,7 @@ func (x *Passivate) String() string {
 func (*Passivate) ProtoMessage() {}
 
 func (x *Passivate) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[16]
+	mi := &file_sharding_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1013,7 @@ func (x *Passivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Passivate.ProtoReflect.Descriptor instead.
 func (*Passivate) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{16}
+	return file_sharding_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Passivate) GetStopMessage() *anypb.Any {
@@ -898,7 +1033,7 @@ type StartEntity struct {
 
 func (x *StartEntity) Reset() {
 	*x = StartEntity{}
-	mi := &file_sharding_proto_msgTypes[17]
+	mi := &file_sharding_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1045,7 @@ func (x *StartEntity) String() string {
 func (*StartEntity) ProtoMessage() {}
 
 func (x *StartEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[17]
+	mi := &file_sharding_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1058,7 @@ func (x *StartEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEntity.ProtoReflect.Descriptor instead.
 func (*StartEntity) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{17}
+	return file_sharding_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StartEntity) GetEntityId() string {
@@ -944,7 +1079,7 @@ type StartEntityAck struct {
 
 func (x *StartEntityAck) Reset() {
 	*x = StartEntityAck{}
-	mi := &file_sharding_proto_msgTypes[18]
+	mi := &file_sharding_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1091,7 @@ func (x *StartEntityAck) String() string {
 func (*StartEntityAck) ProtoMessage() {}
 
 func (x *StartEntityAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[18]
+	mi := &file_sharding_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1104,7 @@ func (x *StartEntityAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEntityAck.ProtoReflect.Descriptor instead.
 func (*StartEntityAck) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{18}
+	return file_sharding_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartEntityAck) GetEntityId() string {
@@ -995,7 +1130,7 @@ type GracefulShutdown struct {
 
 func (x *GracefulShutdown) Reset() {
 	*x = GracefulShutdown{}
-	mi := &file_sharding_proto_msgTypes[19]
+	mi := &file_sharding_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1142,7 @@ func (x *GracefulShutdown) String() string {
 func (*GracefulShutdown) ProtoMessage() {}
 
 func (x *GracefulShutdown) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[19]
+	mi := &file_sharding_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1155,7 @@ func (x *GracefulShutdown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GracefulShutdown.ProtoReflect.Descriptor instead.
 func (*GracefulShutdown) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{19}
+	return file_sharding_proto_rawDescGZIP(), []int{21}
 }
 
 // GetCurrentRegions asks for the addresses of all regions.
@@ -1032,7 +1167,7 @@ type GetCurrentRegions struct {
 
 func (x *GetCurrentRegions) Reset() {
 	*x = GetCurrentRegions{}
-	mi := &file_sharding_proto_msgTypes[20]
+	mi := &file_sharding_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1179,7 @@ func (x *GetCurrentRegions) String() string {
 func (*GetCurrentRegions) ProtoMessage() {}
 
 func (x *GetCurrentRegions) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[20]
+	mi := &file_sharding_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1192,7 @@ func (x *GetCurrentRegions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCurrentRegions.ProtoReflect.Descriptor instead.
 func (*GetCurrentRegions) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{20}
+	return file_sharding_proto_rawDescGZIP(), []int{22}
 }
 
 // CurrentRegions answers GetCurrentRegions.
@@ -1070,7 +1205,7 @@ type CurrentRegions struct {
 
 func (x *CurrentRegions) Reset() {
 	*x = CurrentRegions{}
-	mi := &file_sharding_proto_msgTypes[21]
+	mi := &file_sharding_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1217,7 @@ func (x *CurrentRegions) String() string {
 func (*CurrentRegions) ProtoMessage() {}
 
 func (x *CurrentRegions) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[21]
+	mi := &file_sharding_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1230,7 @@ func (x *CurrentRegions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentRegions.ProtoReflect.Descriptor instead.
 func (*CurrentRegions) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{21}
+	return file_sharding_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CurrentRegions) GetAddresses() []string {
@@ -1114,7 +1249,7 @@ type GetShardRegionState struct {
 
 func (x *GetShardRegionState) Reset() {
 	*x = GetShardRegionState{}
-	mi := &file_sharding_proto_msgTypes[22]
+	mi := &file_sharding_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1261,7 @@ func (x *GetShardRegionState) String() string {
 func (*GetShardRegionState) ProtoMessage() {}
 
 func (x *GetShardRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[22]
+	mi := &file_sharding_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1274,7 @@ func (x *GetShardRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardRegionState.ProtoReflect.Descriptor instead.
 func (*GetShardRegionState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{22}
+	return file_sharding_proto_rawDescGZIP(), []int{24}
 }
 
 // ShardState is one shard and its entity IDs.
@@ -1153,7 +1288,7 @@ type ShardState struct {
 
 func (x *ShardState) Reset() {
 	*x = ShardState{}
-	mi := &file_sharding_proto_msgTypes[23]
+	mi := &file_sharding_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1300,7 @@ func (x *ShardState) String() string {
 func (*ShardState) ProtoMessage() {}
 
 func (x *ShardState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[23]
+	mi := &file_sharding_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1313,7 @@ func (x *ShardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardState.ProtoReflect.Descriptor instead.
 func (*ShardState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{23}
+	return file_sharding_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ShardState) GetShardId() string {
@@ -1207,7 +1342,7 @@ type CurrentShardRegionState struct {
 
 func (x *CurrentShardRegionState) Reset() {
 	*x = CurrentShardRegionState{}
-	mi := &file_sharding_proto_msgTypes[24]
+	mi := &file_sharding_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1354,7 @@ func (x *CurrentShardRegionState) String() string {
 func (*CurrentShardRegionState) ProtoMessage() {}
 
 func (x *CurrentShardRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[24]
+	mi := &file_sharding_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1367,7 @@ func (x *CurrentShardRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentShardRegionState.ProtoReflect.Descriptor instead.
 func (*CurrentShardRegionState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{24}
+	return file_sharding_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CurrentShardRegionState) GetShards() []*ShardState {
@@ -1258,7 +1393,7 @@ type GetShardRegionStats struct {
 
 func (x *GetShardRegionStats) Reset() {
 	*x = GetShardRegionStats{}
-	mi := &file_sharding_proto_msgTypes[25]
+	mi := &file_sharding_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1405,7 @@ func (x *GetShardRegionStats) String() string {
 func (*GetShardRegionStats) ProtoMessage() {}
 
 func (x *GetShardRegionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[25]
+	mi := &file_sharding_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1418,7 @@ func (x *GetShardRegionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardRegionStats.ProtoReflect.Descriptor instead.
 func (*GetShardRegionStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{25}
+	return file_sharding_proto_rawDescGZIP(), []int{27}
 }
 
 // ShardRegionStats answers GetShardRegionStats.
@@ -1297,7 +1432,7 @@ type ShardRegionStats struct {
 
 func (x *ShardRegionStats) Reset() {
 	*x = ShardRegionStats{}
-	mi := &file_sharding_proto_msgTypes[26]
+	mi := &file_sharding_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1444,7 @@ func (x *ShardRegionStats) String() string {
 func (*ShardRegionStats) ProtoMessage() {}
 
 func (x *ShardRegionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[26]
+	mi := &file_sharding_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1457,7 @@ func (x *ShardRegionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRegionStats.ProtoReflect.Descriptor instead.
 func (*ShardRegionStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{26}
+	return file_sharding_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ShardRegionStats) GetStats() map[string]int32 {
@@ -1349,7 +1484,7 @@ type GetClusterShardingStats struct {
 
 func (x *GetClusterShardingStats) Reset() {
 	*x = GetClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[27]
+	mi := &file_sharding_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1496,7 @@ func (x *GetClusterShardingStats) String() string {
 func (*GetClusterShardingStats) ProtoMessage() {}
 
 func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[27]
+	mi := &file_sharding_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1509,7 @@ func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*GetClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{27}
+	return file_sharding_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetClusterShardingStats) GetTimeoutMillis() int64 {
@@ -1394,7 +1529,7 @@ type ClusterShardingStats struct {
 
 func (x *ClusterShardingStats) Reset() {
 	*x = ClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[28]
+	mi := &file_sharding_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1541,7 @@ func (x *ClusterShardingStats) String() string {
 func (*ClusterShardingStats) ProtoMessage() {}
 
 func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[28]
+	mi := &file_sharding_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1554,7 @@ func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*ClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{28}
+	return file_sharding_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ClusterShardingStats) GetRegions() map[string]*ShardRegionStats {
@@ -1444,7 +1579,7 @@ type CoordinatorState struct {
 
 func (x *CoordinatorState) Reset() {
 	*x = CoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[29]
+	mi := &file_sharding_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1591,7 @@ func (x *CoordinatorState) String() string {
 func (*CoordinatorState) ProtoMessage() {}
 
 func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[29]
+	mi := &file_sharding_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1604,7 @@ func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorState.ProtoReflect.Descriptor instead.
 func (*CoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{29}
+	return file_sharding_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CoordinatorState) GetRegions() []*RegionRecord {
@@ -1513,7 +1648,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_sharding_proto_msgTypes[30]
+	mi := &file_sharding_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1660,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[30]
+	mi := &file_sharding_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1673,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{30}
+	return file_sharding_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegionRecord) GetRef() *actor.PID {
@@ -1580,8 +1715,18 @@ const file_sharding_proto_rawDesc = "" +
 	"\fGetShardHome\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"$\n" +
 	"\fShardStarted\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"'\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\"r\n" +
 	"\x0fBeginHandOffAck\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\"\n" +
+	"\x06region\x18\x02 \x01(\v2\n" +
+	".actor.PIDR\x06region\x12%\n" +
+	"\breply_to\x18\x03 \x01(\v2\n" +
+	".actor.PIDR\areplyTo\"O\n" +
+	"\x10HandOffForwarded\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\x12%\n" +
+	"\bold_home\x18\x02 \x01(\v2\n" +
+	".actor.PIDR\aoldHome\"+\n" +
+	"\x13HandOffForwardedAck\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"$\n" +
 	"\fShardStopped\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"D\n" +
@@ -1607,10 +1752,12 @@ const file_sharding_proto_rawDesc = "" +
 	"\x0fShardHomesEntry\x12\"\n" +
 	"\x06region\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\x06region\x12\x16\n" +
-	"\x06shards\x18\x02 \x03(\tR\x06shards\"7\n" +
+	"\x06shards\x18\x02 \x03(\tR\x06shards\"s\n" +
 	"\tHostShard\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\":\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12:\n" +
+	"\x13forwarding_old_home\x18\x03 \x01(\v2\n" +
+	".actor.PIDR\x11forwardingOldHome\":\n" +
 	"\fBeginHandOff\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"5\n" +
@@ -1678,66 +1825,72 @@ func file_sharding_proto_rawDescGZIP() []byte {
 	return file_sharding_proto_rawDescData
 }
 
-var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_sharding_proto_goTypes = []any{
 	(*Register)(nil),                // 0: protoshard.Register
 	(*RegisterProxy)(nil),           // 1: protoshard.RegisterProxy
 	(*GetShardHome)(nil),            // 2: protoshard.GetShardHome
 	(*ShardStarted)(nil),            // 3: protoshard.ShardStarted
 	(*BeginHandOffAck)(nil),         // 4: protoshard.BeginHandOffAck
-	(*ShardStopped)(nil),            // 5: protoshard.ShardStopped
-	(*GracefulShutdownReq)(nil),     // 6: protoshard.GracefulShutdownReq
-	(*RegionStopped)(nil),           // 7: protoshard.RegionStopped
-	(*RegisterAck)(nil),             // 8: protoshard.RegisterAck
-	(*ShardHome)(nil),               // 9: protoshard.ShardHome
-	(*ShardHomes)(nil),              // 10: protoshard.ShardHomes
-	(*ShardHomesEntry)(nil),         // 11: protoshard.ShardHomesEntry
-	(*HostShard)(nil),               // 12: protoshard.HostShard
-	(*BeginHandOff)(nil),            // 13: protoshard.BeginHandOff
-	(*HandOff)(nil),                 // 14: protoshard.HandOff
-	(*RebalanceDone)(nil),           // 15: protoshard.RebalanceDone
-	(*Passivate)(nil),               // 16: protoshard.Passivate
-	(*StartEntity)(nil),             // 17: protoshard.StartEntity
-	(*StartEntityAck)(nil),          // 18: protoshard.StartEntityAck
-	(*GracefulShutdown)(nil),        // 19: protoshard.GracefulShutdown
-	(*GetCurrentRegions)(nil),       // 20: protoshard.GetCurrentRegions
-	(*CurrentRegions)(nil),          // 21: protoshard.CurrentRegions
-	(*GetShardRegionState)(nil),     // 22: protoshard.GetShardRegionState
-	(*ShardState)(nil),              // 23: protoshard.ShardState
-	(*CurrentShardRegionState)(nil), // 24: protoshard.CurrentShardRegionState
-	(*GetShardRegionStats)(nil),     // 25: protoshard.GetShardRegionStats
-	(*ShardRegionStats)(nil),        // 26: protoshard.ShardRegionStats
-	(*GetClusterShardingStats)(nil), // 27: protoshard.GetClusterShardingStats
-	(*ClusterShardingStats)(nil),    // 28: protoshard.ClusterShardingStats
-	(*CoordinatorState)(nil),        // 29: protoshard.CoordinatorState
-	(*RegionRecord)(nil),            // 30: protoshard.RegionRecord
-	nil,                             // 31: protoshard.ShardRegionStats.StatsEntry
-	nil,                             // 32: protoshard.ClusterShardingStats.RegionsEntry
-	(*actor.PID)(nil),               // 33: actor.PID
-	(*anypb.Any)(nil),               // 34: google.protobuf.Any
+	(*HandOffForwarded)(nil),        // 5: protoshard.HandOffForwarded
+	(*HandOffForwardedAck)(nil),     // 6: protoshard.HandOffForwardedAck
+	(*ShardStopped)(nil),            // 7: protoshard.ShardStopped
+	(*GracefulShutdownReq)(nil),     // 8: protoshard.GracefulShutdownReq
+	(*RegionStopped)(nil),           // 9: protoshard.RegionStopped
+	(*RegisterAck)(nil),             // 10: protoshard.RegisterAck
+	(*ShardHome)(nil),               // 11: protoshard.ShardHome
+	(*ShardHomes)(nil),              // 12: protoshard.ShardHomes
+	(*ShardHomesEntry)(nil),         // 13: protoshard.ShardHomesEntry
+	(*HostShard)(nil),               // 14: protoshard.HostShard
+	(*BeginHandOff)(nil),            // 15: protoshard.BeginHandOff
+	(*HandOff)(nil),                 // 16: protoshard.HandOff
+	(*RebalanceDone)(nil),           // 17: protoshard.RebalanceDone
+	(*Passivate)(nil),               // 18: protoshard.Passivate
+	(*StartEntity)(nil),             // 19: protoshard.StartEntity
+	(*StartEntityAck)(nil),          // 20: protoshard.StartEntityAck
+	(*GracefulShutdown)(nil),        // 21: protoshard.GracefulShutdown
+	(*GetCurrentRegions)(nil),       // 22: protoshard.GetCurrentRegions
+	(*CurrentRegions)(nil),          // 23: protoshard.CurrentRegions
+	(*GetShardRegionState)(nil),     // 24: protoshard.GetShardRegionState
+	(*ShardState)(nil),              // 25: protoshard.ShardState
+	(*CurrentShardRegionState)(nil), // 26: protoshard.CurrentShardRegionState
+	(*GetShardRegionStats)(nil),     // 27: protoshard.GetShardRegionStats
+	(*ShardRegionStats)(nil),        // 28: protoshard.ShardRegionStats
+	(*GetClusterShardingStats)(nil), // 29: protoshard.GetClusterShardingStats
+	(*ClusterShardingStats)(nil),    // 30: protoshard.ClusterShardingStats
+	(*CoordinatorState)(nil),        // 31: protoshard.CoordinatorState
+	(*RegionRecord)(nil),            // 32: protoshard.RegionRecord
+	nil,                             // 33: protoshard.ShardRegionStats.StatsEntry
+	nil,                             // 34: protoshard.ClusterShardingStats.RegionsEntry
+	(*actor.PID)(nil),               // 35: actor.PID
+	(*anypb.Any)(nil),               // 36: google.protobuf.Any
 }
 var file_sharding_proto_depIdxs = []int32{
-	33, // 0: protoshard.Register.shard_region:type_name -> actor.PID
-	33, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
-	33, // 2: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
-	33, // 3: protoshard.RegionStopped.shard_region:type_name -> actor.PID
-	33, // 4: protoshard.RegisterAck.coordinator:type_name -> actor.PID
-	33, // 5: protoshard.ShardHome.ref:type_name -> actor.PID
-	11, // 6: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
-	33, // 7: protoshard.ShardHomesEntry.region:type_name -> actor.PID
-	34, // 8: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
-	23, // 9: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	31, // 10: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	32, // 11: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	30, // 12: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
-	30, // 13: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
-	33, // 14: protoshard.RegionRecord.ref:type_name -> actor.PID
-	26, // 15: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	35, // 0: protoshard.Register.shard_region:type_name -> actor.PID
+	35, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
+	35, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
+	35, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
+	35, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
+	35, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
+	35, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
+	35, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
+	35, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
+	13, // 9: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
+	35, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
+	35, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
+	36, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
+	25, // 13: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
+	33, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	34, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	32, // 16: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	32, // 17: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	35, // 18: protoshard.RegionRecord.ref:type_name -> actor.PID
+	28, // 19: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sharding_proto_init() }
@@ -1751,7 +1904,7 @@ func file_sharding_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharding_proto_rawDesc), len(file_sharding_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -264,7 +264,12 @@ func (w *worker) onAck(ctx actor.Context, ack *messages.BeginHandOffAck) {
 		w.drop(ctx, ack, fmt.Sprintf("BeginHandOffAck for shard %q sent to the worker of shard %q", ack.GetShard(), w.shard))
 		return
 	}
-	from := ctx.Sender()
+	// A region that forwarded the shard's messages to its old home sends
+	// its ack through that home, which relays it: the ack names the region.
+	from := ack.GetRegion()
+	if from == nil || from.GetId() == "" {
+		from = ctx.Sender()
+	}
 	if from == nil {
 		w.drop(ctx, ack, "BeginHandOffAck without a sender: cannot tell which region acknowledges")
 		return
@@ -293,6 +298,13 @@ func (w *worker) regionGone(ctx actor.Context, region *actor.PID, definitive boo
 	k := pidkey.Of(region)
 	if definitive && k == pidkey.Of(w.from) {
 		w.fromGone = true
+		// The acks relayed through the owner are gone with it, and so is
+		// whatever they were to follow: nothing waits for them any more.
+		if len(w.pending) > 0 {
+			ctx.Logger().Info("rebalance worker: owner region "+how+" while waiting for BeginHandOffAck; counting every region as acknowledged",
+				append(w.attrs(), slog.Int("remaining", len(w.pending)))...)
+		}
+		clear(w.pending)
 	}
 	if w.pending[k] != nil {
 		delete(w.pending, k)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,7 +14,7 @@ import (
 
 // entityState is where one entity of a shard is in its life: Pekko's
 // Shard.EntityState, with the same names and transitions (see entities).
-type entityState int
+type entityState uint8
 
 const (
 	// noState: the shard keeps nothing of the entity. Never stored: an
@@ -68,6 +69,7 @@ type bufferedMessage struct {
 	sender  *actor.PID
 	start   bool      // a StartEntity: ack it to sender once the entity runs
 	since   time.Time // when it began to wait
+	pending *Pending  // released once delivered or dropped
 }
 
 // heldMessage is a held message with the entity it was for, as handed back
@@ -82,16 +84,19 @@ func (m bufferedMessage) original(id string) any {
 	if m.start {
 		return &messages.StartEntity{EntityId: id}
 	}
-	return &Deliver{EntityID: id, Message: m.message}
+	return &Deliver{EntityID: id, Message: m.message, Pending: m.pending}
 }
 
 // entityRecord is what the shard keeps of one entity that is not in
-// noState.
+// noState. It is kept small, as there is one per running entity: the
+// messages held for an entity are kept apart (entities.heldFor), as few
+// entities ever have any, and its use is a number (see idleChecks).
 type entityRecord struct {
-	state    entityState
-	pid      *actor.PID        // active and passivating only
-	held     []bufferedMessage // in arrival order
-	activity Activity          // active only: for idle passivation
+	id    string     // its key in entities.byID
+	pid   *actor.PID // active and passivating only
+	mark  uint32     // active only: the mark of its last use (idleChecks)
+	state entityState
+	uses  uint8 // active only: uses of this incarnation, at most maxCountedUses
 }
 
 // Errors of the entities' transitions. errInvalidTransition means the
@@ -182,10 +187,18 @@ type entities struct {
 	remembering bool
 	handingOff  bool
 
-	byID  map[string]*entityRecord
-	byPID map[string]string // pidkey.Of -> entity ID, for active and passivating
-	live  int               // active and passivating
-	held  int               // messages held, all entities together
+	// byID: the record of every entity not in noState. The ID of a
+	// running entity whose name is its ID shares the bytes of its PID's
+	// ID, so the shard keeps no copy of the ID that reached it in a
+	// message. There is no index by PID: an entity's actor is named after
+	// its ID (EntityName), which entityOf reads back.
+	byID    entityTable
+	heldFor map[string][]bufferedMessage // by entity, in arrival order; never empty
+	live    int                          // active and passivating
+	held    int                          // messages held, all entities together
+	// checks: the uses of the active entities and the idle checks, for
+	// idle passivation.
+	checks idleChecks
 
 	// pending: IDs in rememberingStart or rememberingStop whose write is
 	// queued; writing: those of the write in flight (nil: no write in
@@ -202,8 +215,7 @@ type entities struct {
 func newEntities(remembering bool) *entities {
 	return &entities{
 		remembering: remembering,
-		byID:        map[string]*entityRecord{},
-		byPID:       map[string]string{},
+		heldFor:     map[string][]bufferedMessage{},
 		pending:     map[string]struct{}{},
 		unacked:     map[string]struct{}{},
 	}
@@ -217,7 +229,7 @@ func invalidTransition(id string, from entityState, event string) error {
 
 // state is the state of entity id.
 func (es *entities) state(id string) entityState {
-	if r := es.byID[id]; r != nil {
+	if r := es.byID.get(id); r != nil {
 		return r.state
 	}
 	return noState
@@ -225,19 +237,33 @@ func (es *entities) state(id string) entityState {
 
 // activePID returns the actor of entity id if it is active: the hot path.
 func (es *entities) activePID(id string) (*actor.PID, bool) {
-	if r := es.byID[id]; r != nil && r.state == active {
+	if r := es.byID.get(id); r != nil && r.state == active {
 		return r.pid, true
 	}
 	return nil, false
 }
 
-// entityOf returns the ID of the live entity actor pid.
+// entityOf returns the ID of the live entity actor pid: the ID its name
+// (the last part of its PID's ID) stands for, if that entity's actor is
+// pid.
 func (es *entities) entityOf(pid *actor.PID) (string, bool) {
 	if pid == nil {
 		return "", false
 	}
-	id, ok := es.byPID[pidkey.Of(pid)]
-	return id, ok
+	id, err := EntityID(childName(pid))
+	if err != nil {
+		return "", false
+	}
+	r := es.byID.get(id)
+	if r == nil || r.pid == nil || pidkey.Of(r.pid) != pidkey.Of(pid) {
+		return "", false
+	}
+	return id, true
+}
+
+// childName is the name pid has under its parent: the last part of its ID.
+func childName(pid *actor.PID) string {
+	return pid.Id[strings.LastIndexByte(pid.Id, '/')+1:]
 }
 
 // liveCount counts the entity actors alive, passivating ones included.
@@ -249,8 +275,10 @@ func (es *entities) heldCount() int { return es.held }
 // liveIDs lists the IDs of the entity actors alive, sorted.
 func (es *entities) liveIDs() []string {
 	ids := make([]string, 0, es.live)
-	for _, id := range es.byPID {
-		ids = append(ids, id)
+	for r := range es.byID.all() {
+		if r.pid != nil {
+			ids = append(ids, r.id)
+		}
 	}
 	slices.Sort(ids)
 	return ids
@@ -261,7 +289,7 @@ func (es *entities) livePIDs() []*actor.PID {
 	ids := es.liveIDs()
 	pids := make([]*actor.PID, 0, len(ids))
 	for _, id := range ids {
-		pids = append(pids, es.byID[id].pid)
+		pids = append(pids, es.byID.get(id).pid)
 	}
 	return pids
 }
@@ -277,7 +305,7 @@ func (es *entities) writeInFlight() bool { return es.writing != nil }
 // queues its write. It fails with errHeldFull when m would have to be held
 // and maxHeld messages are held already (m is not held then).
 func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (deliveryDecision, *actor.PID, error) {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r != nil && r.state == active {
 		return sendNow, r.pid, nil
 	}
@@ -291,10 +319,9 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 		if es.held >= maxHeld {
 			return 0, nil, errHeldFull
 		}
-		r = &entityRecord{state: rememberingStart}
-		es.byID[id] = r
+		es.byID.put(&entityRecord{id: id, state: rememberingStart})
 		es.pending[id] = struct{}{}
-		es.hold(r, m)
+		es.hold(id, m)
 		return held, nil, nil
 	}
 	switch r.state {
@@ -304,7 +331,7 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 		if es.held >= maxHeld {
 			return 0, nil, errHeldFull
 		}
-		es.hold(r, m)
+		es.hold(id, m)
 		if _, inFlight := es.writing[id]; r.state == rememberingStop && !inFlight {
 			// The stop is not written yet: a start replaces it in the
 			// queue, and the ID simply stays in the store.
@@ -315,85 +342,125 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 	return 0, nil, invalidTransition(id, r.state, "message")
 }
 
-func (es *entities) hold(r *entityRecord, m bufferedMessage) {
-	r.held = append(r.held, m)
+func (es *entities) hold(id string, m bufferedMessage) {
+	es.heldFor[id] = append(es.heldFor[id], m)
 	es.held++
 }
 
-// started records that entity id's actor pid runs now (Active) and hands
-// back the messages held for it, in order, to deliver.
-func (es *entities) started(id string, pid *actor.PID, now time.Time) ([]bufferedMessage, error) {
+// started records that entity id's actor pid, named EntityName(id), runs
+// now (Active) and hands back the messages held for it, in order, to
+// deliver. Its start is a use.
+func (es *entities) started(id string, pid *actor.PID) ([]bufferedMessage, error) {
 	if pid == nil {
 		return nil, fmt.Errorf("entity %q: started without a PID: %w", id, errInvalidTransition)
+	}
+	name := childName(pid)
+	if name != EntityName(id) {
+		return nil, fmt.Errorf("entity %q: started as %q, not named after it: %w", id, pid.Id, errInvalidTransition)
 	}
 	if es.handingOff {
 		return nil, fmt.Errorf("entity %q: started: %w", id, errHandingOff)
 	}
-	r := es.byID[id]
+	r := es.byID.get(id)
 	switch {
 	case r == nil && es.remembering:
 		return nil, invalidTransition(id, noState, "started before it was remembered")
 	case r == nil:
-		r = &entityRecord{}
-		es.byID[id] = r
+		r = &entityRecord{id: id}
+		es.byID.put(r)
 	case r.state != rememberedButNotCreated && r.state != waitingForRestart:
 		return nil, invalidTransition(id, r.state, "started")
 	}
-	r.state, r.pid, r.activity = active, pid, Activity{LastSeen: now}
-	es.byPID[pidkey.Of(pid)] = id
+	if name == id {
+		r.id = name // the same ID, in the PID's bytes
+	}
+	r.state, r.pid, r.mark, r.uses = active, pid, es.use(), 0
 	es.live++
-	return es.takeHeld(r), nil
+	return es.takeHeld(id), nil
 }
 
 // startFailed: entity id's actor could not be spawned. The messages held
 // for it are handed back to be dropped; a remembered entity stays
 // remembered without running (a message tries again).
 func (es *entities) startFailed(id string) []bufferedMessage {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil {
 		return nil
 	}
 	switch r.state {
 	case rememberedButNotCreated, waitingForRestart:
 		r.state = rememberedButNotCreated
-		return es.takeHeld(r)
+		return es.takeHeld(id)
 	}
 	return nil
 }
 
-func (es *entities) takeHeld(r *entityRecord) []bufferedMessage {
-	out := r.held
-	r.held = nil
+func (es *entities) takeHeld(id string) []bufferedMessage {
+	out := es.heldFor[id]
+	delete(es.heldFor, id)
 	es.held -= len(out)
 	return out
 }
 
-// markUsed records a user message for the active entity id (idle
-// passivation) and reports whether it is active.
+// markUsed records a use of the active entity id (a user message or a
+// StartEntity) and reports whether it is active.
 func (es *entities) markUsed(id string) bool {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil || r.state != active {
 		return false
 	}
-	r.activity.Used = true
+	r.mark = es.use()
+	if r.uses < maxCountedUses {
+		r.uses++
+	}
 	return true
 }
 
-// idle runs one idle check at now over the active entities and returns
-// those idle for timeout or longer, sorted (see CheckIdle).
-func (es *entities) idle(now time.Time, timeout time.Duration) []string {
-	var out []string
-	for id, r := range es.byID {
-		if r.state != active {
-			continue
+// use records a use of an active entity and returns its mark, first
+// numbering the active entities' marks again if they have run out (once
+// in four billion uses).
+func (es *entities) use() uint32 {
+	if es.checks.full() {
+		used := es.activeUses()
+		slices.SortFunc(used, byMark)
+		marks := make([]uint32, len(used))
+		for i, u := range used {
+			marks[i] = u.mark
 		}
-		var isIdle bool
-		r.activity, isIdle = CheckIdle(now, r.activity, timeout)
-		if isIdle {
-			out = append(out, id)
+		es.checks.renumber(marks)
+		for i, u := range used {
+			es.byID.get(u.id).mark = uint32(i + 1)
+		}
+	}
+	return es.checks.use()
+}
+
+// idle runs one idle check at now over the active entities and returns
+// those idle for timeout or longer, sorted (see idleChecks).
+func (es *entities) idle(now time.Time, timeout time.Duration) []string {
+	idleUpTo, ok := es.checks.check(now, timeout)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for r := range es.byID.all() {
+		if r.state == active && r.mark <= idleUpTo {
+			out = append(out, r.id)
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// activeUses lists the uses of the active entities, in no order, for a
+// replacement policy that starts tracking them (see activeEntityLimit).
+func (es *entities) activeUses() []entityUse {
+	out := make([]entityUse, 0, es.live)
+	for r := range es.byID.all() {
+		if r.state == active {
+			out = append(out, entityUse{id: r.id, mark: r.mark, uses: int(r.uses)})
+		}
+	}
 	return out
 }
 
@@ -403,7 +470,7 @@ func (es *entities) idle(now time.Time, timeout time.Duration) []string {
 // actor, to send the stop message to. errAlreadyPassivate: it is
 // passivating already (nothing to send).
 func (es *entities) passivate(id string) (*actor.PID, error) {
-	r := es.byID[id]
+	r := es.byID.get(id)
 	switch {
 	case es.handingOff:
 		return nil, fmt.Errorf("entity %q: passivate: %w", id, errHandingOff)
@@ -426,28 +493,27 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 	if !ok {
 		return "", 0, nil, fmt.Errorf("terminated %v: %w", pid, errUnknownEntity)
 	}
-	r := es.byID[id]
-	delete(es.byPID, pidkey.Of(pid))
+	r := es.byID.get(id)
 	es.live--
 	r.pid = nil
 	switch {
 	case es.handingOff:
-		es.forget(id, r)
+		es.forget(id)
 		return id, entityGone, nil, nil
 	case r.state == active && es.remembering:
 		r.state = waitingForRestart
 		return id, restartAfterBackoff, nil, nil
 	case r.state == active:
-		es.forget(id, r)
+		es.forget(id)
 		return id, entityGone, nil, nil
-	case len(r.held) > 0:
+	case len(es.heldFor[id]) > 0:
 		// Passivating, with messages for the next incarnation. The ID
 		// stays remembered: its stop was never written.
-		msgs := es.takeHeld(r)
+		msgs := es.takeHeld(id)
 		if es.remembering {
 			r.state = rememberedButNotCreated
 		} else {
-			es.forget(id, r)
+			es.forget(id)
 		}
 		return id, restartHeld, msgs, nil
 	case es.remembering:
@@ -455,15 +521,16 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 		es.pending[id] = struct{}{}
 		return id, writeStop, nil, nil
 	default:
-		es.forget(id, r)
+		es.forget(id)
 		return id, entityGone, nil, nil
 	}
 }
 
 // forget drops the record of id (noState), with anything still held.
-func (es *entities) forget(id string, r *entityRecord) {
-	es.held -= len(r.held)
-	delete(es.byID, id)
+func (es *entities) forget(id string) {
+	es.held -= len(es.heldFor[id])
+	delete(es.heldFor, id)
+	es.byID.delete(id)
 	delete(es.pending, id)
 	delete(es.writing, id)
 }
@@ -489,7 +556,7 @@ func (es *entities) recovered(ids []string) error {
 		}
 	}
 	for _, id := range ids {
-		es.byID[id] = &entityRecord{state: rememberedButNotCreated}
+		es.byID.put(&entityRecord{id: id, state: rememberedButNotCreated})
 	}
 	return nil
 }
@@ -524,7 +591,7 @@ func (es *entities) acked(id, ackShard, ownShard string) (counted, moved bool) {
 	if ackShard == ownShard {
 		return true, false
 	}
-	r := es.byID[id]
+	r := es.byID.get(id)
 	if r == nil || r.state != rememberedButNotCreated {
 		// Started here meanwhile by a message routed here: it runs and
 		// stays remembered.
@@ -545,7 +612,7 @@ func (es *entities) nextWrite() (started, stopped []string, ok bool) {
 	es.writing = es.pending
 	es.pending = map[string]struct{}{}
 	for id := range es.writing {
-		if es.byID[id].state == rememberingStart {
+		if es.byID.get(id).state == rememberingStart {
 			started = append(started, id)
 		} else {
 			stopped = append(stopped, id)
@@ -565,16 +632,16 @@ func (es *entities) written() (toStart []string, err error) {
 		return nil, fmt.Errorf("write done with no write in flight: %w", errInvalidTransition)
 	}
 	for id := range es.writing {
-		r := es.byID[id]
+		r := es.byID.get(id)
 		switch {
 		case r.state == rememberingStart:
 			r.state = rememberedButNotCreated
 			toStart = append(toStart, id)
-		case len(r.held) > 0:
+		case len(es.heldFor[id]) > 0:
 			r.state = rememberingStart
 			es.pending[id] = struct{}{}
 		default:
-			es.forget(id, r)
+			es.forget(id)
 		}
 	}
 	es.writing = nil
@@ -616,12 +683,12 @@ func (es *entities) writeFailedForGood() []heldMessage {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		r := es.byID[id]
-		for _, m := range es.takeHeld(r) {
+		r := es.byID.get(id)
+		for _, m := range es.takeHeld(id) {
 			out = append(out, heldMessage{id: id, m: m})
 		}
 		if r.state == rememberingStart {
-			es.forget(id, r)
+			es.forget(id)
 		} else {
 			r.state = rememberedButNotCreated
 		}
@@ -636,20 +703,23 @@ func (es *entities) writeFailedForGood() []heldMessage {
 // termination, whatever it takes, as in Akka.
 func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
 	var out []heldMessage
-	for _, id := range es.sortedIDs() {
-		r := es.byID[id]
-		if r.state != rememberingStart && r.state != rememberingStop {
+	for _, id := range es.heldIDs() {
+		if s := es.byID.get(id).state; s != rememberingStart && s != rememberingStop {
 			continue
 		}
+		msgs := es.heldFor[id]
 		n := 0
-		for n < len(r.held) && now.Sub(r.held[n].since) > bound {
-			out = append(out, heldMessage{id: id, m: r.held[n]})
+		for n < len(msgs) && now.Sub(msgs[n].since) > bound {
+			out = append(out, heldMessage{id: id, m: msgs[n]})
 			n++
 		}
-		if n > 0 {
-			r.held = slices.Delete(r.held, 0, n)
-			es.held -= n
+		switch {
+		case n == len(msgs):
+			delete(es.heldFor, id)
+		case n > 0:
+			es.heldFor[id] = slices.Delete(msgs, 0, n)
 		}
+		es.held -= n
 	}
 	return out
 }
@@ -663,10 +733,14 @@ func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
 // they are written; a write in flight is no longer followed.
 func (es *entities) handOff() ([]*actor.PID, []heldMessage) {
 	dropped := es.takeAllHeld()
-	for id, r := range es.byID {
+	var gone []string
+	for r := range es.byID.all() {
 		if r.pid == nil {
-			delete(es.byID, id)
+			gone = append(gone, r.id)
 		}
+	}
+	for _, id := range gone {
+		es.byID.delete(id)
 	}
 	es.handingOff = true
 	es.pending = map[string]struct{}{}
@@ -679,17 +753,18 @@ func (es *entities) handOff() ([]*actor.PID, []heldMessage) {
 // in order, to drop (the shard stops or hands off).
 func (es *entities) takeAllHeld() []heldMessage {
 	var out []heldMessage
-	for _, id := range es.sortedIDs() {
-		for _, m := range es.takeHeld(es.byID[id]) {
+	for _, id := range es.heldIDs() {
+		for _, m := range es.takeHeld(id) {
 			out = append(out, heldMessage{id: id, m: m})
 		}
 	}
 	return out
 }
 
-func (es *entities) sortedIDs() []string {
-	ids := make([]string, 0, len(es.byID))
-	for id := range es.byID {
+// heldIDs lists the entities with messages held, sorted.
+func (es *entities) heldIDs() []string {
+	ids := make([]string, 0, len(es.heldFor))
+	for id := range es.heldFor {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)

@@ -3,18 +3,23 @@ package shardactor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/internal/pidkey"
 )
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func pidOf(id string, inc int) *actor.PID {
-	return actor.NewPID("nonhost", fmt.Sprintf("region/7/%s#%d", id, inc))
+// pidOf is the PID of entity id's actor; every incarnation has the same,
+// as in proto.actor.
+func pidOf(id string) *actor.PID {
+	return actor.NewPID("nonhost", "region/7/"+EntityName(id))
 }
 
 func msg(v string) bufferedMessage { return bufferedMessage{message: v, since: t0} }
@@ -28,28 +33,42 @@ func startMsg() bufferedMessage { return bufferedMessage{start: true, since: t0}
 func checkInvariants(t *testing.T, es *entities) {
 	t.Helper()
 	held, live := 0, 0
-	for id, r := range es.byID {
-		held += len(r.held)
+	for id, msgs := range es.heldFor {
+		held += len(msgs)
+		if len(msgs) == 0 || es.byID.get(id) == nil {
+			t.Fatalf("entity %q: %d messages held, record %v", id, len(msgs), es.byID.get(id))
+		}
+	}
+	records := 0
+	for r := range es.byID.all() {
+		id := r.id
+		records++
+		if es.byID.get(id) != r {
+			t.Fatalf("entity %q: its record is not found by its ID", id)
+		}
 		switch r.state {
 		case noState:
 			t.Fatalf("entity %q has a record in NoState", id)
 		case active, passivating:
 			live++
-			if r.pid == nil || es.byPID[pidkey.Of(r.pid)] != id {
-				t.Fatalf("entity %q is %s without its PID indexed", id, r.state)
+			if of, ok := es.entityOf(r.pid); !ok || of != id {
+				t.Fatalf("entity %q is %s without its PID found (%v: %q, %v)", id, r.state, r.pid, of, ok)
 			}
 		default:
 			if r.pid != nil {
 				t.Fatalf("entity %q is %s with a PID", id, r.state)
 			}
 		}
-		if len(r.held) > 0 && r.state != passivating && r.state != rememberingStart && r.state != rememberingStop &&
+		if n := len(es.heldFor[id]); n > 0 && r.state != passivating && r.state != rememberingStart && r.state != rememberingStop &&
 			r.state != rememberedButNotCreated {
-			t.Fatalf("entity %q holds %d messages in state %s", id, len(r.held), r.state)
+			t.Fatalf("entity %q holds %d messages in state %s", id, n, r.state)
 		}
 	}
-	if held != es.held || live != es.live || live != len(es.byPID) {
-		t.Fatalf("counts: held %d (counted %d), live %d (counted %d, %d PIDs)", es.held, held, es.live, live, len(es.byPID))
+	if records != es.byID.len() {
+		t.Fatalf("%d records, %d counted", records, es.byID.len())
+	}
+	if held != es.held || live != es.live || live != len(es.liveIDs()) {
+		t.Fatalf("counts: held %d (counted %d), live %d (counted %d, %d IDs)", es.held, held, es.live, live, len(es.liveIDs()))
 	}
 	for _, set := range []map[string]struct{}{es.pending, es.writing} {
 		for id := range set {
@@ -84,14 +103,14 @@ func must(t *testing.T, err error) {
 func setups() []setup {
 	startRemembered := func(t *testing.T, es *entities) {
 		must(t, es.recovered([]string{"e"}))
-		_, err := es.started("e", pidOf("e", 1), t0)
+		_, err := es.started("e", pidOf("e"))
 		must(t, err)
 	}
 	passivated := func(t *testing.T, es *entities) {
 		startRemembered(t, es)
 		_, err := es.passivate("e")
 		must(t, err)
-		_, _, _, err = es.terminated(pidOf("e", 1))
+		_, _, _, err = es.terminated(pidOf("e"))
 		must(t, err)
 	}
 	return []setup{
@@ -111,11 +130,11 @@ func setups() []setup {
 		{name: "RememberingStop in flight", remembering: true, want: rememberingStop, inFlight: true,
 			to: func(t *testing.T, es *entities) { passivated(t, es); es.nextWrite() }},
 		{name: "Active", want: active,
-			to: func(t *testing.T, es *entities) { _, err := es.started("e", pidOf("e", 1), t0); must(t, err) }},
+			to: func(t *testing.T, es *entities) { _, err := es.started("e", pidOf("e")); must(t, err) }},
 		{name: "Active remembering", remembering: true, want: active, to: startRemembered},
 		{name: "Passivating", want: passivating,
 			to: func(t *testing.T, es *entities) {
-				_, err := es.started("e", pidOf("e", 1), t0)
+				_, err := es.started("e", pidOf("e"))
 				must(t, err)
 				_, err = es.passivate("e")
 				must(t, err)
@@ -128,7 +147,7 @@ func setups() []setup {
 			}},
 		{name: "Passivating holding", want: passivating,
 			to: func(t *testing.T, es *entities) {
-				_, err := es.started("e", pidOf("e", 1), t0)
+				_, err := es.started("e", pidOf("e"))
 				must(t, err)
 				_, err = es.passivate("e")
 				must(t, err)
@@ -146,7 +165,7 @@ func setups() []setup {
 		{name: "WaitingForRestart", remembering: true, want: waitingForRestart,
 			to: func(t *testing.T, es *entities) {
 				startRemembered(t, es)
-				_, _, _, err := es.terminated(pidOf("e", 1))
+				_, _, _, err := es.terminated(pidOf("e"))
 				must(t, err)
 			}},
 	}
@@ -165,7 +184,7 @@ func events() []event {
 			return decisionName(d), err
 		}},
 		{"started", func(es *entities) (string, error) {
-			held, err := es.started("e", pidOf("e", 2), t0)
+			held, err := es.started("e", pidOf("e"))
 			return fmt.Sprintf("%d held", len(held)), err
 		}},
 		{"passivate", func(es *entities) (string, error) {
@@ -173,7 +192,7 @@ func events() []event {
 			return "", err
 		}},
 		{"terminated", func(es *entities) (string, error) {
-			_, d, held, err := es.terminated(pidOf("e", 1))
+			_, d, held, err := es.terminated(pidOf("e"))
 			return fmt.Sprintf("%s, %d held", terminatedName(d), len(held)), err
 		}},
 		{"restartDue", func(es *entities) (string, error) {
@@ -426,9 +445,14 @@ func TestEntityTransitions(t *testing.T) {
 func snapshot(es *entities) string {
 	out := fmt.Sprintf("held %d live %d pending %v writing %v backingOff %v handingOff %v unacked %v\n",
 		es.held, es.live, es.pending, es.writing, es.backingOff, es.handingOff, es.unackedIDs())
-	for _, id := range es.sortedIDs() {
-		r := es.byID[id]
-		out += fmt.Sprintf("%s: %s %v %d held\n", id, r.state, r.pid, len(r.held))
+	var ids []string
+	for r := range es.byID.all() {
+		ids = append(ids, r.id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r := es.byID.get(id)
+		out += fmt.Sprintf("%s: %s %v mark %d uses %d, %d held\n", id, r.state, r.pid, r.mark, r.uses, len(es.heldFor[id]))
 	}
 	return out
 }
@@ -443,11 +467,11 @@ func TestEntitiesPassivationKeepsMessagesForTheNextIncarnation(t *testing.T) {
 			if remembering {
 				must(t, es.recovered([]string{"p"}))
 			}
-			_, err := es.started("p", pidOf("p", 1), t0)
+			_, err := es.started("p", pidOf("p"))
 			must(t, err)
 			pid, err := es.passivate("p")
 			must(t, err)
-			if !pid.Equal(pidOf("p", 1)) {
+			if !pid.Equal(pidOf("p")) {
 				t.Fatalf("passivate returned %v", pid)
 			}
 			for _, m := range []bufferedMessage{msg("m1"), startMsg(), msg("m2")} {
@@ -461,7 +485,7 @@ func TestEntitiesPassivationKeepsMessagesForTheNextIncarnation(t *testing.T) {
 			if es.liveCount() != 1 || !reflect.DeepEqual(es.liveIDs(), []string{"p"}) {
 				t.Fatalf("a passivating entity still counts: %d %v", es.liveCount(), es.liveIDs())
 			}
-			id, d, msgs, err := es.terminated(pidOf("p", 1))
+			id, d, msgs, err := es.terminated(pidOf("p"))
 			must(t, err)
 			if id != "p" || d != restartHeld || len(msgs) != 3 || msgs[0].message != "m1" || !msgs[1].start || msgs[2].message != "m2" {
 				t.Fatalf("terminated: %s %s %+v", id, terminatedName(d), msgs)
@@ -470,7 +494,7 @@ func TestEntitiesPassivationKeepsMessagesForTheNextIncarnation(t *testing.T) {
 			if _, _, ok := es.nextWrite(); ok {
 				t.Fatal("a passivation with messages held writes nothing")
 			}
-			rest, err := es.started("p", pidOf("p", 2), t0)
+			rest, err := es.started("p", pidOf("p"))
 			must(t, err)
 			if len(rest) != 0 || es.state("p") != active {
 				t.Fatalf("started again: %v %s", rest, es.state("p"))
@@ -511,7 +535,7 @@ func TestEntitiesRememberBatches(t *testing.T) {
 		t.Fatalf("to start: %v", toStart)
 	}
 	checkInvariants(t, es)
-	msgs, err := es.started("a", pidOf("a", 1), t0)
+	msgs, err := es.started("a", pidOf("a"))
 	must(t, err)
 	var got []any
 	for _, m := range msgs {
@@ -533,7 +557,7 @@ func TestEntitiesRememberBatches(t *testing.T) {
 func TestEntitiesWriteFailures(t *testing.T) {
 	es := newEntities(true)
 	must(t, es.recovered([]string{"p"}))
-	_, err := es.started("p", pidOf("p", 1), t0)
+	_, err := es.started("p", pidOf("p"))
 	must(t, err)
 	_, err = es.passivate("p")
 	must(t, err)
@@ -604,14 +628,14 @@ func TestEntitiesHandOff(t *testing.T) {
 	es := newEntities(true)
 	must(t, es.recovered([]string{"r", "p", "w"}))
 	for _, id := range []string{"p", "w"} {
-		_, err := es.started(id, pidOf(id, 1), t0)
+		_, err := es.started(id, pidOf(id))
 		must(t, err)
 	}
 	_, err := es.passivate("p")
 	must(t, err)
-	_, _, _, err = es.terminated(pidOf("w", 1)) // WaitingForRestart
+	_, _, _, err = es.terminated(pidOf("w")) // WaitingForRestart
 	must(t, err)
-	_, err = es.started("w", pidOf("w", 2), t0)
+	_, err = es.started("w", pidOf("w"))
 	must(t, err)
 	for _, id := range []string{"p", "new"} {
 		_, _, err := es.deliver(id, msg("x"), 10)
@@ -621,7 +645,7 @@ func TestEntitiesHandOff(t *testing.T) {
 	es.startRequested([]string{"r"})
 
 	pids, dropped := es.handOff()
-	if !reflect.DeepEqual(pids, []*actor.PID{pidOf("p", 1), pidOf("w", 2)}) {
+	if !reflect.DeepEqual(pids, []*actor.PID{pidOf("p"), pidOf("w")}) {
 		t.Fatalf("to stop: %v", pids)
 	}
 	if len(dropped) != 2 || dropped[0].id != "new" || dropped[1].id != "p" {
@@ -636,7 +660,7 @@ func TestEntitiesHandOff(t *testing.T) {
 	if _, _, err := es.deliver("x", msg("late"), 10); !errors.Is(err, errHandingOff) {
 		t.Fatalf("deliver during hand-off: %v", err)
 	}
-	if _, err := es.started("x", pidOf("x", 1), t0); !errors.Is(err, errHandingOff) {
+	if _, err := es.started("x", pidOf("x")); !errors.Is(err, errHandingOff) {
 		t.Fatalf("started during hand-off: %v", err)
 	}
 	if _, err := es.passivate("w"); !errors.Is(err, errHandingOff) {
@@ -656,7 +680,7 @@ func TestEntitiesHandOff(t *testing.T) {
 		}
 		checkInvariants(t, es)
 	}
-	if len(es.byID) != 0 {
+	if es.byID.len() != 0 {
 		t.Fatalf("left after the hand-off: %s", snapshot(es))
 	}
 }
@@ -673,7 +697,7 @@ func TestEntitiesRecoveryAcks(t *testing.T) {
 	if got := es.unackedIDs(); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Fatalf("unacked: %v", got)
 	}
-	_, err := es.started("a", pidOf("a", 1), t0)
+	_, err := es.started("a", pidOf("a"))
 	must(t, err)
 	cases := []struct {
 		id, shard      string
@@ -704,12 +728,13 @@ func TestEntitiesRecoveryAcks(t *testing.T) {
 	}
 }
 
-// TestEntitiesIdle: only active entities are checked; a use since the
-// last check keeps an entity.
+// TestEntitiesIdle: only active entities are checked; an entity is idle
+// once the first check after its last use (its start included) ran the
+// timeout ago.
 func TestEntitiesIdle(t *testing.T) {
 	es := newEntities(false)
 	for _, id := range []string{"a", "b", "c"} {
-		_, err := es.started(id, pidOf(id, 1), t0)
+		_, err := es.started(id, pidOf(id))
 		must(t, err)
 	}
 	_, err := es.passivate("c")
@@ -717,12 +742,103 @@ func TestEntitiesIdle(t *testing.T) {
 	if !es.markUsed("a") || es.markUsed("c") || es.markUsed("nobody") {
 		t.Fatal("markUsed reports whether the entity is active")
 	}
-	if got := es.idle(t0.Add(time.Second), time.Second); !reflect.DeepEqual(got, []string{"b"}) {
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	cases := []struct {
+		at   time.Time
+		use  string // used after the check
+		want []string
+	}{
+		{at(0), "", nil}, // no check ran a timeout ago
+		{at(500 * time.Millisecond), "a", nil},
+		{at(time.Second), "", []string{"b"}}, // the check at 0 saw a and b started; a was used after it
+		{at(1900 * time.Millisecond), "", []string{"b"}},
+		{at(2 * time.Second), "", []string{"a", "b"}}, // the first check after a's use ran a timeout ago
+		{at(time.Hour), "", []string{"a", "b"}},
+	}
+	for i, c := range cases {
+		if got := es.idle(c.at, time.Second); !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("check %d at %v: idle %v, want %v", i, c.at.Sub(t0), got, c.want)
+		}
+		if c.use != "" {
+			es.markUsed(c.use)
+		}
+	}
+	if got := es.idle(at(2*time.Hour), -1); got != nil {
+		t.Fatalf("idle passivation off: %v", got)
+	}
+	if len(es.checks.recent) > 3 {
+		t.Fatalf("checks kept: %d", len(es.checks.recent))
+	}
+}
+
+// TestEntitiesMarksRunOut: when the marks run out, the active entities
+// are numbered again in the order of their last use, and idle checks and
+// the order a replacement policy would be given stay as they were.
+func TestEntitiesMarksRunOut(t *testing.T) {
+	es := newEntities(false)
+	es.checks.uses = math.MaxUint32 - 4
+	for _, id := range []string{"a", "b", "c", "d"} { // marks ...-3 to the last
+		_, err := es.started(id, pidOf(id))
+		must(t, err)
+	}
+	es.idle(t0, time.Second) // saw a, b, c and d
+	_, err := es.passivate("d")
+	must(t, err)
+	es.markUsed("b") // renumbers a 1, b 2, c 3; b's use is 4
+	if got := es.checks.uses; got != 4 {
+		t.Fatalf("uses after renumbering: %d", got)
+	}
+	var order []string
+	uses := es.activeUses()
+	slices.SortFunc(uses, byMark)
+	for _, u := range uses {
+		order = append(order, u.id)
+	}
+	if !reflect.DeepEqual(order, []string{"a", "c", "b"}) {
+		t.Fatalf("order of last use: %v", order)
+	}
+	es.idle(t0.Add(500*time.Millisecond), time.Second) // saw b's use
+	if got := es.idle(t0.Add(time.Second), time.Second); !reflect.DeepEqual(got, []string{"a", "c"}) {
 		t.Fatalf("idle: %v", got)
 	}
-	if got := es.idle(t0.Add(2*time.Second), time.Second); !reflect.DeepEqual(got, []string{"a", "b"}) {
+	if got := es.idle(t0.Add(1500*time.Millisecond), time.Second); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Fatalf("idle later: %v", got)
 	}
+}
+
+// TestEntitiesKeyShared: the record of a running entity named after its
+// ID is keyed by the bytes of its PID's ID, not by the copy of the ID that
+// came in a message; an ID that needs escaping keeps its own. A PID is an
+// entity's only if it is the very actor of the entity its name stands for.
+func TestEntitiesKeyShared(t *testing.T) {
+	es := newEntities(false)
+	pids := map[string]*actor.PID{}
+	for _, id := range []string{"plain", "a/b"} {
+		pids[id] = pidOf(id)
+		_, err := es.started(strings.Clone(id), pids[id])
+		must(t, err)
+	}
+	for r := range es.byID.all() {
+		shared := unsafe.StringData(r.id) == unsafe.StringData(childName(pids[r.id]))
+		if shared != (r.id == "plain") {
+			t.Fatalf("ID %q shares the PID's bytes: %v", r.id, shared)
+		}
+	}
+	checkInvariants(t, es)
+	for _, pid := range []*actor.PID{
+		actor.NewPID("nonhost", "other/7/plain"),    // another parent's child of that name
+		actor.NewPID("elsewhere", "region/7/plain"), // another node's
+		actor.NewPID("nonhost", "region/7/a/b"),     // not a name EntityName gives
+		actor.NewPID("nonhost", "region/7/nobody"),
+	} {
+		if id, ok := es.entityOf(pid); ok {
+			t.Fatalf("%v taken for entity %q", pid, id)
+		}
+	}
+	if _, err := es.started("x", actor.NewPID("nonhost", "region/7/y")); !errors.Is(err, errInvalidTransition) {
+		t.Fatalf("started under another name: %v", err)
+	}
+	checkInvariants(t, es)
 }
 
 func TestWaitingMessages(t *testing.T) {

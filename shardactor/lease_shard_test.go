@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -124,6 +126,55 @@ func TestLeaseReleasedAfterHandOff(t *testing.T) {
 	res, err = f.system.Root.RequestFuture(waiting, &messages.HandOff{Shard: shardID}, deadline).Result()
 	require.NoError(t, err)
 	require.Equal(t, &messages.ShardStopped{Shard: shardID}, res)
-	f.waitDeadLetter("is handing off before it was ready")
+	// Spawned by the root, it has no region to give the message back to.
+	f.waitDeadLetter("has no region to return the message")
 	require.Zero(t, f.rec.count("started", "w"))
+}
+
+// A shard that hands off before it was ready gives what waited back to its
+// region (its parent), which forwards it to the shard's new home.
+func TestHandOffReturnsWaitingMessagesToTheRegion(t *testing.T) {
+	leases := lease.NewMemoryLeases()
+	f := newBareFixture(t) // no shard of its own competing for the lease
+	other, err := leases.NewLease(shardLease, "other")
+	require.NoError(t, err)
+	_, ok, err := other.Acquire(context.Background(), nil)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	returned := make(chan *shardactor.HandOffReturned, 1)
+	stopped := make(chan any, 1)
+	entity := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
+	region := f.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			shard := ctx.Spawn(shardactor.Props("Counter", shardID, entity, leaseSettings(leases)))
+			ctx.Send(shard, &shardactor.Deliver{EntityID: "w", Message: wrapperspb.String("first")})
+			ctx.Request(shard, &messages.StartEntity{EntityId: "v"})
+			ctx.Request(shard, &messages.HandOff{Shard: shardID})
+		case *shardactor.HandOffReturned:
+			returned <- m
+		case *messages.ShardStopped:
+			stopped <- m
+		}
+	}))
+	defer f.system.Root.Stop(region)
+	select {
+	case m := <-returned:
+		require.Equal(t, shardID, m.Shard)
+		require.Len(t, m.Messages, 2)
+		require.Equal(t, "w", m.Messages[0].EntityID)
+		require.Equal(t, "first", m.Messages[0].Message.(*wrapperspb.StringValue).GetValue())
+		require.Equal(t, "v", m.Messages[1].EntityID)
+		require.IsType(t, &messages.StartEntity{}, m.Messages[1].Message)
+		require.NotNil(t, m.Messages[1].Sender, "the StartEntity's sender is kept for its ack")
+	case <-time.After(deadline):
+		t.Fatal("the shard returned nothing to its region")
+	}
+	select {
+	case <-stopped:
+	case <-time.After(deadline):
+		t.Fatal("no ShardStopped")
+	}
+	require.Zero(t, f.rec.count("started", ""))
 }

@@ -1,6 +1,10 @@
 package shardactor
 
-import "time"
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // Local messages of the Shard. They never cross nodes: the region and its
 // shards live in the same actor system.
@@ -15,6 +19,34 @@ type Deliver struct {
 	EntityID string
 	// Message is what the entity receives; it must not be nil.
 	Message any
+	// Pending, if set, is released once the message is in the entity's
+	// mailbox or dropped (see EntityRoutes).
+	Pending *Pending
+}
+
+// HandOffReturned is what a shard that hands off gives back to its region
+// (its parent) instead of dropping it: the messages it held for entities
+// that could not take them yet (starting, passivating), each entity's in
+// their order, then those that waited for the shard to be ready. They are
+// older than anything the region buffered since BeginHandOff, and go to
+// the shard's new home first.
+type HandOffReturned struct {
+	// Shard is the shard that hands off.
+	Shard string
+	// Messages are the returned messages, in the order to deliver them.
+	Messages []ReturnedMessage
+}
+
+// ReturnedMessage is one message of HandOffReturned.
+type ReturnedMessage struct {
+	// EntityID is the entity the message is for.
+	EntityID string
+	// Message is the entity's message, or a *messages.StartEntity.
+	Message any
+	// Sender is the message's original sender, or nil.
+	Sender *actor.PID
+	// Pending is the message's mark, if it has one (see EntityRoutes).
+	Pending *Pending
 }
 
 // GetShardStats asks a shard for its entity count; the answer is a
@@ -68,8 +100,8 @@ type PassivationState struct {
 	Limit int
 	// IdleTimeout is the idle timeout in force; 0: idle passivation is off.
 	IdleTimeout time.Duration
-	// Active are the entities the replacement policy tracks, in the order
-	// it would passivate them, the next to go first; for the
+	// Active are the active entities in the order the replacement policy
+	// would passivate them, the next to go first; for the
 	// least-recently-used policy that is the most recently used last.
 	// Entities already chosen for passivation are not in it. Empty when
 	// automatic passivation is off.

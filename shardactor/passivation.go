@@ -7,11 +7,12 @@ package shardactor
 //
 // Two mechanisms, independent of each other:
 //   - idle: an entity that has had no user message for the idle timeout is
-//     passivated (CheckIdle, every timeout/2);
+//     passivated (idleChecks, every timeout/2);
 //   - active-entity limit: a ReplacementPolicy tracks the active entities and
 //     names those to passivate when there are more than the limit.
 
 import (
+	"cmp"
 	"container/list"
 	"fmt"
 	"math"
@@ -22,34 +23,88 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Activity is what a shard keeps of one entity for idle passivation. A
-// user message only sets Used; the clock is read by the idle check, once
-// per check rather than once per message, which is the hot path.
-type Activity struct {
-	// LastSeen is not before the entity's last user message as of the last
-	// check: the time of its start, or of the first check that found Used.
-	LastSeen time.Time
-	// Used: a user message arrived since the last check.
-	Used bool
+// idleChecks is a shard's clock of use for idle passivation. Every use of
+// an entity (a user message, a StartEntity, its start) takes the next use
+// number, its mark; the entity keeps only the mark of its last use. An idle
+// check records when it ran and how many uses there had been by then, so
+// the shard reads the clock once per check rather than once per message
+// (the hot path), and an entity costs one number rather than a time.
+//
+// An entity is idle once the first check after its last use ran timeout
+// ago or longer: its last use is known to have been no later than that
+// check, so it is never passivated early. With checks every timeout/2 it
+// is passivated between timeout and 1.5 × timeout after its last message,
+// as with a timestamp per message.
+//
+// Marks are 32 bits, to keep an entity's record small; when they run out
+// (full), the marks still in use are numbered again from 1 (renumber), the
+// checks with them. The zero value is ready to use.
+type idleChecks struct {
+	uses   uint32      // uses so far: the mark of the latest use
+	recent []idleCheck // oldest first; only those a later check may still need
 }
 
-// CheckIdle is one idle check of an entity at now. It returns the activity
-// to keep and whether the entity has been idle for timeout or longer. An
-// entity used since the last check is not idle, and now becomes its
-// LastSeen: later than its real last message, so an entity is never
-// passivated early. With checks every timeout/2 it is passivated between
-// timeout and 1.5 × timeout after its last message, as with a timestamp
-// per message. A zero or negative timeout means idle passivation is off:
-// nothing is idle.
-func CheckIdle(now time.Time, a Activity, timeout time.Duration) (Activity, bool) {
-	switch {
-	case timeout <= 0:
-		return a, false
-	case a.Used:
-		return Activity{LastSeen: now}, false
-	default:
-		return a, now.Sub(a.LastSeen) >= timeout
+// idleCheck is one check: when it ran and how many uses there were then.
+type idleCheck struct {
+	at   time.Time
+	uses uint32
+}
+
+// full reports whether every mark has been given: renumber before the
+// next use.
+func (c *idleChecks) full() bool { return c.uses == math.MaxUint32 }
+
+// use records a use and returns its mark. It must not be called when full.
+func (c *idleChecks) use() uint32 {
+	c.uses++
+	return c.uses
+}
+
+// renumber makes the i-th of marks, the marks of the entities still
+// compared with the checks (sorted, each an entity's own), mark i+1, and
+// changes the checks to match, so that every comparison of those marks
+// with a check comes out as before. The caller gives the entities their
+// new marks.
+func (c *idleChecks) renumber(marks []uint32) {
+	for i, ch := range c.recent {
+		// How many of the marks the check had seen: the new mark of the
+		// last of them.
+		n, found := slices.BinarySearch(marks, ch.uses)
+		if found {
+			n++
+		}
+		c.recent[i].uses = uint32(n)
 	}
+	c.uses = uint32(len(marks))
+}
+
+// check records a check at now and returns the mark up to which entities
+// are idle for timeout or longer: an entity whose last use has a mark at
+// most idleUpTo is idle. ok is false when none can be, for want of a check
+// that ran timeout ago, or because timeout is zero or negative (idle
+// passivation off; then nothing is recorded).
+func (c *idleChecks) check(now time.Time, timeout time.Duration) (idleUpTo uint32, ok bool) {
+	if timeout <= 0 {
+		return 0, false
+	}
+	cutoff := now.Add(-timeout)
+	// The latest check that ran by the cutoff: the later an entity's first
+	// check after its last use, the later it goes, so that one decides.
+	// Those before it are of no use to later checks (their cutoffs only
+	// come later).
+	last := -1
+	for i, ch := range c.recent {
+		if ch.at.After(cutoff) {
+			break
+		}
+		last = i
+	}
+	if last >= 0 {
+		idleUpTo, ok = c.recent[last].uses, true
+		c.recent = slices.Delete(c.recent, 0, last)
+	}
+	c.recent = append(c.recent, idleCheck{at: now, uses: c.uses})
+	return idleUpTo, ok
 }
 
 // minIdleCheckInterval keeps a tiny idle timeout from turning the repeating
@@ -135,6 +190,112 @@ func NewReplacementPolicy(name string, limit int) (ReplacementPolicy, error) {
 	}
 	return nil, fmt.Errorf("shardactor: unknown replacement policy %q (known: %q, %q)",
 		name, LeastRecentlyUsedPolicy, SegmentedLeastRecentlyUsedPolicy)
+}
+
+// entityUse is what an entity's record says of its use, for a
+// replacement policy that starts tracking it late (see activeEntityLimit).
+type entityUse struct {
+	id   string
+	mark uint32 // of its last use (see idleChecks)
+	uses int    // how many times it was used, at most maxCountedUses
+}
+
+// maxCountedUses bounds the uses an entity's record counts: a policy
+// only tells apart as many uses as it has levels (one for least recently
+// used, two for the segmented policy the shard builds), so a few more
+// than that lose nothing and keep track cheap.
+const maxCountedUses = 8
+
+// byMark orders uses from the least recent.
+func byMark(a, b entityUse) int { return cmp.Compare(a.mark, b.mark) }
+
+// activeEntityLimit is a shard's active-entity limit with its replacement
+// policy. The policy tracks the active entities only once a limit has been
+// in force: without one it never chooses anybody, and tracking every
+// entity would cost a list element and a map entry each, about as much as
+// the shard's record of the entity. The records keep the mark and count of
+// each entity's uses instead, from which the policy is built as it would
+// be had it tracked them all along (see track). The zero value is not
+// ready: use newActiveEntityLimit.
+type activeEntityLimit struct {
+	name     string // of the policy, to build one for a query
+	policy   ReplacementPolicy
+	tracking bool
+}
+
+// newActiveEntityLimit returns the limit with the policy called name and
+// the given limit (0: none). An unknown name fails; the limit is then
+// returned with LeastRecentlyUsed, ready to use.
+func newActiveEntityLimit(name string, limit int) (activeEntityLimit, error) {
+	policy, err := NewReplacementPolicy(name, max(limit, 0))
+	if err != nil {
+		name, policy = LeastRecentlyUsedPolicy, NewLeastRecentlyUsed(max(limit, 0))
+	}
+	return activeEntityLimit{name: name, policy: policy, tracking: limit > 0}, err
+}
+
+// touch records a use of the active entity id and returns the entities to
+// passivate beyond the limit (see ReplacementPolicy.Touch).
+func (l *activeEntityLimit) touch(id string) []string {
+	if !l.tracking {
+		return nil
+	}
+	return l.policy.Touch(id)
+}
+
+// remove stops tracking id: it stops, or was chosen for passivation.
+func (l *activeEntityLimit) remove(id string) {
+	if l.tracking {
+		l.policy.Remove(id)
+	}
+}
+
+// setLimit changes the limit (0: none) and returns the entities to
+// passivate beyond it. The first limit starts the tracking of the active
+// entities, whose uses active lists (it is not called otherwise).
+func (l *activeEntityLimit) setLimit(n int, active func() []entityUse) []string {
+	if !l.tracking {
+		if n <= 0 {
+			return nil
+		}
+		track(l.policy, active())
+		l.tracking = true
+	}
+	return l.policy.SetLimit(n)
+}
+
+// limit is the limit in force; 0 means none.
+func (l *activeEntityLimit) limit() int { return l.policy.Limit() }
+
+// order lists the active entities in the order the policy would passivate
+// them (see ReplacementPolicy.Active); active lists their uses, and is only
+// called while the policy does not track them.
+func (l *activeEntityLimit) order(active func() []entityUse) []string {
+	if l.tracking {
+		return l.policy.Active()
+	}
+	policy, err := NewReplacementPolicy(l.name, 0)
+	if err != nil {
+		policy = NewLeastRecentlyUsed(0) // cannot happen: l.name was checked
+	}
+	track(policy, active())
+	return policy.Active()
+}
+
+// track makes p, which has no limit, track the entities of used as if it
+// had seen every use of them: in the order of their last use, each touched
+// as often as it was used. Without a limit nothing is passivated and no
+// entity is demoted, so a policy's state is its entities' order of last
+// use and how often each was used: least recently used keeps the order,
+// segmented least recently used the order within each level, the level
+// being one less than the uses (up to its highest).
+func track(p ReplacementPolicy, used []entityUse) {
+	slices.SortFunc(used, byMark)
+	for _, u := range used {
+		for range max(u.uses, 1) {
+			p.Touch(u.id)
+		}
+	}
 }
 
 // --- least recently used ---

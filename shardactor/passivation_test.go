@@ -3,70 +3,115 @@ package shardactor
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-func TestCheckIdle(t *testing.T) {
-	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
-	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	seen := func(d time.Duration) Activity { return Activity{LastSeen: ago(d)} }
-	tests := []struct {
-		name     string
-		activity Activity
+func TestIdleChecks(t *testing.T) {
+	start := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	// A step uses an entity (use: its mark is checked) or runs a check.
+	type step struct {
+		use      uint32
+		check    time.Time
 		timeout  time.Duration
-		want     Activity
-		idle     bool
-	}{
-		{"fresh", seen(time.Second), time.Minute, seen(time.Second), false},
-		{"exactly the timeout is idle", seen(time.Minute), time.Minute, seen(time.Minute), true},
-		{"just under the timeout is not", seen(time.Minute - time.Nanosecond), time.Minute, seen(time.Minute - time.Nanosecond), false},
-		{"long idle", seen(time.Hour), time.Minute, seen(time.Hour), true},
-		{"used since the last check: not idle, seen now", Activity{LastSeen: ago(time.Hour), Used: true}, time.Minute, Activity{LastSeen: now}, false},
-		{"a time in the future is not idle", Activity{LastSeen: now.Add(time.Hour)}, time.Minute, Activity{LastSeen: now.Add(time.Hour)}, false},
-		{"zero timeout: off", seen(time.Hour), 0, seen(time.Hour), false},
-		{"negative timeout: off, Used kept", Activity{LastSeen: ago(time.Hour), Used: true}, -time.Second, Activity{LastSeen: ago(time.Hour), Used: true}, false},
+		idleUpTo uint32
+		ok       bool
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, idle := CheckIdle(now, tt.activity, tt.timeout)
-			require.Equal(t, tt.want, got)
-			require.Equal(t, tt.idle, idle)
-		})
+	const minute = time.Minute
+	steps := []step{
+		{check: at(0), timeout: minute}, // no check ran a timeout ago
+		{use: 1},
+		{use: 2},
+		{check: at(30 * time.Second), timeout: minute},
+		{check: at(minute), timeout: minute, idleUpTo: 0, ok: true}, // exactly the timeout after the first check
+		{use: 3},
+		{check: at(90 * time.Second), timeout: minute, idleUpTo: 2, ok: true},
+		{check: at(150*time.Second - time.Nanosecond), timeout: minute, idleUpTo: 2, ok: true}, // just under the timeout after the check that saw 3
+		{check: at(150 * time.Second), timeout: minute, idleUpTo: 3, ok: true},
+		{check: at(time.Hour), timeout: minute, idleUpTo: 3, ok: true},
+		{check: at(2 * time.Hour), timeout: 0},            // off
+		{check: at(3 * time.Hour), timeout: -time.Second}, // off
+		{use: 4},
+		{check: at(4 * time.Hour), timeout: minute, idleUpTo: 3, ok: true}, // the checks of an off timeout were not recorded
+		{check: at(5 * time.Hour), timeout: minute, idleUpTo: 4, ok: true},
+	}
+	var c idleChecks
+	for i, st := range steps {
+		if st.use != 0 {
+			require.Equal(t, st.use, c.use(), "step %d: mark", i)
+			continue
+		}
+		upTo, ok := c.check(st.check, st.timeout)
+		require.Equal(t, st.ok, ok, "step %d: ok", i)
+		require.Equal(t, st.idleUpTo, upTo, "step %d: idle up to", i)
+		require.LessOrEqual(t, len(c.recent), 4, "step %d: only the checks still needed are kept", i)
 	}
 }
 
-// TestCheckIdleBounds runs the checks as the shard does (every timeout/2)
-// and a last message at every offset within a check interval: the entity is
-// passivated no earlier than timeout and no later than 1.5 × timeout after
-// its last message.
-func TestCheckIdleBounds(t *testing.T) {
+// TestIdleChecksBounds runs the checks as the shard does (every timeout/2)
+// with an entity started at every offset within a check interval and its
+// last message at every offset after: it is passivated no earlier than
+// timeout and no later than 1.5 × timeout after its last message.
+func TestIdleChecksBounds(t *testing.T) {
 	const timeout = 10 * time.Second
 	interval := idleCheckInterval(timeout)
-	start := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
-	for offset := time.Duration(0); offset < interval; offset += interval / 10 {
-		a := Activity{LastSeen: start}
-		last := start.Add(interval + offset) // the last message, after the first check
-		for check := start.Add(interval); ; check = check.Add(interval) {
-			if !check.Before(last) && check.Add(-interval).Before(last) {
-				a.Used = true // the message arrived in the interval this check ends
+	first := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC) // of the checks
+	for started := time.Duration(0); started < interval; started += interval / 5 {
+		for offset := time.Duration(0); offset < 2*timeout; offset += interval / 10 {
+			var c idleChecks
+			startedAt := first.Add(started)
+			last := startedAt.Add(offset) // the last message
+			var mark uint32
+			used := false
+			for check := first; ; check = check.Add(interval) {
+				if check.After(startedAt) && mark == 0 {
+					mark = c.use() // started before this check
+				}
+				if !check.Before(last) && !used {
+					mark, used = c.use(), true // the last message arrived before this check
+				}
+				upTo, ok := c.check(check, timeout)
+				if !used || !ok || mark > upTo {
+					require.Less(t, check.Sub(last), 2*timeout, "started %v, offset %v: never passivated", started, offset)
+					continue
+				}
+				idleFor := check.Sub(last)
+				require.GreaterOrEqual(t, idleFor, timeout, "started %v, offset %v: passivated early", started, offset)
+				require.LessOrEqual(t, idleFor, timeout+timeout/2, "started %v, offset %v: passivated late", started, offset)
+				break
 			}
-			var idle bool
-			a, idle = CheckIdle(check, a, timeout)
-			if !idle {
-				require.Less(t, check.Sub(last), 2*timeout, "offset %v: never passivated", offset)
-				continue
-			}
-			idleFor := check.Sub(last)
-			require.GreaterOrEqual(t, idleFor, timeout, "offset %v: passivated early", offset)
-			require.LessOrEqual(t, idleFor, timeout+timeout/2, "offset %v: passivated late", offset)
-			break
 		}
 	}
+}
+
+// TestIdleChecksRenumber: numbered again, the marks still in use and the
+// checks compare as before.
+func TestIdleChecksRenumber(t *testing.T) {
+	start := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
+	c := idleChecks{uses: math.MaxUint32 - 10}
+	marks := []uint32{c.use(), c.use()} // two entities used before the first check
+	c.check(start, time.Minute)
+	c.use() // an entity since passivated
+	marks = append(marks, c.use())
+	c.check(start.Add(30*time.Second), time.Minute)
+	marks = append(marks, c.use())
+	for c.use() < math.MaxUint32 {
+	}
+	require.True(t, c.full())
+	c.renumber(marks)
+	require.Equal(t, []idleCheck{{start, 2}, {start.Add(30 * time.Second), 3}}, c.recent)
+	require.False(t, c.full())
+	require.Equal(t, uint32(5), c.use(), "the next mark follows the renumbered ones")
+	upTo, ok := c.check(start.Add(time.Minute), time.Minute)
+	require.True(t, ok)
+	require.Equal(t, uint32(2), upTo, "the two entities used before the first check are idle")
 }
 
 func TestIdleCheckInterval(t *testing.T) {
@@ -417,4 +462,83 @@ func TestSegmentedLeastRecentlyUsedZeroValue(t *testing.T) {
 	require.Equal(t, []string{"b", "a"}, p.Active(), "a was promoted")
 	require.Equal(t, []string{"b"}, p.SetLimit(1))
 	require.Equal(t, 1, p.Len())
+}
+
+// TestTrackMatchesAPolicyThatSawEveryUse: a policy built from the
+// entities' use marks and counts is the policy that saw every use, for
+// both policies the shard builds, and so passivates the same entities
+// when a limit comes.
+func TestTrackMatchesAPolicyThatSawEveryUse(t *testing.T) {
+	for _, name := range []string{LeastRecentlyUsedPolicy, SegmentedLeastRecentlyUsedPolicy} {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			for round := range 50 {
+				seen, err := NewReplacementPolicy(name, 0)
+				require.NoError(t, err)
+				es := newEntities(false)
+				for range rng.IntN(200) {
+					id := fmt.Sprint(rng.IntN(20))
+					if es.state(id) == noState {
+						_, err := es.started(id, actor.NewPID("nonhost", "shard/"+id))
+						require.NoError(t, err)
+					}
+					require.True(t, es.markUsed(id))
+					seen.Touch(id)
+				}
+				built, err := NewReplacementPolicy(name, 0)
+				require.NoError(t, err)
+				track(built, es.activeUses())
+				require.Equal(t, seen.Active(), built.Active(), "round %d", round)
+				limit := 1 + rng.IntN(10)
+				require.Equal(t, seen.SetLimit(limit), built.SetLimit(limit), "round %d: passivated for limit %d", round, limit)
+			}
+		})
+	}
+}
+
+func TestActiveEntityLimit(t *testing.T) {
+	es := newEntities(false)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := es.started(id, actor.NewPID("nonhost", "shard/"+id))
+		require.NoError(t, err)
+		es.markUsed(id)
+	}
+	es.markUsed("a") // b is now the least recently used
+	calls := 0
+	active := func() []entityUse { calls++; return es.activeUses() }
+
+	l, err := newActiveEntityLimit(SegmentedLeastRecentlyUsedPolicy, 0)
+	require.NoError(t, err)
+	require.Nil(t, l.touch("a"), "no limit: nothing tracked")
+	l.remove("a")
+	require.Equal(t, 0, l.policy.Len())
+	require.Equal(t, []string{"b", "c", "a"}, l.order(active), "a used twice: protected")
+	require.Nil(t, l.setLimit(0, active))
+	require.Equal(t, 1, calls, "a limit of 0 tracks nothing")
+	require.Equal(t, 0, l.limit())
+
+	require.Equal(t, []string{"b"}, l.setLimit(2, active), "the first limit: tracked from the records")
+	require.Equal(t, 2, calls)
+	require.Equal(t, 2, l.limit())
+	require.Equal(t, []string{"c", "a"}, l.order(active))
+	require.Equal(t, 2, calls, "tracked: the policy knows")
+	require.Equal(t, []string{"c"}, l.touch("d"))
+	require.Nil(t, l.setLimit(0, active), "back to no limit")
+	l.remove("a")
+	require.Equal(t, []string{"d"}, l.order(active), "still tracked")
+	require.Equal(t, 2, calls)
+
+	// A limit from the settings: tracked from the start.
+	l, err = newActiveEntityLimit(LeastRecentlyUsedPolicy, 1)
+	require.NoError(t, err)
+	require.Nil(t, l.touch("a"))
+	require.Equal(t, []string{"a"}, l.touch("b"))
+
+	// An unknown policy: the default, with the error to log.
+	l, err = newActiveEntityLimit("nope", 1)
+	require.Error(t, err)
+	require.IsType(t, &LeastRecentlyUsed{}, l.policy)
+	require.Equal(t, []string{"a"}, append(l.touch("a"), l.touch("b")...))
+	require.Equal(t, []string{"b"}, l.order(active))
+	require.LessOrEqual(t, len(defaultSegmentProportions), maxCountedUses, "uses counted for every level")
 }

@@ -10,6 +10,10 @@ import (
 // Settings configures a Shard, with Akka's names and defaults
 // (akka.cluster.sharding).
 type Settings struct {
+	// Routes, set by the region for each of its shards, lets the region
+	// send to running entities directly (see EntityRoutes); nil: every
+	// message goes through the shard.
+	Routes EntityRoutes
 	// HandOffTimeout is Akka's handoff-timeout: at hand-off, entities that
 	// have not stopped after max(HandOffTimeout-5s, 1s) are stopped by
 	// force. Default 60s; zero or negative means the default.

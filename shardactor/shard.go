@@ -62,11 +62,9 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 		opts = append(opts, actor.WithSupervisor(settings.EntitySupervisorStrategy))
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		policy, policyErr := NewReplacementPolicy(settings.ReplacementPolicy, settings.ActiveEntityLimit)
-		if policyErr != nil {
-			// Logged at Started, where the shard has a logger.
-			policy = NewLeastRecentlyUsed(settings.ActiveEntityLimit)
-		}
+		// An unknown policy is logged at Started, where the shard has a
+		// logger.
+		limit, policyErr := newActiveEntityLimit(settings.ReplacementPolicy, settings.ActiveEntityLimit)
 		return &shard{
 			typeName:    typeName,
 			shardID:     shardID,
@@ -75,7 +73,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			behavior:    actor.NewBehavior(),
 			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
 			automatic:   !settings.RememberEntities,
-			policy:      policy,
+			limit:       limit,
 			policyErr:   policyErr,
 		}
 	}, opts...)
@@ -83,7 +81,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 
 // shard is Akka's classic Shard: one receive method per state (see the
 // state* names). It moves messages; what becomes of each entity is decided
-// by its entities value, and what it passivates by its policy.
+// by its entities value, and what it passivates by its active-entity limit.
 type shard struct {
 	typeName    string
 	shardID     string
@@ -109,7 +107,7 @@ type shard struct {
 	// Automatic passivation (see passivation.go). Entities are tracked from
 	// their start to their termination or until chosen for passivation.
 	automatic       bool                 // off with remember-entities, as in Akka
-	policy          ReplacementPolicy    // the active-entity limit
+	limit           activeEntityLimit    // and its replacement policy
 	policyErr       error                // unknown Settings.ReplacementPolicy, logged at Started
 	cancelIdleCheck scheduler.CancelFunc // the repeating idleCheckTick, while active
 
@@ -141,6 +139,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onStarted(ctx)
 		return
 	case *actor.Stopping:
+		s.closeAllRoutes()
 		s.cancelTimers()
 		s.dropEverything(ctx, cmp.Or(s.stopReason, "the shard stopped"))
 		return
@@ -148,6 +147,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		// A failure of the shard itself: proto.actor stops the children and
 		// makes a fresh shard, so what is held here is lost; say so. The
 		// fresh shard acquires its own lease.
+		s.closeAllRoutes()
 		s.cancelTimers()
 		s.dropEverything(ctx, "the shard failed and restarts; its entities were stopped")
 		s.releaseLease(ctx, "the shard restarts")
@@ -218,6 +218,7 @@ func (s *shard) wait(ctx actor.Context) {
 // stopNow stops the shard and its entities at once; what it holds is
 // dropped with reason when it stops.
 func (s *shard) stopNow(ctx actor.Context, reason string) {
+	s.closeAllRoutes()
 	s.stopReason = reason
 	s.cancelTimers()
 	s.become(ctx, stateStopped, s.stopped)
@@ -360,9 +361,11 @@ func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
 	}
 	if pid, ok := s.entities.activePID(d.EntityID); ok {
 		tell(ctx, pid, d.Message, sender)
+		d.Pending.Release()
+		s.openRoute(d.EntityID, pid)
 		return
 	}
-	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender}, d)
+	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender, pending: d.Pending}, d)
 }
 
 // memberStale drops msg, and reports true, while this node may have been
@@ -396,6 +399,7 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 		s.ackStart(ctx, id, m.sender)
 	case decision == sendNow:
 		tell(ctx, pid, m.message, m.sender)
+		m.pending.Release()
 	case decision == startNow:
 		s.startEntity(ctx, id, []bufferedMessage{m})
 	case decision == held:
@@ -416,7 +420,7 @@ func (s *shard) startEntity(ctx actor.Context, id string, msgs []bufferedMessage
 		}
 		return false
 	}
-	waited, err := s.entities.started(id, pid, time.Now())
+	waited, err := s.entities.started(id, pid)
 	if err != nil {
 		// The entities refused: a bug. No child runs untracked.
 		ctx.Logger().Error("shard: started entity refused; stopping it", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
@@ -484,6 +488,7 @@ func (s *shard) onPassivate(ctx actor.Context, p *messages.Passivate, sender *ac
 		stop = nil
 	}
 	ctx.Logger().Debug("shard: passivating entity", append(s.attrs(), slog.String("entity", id))...)
+	s.closeRoute(id)
 	stopMessageOrPoison(ctx, pid, stop)
 }
 
@@ -493,7 +498,8 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 		ctx.Logger().Debug("shard: Terminated of an unknown actor", append(s.attrs(), slog.Any("who", t.Who))...)
 		return
 	}
-	s.policy.Remove(id)
+	s.closeRoute(id) // it may have stopped by itself
+	s.limit.remove(id)
 	switch next {
 	case entityGone:
 		ctx.Logger().Debug("shard: entity stopped", append(s.attrs(), slog.String("entity", id))...)
@@ -523,15 +529,11 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 	// every entity is stopped with the hand-off stop message, and stays
 	// remembered for the shard's next home.
 	s.cancelTimers()
-	pids, dropped := s.entities.handOff()
-	// What is held for an entity has no next incarnation here. (The region
-	// likewise drops what it buffered for the shard when it gets HandOff.)
-	for _, h := range dropped {
-		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("shard %s is handing off; the message waited for entity %q", s.shardID, h.id))
-	}
-	for _, m := range s.waiting.take() {
-		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.state))
-	}
+	s.closeAllRoutes()
+	pids, held := s.entities.handOff()
+	// What is held for an entity has no next incarnation here: it goes
+	// back to the region, which forwards it to the shard's new home.
+	s.returnToRegion(ctx, held, s.waiting.take())
 	if len(pids) == 0 {
 		ctx.Logger().Debug("shard: HandOff with no entities", s.attrs()...)
 		s.finishHandOff(ctx)
@@ -550,6 +552,45 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 		s.cancels = append(s.cancels, s.timers.SendOnce(handOffWarningAfter, ctx.Self(), handOffWarning{gen: s.timerGen}))
 	}
 	s.cancels = append(s.cancels, s.timers.SendOnce(force, ctx.Self(), handOffForceStop{gen: s.timerGen}))
+}
+
+// returnToRegion hands held (messages for entities) and waited (messages
+// that reached the shard before it was ready) back to the region, in that
+// order, as HandOffReturned. What is no entity's message is dropped.
+func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []bufferedMessage) {
+	out := &HandOffReturned{Shard: s.shardID}
+	for _, h := range held {
+		msg := h.m.message
+		if h.m.start {
+			msg = &messages.StartEntity{EntityId: h.id}
+		}
+		out.Messages = append(out.Messages, ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender, Pending: h.m.pending})
+	}
+	for _, m := range waited {
+		switch msg := m.message.(type) {
+		case *Deliver:
+			if msg != nil && msg.EntityID != "" && msg.Message != nil {
+				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender, Pending: msg.Pending})
+				continue
+			}
+		case *messages.StartEntity:
+			if msg.GetEntityId() != "" {
+				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.GetEntityId(), Message: msg, Sender: m.sender})
+				continue
+			}
+		}
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.state))
+	}
+	if len(out.Messages) == 0 {
+		return
+	}
+	if ctx.Parent() == nil {
+		for _, r := range out.Messages {
+			s.drop(ctx, r.Message, r.Sender, fmt.Sprintf("shard %s is handing off and has no region to return the message for entity %q to", s.shardID, r.EntityID))
+		}
+		return
+	}
+	ctx.Request(ctx.Parent(), out) // the region checks that it comes from its shard
 }
 
 // finishHandOff answers ShardStopped to the hand-off senders and stops the
@@ -606,7 +647,7 @@ func (s *shard) touch(ctx actor.Context, id string) {
 	if !s.automatic || !s.entities.markUsed(id) {
 		return
 	}
-	for _, chosen := range s.policy.Touch(id) {
+	for _, chosen := range s.limit.touch(id) {
 		s.passivateAutomatically(ctx, chosen, passivateLimit)
 	}
 }
@@ -615,6 +656,7 @@ func (s *shard) onIdleCheck(ctx actor.Context) {
 	if !s.automatic || !s.settings.idlePassivation() {
 		return // a tick of a timer that was never meant to run
 	}
+	s.foldDirectUse()
 	for _, id := range s.entities.idle(time.Now(), s.settings.PassivationIdleTimeout) {
 		s.passivateAutomatically(ctx, id, passivateIdle)
 	}
@@ -633,7 +675,10 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 			append(s.attrs(), slog.Int("limit", m.Limit))...)
 		return
 	}
-	chosen := s.policy.SetLimit(m.Limit)
+	if m.Limit > 0 {
+		s.closeAllRoutes() // the policy orders entities by each use: see EntityRoutes
+	}
+	chosen := s.limit.setLimit(m.Limit, s.entities.activeUses)
 	ctx.Logger().Debug("shard: active-entity limit set",
 		append(s.attrs(), slog.Int("limit", m.Limit), slog.Int("passivating", len(chosen)))...)
 	for _, id := range chosen {
@@ -646,7 +691,7 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 // held and starts its next incarnation. The entity is no longer tracked:
 // it is going, and its next incarnation is tracked afresh.
 func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
-	s.policy.Remove(id)
+	s.limit.remove(id)
 	pid, err := s.entities.passivate(id)
 	switch {
 	case errors.Is(err, errAlreadyPassivate):
@@ -662,6 +707,7 @@ func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
 	}
 	ctx.Logger().Debug("shard: passivating entity automatically",
 		append(s.attrs(), slog.String("entity", id), slog.String("reason", reason))...)
+	s.closeRoute(id)
 	stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 }
 
@@ -670,11 +716,11 @@ func (s *shard) passivationState() *PassivationState {
 	if !s.automatic {
 		return st
 	}
-	st.Limit = s.policy.Limit()
+	st.Limit = s.limit.limit()
 	if s.settings.idlePassivation() {
 		st.IdleTimeout = s.settings.PassivationIdleTimeout
 	}
-	st.Active = s.policy.Active()
+	st.Active = s.limit.order(s.entities.activeUses)
 	return st
 }
 
@@ -764,6 +810,9 @@ func (s *shard) reply(ctx actor.Context, answer any) {
 }
 
 func (s *shard) drop(ctx actor.Context, msg any, sender *actor.PID, reason string) {
+	if d, ok := msg.(*Deliver); ok && d != nil {
+		d.Pending.Release()
+	}
 	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, sender, s.reason(reason))
 }
 

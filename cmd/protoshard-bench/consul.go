@@ -29,16 +29,21 @@ func consulBinary() (string, error) {
 	return bin, nil
 }
 
-// startConsul starts an agent of bin that logs into a temporary directory.
-func startConsul(bin string) (*consulAgent, error) {
-	dir, err := os.MkdirTemp("", "protoshard-bench-consul-")
+// startConsul starts an agent that logs into a temporary directory; without
+// a Consul binary it returns consulBinary's skipError.
+func startConsul() (*consulAgent, error) {
+	bin, err := consulBinary()
 	if err != nil {
 		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "protoshard-bench-consul-")
+	if err != nil {
+		return nil, fmt.Errorf("consul agent: %w", err)
 	}
 	a, err := consulagent.Launch(bin, filepath.Join(dir, "consul.log"))
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, err
+		return nil, fmt.Errorf("consul agent: %w", err)
 	}
 	return &consulAgent{addr: a.Addr(), client: a.Client(), agent: a, dir: dir}, nil
 }

@@ -141,13 +141,9 @@ func failoverPeer(cfg config, client *api.Client, withLease bool) (*node, error)
 // from Consul, the region's retries). The median of cfg.failoverRounds
 // kills, each with a fresh pair of members.
 func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) error {
-	bin, err := consulBinary()
+	agent, err := startConsul()
 	if err != nil {
 		return err
-	}
-	agent, err := startConsul(bin)
-	if err != nil {
-		return fmt.Errorf("consul agent: %w", err)
 	}
 	defer agent.stop()
 	of := "one kill"

@@ -61,16 +61,15 @@ func grainsPeer(cfg config, consulCfg *api.Config) (address string, stop func(),
 // has no fire-and-forget to a grain, and cluster.Get alone asks the
 // owner's placement actor on every call, a remote round trip per message.
 func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	bin, err := consulBinary()
-	if err != nil {
+	if _, err := consulBinary(); err != nil {
 		return err
 	}
 	if !sh.haveRemote {
 		return errors.New("needs the remote section (run it too)")
 	}
-	agent, err := startConsul(bin)
+	agent, err := startConsul()
 	if err != nil {
-		return fmt.Errorf("consul agent: %w", err)
+		return err
 	}
 	defer agent.stop()
 	// The cluster name is the Consul service name.

@@ -31,6 +31,11 @@
 //     answered through this node's region, vs the time until this node's
 //     membership reports the peer removed (the floor that the Consul TTL
 //     sets). Skipped, with the reason, when no Consul binary is found.
+//   - recovery: a coordinator starts with a state that places remembered
+//     shards on the region of a member that crashed, and allocates them to
+//     the live region; the time until the written state places them all
+//     there, with the state in Consul KV (a throwaway dev agent) vs in
+//     memory. Skipped, with the reason, when no Consul binary is found.
 //
 // Usage:
 //
@@ -61,8 +66,8 @@ import (
 type config struct {
 	short bool
 	// sections to run, in this order of execution: local, latency, remote,
-	// grains, grains-remote, failover, memory (memory last: its million
-	// entities would weigh on the others' garbage collection).
+	// grains, grains-remote, failover, recovery, memory (memory last: its
+	// million entities would weigh on the others' garbage collection).
 	sections map[string]bool
 
 	entities          int           // entities of the local, remote and grain workloads
@@ -75,6 +80,8 @@ type config struct {
 	remoteMessages    int           // fire-and-forget messages per remote measurement
 	remoteSamples     int           // requests per remote latency measurement
 	failoverRounds    int           // kills of the coordinator's node in the failover section
+	recoveryShards    int           // remembered shards allocated again in the recovery section
+	recoveryRounds    int           // rounds of the recovery section (each store), the median counts
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
 	svgPath           string
@@ -86,7 +93,7 @@ type config struct {
 	service    string
 }
 
-var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "failover"}
+var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "failover", "recovery"}
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
@@ -103,6 +110,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	remoteMessages := fs.Int("remote-messages", 0, "fire-and-forget messages per remote measurement (default 200000, 30000 with -short)")
 	remoteSamples := fs.Int("remote-samples", 0, "requests per remote latency measurement (default 5000, 1000 with -short)")
 	failoverRounds := fs.Int("failover-rounds", 0, "kills of the coordinator's node in the failover section, the median counts (default 3, 1 with -short)")
+	recoveryShards := fs.Int("recovery-shards", 0, "remembered shards allocated again in the recovery section (default 1000, 200 with -short)")
+	recoveryRounds := fs.Int("recovery-rounds", 0, "rounds of the recovery section with each store, the median counts (default 5, 1 with -short)")
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
@@ -138,6 +147,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		remoteMessages:    pick(*remoteMessages, 200_000, 30_000),
 		remoteSamples:     pick(*remoteSamples, 5000, 1000),
 		failoverRounds:    pick(*failoverRounds, 3, 1),
+		recoveryShards:    pick(*recoveryShards, 1000, 200),
+		recoveryRounds:    pick(*recoveryRounds, 5, 1),
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
 		svgPath:           *svgPath,
@@ -160,7 +171,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		}
 	}
 	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
-		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 {
+		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 ||
+		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 {
 		return config{}, errors.New("every count must be positive (rebalance-shards at least 3) and the rebalance interval above zero")
 	}
 	return cfg, nil
@@ -269,6 +281,8 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			"remote_messages":    cfg.remoteMessages,
 			"remote_samples":     cfg.remoteSamples,
 			"failover_rounds":    cfg.failoverRounds,
+			"recovery_shards":    cfg.recoveryShards,
+			"recovery_rounds":    cfg.recoveryRounds,
 		},
 		Skipped: map[string]string{},
 		Failed:  map[string]string{},
@@ -287,6 +301,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"grains", benchGrains},
 		{"grains-remote", benchGrainsRemote},
 		{"failover", benchFailover},
+		{"recovery", benchRecovery},
 		{"memory", benchMemory},
 	} {
 		if !cfg.sections[s.name] {

@@ -50,8 +50,8 @@ func TestShortRun(t *testing.T) {
 	}
 	// The figures each section must produce.
 	// (the grains and grains-remote sections both add "vs grains" figures.)
-	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 6, "failover": 2, "memory": 1}
-	for _, section := range []string{"remote", "grains-remote", "failover"} {
+	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 6, "failover": 2, "recovery": 1, "memory": 1}
+	for _, section := range []string{"remote", "grains-remote", "failover", "recovery"} {
 		if _, err := consulagent.Binary(); err != nil {
 			if _, ok := rep.Skipped[section]; !ok {
 				t.Errorf("no Consul binary (%v), but the %s section was not skipped", err, section)
@@ -66,6 +66,7 @@ func TestShortRun(t *testing.T) {
 	if _, err := consulagent.Binary(); err != nil {
 		delete(want, "remote")
 		delete(want, "failover")
+		delete(want, "recovery")
 		want["vs grains"] = 3 // the one-node figures only
 		wantExtra = 3
 	}

@@ -28,7 +28,10 @@ func heap() uint64 {
 // settledHeap is heap once it has stopped moving: the actor systems of the
 // earlier sections are shut down, but their goroutines and timers may
 // still be freeing memory for a moment, which would hide the growth being
-// measured (seen in -short runs, where it is only a few MB).
+// measured (seen in -short runs, where it is only a few MB). Both readings
+// of a measurement take it, so that the last messages' garbage, still
+// reachable for a moment from mailboxes being drained, counts for neither
+// side.
 func settledHeap(ctx context.Context) uint64 {
 	const still = 256 << 10 // two readings this close: settled
 	prev := heap()
@@ -88,7 +91,7 @@ func bareActors(ctx context.Context, n int) (float64, error) {
 			return 0, ctx.Err()
 		}
 	}
-	after := heap()
+	after := settledHeap(ctx)
 	return perEntity(before, after, n)
 }
 
@@ -130,7 +133,7 @@ func shardedEntities(ctx context.Context, cfg config) (float64, error) {
 			return 0, ctx.Err()
 		}
 	}
-	after := heap()
+	after := settledHeap(ctx)
 	return perEntity(before, after, cfg.memEntities)
 }
 

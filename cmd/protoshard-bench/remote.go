@@ -36,13 +36,9 @@ const (
 // message crosses the wire. Baseline: raw proto.actor remote Send and
 // RequestFuture from this process to plain actors in the peer.
 func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	bin, err := consulBinary()
+	agent, err := startConsul()
 	if err != nil {
 		return err
-	}
-	agent, err := startConsul(bin)
-	if err != nil {
-		return fmt.Errorf("consul agent: %w", err)
 	}
 	defer agent.stop()
 	service := fmt.Sprintf("protoshard-bench-%d", os.Getpid())

@@ -1,0 +1,269 @@
+package actorsharding_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/testkit"
+)
+
+// loadSenderShift puts a sender's index in the high bits of a Ping's
+// sequence number, so an entity's record tells each sender's messages
+// apart: seq = sender<<loadSenderShift | n, n counting from 1.
+const loadSenderShift = 32
+
+// loadSender sends Pings to every entity through its node's region, one
+// round every interval, until stopped; per entity, its n counts up from 1.
+type loadSender struct {
+	index int64
+	node  *testkit.Node
+	sent  map[string]int64 // entity → last n sent
+	stop  chan struct{}
+	done  chan struct{}
+	count atomic.Int64
+}
+
+func startLoad(w *world, index int64, n *testkit.Node, ids []string, interval time.Duration) *loadSender {
+	s := &loadSender{index: index, node: n, sent: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	region := w.region(n)
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			for _, id := range ids {
+				s.sent[id]++
+				n.System.Root.Send(region, pingMsg(id, index<<loadSenderShift|s.sent[id]))
+			}
+			s.count.Add(int64(len(ids)))
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *loadSender) halt() {
+	close(s.stop)
+	<-s.done
+}
+
+// loadVerdict compares what the entities received with what the senders
+// sent: per entity and sender, the sequence must be 1, 2, ... n exactly.
+type loadVerdict struct {
+	sent, received, lost, reordered, duplicated int
+	examples                                    []string
+}
+
+func (v loadVerdict) String() string {
+	return fmt.Sprintf("sent %d, received %d, lost %d, reordered %d, duplicated %d; %s",
+		v.sent, v.received, v.lost, v.reordered, v.duplicated, strings.Join(v.examples, "; "))
+}
+
+func judgeLoad(r *received, senders []*loadSender, ids []string) loadVerdict {
+	var v loadVerdict
+	note := func(format string, args ...any) {
+		if len(v.examples) < 8 {
+			v.examples = append(v.examples, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, id := range ids {
+		got := r.get(id)
+		for _, s := range senders {
+			want := s.sent[id]
+			v.sent += int(want)
+			seen := map[int64]bool{}
+			var last int64
+			for _, seq := range got {
+				if seq>>loadSenderShift != s.index {
+					continue
+				}
+				n := seq & (1<<loadSenderShift - 1)
+				v.received++
+				if seen[n] {
+					v.duplicated++
+					note("%s from sender %d: %d twice", id, s.index, n)
+					continue
+				}
+				seen[n] = true
+				if n < last {
+					v.reordered++
+					if v.reordered == 1 {
+						idx := s.index
+						note("%s from sender %d: %d after %d; trail %s", id, s.index, n, last,
+							r.trail(id, func(seq int64) bool { return seq>>loadSenderShift == idx }))
+					}
+				}
+				last = max(last, n)
+			}
+			for n := int64(1); n <= want; n++ {
+				if !seen[n] {
+					v.lost++
+					note("%s from sender %d: %d lost", id, s.index, n)
+				}
+			}
+		}
+	}
+	return v
+}
+
+// TestPlannedHandOffUnderLoadLosesNothing: while two nodes send to every
+// entity through their own regions, a graceful leave of the oldest node
+// (the coordinator's), of another node, and a rebalance to a new node lose
+// no message, reorder none and deliver none twice.
+func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
+	cases := []struct {
+		name string
+		// move starts the hand-offs on the cluster of three nodes, whose
+		// first two send; it returns when they are done.
+		move func(t *testing.T, w *world, nodes []*testkit.Node)
+		// senders are the indexes of the sending nodes.
+		senders []int
+	}{
+		{name: "graceful leave of the oldest", senders: []int{1, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
+			leaveNode(t, nodes[0])
+		}},
+		{name: "graceful leave of another node", senders: []int{0, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
+			leaveNode(t, nodes[1])
+		}},
+		{name: "rebalance to a new node", senders: []int{1, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
+			d := w.startNode(false)
+			w.cluster.WaitConverged(t, 30*time.Second)
+			key := coordinatoractor.RegionKey(w.region(d))
+			// The least-shard strategy moves shards until the new node has
+			// its share (less one).
+			testkit.WaitFor(t, 60*time.Second, func() bool {
+				st := w.coordinatorState()
+				return st != nil && len(st.State.Regions[key].Shards) >= len(st.State.Shards)/4-1
+			}, "the new node never got its share of the shards")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newLocalWorld(t)
+			nodes := []*testkit.Node{w.startNode(false), w.startNode(false), w.startNode(false)}
+			w.cluster.WaitConverged(t, 30*time.Second)
+			w.waitRegistered(3)
+			ids := entityIDs(200)
+			for _, id := range ids {
+				askEventually(t, nodes[tc.senders[0]], w.region(nodes[tc.senders[0]]), id, 0)
+			}
+			before := len(w.dropped())
+			var senders []*loadSender
+			for i, n := range tc.senders {
+				senders = append(senders, startLoad(w, int64(i+1), nodes[n], ids, 5*time.Millisecond))
+			}
+			time.Sleep(time.Second)
+			tc.move(t, w, nodes)
+			time.Sleep(time.Second)
+			for _, s := range senders {
+				s.halt()
+			}
+			var total int
+			for _, s := range senders {
+				total += int(s.count.Load())
+			}
+			// Every message is either received (the Pings of the warm-up
+			// are seq 0 and not counted) or, if lost, the verdict says so.
+			var v loadVerdict
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				v = judgeLoad(w.received, senders, ids)
+				if v.received >= total || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			time.Sleep(500 * time.Millisecond) // duplicates arriving late
+			v = judgeLoad(w.received, senders, ids)
+			drops := w.dropped()[before:]
+			if v.lost+v.reordered+v.duplicated > 0 {
+				t.Errorf("%s\n%d dead-letter events, first: %s", v, len(drops), firstReasons(drops, 5))
+			} else {
+				t.Logf("%s", v)
+			}
+		})
+	}
+}
+
+func firstReasons(drops []*deadletter.Event, n int) string {
+	counts := map[string]int{}
+	for _, d := range drops {
+		counts[d.Reason]++
+	}
+	var out []string
+	for r, c := range counts {
+		out = append(out, fmt.Sprintf("%dx %s", c, r))
+	}
+	sort.Strings(out)
+	if len(out) > n {
+		out = out[:n]
+	}
+	return strings.Join(out, " | ")
+}
+
+func leaveNode(t *testing.T, n *testkit.Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Leave(ctx); err != nil {
+		t.Fatalf("leave %s: %v", n.Name, err)
+	}
+}
+
+// TestHandOffForwardsWhatTheShardHeld: a message that waits in the shard
+// for an entity still passivating when the shard is handed off (a node
+// leaves) reaches the entity's next incarnation at the new home.
+func TestHandOffForwardsWhatTheShardHeld(t *testing.T) {
+	w := newLocalWorld(t, actorsharding.WithRebalanceInterval(time.Hour))
+	a, b := w.startNode(false), w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	w.waitRegistered(2)
+	// An entity that lives on b, which leaves; a is the oldest and stays.
+	var id string
+	for _, candidate := range entityIDs(200) {
+		if askEventually(t, a, w.region(a), candidate, 1).Node == b.Address() {
+			id = candidate
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("no entity on b")
+	}
+	a.System.Root.Send(w.region(a), pingMsg(id, slowPassivateSeq))
+	select {
+	case <-w.stopping: // it runs its stop message, and holds there
+	case <-time.After(30 * time.Second):
+		t.Fatal("the entity never began to passivate")
+	}
+	a.System.Root.Send(w.region(a), pingMsg(id, 2)) // held in b's shard
+	left := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		left <- b.Leave(ctx)
+	}()
+	time.Sleep(500 * time.Millisecond) // b's shard gets HandOff while the entity still stops
+	close(w.release)
+	if err := <-left; err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		return slices.Contains(w.received.get(id), 2)
+	}, "the held message never reached the entity at its new home; drops: %s", firstReasons(w.dropped(), 5))
+	if trail := w.received.trail(id, func(seq int64) bool { return seq == 2 }); !strings.HasPrefix(trail, a.Name+":") {
+		t.Fatalf("the held message was received at %s, want %s", trail, a.Name)
+	}
+}

@@ -1,0 +1,428 @@
+package actorsharding
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// routeTable is what a region publishes for its router (regionProcess)
+// to route on the sender's goroutine: per shard, whether it runs here and
+// takes messages directly, how many of its messages are still on the slow
+// way, and its entities that take messages directly. The region actor
+// opens and closes shards; the shards open and close their entities
+// (shardactor.EntityRoutes).
+type routeTable struct {
+	system *actor.ActorSystem
+	shards sync.Map // shard ID -> *shardRoute
+	// entities: the entities of every shard that take messages directly
+	// (one lookup on the hot path).
+	entities entityMap
+	// memberID is this node's member ID, for ShardingEnvelope.to_member_id.
+	memberID atomic.Pointer[string]
+}
+
+// shardRoute is one shard's part of the route table; it is the shard's
+// shardactor.EntityRoutes.
+type shardRoute struct {
+	table *routeTable
+	// pending counts the shard's messages on the slow way (see
+	// shardactor.Pending). While it is above zero nothing goes directly.
+	pending atomic.Int64
+	// open: the shard runs here, this region is its home, and no old
+	// home still forwards to it.
+	open atomic.Bool
+	// remote: the shard's home on another node, while known; its
+	// messages go there straight from the sender.
+	remote atomic.Pointer[remoteHome]
+}
+
+// remoteHome is a shard's home region on another node.
+type remoteHome struct {
+	pid      *actor.PID
+	memberID string // for ShardingEnvelope.to_member_id
+	guard    sendGuard
+}
+
+// setRemote makes pid (of member memberID) the shard's remote home.
+func (s *shardRoute) setRemote(pid *actor.PID, memberID string) {
+	if h := s.remote.Load(); h != nil && h.pid.Equal(pid) && h.memberID == memberID {
+		return
+	}
+	s.closeRemote()
+	// A PID of its own: it caches the remote's process once used.
+	s.remote.Store(&remoteHome{pid: actor.NewPID(pid.Address, pid.Id), memberID: memberID})
+}
+
+// closeRemote forgets the remote home; it returns once no send to it is
+// under way.
+func (s *shardRoute) closeRemote() {
+	if h := s.remote.Swap(nil); h != nil {
+		h.guard.close()
+	}
+}
+
+// send packs msg for entity id of shard into a ShardingEnvelope and sends
+// it to the home, unless the home was closed or msg cannot be packed
+// (the region actor reports why).
+func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg proto.Message) bool {
+	if _, ok := h.guard.enter(); !ok {
+		return false
+	}
+	defer h.guard.exit()
+	payload, err := anypb.New(msg)
+	if err != nil {
+		return false
+	}
+	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID}
+	if env == nil || env.Sender == nil {
+		root.Send(h.pid, out)
+	} else {
+		root.RequestWithCustomSender(h.pid, out, env.Sender)
+	}
+	return true
+}
+
+// entityRoute is a running entity that takes messages directly.
+type entityRoute struct {
+	shard *shardRoute
+	pid   *actor.PID // its process cached in it after the first send
+	guard sendGuard
+}
+
+// sendGuard counts the direct sends under way to one target, and is
+// closed once: close returns when none is under way, and none starts
+// after. It also notes whether a send went through (used).
+type sendGuard struct {
+	state atomic.Int64 // sends under way | guardClosed | guardUsed
+}
+
+const (
+	guardClosed = int64(1) << 62
+	guardUsed   = int64(1) << 61
+	guardFlags  = guardClosed | guardUsed
+)
+
+// enter starts a send; false: closed.
+func (g *sendGuard) enter() (int64, bool) {
+	v := g.state.Add(1)
+	if v&guardClosed != 0 {
+		g.state.Add(-1)
+		return v, false
+	}
+	return v, true
+}
+
+// exit ends a send begun with enter.
+func (g *sendGuard) exit() { g.state.Add(-1) }
+
+// markUsed notes a send; v is what enter returned.
+func (g *sendGuard) markUsed(v int64) {
+	if v&guardUsed == 0 {
+		g.state.Or(guardUsed)
+	}
+}
+
+// takeUsed reports whether a send went through since the last call.
+func (g *sendGuard) takeUsed() bool {
+	return g.state.Load()&guardUsed != 0 && g.state.And(^guardUsed)&guardUsed != 0
+}
+
+// close refuses further sends and waits for those under way: each is one
+// push onto a mailbox or an endpoint's queue.
+func (g *sendGuard) close() {
+	g.state.Or(guardClosed)
+	for g.state.Load()&^guardFlags != 0 {
+		runtime.Gosched()
+	}
+}
+
+func newRouteTable(system *actor.ActorSystem) *routeTable {
+	return &routeTable{system: system}
+}
+
+// shard returns shard's route, made on first use.
+func (t *routeTable) shard(id string) *shardRoute {
+	if v, ok := t.shards.Load(id); ok {
+		return v.(*shardRoute)
+	}
+	v, _ := t.shards.LoadOrStore(id, &shardRoute{table: t})
+	return v.(*shardRoute)
+}
+
+// closeAll closes every shard and remote home (the region stops or was
+// removed).
+func (t *routeTable) closeAll() {
+	t.shards.Range(func(_, v any) bool {
+		v.(*shardRoute).open.Store(false)
+		v.(*shardRoute).closeRemote()
+		return true
+	})
+}
+
+// Open implements shardactor.EntityRoutes.
+func (s *shardRoute) Open(id string, pid *actor.PID) {
+	if e := s.table.entities.get(id); e != nil && e.pid == pid {
+		return
+	}
+	if old := s.table.entities.swap(id, &entityRoute{shard: s, pid: pid}); old != nil {
+		old.close()
+	}
+}
+
+// Close implements shardactor.EntityRoutes.
+func (s *shardRoute) Close(id string) {
+	if e := s.table.entities.remove(id); e != nil {
+		e.close()
+	}
+}
+
+// TakeUsed implements shardactor.EntityRoutes.
+func (s *shardRoute) TakeUsed(id string) bool {
+	e := s.table.entities.get(id)
+	return e != nil && e.guard.takeUsed()
+}
+
+// entityMap maps entity IDs to their routes for many readers (senders)
+// and few writers (shards opening and closing entities): striped maps,
+// each under its own read-write lock. The lookup is a plain map's.
+type entityMap struct {
+	stripes [entityStripes]entityStripe
+}
+
+const entityStripes = 64
+
+type entityStripe struct {
+	mu sync.RWMutex
+	m  map[string]*entityRoute
+	_  [64]byte // a stripe per cache line: readers of one do not slow another's
+}
+
+// stripe picks id's stripe from its length and last bytes, where IDs
+// such as "order-1234" differ most: cheaper than hashing the whole ID on
+// every message, and the map under the lock hashes it anyway.
+func (m *entityMap) stripe(id string) *entityStripe {
+	h := uint(len(id))
+	if n := len(id); n > 0 {
+		h += uint(id[n-1]) * 31
+		if n > 1 {
+			h += uint(id[n-2]) * 7
+		}
+		if n > 2 {
+			h += uint(id[n-3])
+		}
+	}
+	return &m.stripes[h%entityStripes]
+}
+
+func (m *entityMap) get(id string) *entityRoute {
+	s := m.stripe(id)
+	s.mu.RLock()
+	e := s.m[id]
+	s.mu.RUnlock()
+	return e
+}
+
+// swap sets id's route and returns the one it replaces, or nil.
+func (m *entityMap) swap(id string, e *entityRoute) *entityRoute {
+	s := m.stripe(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*entityRoute{}
+	}
+	old := s.m[id]
+	s.m[id] = e
+	return old
+}
+
+// remove deletes id's route and returns it, or nil.
+func (m *entityMap) remove(id string) *entityRoute {
+	s := m.stripe(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[id]
+	delete(s.m, id)
+	return e
+}
+
+// close refuses further direct sends and waits for those under way.
+func (e *entityRoute) close() { e.guard.close() }
+
+// send puts msg in the entity's mailbox, unless the entity was closed.
+func (e *entityRoute) send(root *actor.RootContext, env *actor.MessageEnvelope, msg any) bool {
+	v, ok := e.guard.enter()
+	if !ok {
+		return false
+	}
+	if env == nil || env.Sender == nil {
+		root.Send(e.pid, msg)
+	} else {
+		root.RequestWithCustomSender(e.pid, msg, env.Sender)
+	}
+	e.guard.markUsed(v)
+	e.guard.exit()
+	return true
+}
+
+// routed is a message the router could route but not send directly: it
+// goes through the region actor with what the router worked out, marked
+// pending until it reaches its entity.
+type routed struct {
+	entityID  string
+	shard     string
+	message   any // what the entity receives
+	forwarded bool
+	pending   *shardactor.Pending
+}
+
+// regionProcess is the region's PID: an actor.Process that routes on the
+// sender's goroutine. A message for an entity that runs here goes straight
+// to the entity's mailbox; anything else goes to the region actor, as
+// before. A message from another node lands here too (proto.actor's
+// remote delivers to the local process), so it costs one hop as well.
+type regionProcess struct {
+	region    actor.Process // the region actor's own process
+	table     *routeTable
+	extractor MessageExtractor
+	cluster   *membership.Cluster
+	typeName  string
+	// hosting: a region that hosts shards; a proxy routes nothing here.
+	hosting bool
+	stopped atomic.Bool
+}
+
+// SendUserMessage implements actor.Process.
+func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
+	env, _ := message.(*actor.MessageEnvelope)
+	msg := message
+	var sender *actor.PID
+	if env != nil {
+		msg, sender = env.Message, env.Sender
+	}
+	if msg == nil {
+		// proto.actor's default mailbox counts a nil message and then
+		// cannot take it: the region would spin for ever.
+		deadletter.Publish(p.table.system, pid, nil, sender, "shard region "+p.typeName+": nil message")
+		return
+	}
+	if p.stopped.Load() {
+		p.table.system.DeadLetter.SendUserMessage(pid, message)
+		return
+	}
+	if p.hosting && p.route(pid, env, msg, sender) {
+		return
+	}
+	p.region.SendUserMessage(pid, message)
+}
+
+// route sends msg directly, or to the region actor as routed; false: the
+// region actor takes msg as it is (a protocol message, or one it drops
+// with the reason).
+func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID) bool {
+	var id string
+	var m any
+	forwarded := false
+	switch x := msg.(type) {
+	case *messages.ShardingEnvelope:
+		id = x.GetEntityId()
+		if messages.CheckEntityID(id) != nil {
+			return false
+		}
+		if x.GetShardId() != "" && x.GetShardId() != p.extractor.ShardID(id) {
+			return false
+		}
+		if to := x.GetToMemberId(); to != "" {
+			if self := p.table.memberID.Load(); self == nil || *self != to {
+				return false
+			}
+		}
+		var err error
+		if m, err = UnpackEnvelope(x); err != nil {
+			return false
+		}
+		forwarded = true
+	default:
+		if isRegionMessage(msg) {
+			return false
+		}
+		var err error
+		if id, err = p.extractor.EntityID(msg); err != nil || messages.CheckEntityID(id) != nil {
+			return false
+		}
+		if m, err = p.extractor.UnwrapMessage(msg); err != nil || m == nil {
+			return false
+		}
+	}
+	// The hot path: one lookup, and the entity's shard says whether it
+	// may go directly.
+	if e := p.table.entities.get(id); e != nil {
+		if e.shard.open.Load() && e.shard.pending.Load() == 0 && !p.cluster.Stale() && e.send(p.table.system.Root, env, m) {
+			return true
+		}
+	}
+	shard := p.extractor.ShardID(id)
+	if messages.CheckShardID(shard) != nil {
+		return false
+	}
+	sr := p.table.shard(shard)
+	if h := sr.remote.Load(); h != nil && !forwarded && sr.pending.Load() == 0 && !p.cluster.Stale() {
+		// Its home is another node: one hop there, as a raw remote send.
+		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm) {
+			return true
+		}
+	}
+	r := &routed{entityID: id, shard: shard, message: m, forwarded: forwarded, pending: shardactor.NewPending(&sr.pending)}
+	if env != nil {
+		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: r, Sender: sender})
+	} else {
+		p.region.SendUserMessage(pid, r)
+	}
+	return true
+}
+
+// SendSystemMessage implements actor.Process.
+func (p *regionProcess) SendSystemMessage(pid *actor.PID, message any) {
+	p.region.SendSystemMessage(pid, message)
+}
+
+// Stop implements actor.Process.
+func (p *regionProcess) Stop(pid *actor.PID) { p.region.Stop(pid) }
+
+// isRegionMessage tells the messages the region actor handles itself from
+// those for entities: the router never routes them.
+func isRegionMessage(msg any) bool {
+	switch m := msg.(type) {
+	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.DeadLetterResponse, *actor.ReceiveTimeout,
+		retryTick, restartShard, *SetActiveEntityLimit, *shardactor.HandOffReturned,
+		*membership.CurrentClusterState, membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
+		return true
+	case proto.Message:
+		return m.ProtoReflect().Descriptor().ParentFile().Package() == "protoshard"
+	}
+	return false
+}
+
+// installRouter puts router in front of the region actor spawned as pid:
+// the process registry resolves the region's ID to router from now on.
+// It returns a PID of the region with no process cached in it (a PID
+// caches the process it first resolved: the region actor's own PID, used
+// before, may hold the actor's process).
+func installRouter(system *actor.ActorSystem, pid *actor.PID, router *regionProcess) (*actor.PID, error) {
+	proc, ok := system.ProcessRegistry.GetLocal(pid.Id)
+	if !ok {
+		return nil, fmt.Errorf("region %s is not in the process registry", pid.Id)
+	}
+	router.region = proc
+	system.ProcessRegistry.LocalPIDs.GetBucket(pid.Id).Set(pid.Id, router)
+	return actor.NewPID(pid.Address, pid.Id), nil
+}
