@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -72,9 +73,9 @@ func (s *shardRoute) closeRemote() {
 }
 
 // send packs msg for entity id of shard into a ShardingEnvelope and sends
-// it to the home, unless the home was closed or msg cannot be packed
-// (the region actor reports why).
-func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg proto.Message) bool {
+// it to the home, unless the home was closed, msg cannot be packed, or the
+// envelope is over maxSize (the region actor reports why).
+func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg proto.Message, maxSize int) bool {
 	if _, ok := h.guard.enter(); !ok {
 		return false
 	}
@@ -84,6 +85,9 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, i
 		return false
 	}
 	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID}
+	if guard.CheckSize(out, maxSize) != nil {
+		return false
+	}
 	if env == nil || env.Sender == nil {
 		root.Send(h.pid, out)
 	} else {
@@ -298,7 +302,9 @@ type regionProcess struct {
 	typeName  string
 	// hosting: a region that hosts shards; a proxy routes nothing here.
 	hosting bool
-	stopped atomic.Bool
+	// maxMessageSize: Settings.MaxMessageSize, for sends to another node.
+	maxMessageSize int
+	stopped        atomic.Bool
 }
 
 // SendUserMessage implements actor.Process.
@@ -309,10 +315,10 @@ func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
 	if env != nil {
 		msg, sender = env.Message, env.Sender
 	}
-	if msg == nil {
+	if err := guard.Check(message); err != nil {
 		// proto.actor's default mailbox counts a nil message and then
 		// cannot take it: the region would spin for ever.
-		deadletter.Publish(p.table.system, pid, nil, sender, "shard region "+p.typeName+": nil message")
+		deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
 		return
 	}
 	if p.stopped.Load() {
@@ -377,7 +383,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	sr := p.table.shard(shard)
 	if h := sr.remote.Load(); h != nil && !forwarded && sr.pending.Load() == 0 && !p.cluster.Stale() {
 		// Its home is another node: one hop there, as a raw remote send.
-		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm) {
+		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm, p.maxMessageSize) {
 			return true
 		}
 	}
