@@ -54,6 +54,24 @@ type remoteHome struct {
 	guard    sendGuard
 }
 
+// drainYields bounds how often a sender to an entity in use yields to let
+// the shard's pending messages arrive: without it, a sender faster than
+// the slow way would keep it busy, and never go directly again.
+const drainYields = 64
+
+// drained reports whether none of the shard's messages is pending, after
+// yielding a little while some are: the sender waits for them rather than
+// queue behind them.
+func (s *shardRoute) drained() bool {
+	for range drainYields {
+		if s.pending.Load() == 0 {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return s.pending.Load() == 0
+}
+
 // setRemote makes pid (of member memberID) the shard's remote home.
 func (s *shardRoute) setRemote(pid *actor.PID, memberID string) {
 	if h := s.remote.Load(); h != nil && h.pid.Equal(pid) && h.memberID == memberID {
@@ -196,44 +214,45 @@ func (s *shardRoute) TakeUsed(id string) bool {
 	return e != nil && e.guard.takeUsed()
 }
 
-// entityMap maps entity IDs to their routes for many readers (senders)
-// and few writers (shards opening and closing entities): striped maps,
-// each under its own read-write lock. The lookup is a plain map's.
+// entityMap maps entity IDs to their routes for many readers (senders,
+// on every message) and few writers (shards opening and closing routes):
+// striped maps, each replaced whole on a change (copy on write), so a
+// reader takes no lock and writes nothing. Routes exist only for entities
+// in use (see shardactor.EntityRoutes), and a stripe holds 1/1024 of them,
+// so the copies stay small.
 type entityMap struct {
 	stripes [entityStripes]entityStripe
 }
 
-const entityStripes = 64
+const entityStripes = 1024
 
 type entityStripe struct {
-	mu sync.RWMutex
-	m  map[string]*entityRoute
-	_  [64]byte // a stripe per cache line: readers of one do not slow another's
+	mu sync.Mutex // writers
+	m  atomic.Pointer[map[string]*entityRoute]
 }
 
 // stripe picks id's stripe from its length and last bytes, where IDs
 // such as "order-1234" differ most: cheaper than hashing the whole ID on
-// every message, and the map under the lock hashes it anyway.
+// every message, and the map hashes it anyway.
 func (m *entityMap) stripe(id string) *entityStripe {
 	h := uint(len(id))
 	if n := len(id); n > 0 {
 		h += uint(id[n-1]) * 31
 		if n > 1 {
-			h += uint(id[n-2]) * 7
+			h += uint(id[n-2]) * 961
 		}
 		if n > 2 {
-			h += uint(id[n-3])
+			h += uint(id[n-3]) * 29791
 		}
 	}
 	return &m.stripes[h%entityStripes]
 }
 
 func (m *entityMap) get(id string) *entityRoute {
-	s := m.stripe(id)
-	s.mu.RLock()
-	e := s.m[id]
-	s.mu.RUnlock()
-	return e
+	if mp := m.stripe(id).m.Load(); mp != nil {
+		return (*mp)[id]
+	}
+	return nil
 }
 
 // swap sets id's route and returns the one it replaces, or nil.
@@ -241,11 +260,17 @@ func (m *entityMap) swap(id string, e *entityRoute) *entityRoute {
 	s := m.stripe(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]*entityRoute{}
+	var old *entityRoute
+	next := map[string]*entityRoute{}
+	if cur := s.m.Load(); cur != nil {
+		old = (*cur)[id]
+		next = make(map[string]*entityRoute, len(*cur)+1)
+		for k, v := range *cur {
+			next[k] = v
+		}
 	}
-	old := s.m[id]
-	s.m[id] = e
+	next[id] = e
+	s.m.Store(&next)
 	return old
 }
 
@@ -254,8 +279,21 @@ func (m *entityMap) remove(id string) *entityRoute {
 	s := m.stripe(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.m[id]
-	delete(s.m, id)
+	cur := s.m.Load()
+	if cur == nil {
+		return nil
+	}
+	e, ok := (*cur)[id]
+	if !ok {
+		return nil
+	}
+	next := make(map[string]*entityRoute, len(*cur))
+	for k, v := range *cur {
+		if k != id {
+			next[k] = v
+		}
+	}
+	s.m.Store(&next)
 	return e
 }
 
@@ -371,10 +409,9 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	}
 	// The hot path: one lookup, and the entity's shard says whether it
 	// may go directly.
-	if e := p.table.entities.get(id); e != nil {
-		if e.shard.open.Load() && e.shard.pending.Load() == 0 && !p.cluster.Stale() && e.send(p.table.system.Root, env, m) {
-			return true
-		}
+	if e := p.table.entities.get(id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.cluster.Stale() &&
+		e.send(p.table.system.Root, env, m) {
+		return true
 	}
 	shard := p.extractor.ShardID(id)
 	if messages.CheckShardID(shard) != nil {
