@@ -103,7 +103,11 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, i
 		return false
 	}
 	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID}
-	if guard.CheckSize(out, maxSize) != nil {
+	// The payload is encoded already: its length and the other fields'
+	// bound the envelope's size (tags and lengths take at most 8 bytes
+	// each); only near the limit is the exact size worth computing.
+	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(id) + len(shard) + len(h.memberID) + 6*8
+	if bound > maxSize && guard.CheckSize(out, maxSize) != nil {
 		return false
 	}
 	if env == nil || env.Sender == nil {
