@@ -7,19 +7,21 @@ import (
 	"math"
 )
 
-// relative is a figure as "protoshard's performance relative to its
-// baseline": 1 is parity, below 1 protoshard is slower (or bigger). For a
-// figure where lower is better (latency, bytes) that is baseline/protoshard.
-func relative(f figure) float64 {
+// relative is a ratio of a figure (protoshard / baseline) as
+// "protoshard's performance relative to its baseline": 1 is parity, below
+// 1 protoshard is slower (or bigger). For a figure where lower is better
+// (latency, bytes) that is the inverse.
+func relative(f figure, ratio float64) float64 {
 	if f.HigherIsBetter {
-		return f.Protoshard / f.Baseline
+		return ratio
 	}
-	return f.Baseline / f.Protoshard
+	return 1 / ratio
 }
 
-// writeSVG draws every figure as a horizontal bar of relative() on a
-// log scale from 1/1000 to 100, with parity marked, so that both a
-// throughput and a latency row read "longer is better".
+// writeSVG draws every figure as a horizontal bar of its ratio as
+// relative() on a log scale from 1/1000 to 100, with parity marked, so
+// that both a throughput and a latency row read "longer is better"; a
+// whisker across the bar spans the runs' lowest to highest ratio.
 func writeSVG(w io.Writer, rep *report) error {
 	const (
 		left, right, top = 560.0, 40.0, 50.0
@@ -43,7 +45,7 @@ func writeSVG(w io.Writer, rep *report) error {
 	}
 	_ = p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	_ = p(`<text x="10" y="20" font-size="14" font-weight="bold">protoshard relative to its baseline, measured in the same run (log scale; 1 = parity; longer is better)</text>` + "\n")
-	_ = p(`<text x="10" y="38" fill="#555">%s, %s/%s, %d CPUs%s</text>`+"\n", html.EscapeString(rep.GoVersion), rep.GOOS, rep.GOARCH, rep.CPUs, map[bool]string{true: ", -short", false: ""}[rep.Short])
+	_ = p(`<text x="10" y="38" fill="#555">%s, %s/%s, %d CPUs%s; bar: the median of the runs' ratios, whisker: their lowest to highest</text>`+"\n", html.EscapeString(rep.GoVersion), rep.GOOS, rep.GOARCH, rep.CPUs, map[bool]string{true: ", -short", false: ""}[rep.Short])
 	for e := minLog; e <= maxLog; e++ {
 		gx := x(math.Pow(10, e))
 		stroke := "#ddd"
@@ -55,7 +57,7 @@ func writeSVG(w io.Writer, rep *report) error {
 	}
 	for i, f := range rep.Figures {
 		y := top + float64(i)*(barH+gap)
-		r := relative(f)
+		r := relative(f, f.Ratio)
 		color := "#4a7ebb"
 		if r < 1 {
 			color = "#d9822b"
@@ -70,6 +72,12 @@ func writeSVG(w io.Writer, rep *report) error {
 		}
 		_ = p(`<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-8, y+barH-5, html.EscapeString(label))
 		_ = p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", x0, y, math.Max(1, x1-x0), barH, color)
+		if f.Reps > 1 {
+			lo, hi := x(relative(f, f.RatioMin)), x(relative(f, f.RatioMax))
+			mid := y + barH/2
+			_ = p(`<path d="M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fV%.1f" stroke="#222" fill="none"/>`+"\n",
+				lo, mid-4, mid+4, lo, mid, hi, hi, mid-4, mid+4)
+		}
 		_ = p(`<text x="%.1f" y="%.1f" fill="#222">%s</text>`+"\n", math.Max(x1, x(1))+4, y+barH-5, html.EscapeString(fmt.Sprintf("%.2gx", r)))
 	}
 	return p("</svg>\n")

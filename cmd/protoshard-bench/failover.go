@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -140,26 +139,23 @@ func failoverPeer(cfg config, client *api.Client, withLease bool) (*node, error)
 // it (the removal margin, finding the new coordinator, its state read
 // from Consul, the region's retries). The median of cfg.failoverRounds
 // kills, each with a fresh pair of members.
-func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) error {
+func benchFailover(ctx context.Context, cfg config, rep *report) error {
 	agent, err := startConsul()
 	if err != nil {
 		return err
 	}
 	defer agent.stop()
-	of := "one kill"
-	if cfg.failoverRounds > 1 {
-		of = fmt.Sprintf("median of %d kills", cfg.failoverRounds)
-	}
+	of := medianOf(cfg.failoverRounds, "kill", "kills")
 	// The lease variant first: it is the safe configuration, and the
 	// figure to read; the margin alone shows what the lease costs.
 	for _, withLease := range []bool{true, false} {
-		var failover, removal []time.Duration
+		var failover, removal []float64
 		for round := range cfg.failoverRounds {
 			f, r, err := failoverRound(ctx, cfg, agent, round, withLease)
 			if err != nil {
 				return fmt.Errorf("round %d (lease %v): %w", round+1, withLease, err)
 			}
-			failover, removal = append(failover, f), append(removal, r)
+			failover, removal = append(failover, ms(f)), append(removal, ms(r))
 		}
 		how := fmt.Sprintf("Consul TTL %v, removal margin %v", failoverTTL, failoverTTL)
 		if withLease {
@@ -167,14 +163,12 @@ func benchFailover(ctx context.Context, cfg config, rep *report, _ *shared) erro
 		} else {
 			how += ", no lease"
 		}
-		rep.add(figure{
+		rep.add(paired(figure{
 			Section:      "failover",
 			Workload:     fmt.Sprintf("kill -9 of the coordinator's node until a new shard is allocated, %s (%s)", of, how),
 			Unit:         "ms",
-			Protoshard:   median(failover),
-			Baseline:     median(removal),
 			BaselineName: "Consul membership sees the node removed",
-		})
+		}, failover, removal))
 	}
 	return nil
 }
@@ -373,15 +367,4 @@ func shardsPerRegion(st coordinatoractor.State) map[string]int {
 		out[k] = len(r.Shards)
 	}
 	return out
-}
-
-// median returns the median of d in milliseconds.
-func median(d []time.Duration) float64 {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return float64(m) / float64(time.Millisecond)
 }

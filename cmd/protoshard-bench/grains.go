@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,28 +10,42 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership/local"
 )
 
 const grainKind = "BenchGrain"
 
 // benchGrains: proto.actor's own cluster, one member with the in-memory
-// test provider and disthash identity lookup, a Kind of the same entity.
-// Fire-and-forget looks the grain's PID up as cluster.Request does (the
-// PID cache, cluster.Get on a miss: see grainPID) and Sends, as a grain
-// has no Send of its own. A bare cluster.Get per message would be unfair
-// to the grains: it skips the cache, and with disthash every call asks the
-// placement actor. Request/response through cluster.Request.
-// The grains are measured against a direct Send / RequestFuture to the
-// same actors' PIDs (kept as extra figures), and protoshard's local
-// figures (from the local and latency sections) against the grains'.
-func benchGrains(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	if !sh.haveLocal || !sh.haveRequestLat {
-		return errors.New("needs the local and latency sections (run them too)")
-	}
-	system := newSystem("grains") // c.Shutdown shuts it down
+// test provider and disthash identity lookup, a Kind of the same entity,
+// against a protoshard region on a one-node cluster of its own, in this
+// process too. Fire-and-forget looks the grain's PID up as cluster.Request
+// does (the PID cache, cluster.Get on a miss: see grainPID) and Sends, as
+// a grain has no Send of its own. A bare cluster.Get per message would be
+// unfair to the grains: it skips the cache, and with disthash every call
+// asks the placement actor. Request/response through cluster.Request.
+// Each repetition measures the region, the grains and a direct Send /
+// RequestFuture to the grains' PIDs (the grains' own baseline, kept as
+// extra figures) back to back.
+func benchGrains(ctx context.Context, cfg config, rep *report) error {
 	count := &counter{}
+	msgs := pings("grain", cfg.entities)
+	n, err := startNode(ctx, "grains-region", local.NewRegistry().Provider())
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	region, err := n.sharding.StartRegion("BenchGrainsRegion", entityProps(count), actorsharding.NewHashCodeMessageExtractor(cfg.shards))
+	if err != nil {
+		return fmt.Errorf("start region: %w", err)
+	}
+	if err := requestAll(n.system, msgs, func(int) *actor.PID { return region }); err != nil {
+		return fmt.Errorf("warm-up through the region: %w", err)
+	}
+
+	system := newSystem("grains") // c.Shutdown shuts it down
 	provider := test.NewTestProvider(test.NewInMemAgent())
 	c := cluster.New(system, cluster.Configure("protoshard-bench", provider, disthash.New(),
 		remote.Configure("127.0.0.1", 0),
@@ -40,7 +53,6 @@ func benchGrains(ctx context.Context, cfg config, rep *report, sh *shared) error
 	c.StartMember() // sleeps a second for the topology
 	defer c.Shutdown(false)
 
-	msgs := pings("grain", cfg.entities)
 	request := func(i int) error {
 		res, err := c.Request(msgs[i].EntityId, grainKind, msgs[i], cluster.WithTimeout(requestTimeout))
 		if err != nil {
@@ -71,64 +83,105 @@ func benchGrains(ctx context.Context, cfg config, rep *report, sh *shared) error
 			return fmt.Errorf("no PID for grain %s", m.EntityId)
 		}
 	}
-	var grainRate, directRate float64
-	for range rounds {
-		g, err := sendRate(ctx, system, count, cfg.messages, msgs, func(i int) *actor.PID { return grainPID(c, msgs[i].EntityId) })
-		if err != nil {
-			return fmt.Errorf("grains: %w", err)
-		}
-		d, err := sendRate(ctx, system, count, cfg.messages, msgs, func(i int) *actor.PID { return direct[i] })
-		if err != nil {
-			return fmt.Errorf("direct: %w", err)
-		}
-		grainRate, directRate = max(grainRate, g), max(directRate, d)
-	}
-	samples := max(cfg.latencySamples, len(msgs))
-	grainP50, grainP99, err := latencies(samples, func(i int) error { return request(i % len(msgs)) })
-	if err != nil {
-		return fmt.Errorf("grain requests: %w", err)
-	}
-	directP50, directP99, err := latencies(samples, func(i int) error { return ask(system, direct[i%len(msgs)], msgs[i%len(msgs)]) })
-	if err != nil {
-		return fmt.Errorf("direct requests: %w", err)
-	}
 
-	rep.add(figure{
+	samples := max(cfg.latencySamples, len(msgs))
+	return compareGrains(cfg, rep, grainSides{
+		rate: [3]func() (float64, error){
+			func() (float64, error) {
+				return sendRate(ctx, n.system, count, cfg.messages, msgs, func(int) *actor.PID { return region })
+			},
+			func() (float64, error) {
+				return sendRate(ctx, system, count, cfg.messages, msgs, func(i int) *actor.PID { return grainPID(c, msgs[i].EntityId) })
+			},
+			func() (float64, error) {
+				return sendRate(ctx, system, count, cfg.messages, msgs, func(i int) *actor.PID { return direct[i] })
+			},
+		},
+		latency: [3]func() (p50, p99 float64, err error){
+			func() (p50, p99 float64, err error) {
+				return latencies(samples, func(i int) error { return ask(n.system, region, msgs[i%len(msgs)]) })
+			},
+			func() (p50, p99 float64, err error) {
+				return latencies(samples, func(i int) error { return request(i % len(msgs)) })
+			},
+			func() (p50, p99 float64, err error) {
+				return latencies(samples, func(i int) error { return ask(system, direct[i%len(msgs)], msgs[i%len(msgs)]) })
+			},
+		},
+	}, grainTexts{
+		section:       "grains",
+		rate:          fmt.Sprintf("fire-and-forget to %d entities, one node", cfg.entities),
+		grainRate:     fmt.Sprintf("fire-and-forget to %d grains, PID cache (cluster.Get on a miss) + Send", cfg.entities),
+		request:       "request to a started entity, one node",
+		grainRequest:  "cluster.Request",
+		samples:       samples,
+		grainSend:     "proto.actor grains, PID cache (cluster.Get on a miss) + Send",
+		grainAsk:      "proto.actor cluster.Request",
+		directSend:    "direct Send",
+		directRequest: "direct RequestFuture",
+	})
+}
+
+// grainSides are the three sides of a grains section's workloads: the
+// region, the grains, and a direct Send / RequestFuture to the grains'
+// PIDs, in this order; a fire-and-forget throughput and request
+// latencies.
+type grainSides struct {
+	rate    [3]func() (float64, error)
+	latency [3]func() (p50, p99 float64, err error)
+}
+
+// grainTexts are the words of a grains section's rows.
+type grainTexts struct {
+	section                   string // of the grains' own rows (the others are "vs grains")
+	rate, grainRate           string // the throughput workload, of the region and of the grains
+	request, grainRequest     string // the latency workload, of the region and of the grains
+	samples                   int    // requests per latency measurement
+	grainSend, grainAsk       string // the grains as the region's baseline
+	directSend, directRequest string // the grains' own baseline
+}
+
+// compareGrains measures, in cfg.reps runs, the three sides back to back,
+// the throughputs first, then the latencies, and adds the region against
+// the grains as "vs grains" rows and the grains against the direct
+// baseline as extra rows.
+func compareGrains(cfg config, rep *report, s grainSides, t grainTexts) error {
+	var rate [3]series
+	if err := interleave(cfg.reps, rate[0].side("through the region", s.rate[0]),
+		rate[1].side("grains", s.rate[1]), rate[2].side("direct", s.rate[2])); err != nil {
+		return err
+	}
+	var lat [3]percentileSeries
+	if err := interleave(cfg.reps, lat[0].side("requests through the region", s.latency[0]),
+		lat[1].side("grain requests", s.latency[1]), lat[2].side("direct requests", s.latency[2])); err != nil {
+		return err
+	}
+	runs := runsText(cfg.reps)
+	rep.add(paired(figure{
 		Section:        "vs grains",
-		Workload:       fmt.Sprintf("fire-and-forget to %d entities, one node: region vs grains", cfg.entities),
+		Workload:       fmt.Sprintf("%s, %s: region vs grains", t.rate, runs),
 		Unit:           "msgs/s",
-		Protoshard:     sh.regionRate,
-		Baseline:       grainRate,
-		BaselineName:   "proto.actor grains, PID cache (cluster.Get on a miss) + Send",
+		BaselineName:   t.grainSend,
 		HigherIsBetter: true,
-	})
-	rep.add(figure{
-		Section:      "vs grains",
-		Workload:     "request to a started entity, one node, p50: region vs grains",
-		Unit:         "µs",
-		Protoshard:   sh.regionReqP50,
-		Baseline:     grainP50,
-		BaselineName: "proto.actor cluster.Request",
-	})
-	rep.add(figure{
-		Section:      "vs grains",
-		Workload:     "request to a started entity, one node, p99: region vs grains",
-		Unit:         "µs",
-		Protoshard:   sh.regionReqP99,
-		Baseline:     grainP99,
-		BaselineName: "proto.actor cluster.Request",
-	})
-	rep.addExtra(figure{
-		Section: "grains", Workload: fmt.Sprintf("fire-and-forget to %d grains, PID cache (cluster.Get on a miss) + Send", cfg.entities),
-		Unit: "msgs/s", Protoshard: grainRate, Baseline: directRate, BaselineName: "direct Send", HigherIsBetter: true,
-	})
-	rep.addExtra(figure{
-		Section: "grains", Workload: "cluster.Request p50", Unit: "µs",
-		Protoshard: grainP50, Baseline: directP50, BaselineName: "direct RequestFuture",
-	})
-	rep.addExtra(figure{
-		Section: "grains", Workload: "cluster.Request p99", Unit: "µs",
-		Protoshard: grainP99, Baseline: directP99, BaselineName: "direct RequestFuture",
-	})
+	}, rate[0], rate[1]))
+	rep.addExtra(paired(figure{
+		Section: t.section, Workload: fmt.Sprintf("%s, %s", t.grainRate, runs),
+		Unit: "msgs/s", BaselineName: t.directSend, HigherIsBetter: true,
+	}, rate[1], rate[2]))
+	for _, p := range []struct {
+		name string
+		of   func(percentileSeries) []float64
+	}{{"p50", func(s percentileSeries) []float64 { return s.p50 }}, {"p99", func(s percentileSeries) []float64 { return s.p99 }}} {
+		rep.add(paired(figure{
+			Section:      "vs grains",
+			Workload:     fmt.Sprintf("%s, %s of %d, %s: region vs grains", t.request, p.name, t.samples, runs),
+			Unit:         "µs",
+			BaselineName: t.grainAsk,
+		}, p.of(lat[0]), p.of(lat[1])))
+		rep.addExtra(paired(figure{
+			Section: t.section, Workload: fmt.Sprintf("%s %s of %d, %s", t.grainRequest, p.name, t.samples, runs),
+			Unit: "µs", BaselineName: t.directRequest,
+		}, p.of(lat[1]), p.of(lat[2])))
+	}
 	return nil
 }

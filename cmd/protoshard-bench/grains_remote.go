@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -45,33 +44,34 @@ func grainsPeer(cfg config, consulCfg *api.Config) (address string, stop func(),
 	return system.Address(), stop, nil
 }
 
-// benchGrainsRemote: the remote workloads on proto.actor's own cluster.
-// The peer process is a cluster member hosting the Kind, registered in a
-// throwaway Consul agent through proto.actor's Consul provider; this
-// process joins as a cluster client (cluster.StartClient: it hosts no
-// grain), so every grain lives in the peer and every message crosses the
-// wire, as in the remote section, whose region figures (a proxy here, the
-// region in the peer) are compared against the grains'.
+// benchGrainsRemote: the remote workloads on proto.actor's own cluster,
+// against the remote section's region (remoteRegion: a proxy here, the
+// region in a peer process), both measured here. The grains' peer process
+// is a cluster member hosting the Kind, registered in the same throwaway
+// Consul agent through proto.actor's Consul provider; this process joins
+// as a cluster client (cluster.StartClient: it hosts no grain), so every
+// grain lives in the peer and every message crosses the wire, as with the
+// region.
 //
-// The grains are also measured against a direct Send / RequestFuture to
-// the same grains' PIDs (extra figures, as in the grains section).
+// Each repetition measures the region, the grains and a direct Send /
+// RequestFuture to the same grains' PIDs (the grains' own baseline, extra
+// figures, as in the grains section) back to back.
 //
 // Fire-and-forget looks the grain's PID up the way cluster.Request does
 // (the cluster's PID cache, cluster.Get on a miss) and Sends: proto.actor
 // has no fire-and-forget to a grain, and cluster.Get alone asks the
 // owner's placement actor on every call, a remote round trip per message.
-func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	if _, err := consulBinary(); err != nil {
-		return err
-	}
-	if !sh.haveRemote {
-		return errors.New("needs the remote section (run it too)")
-	}
+func benchGrainsRemote(ctx context.Context, cfg config, rep *report) error {
 	agent, err := startConsul()
 	if err != nil {
 		return err
 	}
 	defer agent.stop()
+	region, err := startRemoteRegion(ctx, cfg, agent)
+	if err != nil {
+		return err
+	}
+	defer region.stop()
 	// The cluster name is the Consul service name.
 	service := fmt.Sprintf("protoshard-bench-grains-%d", os.Getpid())
 	peer, err := startPeer(ctx, cfg, grainsRole, agent.addr, service)
@@ -125,9 +125,8 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 			_ = backoff.Sleep(ctx, 100*time.Millisecond)
 		}
 	}
-	// The grains' own baseline, measured here too: a direct Send /
-	// RequestFuture to the activated grains' PIDs in the peer, without
-	// the cluster in between.
+	// The grains' own baseline: a direct Send / RequestFuture to the
+	// activated grains' PIDs in the peer, without the cluster in between.
 	direct := make([]*actor.PID, len(msgs))
 	for i, m := range msgs {
 		if direct[i] = grainPID(c, m.EntityId); direct[i] == nil {
@@ -135,78 +134,49 @@ func benchGrainsRemote(ctx context.Context, cfg config, rep *report, sh *shared)
 		}
 	}
 	stats := actor.NewPID(peer.address, statsName)
-	var grainRate, directRate float64
-	for range rounds {
-		g, err := remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
-			m := msgs[i%len(msgs)]
-			pid := grainPID(c, m.EntityId)
-			if pid == nil {
-				return fmt.Errorf("no PID for grain %s", m.EntityId)
-			}
-			system.Root.Send(pid, m)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("grains: %w", err)
-		}
-		d, err := remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
-			e := i % len(msgs)
-			system.Root.Send(direct[e], msgs[e])
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("direct: %w", err)
-		}
-		grainRate, directRate = max(grainRate, g), max(directRate, d)
-	}
-	grainP50, grainP99, err := latencies(cfg.remoteSamples, func(i int) error {
-		return request(msgs[i%len(msgs)], requestTimeout)
+	return compareGrains(cfg, rep, grainSides{
+		rate: [3]func() (float64, error){
+			func() (float64, error) { return region.regionRate(ctx, cfg) },
+			func() (float64, error) {
+				return remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
+					m := msgs[i%len(msgs)]
+					pid := grainPID(c, m.EntityId)
+					if pid == nil {
+						return fmt.Errorf("no PID for grain %s", m.EntityId)
+					}
+					system.Root.Send(pid, m)
+					return nil
+				})
+			},
+			func() (float64, error) {
+				return remoteRate(ctx, system, stats, cfg.remoteMessages, func(i int) error {
+					e := i % len(msgs)
+					system.Root.Send(direct[e], msgs[e])
+					return nil
+				})
+			},
+		},
+		latency: [3]func() (p50, p99 float64, err error){
+			func() (p50, p99 float64, err error) { return region.regionLatencies(cfg) },
+			func() (p50, p99 float64, err error) {
+				return latencies(cfg.remoteSamples, func(i int) error { return request(msgs[i%len(msgs)], requestTimeout) })
+			},
+			func() (p50, p99 float64, err error) {
+				return latencies(cfg.remoteSamples, func(i int) error { return ask(system, direct[i%len(msgs)], msgs[i%len(msgs)]) })
+			},
+		},
+	}, grainTexts{
+		section:       "grains-remote",
+		rate:          fmt.Sprintf("fire-and-forget to %d entities on another process", cfg.entities),
+		grainRate:     fmt.Sprintf("fire-and-forget to %d grains on another process, PID cache + Send", cfg.entities),
+		request:       "request/response to another process",
+		grainRequest:  "cluster.Request to another process",
+		samples:       cfg.remoteSamples,
+		grainSend:     "proto.actor grains, Consul provider, cluster client: PID cache + Send",
+		grainAsk:      "proto.actor cluster.Request, Consul provider, cluster client",
+		directSend:    "direct remote Send",
+		directRequest: "direct remote RequestFuture",
 	})
-	if err != nil {
-		return fmt.Errorf("grain requests: %w", err)
-	}
-	directP50, directP99, err := latencies(cfg.remoteSamples, func(i int) error {
-		return ask(system, direct[i%len(msgs)], msgs[i%len(msgs)])
-	})
-	if err != nil {
-		return fmt.Errorf("direct requests: %w", err)
-	}
-
-	rep.add(figure{
-		Section:        "vs grains",
-		Workload:       fmt.Sprintf("fire-and-forget to %d entities on another process: region vs grains", cfg.entities),
-		Unit:           "msgs/s",
-		Protoshard:     sh.remoteRate,
-		Baseline:       grainRate,
-		BaselineName:   "proto.actor grains, Consul provider, cluster client: PID cache + Send",
-		HigherIsBetter: true,
-	})
-	for _, f := range []struct {
-		p             string
-		region, grain float64
-	}{{"p50", sh.remoteReqP50, grainP50}, {"p99", sh.remoteReqP99, grainP99}} {
-		rep.add(figure{
-			Section:      "vs grains",
-			Workload:     fmt.Sprintf("request/response to another process, %s of %d: region vs grains", f.p, cfg.remoteSamples),
-			Unit:         "µs",
-			Protoshard:   f.region,
-			Baseline:     f.grain,
-			BaselineName: "proto.actor cluster.Request, Consul provider, cluster client",
-		})
-	}
-	rep.addExtra(figure{
-		Section: "grains-remote", Workload: fmt.Sprintf("fire-and-forget to %d grains on another process, PID cache + Send", cfg.entities),
-		Unit: "msgs/s", Protoshard: grainRate, Baseline: directRate, BaselineName: "direct remote Send", HigherIsBetter: true,
-	})
-	rep.addExtra(figure{
-		Section: "grains-remote", Workload: "cluster.Request to another process p50", Unit: "µs",
-		Protoshard: grainP50, Baseline: directP50, BaselineName: "direct remote RequestFuture",
-	})
-	rep.addExtra(figure{
-		Section: "grains-remote", Workload: "cluster.Request to another process p99", Unit: "µs",
-		Protoshard: grainP99, Baseline: directP99, BaselineName: "direct remote RequestFuture",
-	})
-	return nil
 }
 
 // grainPID looks a grain's PID up as cluster.Request does: the cluster's

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
-	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -23,67 +23,99 @@ const latencyShards = 1 << 20
 // the coordinator, which allocates and stores the shard, the region starts
 // it and the entity) against a request to an entity already started, both
 // through the region; then the rebalance from 1 to 3 nodes.
-func benchLatency(ctx context.Context, cfg config, rep *report, sh *shared) error {
-	if err := firstMessage(ctx, cfg, rep, sh); err != nil {
+func benchLatency(ctx context.Context, cfg config, rep *report) error {
+	if err := firstMessage(ctx, cfg, rep); err != nil {
 		return err
 	}
-	return rebalance(ctx, cfg, rep)
+	return benchRebalance(ctx, cfg, rep)
 }
 
-func firstMessage(ctx context.Context, cfg config, rep *report, sh *shared) error {
+// firstMessage measures, in each of cfg.reps runs, cfg.latencySamples
+// first requests to entities of shards never seen before, and as many
+// second requests to entities that had their first. Each run's first
+// requests go to a region (and so a coordinator) of its own: the
+// coordinator stores its whole state on every allocation, so a first
+// message costs more the more shards it already holds, and the runs would
+// each start where the one before left off. The second requests go to the
+// region of the first requests one run earlier (of an unmeasured round,
+// for the first run): an entity's second request is slower than its later
+// ones (12 vs 5 µs here), so each entity gets exactly one.
+func firstMessage(ctx context.Context, cfg config, rep *report) error {
 	n, err := startNode(ctx, "latency", local.NewRegistry().Provider())
 	if err != nil {
 		return err
 	}
 	defer n.stop()
 	ex := actorsharding.NewHashCodeMessageExtractor(latencyShards)
-	region, err := n.sharding.StartRegion("BenchLatency", entityProps(&counter{}), ex)
-	if err != nil {
-		return fmt.Errorf("start region: %w", err)
-	}
+	props := entityProps(&counter{})
 	// One entity in a shard of its own per sample, and one more to warm up
-	// the region and the coordinator.
-	seen := map[string]bool{}
-	var msgs []*testpb.Ping
-	for i := 0; len(msgs) < cfg.latencySamples+1; i++ {
-		id := fmt.Sprintf("first-%d", i)
-		if s := ex.ShardID(id); !seen[s] {
-			seen[s] = true
-			msgs = append(msgs, &testpb.Ping{EntityId: id, Seq: int64(i)})
+	// a region and its coordinator.
+	msgs := entitiesOfShards(ex, "first", cfg.latencySamples+1, nil)
+	measure := func(region *actor.PID) (p50, p99 float64, err error) {
+		return latencies(cfg.latencySamples, func(i int) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return ask(n.system, region, msgs[i+1])
+		})
+	}
+	var started []*actor.PID // regions whose entities had their first request
+	firstRequests := func() (p50, p99 float64, err error) {
+		region, err := n.sharding.StartRegion(fmt.Sprintf("BenchLatency-%d", len(started)), props, ex)
+		if err != nil {
+			return 0, 0, fmt.Errorf("start region: %w", err)
 		}
-	}
-	if err := ask(n.system, region, msgs[0]); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
-	}
-	msgs = msgs[1:]
-	do := func(i int) error {
-		if err := ctx.Err(); err != nil {
-			return err
+		if err := ask(n.system, region, msgs[0]); err != nil {
+			return 0, 0, fmt.Errorf("warm-up: %w", err)
 		}
-		return ask(n.system, region, msgs[i])
+		p50, p99, err = measure(region)
+		started = append(started, region)
+		return p50, p99, err
 	}
-	firstP50, firstP99, err := latencies(len(msgs), do)
-	if err != nil {
+	// Unmeasured: the entities of the first run's second requests.
+	if _, _, err := firstRequests(); err != nil {
 		return fmt.Errorf("first messages: %w", err)
 	}
-	warmP50, warmP99, err := latencies(len(msgs), do)
+	var first, second percentileSeries
+	err = interleave(cfg.reps, first.side("first messages", firstRequests),
+		second.side("second requests", func() (p50, p99 float64, err error) {
+			return measure(started[len(second.p50)])
+		}))
 	if err != nil {
-		return fmt.Errorf("requests to started entities: %w", err)
+		return err
 	}
 	for _, f := range []struct {
 		p           string
-		first, warm float64
-	}{{"p50", firstP50, warmP50}, {"p99", firstP99, warmP99}} {
-		rep.add(figure{
+		first, warm []float64
+	}{{"p50", first.p50, second.p50}, {"p99", first.p99, second.p99}} {
+		rep.add(paired(figure{
 			Section:      "latency",
-			Workload:     fmt.Sprintf("first request to a never-seen shard, %s of %d", f.p, len(msgs)),
+			Workload:     fmt.Sprintf("first request to a never-seen shard, %s of %d, %s", f.p, cfg.latencySamples, runsText(cfg.reps)),
 			Unit:         "µs",
-			Protoshard:   f.first,
-			Baseline:     f.warm,
-			BaselineName: "request to an entity already started, through the region",
-		})
+			BaselineName: "request to an entity already started (its second request), through the region",
+		}, f.first, f.warm))
 	}
-	sh.regionReqP50, sh.regionReqP99, sh.haveRequestLat = warmP50, warmP99, true
+	return nil
+}
+
+// benchRebalance: cfg.reps rounds of rebalance, each on nodes of its own.
+// In a round the placing (the baseline) necessarily comes first.
+func benchRebalance(ctx context.Context, cfg config, rep *report) error {
+	var took, place []float64
+	for round := range cfg.reps {
+		runtime.GC() // as interleave does: no round pays for the garbage of the one before
+		t, p, err := rebalance(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round+1, err)
+		}
+		took, place = append(took, ms(t)), append(place, ms(p))
+	}
+	rep.add(paired(figure{
+		Section:      "latency",
+		Workload:     fmt.Sprintf("rebalance %d shards from 1 to 3 nodes (interval %v), %s", cfg.rebalanceShards, cfg.rebalanceInterval, runsText(cfg.reps)),
+		Unit:         "ms",
+		BaselineName: fmt.Sprintf("placing the %d shards on one node from scratch", cfg.rebalanceShards),
+	}, took, place))
 	return nil
 }
 
@@ -91,8 +123,9 @@ func firstMessage(ctx context.Context, cfg config, rep *report, sh *shared) erro
 // baseline), then two nodes join and it times until the coordinator has
 // spread the shards evenly over the three. A shard handed off is placed
 // again on its next message, so a trickle of traffic (one message per
-// shard every 20ms) goes on meanwhile.
-func rebalance(ctx context.Context, cfg config, rep *report) error {
+// shard every 20ms) goes on meanwhile. It returns the rebalance's time and
+// the placing's.
+func rebalance(ctx context.Context, cfg config) (took, place time.Duration, err error) {
 	const typeName = "BenchRebalance"
 	registry := local.NewRegistry()
 	store := coordinatoractor.NewMemoryStore()
@@ -105,11 +138,7 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 	}
 	props := entityProps(&counter{})
 	var nodes []*node
-	defer func() {
-		for _, n := range nodes {
-			n.stop()
-		}
-	}()
+	defer func() { stopNodes(nodes...) }()
 	start := func(name string) (*node, *actor.PID, error) {
 		n, err := startNode(ctx, name, registry.Provider())
 		if err != nil {
@@ -124,26 +153,17 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 	}
 	a, regionA, err := start("rebalance-a")
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if err := waitRegions(ctx, a.system, regionA, 1); err != nil {
-		return err
+		return 0, 0, err
 	}
-	// One entity per shard.
-	seen := map[string]bool{}
-	var msgs []*testpb.Ping
-	for i := 0; len(msgs) < cfg.rebalanceShards; i++ {
-		id := fmt.Sprintf("rebalance-%d", i)
-		if s := ex.ShardID(id); !seen[s] {
-			seen[s] = true
-			msgs = append(msgs, &testpb.Ping{EntityId: id, Seq: int64(i)})
-		}
-	}
+	msgs := entitiesOfShards(ex, "rebalance", cfg.rebalanceShards, nil) // one entity per shard
 	t0 := time.Now()
 	if err := requestAll(a.system, msgs, func(int) *actor.PID { return regionA }); err != nil {
-		return fmt.Errorf("placing the shards on one node: %w", err)
+		return 0, 0, fmt.Errorf("placing the shards on one node: %w", err)
 	}
-	place := time.Since(t0)
+	place = time.Since(t0)
 
 	coordinator := actor.NewPID(a.system.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	spread := func() ([]int, error) {
@@ -162,7 +182,7 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 		return out, nil
 	}
 	if s, err := spread(); err != nil || len(s) != 1 || s[0] != cfg.rebalanceShards {
-		return fmt.Errorf("before the rebalance the coordinator on the oldest node reports %v (%v), want [%d]", s, err, cfg.rebalanceShards)
+		return 0, 0, fmt.Errorf("before the rebalance the coordinator on the oldest node reports %v (%v), want [%d]", s, err, cfg.rebalanceShards)
 	}
 
 	t1 := time.Now()
@@ -184,7 +204,7 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 	}()
 	for _, name := range []string{"rebalance-b", "rebalance-c"} {
 		if _, _, err := start(name); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	var last []int
@@ -197,20 +217,10 @@ func rebalance(ctx context.Context, cfg config, rep *report) error {
 			}
 		}
 		if err := backoff.Sleep(ctx, 10*time.Millisecond); err != nil {
-			return fmt.Errorf("shards not spread evenly (last %v): %w", last, err)
+			return 0, 0, fmt.Errorf("shards not spread evenly (last %v): %w", last, err)
 		}
 	}
-	took := time.Since(t1)
-	rep.add(figure{
-		Section:  "latency",
-		Workload: fmt.Sprintf("rebalance %d shards from 1 to 3 nodes (interval %v)", cfg.rebalanceShards, cfg.rebalanceInterval),
-		Unit:     "ms",
-		Protoshard: float64(took) /
-			float64(time.Millisecond),
-		Baseline:     float64(place) / float64(time.Millisecond),
-		BaselineName: fmt.Sprintf("placing the %d shards on one node from scratch", cfg.rebalanceShards),
-	})
-	return nil
+	return time.Since(t1), place, nil
 }
 
 // even: want regions hold every shard, none two more than another.

@@ -9,15 +9,10 @@ import (
 	"github.com/protoshard/protoshard/membership/local"
 )
 
-// rounds is how many times each throughput is measured; the best counts,
-// alternating protoshard and baseline so that neither gets the warmer
-// machine.
-const rounds = 2
-
 // benchLocal: fire-and-forget messages/s through a region on one node to
 // cfg.entities running entities, against the same messages sent straight
 // to as many plain actors of the same entity type.
-func benchLocal(ctx context.Context, cfg config, rep *report, sh *shared) error {
+func benchLocal(ctx context.Context, cfg config, rep *report) error {
 	n, err := startNode(ctx, "local", local.NewRegistry().Provider())
 	if err != nil {
 		return err
@@ -42,27 +37,21 @@ func benchLocal(ctx context.Context, cfg config, rep *report, sh *shared) error 
 	if err := requestAll(n.system, msgs, func(i int) *actor.PID { return direct[i] }); err != nil {
 		return fmt.Errorf("warm-up of the plain actors: %w", err)
 	}
-	var regionRate, directRate float64
-	for range rounds {
-		r, err := sendRate(ctx, n.system, count, cfg.messages, msgs, func(int) *actor.PID { return region })
-		if err != nil {
-			return fmt.Errorf("through the region: %w", err)
-		}
-		d, err := sendRate(ctx, n.system, count, cfg.messages, msgs, func(i int) *actor.PID { return direct[i] })
-		if err != nil {
-			return fmt.Errorf("direct: %w", err)
-		}
-		regionRate, directRate = max(regionRate, r), max(directRate, d)
+	var regionRates, directRates series
+	err = interleave(cfg.reps, regionRates.side("through the region", func() (float64, error) {
+		return sendRate(ctx, n.system, count, cfg.messages, msgs, func(int) *actor.PID { return region })
+	}), directRates.side("direct", func() (float64, error) {
+		return sendRate(ctx, n.system, count, cfg.messages, msgs, func(i int) *actor.PID { return direct[i] })
+	}))
+	if err != nil {
+		return err
 	}
-	rep.add(figure{
+	rep.add(paired(figure{
 		Section:        "local",
-		Workload:       fmt.Sprintf("fire-and-forget to %d entities, one node", cfg.entities),
+		Workload:       fmt.Sprintf("fire-and-forget to %d entities, one node, %s", cfg.entities, runsText(cfg.reps)),
 		Unit:           "msgs/s",
-		Protoshard:     regionRate,
-		Baseline:       directRate,
 		BaselineName:   "direct Send to the actors' PIDs",
 		HigherIsBetter: true,
-	})
-	sh.regionRate, sh.haveLocal = regionRate, true
+	}, regionRates, directRates))
 	return nil
 }

@@ -15,14 +15,14 @@
 //     Skipped, with the reason, when no Consul binary is found.
 //   - grains: proto.actor's own cluster (grains of a Kind, disthash
 //     identity lookup, the in-memory test provider), the alternative a
-//     proto.actor user would pick: protoshard's local figures against the
-//     grains'.
+//     proto.actor user would pick: a region on a one-node cluster (the
+//     local section's workload) against the grains, both in this process.
 //   - grains-remote: the remote workloads on proto.actor's cluster across
 //     two OS processes: the peer (-role=grains-peer) is a member hosting
 //     the grains, registered in a throwaway Consul agent through
 //     proto.actor's Consul provider, this process a cluster client, so
-//     every message crosses the wire. The remote section's region figures
-//     against the grains'. Skipped, with the reason, when no Consul binary
+//     every message crosses the wire. Against the remote section's region
+//     (its peer runs too). Skipped, with the reason, when no Consul binary
 //     is found.
 //   - failover: two nodes in two OS processes with Consul membership and
 //     the coordinator's state in Consul KV; the peer (-role=failover-peer)
@@ -43,6 +43,12 @@
 //	go run ./cmd/protoshard-bench -json out.json
 //	go run ./cmd/protoshard-bench -sections local,latency
 //
+// Every throughput and latency is measured in -reps runs (failover and
+// recovery: their own rounds), each measuring protoshard and its baseline
+// back to back, which first alternating; a figure is the median of the
+// runs, its ratio the median of the runs' ratios, with their lowest and
+// highest (ratio_min, ratio_max in the JSON file).
+//
 // Every ratio is protoshard / baseline: below 1 for a throughput means
 // slower than the baseline, above 1 for a latency, memory or time means
 // more. PROTOSHARD_LOG=1 shows the nodes' logs on stderr.
@@ -58,6 +64,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -82,6 +89,7 @@ type config struct {
 	failoverRounds    int           // kills of the coordinator's node in the failover section
 	recoveryShards    int           // remembered shards allocated again in the recovery section
 	recoveryRounds    int           // rounds of the recovery section (each store), the median counts
+	reps              int           // interleaved repetitions of each figure with a baseline (the medians count)
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
 	svgPath           string
@@ -112,6 +120,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	failoverRounds := fs.Int("failover-rounds", 0, "kills of the coordinator's node in the failover section, the median counts (default 3, 1 with -short)")
 	recoveryShards := fs.Int("recovery-shards", 0, "remembered shards allocated again in the recovery section (default 1000, 200 with -short)")
 	recoveryRounds := fs.Int("recovery-rounds", 0, "rounds of the recovery section with each store, the median counts (default 5, 1 with -short)")
+	reps := fs.Int("reps", 0, "interleaved repetitions of each throughput and latency figure and its baseline, the medians count (default 5, 3 with -short)")
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
@@ -149,6 +158,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		failoverRounds:    pick(*failoverRounds, 3, 1),
 		recoveryShards:    pick(*recoveryShards, 1000, 200),
 		recoveryRounds:    pick(*recoveryRounds, 5, 1),
+		reps:              pick(*reps, 5, 3),
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
 		svgPath:           *svgPath,
@@ -172,7 +182,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	}
 	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
 		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 ||
-		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 {
+		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 || cfg.reps < 1 {
 		return config{}, errors.New("every count must be positive (rebalance-shards at least 3) and the rebalance interval above zero")
 	}
 	return cfg, nil
@@ -206,16 +216,27 @@ func main() {
 }
 
 // figure is one row of the table: a protoshard figure, its baseline
-// measured in the same run, and their ratio.
+// measured in the same run, and their ratio; paired fills in the figures.
 type figure struct {
-	Section    string  `json:"section"`
-	Workload   string  `json:"workload"`
-	Unit       string  `json:"unit"`
+	Section  string `json:"section"`
+	Workload string `json:"workload"`
+	Unit     string `json:"unit"`
+	// Protoshard and Baseline are the medians of the repetitions.
 	Protoshard float64 `json:"protoshard"`
 	Baseline   float64 `json:"baseline"`
 	// BaselineName says what the baseline is.
-	BaselineName string  `json:"baseline_name"`
-	Ratio        float64 `json:"ratio"`
+	BaselineName string `json:"baseline_name"`
+	// Ratio is the median of the repetitions' ratios protoshard /
+	// baseline, each of two values measured back to back; RatioMin and
+	// RatioMax are the lowest and highest of them.
+	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+	// Reps is the number of repetitions, ProtoshardRuns and BaselineRuns
+	// their values in the order measured.
+	Reps           int       `json:"reps"`
+	ProtoshardRuns []float64 `json:"protoshard_runs"`
+	BaselineRuns   []float64 `json:"baseline_runs"`
 	// HigherIsBetter tells a chart which way is good.
 	HigherIsBetter bool `json:"higher_is_better"`
 }
@@ -237,28 +258,9 @@ type report struct {
 	Failed  map[string]string `json:"failed,omitempty"`
 }
 
-func (r *report) add(f figure) {
-	f.Ratio = f.Protoshard / f.Baseline
-	r.Figures = append(r.Figures, f)
-}
+func (r *report) add(f figure) { r.Figures = append(r.Figures, f) }
 
-func (r *report) addExtra(f figure) {
-	f.Ratio = f.Protoshard / f.Baseline
-	r.Extra = append(r.Extra, f)
-}
-
-// shared carries figures one section measured and a later one compares.
-type shared struct {
-	regionRate     float64 // local region msgs/s
-	regionReqP50   float64 // local region request to a started entity, µs
-	regionReqP99   float64
-	haveLocal      bool
-	haveRequestLat bool
-	remoteRate     float64 // region msgs/s to another process
-	remoteReqP50   float64 // region request to another process, µs
-	remoteReqP99   float64
-	haveRemote     bool
-}
+func (r *report) addExtra(f figure) { r.Extra = append(r.Extra, f) }
 
 // run runs the sections, prints the table on out, writes the JSON file if
 // asked, and returns an error if a section failed.
@@ -283,15 +285,15 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			"failover_rounds":    cfg.failoverRounds,
 			"recovery_shards":    cfg.recoveryShards,
 			"recovery_rounds":    cfg.recoveryRounds,
+			"reps":               cfg.reps,
 		},
 		Skipped: map[string]string{},
 		Failed:  map[string]string{},
 	}
-	sh := &shared{}
 	fmt.Fprintf(out, "protoshard-bench: %s %s/%s, %d CPUs%s\n", rep.GoVersion, rep.GOOS, rep.GOARCH, rep.CPUs, map[bool]string{true: ", -short", false: ""}[cfg.short])
 	type section struct {
 		name string
-		fn   func(context.Context, config, *report, *shared) error
+		fn   func(context.Context, config, *report) error
 	}
 	// Memory runs last: its entities would weigh on the others' GC.
 	for _, s := range []section{
@@ -310,7 +312,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		fmt.Fprintf(out, "running %s...\n", s.name)
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, cfg.sectionTimeout)
-		err := s.fn(sctx, cfg, rep, sh)
+		err := s.fn(sctx, cfg, rep)
 		cancel()
 		var skip *skipError
 		switch {
@@ -328,9 +330,10 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 	fmt.Fprintln(out)
 	printTable(out, rep)
 	var errs []error
-	for _, f := range rep.Figures {
-		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) {
-			errs = append(errs, fmt.Errorf("%s: %s: bad figure %v / %v", f.Section, f.Workload, f.Protoshard, f.Baseline))
+	for _, f := range append(slices.Clone(rep.Figures), rep.Extra...) {
+		if !validFigure(f) {
+			errs = append(errs, fmt.Errorf("%s: %s: bad figure %v / %v, ratio %v (%v..%v) of %d runs",
+				f.Section, f.Workload, f.Protoshard, f.Baseline, f.Ratio, f.RatioMin, f.RatioMax, f.Reps))
 		}
 	}
 	for name, msg := range rep.Failed {
@@ -366,6 +369,13 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 
 func valid(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
 
+// validFigure: every value positive and finite, measured at least once,
+// the ratio within its spread.
+func validFigure(f figure) bool {
+	return valid(f.Protoshard) && valid(f.Baseline) && valid(f.Ratio) && valid(f.RatioMin) && valid(f.RatioMax) &&
+		f.Reps > 0 && f.RatioMin <= f.Ratio && f.Ratio <= f.RatioMax
+}
+
 // skipError skips a section with a reason (not a failure).
 type skipError struct{ reason string }
 
@@ -375,8 +385,7 @@ func printTable(out io.Writer, rep *report) {
 	fmt.Fprintln(out, "| workload | protoshard | baseline | ratio |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|")
 	for _, f := range rep.Figures {
-		fmt.Fprintf(out, "| %s: %s (baseline: %s) | %s %s | %s %s | %.2f |\n",
-			f.Section, f.Workload, f.BaselineName, num(f.Protoshard), f.Unit, num(f.Baseline), f.Unit, f.Ratio)
+		printRow(out, f)
 	}
 	for name, why := range rep.Skipped {
 		fmt.Fprintf(out, "| %s: skipped (%s) | | | |\n", name, why)
@@ -391,12 +400,26 @@ func printTable(out io.Writer, rep *report) {
 		fmt.Fprintln(out, "| workload | grains | baseline | ratio |")
 		fmt.Fprintln(out, "|---|---:|---:|---:|")
 		for _, f := range rep.Extra {
-			fmt.Fprintf(out, "| %s: %s (baseline: %s) | %s %s | %s %s | %.2f |\n",
-				f.Section, f.Workload, f.BaselineName, num(f.Protoshard), f.Unit, num(f.Baseline), f.Unit, f.Ratio)
+			printRow(out, f)
 		}
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "ratio = protoshard / baseline, both measured in this run.")
+	fmt.Fprintln(out, "protoshard and baseline: medians of the runs, each run measuring both back to back, which first alternating.")
+	fmt.Fprintln(out, "ratio = protoshard / baseline: the median of the runs' ratios, the lowest and highest in brackets.")
+}
+
+func printRow(out io.Writer, f figure) {
+	fmt.Fprintf(out, "| %s: %s (baseline: %s) | %s %s | %s %s | %s |\n",
+		f.Section, f.Workload, f.BaselineName, num(f.Protoshard), f.Unit, num(f.Baseline), f.Unit, ratioText(f))
+}
+
+// ratioText is the ratio with the spread of the runs' ratios:
+// "0.52 (0.41–0.63)", or the ratio alone when there is one run.
+func ratioText(f figure) string {
+	if f.Reps < 2 {
+		return fmt.Sprintf("%.2f", f.Ratio)
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", f.Ratio, f.RatioMin, f.RatioMax)
 }
 
 // num formats a figure with 3 significant digits, without exponents.

@@ -73,8 +73,13 @@ func TestShortRun(t *testing.T) {
 	got := map[string]int{}
 	for _, f := range rep.Figures {
 		got[f.Section]++
-		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) || f.Unit == "" || f.BaselineName == "" {
+		if !validFigure(f) || f.Unit == "" || f.BaselineName == "" {
 			t.Errorf("bad figure: %+v", f)
+		}
+		// The throughput and latency figures are medians of cfg.reps
+		// interleaved runs (failover, recovery and memory count their own).
+		if contains([]string{"local", "latency", "remote", "vs grains"}, f.Section) && f.Reps != cfg.reps {
+			t.Errorf("%s: %s: %d runs, want %d", f.Section, f.Workload, f.Reps, cfg.reps)
 		}
 	}
 	for section, n := range want {
@@ -86,7 +91,7 @@ func TestShortRun(t *testing.T) {
 		t.Errorf("%d grain reference figures, want %d", len(rep.Extra), wantExtra)
 	}
 	for _, f := range rep.Extra {
-		if !valid(f.Protoshard) || !valid(f.Baseline) || !valid(f.Ratio) {
+		if !validFigure(f) || f.Reps != cfg.reps {
 			t.Errorf("bad grain figure: %+v", f)
 		}
 	}
@@ -95,6 +100,10 @@ func TestShortRun(t *testing.T) {
 	}
 	if !bytes.Contains(out.Bytes(), []byte("| workload | protoshard | baseline | ratio |")) {
 		t.Error("no table in the output")
+	}
+
+	if !bytes.Contains(out.Bytes(), []byte("median of 3 runs")) {
+		t.Error("the table does not say the figures are medians of the runs")
 	}
 
 	// The JSON file holds the same figures.
@@ -116,8 +125,14 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.sections["local"] || !cfg.sections["grains"] || cfg.sections["memory"] || cfg.memEntities != 1_000_000 {
+	if !cfg.sections["local"] || !cfg.sections["grains"] || cfg.sections["memory"] || cfg.memEntities != 1_000_000 || cfg.reps != 5 {
 		t.Errorf("parsed %+v", cfg)
+	}
+	if cfg, err := parseFlags([]string{"-short"}, os.Stderr); err != nil || cfg.reps != 3 {
+		t.Errorf("-short: %d runs (%v), want 3", cfg.reps, err)
+	}
+	if cfg, err := parseFlags([]string{"-short", "-reps", "7"}, os.Stderr); err != nil || cfg.reps != 7 {
+		t.Errorf("-short -reps 7: %d runs (%v), want 7", cfg.reps, err)
 	}
 	if _, err := parseFlags([]string{"-sections", "nope"}, &bytes.Buffer{}); err == nil {
 		t.Error("an unknown section was accepted")

@@ -52,7 +52,7 @@ func settledHeap(ctx context.Context) uint64 {
 // (one message each, then idle) against N bare actors spawned and sent one
 // message each. The shards are started before the first reading, so the
 // figure is per entity, not per shard.
-func benchMemory(ctx context.Context, cfg config, rep *report, _ *shared) error {
+func benchMemory(ctx context.Context, cfg config, rep *report) error {
 	bare, err := bareActors(ctx, cfg.memEntities)
 	if err != nil {
 		return fmt.Errorf("bare actors: %w", err)
@@ -61,14 +61,12 @@ func benchMemory(ctx context.Context, cfg config, rep *report, _ *shared) error 
 	if err != nil {
 		return fmt.Errorf("sharded entities: %w", err)
 	}
-	rep.add(figure{
+	rep.add(paired(figure{
 		Section:      "memory",
 		Workload:     fmt.Sprintf("heap per idle entity, %d entities", cfg.memEntities),
 		Unit:         "bytes",
-		Protoshard:   sharded,
-		Baseline:     bare,
 		BaselineName: "bare actor spawned with the same props",
-	})
+	}, []float64{sharded}, []float64{bare}))
 	return nil
 }
 

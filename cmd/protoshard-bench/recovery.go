@@ -23,46 +23,36 @@ import (
 // region (and with it the coordinator) until the written state places
 // every shard on it, with the state in Consul KV; the baseline, the same
 // with the state in memory, so that the ratio is what the Consul writes
-// add. The median of cfg.recoveryRounds rounds of each, interleaved (the
-// machine's speed swings between rounds).
-func benchRecovery(ctx context.Context, cfg config, rep *report, _ *shared) error {
+// add. The medians of cfg.recoveryRounds rounds of each, interleaved (the
+// machine's speed swings between rounds), and of the rounds' ratios.
+func benchRecovery(ctx context.Context, cfg config, rep *report) error {
 	agent, err := startConsul()
 	if err != nil {
 		return err
 	}
 	defer agent.stop()
-	var inConsul, inMemory []time.Duration
-	for round := range cfg.recoveryRounds {
-		// Which goes first alternates, so that neither always follows the other.
-		for i := range 2 {
-			consul := (round+i)%2 == 0
-			var store coordinatoractor.StateStore = coordinatoractor.NewMemoryStore()
-			if consul {
-				store = coordinatoractor.NewConsulStore(agent.client, coordinatoractor.ConsulStateKey(recoveryType(round, consul)))
-			}
-			d, err := recoveryRound(ctx, cfg, store, recoveryType(round, consul))
-			if err != nil {
-				return fmt.Errorf("round %d (state in %s): %w", round+1, map[bool]string{true: "Consul", false: "memory"}[consul], err)
-			}
-			if consul {
-				inConsul = append(inConsul, d)
-			} else {
-				inMemory = append(inMemory, d)
-			}
+	var inConsul, inMemory series
+	round := func(consul bool, done int) (float64, error) {
+		typeName := recoveryType(done, consul)
+		var store coordinatoractor.StateStore = coordinatoractor.NewMemoryStore()
+		if consul {
+			store = coordinatoractor.NewConsulStore(agent.client, coordinatoractor.ConsulStateKey(typeName))
 		}
+		d, err := recoveryRound(ctx, cfg, store, typeName)
+		return ms(d), err
 	}
-	of := "one round"
-	if cfg.recoveryRounds > 1 {
-		of = fmt.Sprintf("median of %d rounds", cfg.recoveryRounds)
+	err = interleave(cfg.recoveryRounds,
+		inConsul.side("state in Consul", func() (float64, error) { return round(true, len(inConsul)) }),
+		inMemory.side("state in memory", func() (float64, error) { return round(false, len(inMemory)) }))
+	if err != nil {
+		return err
 	}
-	rep.add(figure{
+	rep.add(paired(figure{
 		Section:      "recovery",
-		Workload:     fmt.Sprintf("allocate %d remembered shards after a crash (Consul), %s", cfg.recoveryShards, of),
+		Workload:     fmt.Sprintf("allocate %d remembered shards after a crash (Consul), %s", cfg.recoveryShards, medianOf(cfg.recoveryRounds, "round", "rounds")),
 		Unit:         "ms",
-		Protoshard:   median(inConsul),
-		Baseline:     median(inMemory),
 		BaselineName: "the same with the coordinator state in memory",
-	})
+	}, inConsul, inMemory))
 	return nil
 }
 

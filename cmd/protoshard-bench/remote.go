@@ -30,107 +30,152 @@ const (
 	rawPrefix = "raw-"
 )
 
-// benchRemote: two nodes in two processes on loopback, with membership
-// through a throwaway Consul dev agent. This process runs a proxy (it
-// hosts nothing), the peer process the region with every entity, so every
-// message crosses the wire. Baseline: raw proto.actor remote Send and
-// RequestFuture from this process to plain actors in the peer.
-func benchRemote(ctx context.Context, cfg config, rep *report, sh *shared) error {
+// remoteRegion is the protoshard side of the remote workloads: two nodes
+// in two processes on loopback, with membership through a Consul agent.
+// This process runs a proxy (it hosts nothing), the peer process the
+// region with every entity, so every message crosses the wire. The peer
+// also runs plain actors of the entity type (raw) and the stats actor
+// that counts the Pings they all receive.
+type remoteRegion struct {
+	node  *node
+	proxy *actor.PID
+	peer  *peerProcess
+	raw   []*actor.PID
+	stats *actor.PID
+	msgs  []*testpb.Ping
+}
+
+// startRemoteRegion starts the remoteRegion and warms it up: every entity
+// and raw actor has answered a request. Its stop ends both nodes.
+func startRemoteRegion(ctx context.Context, cfg config, agent *consulAgent) (*remoteRegion, error) {
+	service := fmt.Sprintf("protoshard-bench-%d", os.Getpid())
+	provider, err := consul.New(consul.Config{Client: agent.client, ServiceName: service, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	n, err := startNode(ctx, "remote-a", provider)
+	if err != nil {
+		return nil, err
+	}
+	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
+	proxy, err := n.sharding.StartProxy(remoteType, ex, remoteStateStore(agent.client))
+	if err != nil {
+		n.stop()
+		return nil, fmt.Errorf("start proxy: %w", err)
+	}
+	peer, err := startPeer(ctx, cfg, remoteRole, agent.addr, service)
+	if err != nil {
+		n.stop()
+		return nil, err
+	}
+	r := &remoteRegion{node: n, proxy: proxy, peer: peer, stats: actor.NewPID(peer.address, statsName), msgs: pings("remote", cfg.entities)}
+	r.raw = make([]*actor.PID, len(r.msgs))
+	for i := range r.raw {
+		r.raw[i] = actor.NewPID(peer.address, fmt.Sprintf("%s%d", rawPrefix, i))
+	}
+	if err := r.warmUp(ctx); err != nil {
+		r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *remoteRegion) warmUp(ctx context.Context) error {
+	if err := waitRegions(ctx, r.node.system, r.proxy, 1); err != nil {
+		return err
+	}
+	if err := requestAll(r.node.system, r.msgs, func(int) *actor.PID { return r.proxy }); err != nil {
+		return fmt.Errorf("warm-up through the region: %w", err)
+	}
+	if err := requestAll(r.node.system, r.msgs, func(i int) *actor.PID { return r.raw[i] }); err != nil {
+		return fmt.Errorf("warm-up of the raw actors: %w", err)
+	}
+	return nil
+}
+
+func (r *remoteRegion) stop() {
+	r.peer.stop()
+	r.node.stop()
+}
+
+// rate sends cfg.remoteMessages Pings fire-and-forget, round robin over
+// the entities, each to target(entity); messages/s until all arrived.
+func (r *remoteRegion) rate(ctx context.Context, cfg config, target func(entity int) *actor.PID) (float64, error) {
+	return remoteRate(ctx, r.node.system, r.stats, cfg.remoteMessages, func(i int) error {
+		e := i % len(r.msgs)
+		r.node.system.Root.Send(target(e), r.msgs[e])
+		return nil
+	})
+}
+
+// regionRate is rate through the proxy.
+func (r *remoteRegion) regionRate(ctx context.Context, cfg config) (float64, error) {
+	return r.rate(ctx, cfg, func(int) *actor.PID { return r.proxy })
+}
+
+// regionLatencies are cfg.remoteSamples requests through the proxy, round
+// robin over the entities.
+func (r *remoteRegion) regionLatencies(cfg config) (p50, p99 float64, err error) {
+	return latencies(cfg.remoteSamples, func(i int) error {
+		return ask(r.node.system, r.proxy, r.msgs[i%len(r.msgs)])
+	})
+}
+
+// benchRemote: the remoteRegion's fire-and-forget throughput and
+// request/response latency through the region. Baseline: raw proto.actor
+// remote Send and RequestFuture from this process to the plain actors in
+// the peer.
+func benchRemote(ctx context.Context, cfg config, rep *report) error {
 	agent, err := startConsul()
 	if err != nil {
 		return err
 	}
 	defer agent.stop()
-	service := fmt.Sprintf("protoshard-bench-%d", os.Getpid())
-	provider, err := consul.New(consul.Config{Client: agent.client, ServiceName: service, Logger: slog.New(slog.DiscardHandler)})
+	r, err := startRemoteRegion(ctx, cfg, agent)
 	if err != nil {
 		return err
 	}
-	n, err := startNode(ctx, "remote-a", provider)
-	if err != nil {
-		return err
-	}
-	defer n.stop()
-	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	proxy, err := n.sharding.StartProxy(remoteType, ex, remoteStateStore(agent.client))
-	if err != nil {
-		return fmt.Errorf("start proxy: %w", err)
-	}
-	peer, err := startPeer(ctx, cfg, remoteRole, agent.addr, service)
-	if err != nil {
-		return err
-	}
-	defer peer.stop()
-	if err := waitRegions(ctx, n.system, proxy, 1); err != nil {
-		return err
-	}
-	msgs := pings("remote", cfg.entities)
-	raw := make([]*actor.PID, len(msgs))
-	for i := range raw {
-		raw[i] = actor.NewPID(peer.address, fmt.Sprintf("%s%d", rawPrefix, i))
-	}
-	stats := actor.NewPID(peer.address, statsName)
-	if err := requestAll(n.system, msgs, func(int) *actor.PID { return proxy }); err != nil {
-		return fmt.Errorf("warm-up through the region: %w", err)
-	}
-	if err := requestAll(n.system, msgs, func(i int) *actor.PID { return raw[i] }); err != nil {
-		return fmt.Errorf("warm-up of the raw actors: %w", err)
-	}
+	defer r.stop()
 
-	rate := func(target func(i int) *actor.PID) (float64, error) {
-		return remoteRate(ctx, n.system, stats, cfg.remoteMessages, func(i int) error {
-			e := i % len(msgs)
-			n.system.Root.Send(target(e), msgs[e])
-			return nil
+	var regionRates, rawRates series
+	err = interleave(cfg.reps, regionRates.side("through the region", func() (float64, error) {
+		return r.regionRate(ctx, cfg)
+	}), rawRates.side("raw remote", func() (float64, error) {
+		return r.rate(ctx, cfg, func(e int) *actor.PID { return r.raw[e] })
+	}))
+	if err != nil {
+		return err
+	}
+	var regionLat, rawLat percentileSeries
+	err = interleave(cfg.reps, regionLat.side("requests through the region", func() (p50, p99 float64, err error) {
+		return r.regionLatencies(cfg)
+	}), rawLat.side("raw remote requests", func() (p50, p99 float64, err error) {
+		return latencies(cfg.remoteSamples, func(i int) error {
+			e := i % len(r.msgs)
+			return ask(r.node.system, r.raw[e], r.msgs[e])
 		})
-	}
-	var regionRate, rawRate float64
-	for range rounds {
-		r, err := rate(func(int) *actor.PID { return proxy })
-		if err != nil {
-			return fmt.Errorf("through the region: %w", err)
-		}
-		d, err := rate(func(i int) *actor.PID { return raw[i] })
-		if err != nil {
-			return fmt.Errorf("raw remote: %w", err)
-		}
-		regionRate, rawRate = max(regionRate, r), max(rawRate, d)
-	}
-	regionP50, regionP99, err := latencies(cfg.remoteSamples, func(i int) error {
-		return ask(n.system, proxy, msgs[i%len(msgs)])
-	})
+	}))
 	if err != nil {
-		return fmt.Errorf("requests through the region: %w", err)
+		return err
 	}
-	rawP50, rawP99, err := latencies(cfg.remoteSamples, func(i int) error {
-		return ask(n.system, raw[i%len(msgs)], msgs[i%len(msgs)])
-	})
-	if err != nil {
-		return fmt.Errorf("raw remote requests: %w", err)
-	}
-	rep.add(figure{
+	rep.add(paired(figure{
 		Section:        "remote",
-		Workload:       fmt.Sprintf("fire-and-forget to %d entities on another process", cfg.entities),
+		Workload:       fmt.Sprintf("fire-and-forget to %d entities on another process, %s", cfg.entities, runsText(cfg.reps)),
 		Unit:           "msgs/s",
-		Protoshard:     regionRate,
-		Baseline:       rawRate,
 		BaselineName:   "raw proto.actor remote Send",
 		HigherIsBetter: true,
-	})
+	}, regionRates, rawRates))
 	for _, f := range []struct {
 		p           string
-		region, raw float64
-	}{{"p50", regionP50, rawP50}, {"p99", regionP99, rawP99}} {
-		rep.add(figure{
+		region, raw []float64
+	}{{"p50", regionLat.p50, rawLat.p50}, {"p99", regionLat.p99, rawLat.p99}} {
+		rep.add(paired(figure{
 			Section:      "remote",
-			Workload:     fmt.Sprintf("request/response to another process, %s of %d", f.p, cfg.remoteSamples),
+			Workload:     fmt.Sprintf("request/response to another process, %s of %d, %s", f.p, cfg.remoteSamples, runsText(cfg.reps)),
 			Unit:         "µs",
-			Protoshard:   f.region,
-			Baseline:     f.raw,
 			BaselineName: "raw proto.actor remote RequestFuture",
-		})
+		}, f.region, f.raw))
 	}
-	sh.remoteRate, sh.remoteReqP50, sh.remoteReqP99, sh.haveRemote = regionRate, regionP50, regionP99, true
 	return nil
 }
 
