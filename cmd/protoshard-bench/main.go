@@ -295,8 +295,12 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		name string
 		fn   func(context.Context, config, *report) error
 	}
-	// Memory runs last: its entities would weigh on the others' GC.
+	// Memory runs first: the nodes of the other sections go on freeing
+	// memory for a while after they stop (pending timers of their remotes),
+	// which made the bare actors' heap grow less than it does alone (615
+	// against 679 bytes per actor).
 	for _, s := range []section{
+		{"memory", benchMemory},
 		{"local", benchLocal},
 		{"latency", benchLatency},
 		{"remote", benchRemote},
@@ -304,7 +308,6 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"grains-remote", benchGrainsRemote},
 		{"failover", benchFailover},
 		{"recovery", benchRecovery},
-		{"memory", benchMemory},
 	} {
 		if !cfg.sections[s.name] {
 			continue
