@@ -594,18 +594,20 @@ func (r *region) relayBeginHandOffAck(ctx actor.Context, ack *messages.BeginHand
 // home forwarded, which are in the shard's mailbox or buffer now. Without
 // a coordinator it is dropped; the old home repeats it.
 func (r *region) relayHandOffForwarded(ctx actor.Context, msg *messages.HandOffForwarded) {
+	if msg.GetOldHome() == nil || msg.GetOldHome().Equal(ctx.Self()) {
+		r.drop(ctx, msg, "HandOffForwarded without an old home, or naming this region as the old home")
+		return
+	}
+	// What the old home forwarded is here: what this region's senders
+	// buffered meanwhile may follow it, coordinator or not.
+	if r.handOffs.forwardArrived(msg.GetShard(), msg.GetOldHome(), time.Now()) {
+		r.deliverBufferedMessages(ctx, msg.GetShard())
+		r.updateRoute(msg.GetShard())
+	}
 	if r.coordinator == nil {
 		ctx.Logger().Debug("shard region: HandOffForwarded while without a coordinator; the old home repeats it",
 			slog.String("type", r.typeName), slog.String("shard", msg.GetShard()))
 		return
-	}
-	if msg.GetOldHome().Equal(ctx.Self()) {
-		r.drop(ctx, msg, "HandOffForwarded naming this region as the old home came back to it")
-		return
-	}
-	if r.handOffs.forwardArrived(msg.GetShard(), msg.GetOldHome(), time.Now()) {
-		r.deliverBufferedMessages(ctx, msg.GetShard())
-		r.updateRoute(msg.GetShard())
 	}
 	ctx.Request(r.coordinator, msg)
 }
