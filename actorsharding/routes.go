@@ -448,15 +448,13 @@ func (p *regionProcess) Stop(pid *actor.PID) { p.region.Stop(pid) }
 // isRegionMessage tells the messages the region actor handles itself from
 // those for entities: the router never routes them.
 func isRegionMessage(msg any) bool {
-	switch m := msg.(type) {
+	switch msg.(type) {
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.DeadLetterResponse, *actor.ReceiveTimeout,
 		retryTick, restartShard, *SetActiveEntityLimit, *shardactor.HandOffReturned,
 		*membership.CurrentClusterState, membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
 		return true
-	case proto.Message:
-		return m.ProtoReflect().Descriptor().ParentFile().Package() == "protoshard"
 	}
-	return false
+	return messages.IsProtocol(msg)
 }
 
 // installRouter puts router in front of the region actor spawned as pid:

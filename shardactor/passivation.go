@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // idleChecks is a shard's clock of use for idle passivation. Every use of
@@ -118,9 +117,6 @@ func idleCheckInterval(timeout time.Duration) time.Duration {
 	return max(timeout/2, minIdleCheckInterval)
 }
 
-// protocolPackage is the protobuf package of protoshard's wire protocol.
-var protocolPackage = (&messages.StartEntity{}).ProtoReflect().Descriptor().ParentFile().Package()
-
 // countsAsActivity tells whether a message delivered to an entity keeps it
 // active. Only user messages do: the shard's own local messages and the
 // messages of protoshard's protocol (whatever route they took) are
@@ -134,10 +130,7 @@ func countsAsActivity(msg any) bool {
 		*GetPassivationState, GetPassivationState, *SetActiveEntityLimit, SetActiveEntityLimit:
 		return false
 	}
-	if m, ok := msg.(proto.Message); ok && m.ProtoReflect().Descriptor().ParentFile().Package() == protocolPackage {
-		return false
-	}
-	return true
+	return !messages.IsProtocol(msg)
 }
 
 // Names of the replacement policies (Settings.ReplacementPolicy), as in
