@@ -120,7 +120,7 @@ func judgeLoad(r *received, senders []*loadSender, ids []string) loadVerdict {
 }
 
 // TestPlannedHandOffUnderLoadLosesNothing: while two nodes send to every
-// entity through their own regions, a graceful leave of the oldest node
+// entity through their own regions (or a proxy), a graceful leave of the oldest node
 // (the coordinator's), of another node, and a rebalance to a new node lose
 // no message, reorder none and deliver none twice.
 func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
@@ -131,6 +131,8 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 		move func(t *testing.T, w *world, nodes []*testkit.Node)
 		// senders are the indexes of the sending nodes.
 		senders []int
+		// proxy: a fourth node, index 3, runs only a proxy.
+		proxy bool
 	}{
 		{name: "graceful leave of the oldest", senders: []int{1, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
 			leaveNode(t, nodes[0])
@@ -138,22 +140,17 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 		{name: "graceful leave of another node", senders: []int{0, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
 			leaveNode(t, nodes[1])
 		}},
-		{name: "rebalance to a new node", senders: []int{1, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
-			d := w.startNode(false)
-			w.cluster.WaitConverged(t, 30*time.Second)
-			key := coordinatoractor.RegionKey(w.region(d))
-			// The least-shard strategy moves shards until the new node has
-			// its share (less one).
-			testkit.WaitFor(t, 60*time.Second, func() bool {
-				st := w.coordinatorState()
-				return st != nil && len(st.State.Regions[key].Shards) >= len(st.State.Shards)/4-1
-			}, "the new node never got its share of the shards")
-		}},
+		{name: "rebalance to a new node", senders: []int{1, 2}, move: rebalanceToNewNode},
+		// A proxy sends to other nodes' regions directly, as a region does.
+		{name: "rebalance to a new node, a proxy sending", senders: []int{1, 3}, proxy: true, move: rebalanceToNewNode},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newLocalWorld(t)
 			nodes := []*testkit.Node{w.startNode(false), w.startNode(false), w.startNode(false)}
+			if tc.proxy {
+				nodes = append(nodes, w.startNode(true))
+			}
 			w.cluster.WaitConverged(t, 30*time.Second)
 			w.waitRegistered(3)
 			ids := entityIDs(200)
@@ -196,6 +193,18 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rebalanceToNewNode starts a node and waits until the least-shard
+// strategy has moved its share of the shards there (less one).
+func rebalanceToNewNode(t *testing.T, w *world, _ []*testkit.Node) {
+	d := w.startNode(false)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	key := coordinatoractor.RegionKey(w.region(d))
+	testkit.WaitFor(t, 60*time.Second, func() bool {
+		st := w.coordinatorState()
+		return st != nil && len(st.State.Regions[key].Shards) >= len(st.State.Shards)/4-1
+	}, "the new node never got its share of the shards")
 }
 
 func firstReasons(drops []*deadletter.Event, n int) string {

@@ -1137,16 +1137,17 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 }
 
 // updateRoute opens shard to direct sends while it runs here, this region
-// is its home, and no old home still forwards to it; else closes it.
+// is its home, and no old home still forwards to it; else closes it. A
+// shard homed on another live node gets that home as its remote route, in
+// a proxy too.
 func (r *region) updateRoute(shard string) {
-	if r.proxyOnly() {
-		return
-	}
-	_, running := r.table.running(shard)
-	open := running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
 	sr := r.routes.shard(shard)
-	if sr.open.Load() != open {
-		sr.open.Store(open)
+	if !r.proxyOnly() {
+		_, running := r.table.running(shard)
+		open := running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
+		if sr.open.Load() != open {
+			sr.open.Store(open)
+		}
 	}
 	home, known := r.table.home(shard)
 	if member, live := r.members[home.GetAddress()]; known && live && !r.removed && !r.table.isSelf(home) {

@@ -342,7 +342,8 @@ type regionProcess struct {
 	extractor MessageExtractor
 	cluster   *membership.Cluster
 	typeName  string
-	// hosting: a region that hosts shards; a proxy routes nothing here.
+	// hosting: a region that hosts shards; a proxy has no entities to
+	// look up, and only sends to other nodes directly.
 	hosting bool
 	// maxMessageSize: Settings.MaxMessageSize, for sends to another node.
 	maxMessageSize int
@@ -367,7 +368,7 @@ func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
 		p.table.system.DeadLetter.SendUserMessage(pid, message)
 		return
 	}
-	if p.hosting && p.route(pid, env, msg, sender) {
+	if p.route(pid, env, msg, sender) {
 		return
 	}
 	p.region.SendUserMessage(pid, message)
@@ -412,10 +413,12 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		}
 	}
 	// The hot path: one lookup, and the entity's shard says whether it
-	// may go directly.
-	if e := p.table.entities.get(id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.cluster.Stale() &&
-		e.send(p.table.system.Root, env, m) {
-		return true
+	// may go directly. Nothing runs in a proxy.
+	if p.hosting {
+		if e := p.table.entities.get(id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.cluster.Stale() &&
+			e.send(p.table.system.Root, env, m) {
+			return true
+		}
 	}
 	shard := p.extractor.ShardID(id)
 	if messages.CheckShardID(shard) != nil {

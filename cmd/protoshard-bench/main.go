@@ -64,6 +64,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -93,6 +94,7 @@ type config struct {
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
 	svgPath           string
+	cpuProfile        string // a CPU profile of this process (and of each peer, with the role appended)
 
 	// The hidden peer role (the second process of the remote, failover and
 	// grains-remote sections).
@@ -124,6 +126,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (each peer process writes its own, named with its role appended)")
 	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, grainsRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
@@ -162,6 +165,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
 		svgPath:           *svgPath,
+		cpuProfile:        *cpuProfile,
 		role:              *role,
 		consulAddr:        *consulAddr,
 		service:           *service,
@@ -206,13 +210,42 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(2)
 	}
-	if cfg.role != "" {
-		os.Exit(peerMain(cfg))
-	}
-	if _, err := run(context.Background(), os.Stdout, cfg); err != nil {
+	stopProfile, err := startCPUProfile(cfg.cpuProfile)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		os.Exit(2)
 	}
+	code := 0
+	if cfg.role != "" {
+		code = peerMain(cfg)
+	} else if _, err := run(context.Background(), os.Stdout, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		code = 1
+	}
+	stopProfile()
+	os.Exit(code)
+}
+
+// startCPUProfile starts writing a CPU profile to path, if there is one,
+// and returns the function that ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "cpu profile:", err)
+		}
+	}, nil
 }
 
 // figure is one row of the table: a protoshard figure, its baseline

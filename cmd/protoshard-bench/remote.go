@@ -252,6 +252,9 @@ func startPeer(ctx context.Context, cfg config, role, consulAddr, service string
 	// -role first: TestMain recognises a peer by its first argument.
 	cmd := exec.Command(self, "-role="+role, "-consul-addr="+consulAddr, "-service="+service,
 		fmt.Sprintf("-entities=%d", cfg.entities), fmt.Sprintf("-shards=%d", cfg.shards))
+	if cfg.cpuProfile != "" {
+		cmd.Args = append(cmd.Args, "-cpuprofile="+cfg.cpuProfile+"."+role)
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
