@@ -1,9 +1,13 @@
 package actorsharding_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -55,5 +59,37 @@ func TestOneHopKeepsEachSendersOrder(t *testing.T) {
 	v = judgeLoad(w.received, senders, ids)
 	if v.lost+v.reordered+v.duplicated > 0 {
 		t.Fatalf("%s", v)
+	}
+	// Each sender's way to the other node's entities changed on the way
+	// too: from envelopes to Pings by themselves, once the other region
+	// confirmed it knows the type.
+	for _, pair := range [][2]*testkit.Node{{a, b}, {b, a}} {
+		if !actorsharding.RegionKnowsType(pair[0].System, typeName, pair[1].MemberID(), pingType) {
+			t.Errorf("%s's region never heard that %s knows %s", pair[0].Name, pair[1].Name, pingType)
+		}
+	}
+}
+
+const pingType = "protoshard.testpb.Ping"
+
+// TestRegionEntry: another node's region may send an entity's message by
+// itself to a region's entry, named after the member; sent to the entry
+// of an earlier incarnation of the node, it becomes a dead-letter event
+// that says so.
+func TestRegionEntry(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.twoNodes()
+	id := w.entityOn(a, b)
+	entry := actor.NewPID(b.Address(), actorsharding.RegionEntryName(typeName, b.MemberID()))
+	res, err := a.System.Root.RequestFuture(entry, pingMsg(id, 7), 10*time.Second).Result()
+	if pong, ok := res.(*testpb.Pong); err != nil || !ok || pong.Node != b.Address() {
+		t.Fatalf("request through %s's entry: %v %v, want a Pong from %s", b.Name, res, err, b.Address())
+	}
+	before := len(w.dropped())
+	stale := actor.NewPID(b.Address(), actorsharding.RegionEntryName(typeName, "an-earlier-incarnation"))
+	a.System.Root.Send(stale, pingMsg(id, 8))
+	w.waitDrop(before, "an earlier incarnation of this node")
+	if got := w.received.get(id); slices.Contains(got, 8) {
+		t.Fatalf("%s received the message sent to an earlier incarnation: %v", id, got)
 	}
 }

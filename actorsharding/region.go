@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -38,6 +39,9 @@ type region struct {
 	// region opens a shard there while it may take messages directly.
 	routes *routeTable
 	router *regionProcess // nil: no router in front (tests)
+	// entry: the region's entry (see regionEntryName) for this member's
+	// incarnation, once joined.
+	entry *actor.PID
 
 	timers      *scheduler.TimerScheduler
 	cancelRetry scheduler.CancelFunc
@@ -99,7 +103,8 @@ type bufferedMessage struct {
 	entityID string
 	message  any // the entity's message, or *messages.StartEntity
 	sender   *actor.PID
-	// forwarded: another region sent it here (a ShardingEnvelope).
+	// forwarded: another region sent it here (in a ShardingEnvelope, or
+	// by itself to the region's entry).
 	forwarded bool
 	// pending marks it on the slow way for the router (see
 	// shardactor.Pending); released when it leaves the region for good.
@@ -121,7 +126,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.members = map[string]membership.Member{}
 		r.table = newShardTable(ctx.Self())
 		if r.routes == nil {
-			r.routes = newRouteTable(ctx.ActorSystem())
+			r.routes = newRouteTable(ctx.ActorSystem(), r.typeName)
 		}
 		r.buffers = newShardBuffers(r.settings.BufferSize)
 		r.handOffs = newHandOffs()
@@ -150,6 +155,7 @@ func (r *region) active(ctx actor.Context) {
 		if r.router != nil {
 			r.router.stopped.Store(true)
 		}
+		r.closeEntry(ctx)
 		r.routes.closeAll()
 		if r.stopped != nil {
 			close(r.stopped)
@@ -225,6 +231,8 @@ func (r *region) active(ctx actor.Context) {
 		r.updateRoute(msg.shard) // the shard may have started for it
 	case *messages.ShardingEnvelope:
 		r.onEnvelope(ctx, msg)
+	case *messages.MessageTypeKnown:
+		r.onMessageTypeKnown(ctx, msg)
 	case *messages.ShardStopped:
 		if r.stoppingLocally {
 			return // the answer of a shard this region stopped itself; its Terminated is what counts
@@ -827,11 +835,48 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 
 // --- membership ---
 
+// openEntry opens the region's entry for member incarnation memberID, in
+// place of an earlier incarnation's.
+func (r *region) openEntry(ctx actor.Context, memberID string) {
+	name := regionEntryName(r.typeName, memberID)
+	if r.router == nil || (r.entry != nil && r.entry.Id == name) {
+		return
+	}
+	r.closeEntry(ctx)
+	// Set, not Add: only this type's region of this member has the name,
+	// and after a restart of the region actor it is there already.
+	registry := ctx.ActorSystem().ProcessRegistry
+	registry.LocalPIDs.GetBucket(name).Set(name, &regionEntry{router: r.router})
+	r.entry = actor.NewPID(registry.Address, name)
+}
+
+func (r *region) closeEntry(ctx actor.Context) {
+	if r.entry != nil {
+		ctx.ActorSystem().ProcessRegistry.Remove(r.entry)
+		r.entry = nil
+	}
+}
+
+// onMessageTypeKnown: a live member's region knows a message type, so the
+// router sends it there without an envelope from now on.
+func (r *region) onMessageTypeKnown(ctx actor.Context, msg *messages.MessageTypeKnown) {
+	for _, m := range r.members {
+		if m.ID == msg.GetMemberId() && msg.GetTypeName() != "" {
+			r.routes.types.learn(m.ID, protoreflect.FullName(msg.GetTypeName()))
+			return
+		}
+	}
+	// An answer that arrived after its member was removed: nothing to learn.
+	ctx.Logger().Debug("shard region: MessageTypeKnown from no live member", slog.String("type", r.typeName),
+		slog.String("member", msg.GetMemberId()), slog.String("message-type", msg.GetTypeName()))
+}
+
 func (r *region) handleMembership(ctx actor.Context) bool {
 	switch msg := ctx.Message().(type) {
 	case *membership.CurrentClusterState:
 		if id := msg.Self.ID; id != "" {
 			r.routes.memberID.Store(&id)
+			r.openEntry(ctx, id)
 		}
 		r.members = map[string]membership.Member{}
 		for _, m := range msg.Members {
@@ -862,6 +907,7 @@ func (r *region) onMemberRemoved(ctx actor.Context, msg membership.MemberRemoved
 	if cur, ok := r.members[msg.Member.Address]; ok && cur.ID == msg.Member.ID {
 		delete(r.members, msg.Member.Address)
 	}
+	r.routes.types.forget(msg.Member.ID)
 	if msg.Member.Address == ctx.Self().Address {
 		if self := r.cluster.Self(); self.ID == msg.Member.ID || self.ID == "" {
 			r.selfRemoved(ctx, msg)
@@ -1172,9 +1218,10 @@ func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessag
 }
 
 // sendToRegion forwards to another node's region. The payload travels in a
-// ShardingEnvelope (google.protobuf.Any): protoactor-go's remote crashes on
-// a top-level type the receiver does not know, while an unknown Any payload
-// is only an error that the receiving region reports.
+// ShardingEnvelope (google.protobuf.Any) until that node confirmed it knows
+// the type, then by itself to the region's entry: protoactor-go's remote
+// crashes on a top-level type the receiver does not know, while an unknown
+// Any payload is only an error that the receiving region reports.
 func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, m bufferedMessage) {
 	if se, ok := m.message.(*messages.StartEntity); ok {
 		ctx.RequestWithCustomSender(home, se, m.sender)
@@ -1185,15 +1232,33 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		r.dropBuffered(ctx, shard, m, fmt.Sprintf("%T is not a protobuf message, so it cannot reach it on %s", m.message, home.Address))
 		return
 	}
+	tooLarge := func(err error) {
+		m.pending.Release()
+		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
+	}
+	member, live := r.members[home.Address]
+	if live && has(r.routes.types.of(member.ID), pm.ProtoReflect().Descriptor().FullName()) {
+		// The home knows the type: by itself to its entry (see entry.go).
+		if err := guard.CheckSize(pm, r.settings.MaxMessageSize); err != nil {
+			tooLarge(err)
+			return
+		}
+		ctx.RequestWithCustomSender(actor.NewPID(home.Address, regionEntryName(r.typeName, member.ID)), pm, m.sender)
+		m.pending.Release()
+		return
+	}
 	payload, err := anypb.New(pm)
 	if err != nil {
 		r.dropBuffered(ctx, shard, m, fmt.Sprintf("cannot encode %T: %v", m.message, err))
 		return
 	}
-	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: r.members[home.Address].ID}
+	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID}
+	if live {
+		env.KnownTypeAckTo = ctx.ActorSystem().Address()
+	}
 	if err := guard.CheckSize(env, r.settings.MaxMessageSize); err != nil {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
-			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
+		tooLarge(err)
 		return
 	}
 	ctx.RequestWithCustomSender(home, env, m.sender)

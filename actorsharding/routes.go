@@ -3,6 +3,7 @@ package actorsharding
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -30,6 +31,10 @@ type routeTable struct {
 	entities entityMap
 	// memberID is this node's member ID, for ShardingEnvelope.to_member_id.
 	memberID atomic.Pointer[string]
+	// typeName is the region's entity type.
+	typeName string
+	// types: the message types other members' regions know (see entry.go).
+	types knownTypes
 }
 
 // shardRoute is one shard's part of the route table; it is the shard's
@@ -51,7 +56,10 @@ type shardRoute struct {
 type remoteHome struct {
 	pid      *actor.PID
 	memberID string // for ShardingEnvelope.to_member_id
-	guard    sendGuard
+	// entry takes the message types in types without an envelope.
+	entry *actor.PID
+	types *typeSet
+	guard sendGuard
 }
 
 // drainYields bounds how often a sender to an entity in use yields to let
@@ -78,8 +86,9 @@ func (s *shardRoute) setRemote(pid *actor.PID, memberID string) {
 		return
 	}
 	s.closeRemote()
-	// A PID of its own: it caches the remote's process once used.
-	s.remote.Store(&remoteHome{pid: actor.NewPID(pid.Address, pid.Id), memberID: memberID})
+	// PIDs of its own: they cache the remote's process once used.
+	s.remote.Store(&remoteHome{pid: actor.NewPID(pid.Address, pid.Id), memberID: memberID,
+		entry: actor.NewPID(pid.Address, regionEntryName(s.table.typeName, memberID)), types: s.table.types.of(memberID)})
 }
 
 // closeRemote forgets the remote home; it returns once no send to it is
@@ -90,32 +99,47 @@ func (s *shardRoute) closeRemote() {
 	}
 }
 
-// send packs msg for entity id of shard into a ShardingEnvelope and sends
-// it to the home, unless the home was closed, msg cannot be packed, or the
-// envelope is over maxSize (the region actor reports why).
+// send sends msg for entity id of shard to the home: by itself to the
+// home's entry if the home knows its type, else packed into a
+// ShardingEnvelope that asks the home to confirm it knows it. It does not
+// send if the home was closed, msg cannot be packed, or it is over maxSize
+// (the region actor reports why).
 func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg proto.Message, maxSize int) bool {
 	if _, ok := h.guard.enter(); !ok {
 		return false
 	}
 	defer h.guard.exit()
+	if has(h.types, msg.ProtoReflect().Descriptor().FullName()) {
+		if proto.Size(msg) > maxSize {
+			return false
+		}
+		sendWithSender(root, h.entry, env, msg)
+		return true
+	}
 	payload, err := anypb.New(msg)
 	if err != nil {
 		return false
 	}
-	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID}
+	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID,
+		KnownTypeAckTo: root.ActorSystem().Address()}
 	// The payload is encoded already: its length and the other fields'
 	// bound the envelope's size (tags and lengths take at most 8 bytes
 	// each); only near the limit is the exact size worth computing.
-	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(id) + len(shard) + len(h.memberID) + 6*8
+	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8
 	if bound > maxSize && guard.CheckSize(out, maxSize) != nil {
 		return false
 	}
-	if env == nil || env.Sender == nil {
-		root.Send(h.pid, out)
-	} else {
-		root.RequestWithCustomSender(h.pid, out, env.Sender)
-	}
+	sendWithSender(root, h.pid, env, out)
 	return true
+}
+
+// sendWithSender sends msg to pid with the sender of env, if any.
+func sendWithSender(root *actor.RootContext, pid *actor.PID, env *actor.MessageEnvelope, msg any) {
+	if env == nil || env.Sender == nil {
+		root.Send(pid, msg)
+	} else {
+		root.RequestWithCustomSender(pid, msg, env.Sender)
+	}
 }
 
 // entityRoute is a running entity that takes messages directly.
@@ -172,8 +196,8 @@ func (g *sendGuard) close() {
 	}
 }
 
-func newRouteTable(system *actor.ActorSystem) *routeTable {
-	return &routeTable{system: system}
+func newRouteTable(system *actor.ActorSystem, typeName string) *routeTable {
+	return &routeTable{system: system, typeName: typeName}
 }
 
 // shard returns shard's route, made on first use.
@@ -230,10 +254,7 @@ type entityMap struct {
 
 const entityStripes = 1024
 
-type entityStripe struct {
-	mu sync.Mutex // writers
-	m  atomic.Pointer[map[string]*entityRoute]
-}
+type entityStripe = cowMap[string, *entityRoute]
 
 // stripe picks id's stripe from its length and last bytes, where IDs
 // such as "order-1234" differ most: cheaper than hashing the whole ID on
@@ -253,51 +274,19 @@ func (m *entityMap) stripe(id string) *entityStripe {
 }
 
 func (m *entityMap) get(id string) *entityRoute {
-	if mp := m.stripe(id).m.Load(); mp != nil {
-		return (*mp)[id]
-	}
-	return nil
+	e, _ := m.stripe(id).get(id)
+	return e
 }
 
 // swap sets id's route and returns the one it replaces, or nil.
 func (m *entityMap) swap(id string, e *entityRoute) *entityRoute {
-	s := m.stripe(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old *entityRoute
-	next := map[string]*entityRoute{}
-	if cur := s.m.Load(); cur != nil {
-		old = (*cur)[id]
-		next = make(map[string]*entityRoute, len(*cur)+1)
-		for k, v := range *cur {
-			next[k] = v
-		}
-	}
-	next[id] = e
-	s.m.Store(&next)
+	old, _ := m.stripe(id).swap(id, e)
 	return old
 }
 
 // remove deletes id's route and returns it, or nil.
 func (m *entityMap) remove(id string) *entityRoute {
-	s := m.stripe(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := s.m.Load()
-	if cur == nil {
-		return nil
-	}
-	e, ok := (*cur)[id]
-	if !ok {
-		return nil
-	}
-	next := make(map[string]*entityRoute, len(*cur))
-	for k, v := range *cur {
-		if k != id {
-			next[k] = v
-		}
-	}
-	s.m.Store(&next)
+	e, _ := m.stripe(id).remove(id)
 	return e
 }
 
@@ -310,11 +299,7 @@ func (e *entityRoute) send(root *actor.RootContext, env *actor.MessageEnvelope, 
 	if !ok {
 		return false
 	}
-	if env == nil || env.Sender == nil {
-		root.Send(e.pid, msg)
-	} else {
-		root.RequestWithCustomSender(e.pid, msg, env.Sender)
-	}
+	sendWithSender(root, e.pid, env, msg)
 	e.guard.markUsed(v)
 	e.guard.exit()
 	return true
@@ -352,6 +337,12 @@ type regionProcess struct {
 
 // SendUserMessage implements actor.Process.
 func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
+	p.receive(pid, message, false)
+}
+
+// receive takes a message sent to the region's PID, or to its entry
+// (fromRegion: another node's region sent it).
+func (p *regionProcess) receive(pid *actor.PID, message any, fromRegion bool) {
 	env, _ := message.(*actor.MessageEnvelope)
 	msg := message
 	var sender *actor.PID
@@ -368,7 +359,7 @@ func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
 		p.table.system.DeadLetter.SendUserMessage(pid, message)
 		return
 	}
-	if p.route(pid, env, msg, sender) {
+	if p.route(pid, env, msg, sender, fromRegion) {
 		return
 	}
 	p.region.SendUserMessage(pid, message)
@@ -376,11 +367,12 @@ func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
 
 // route sends msg directly, or to the region actor as routed; false: the
 // region actor takes msg as it is (a protocol message, or one it drops
-// with the reason).
-func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID) bool {
+// with the reason). fromRegion: another node's region sent msg by itself,
+// so it is forwarded as if it came in an envelope.
+func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID, fromRegion bool) bool {
 	var id string
 	var m any
-	forwarded := false
+	forwarded := fromRegion
 	switch x := msg.(type) {
 	case *messages.ShardingEnvelope:
 		id = x.GetEntityId()
@@ -400,6 +392,9 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			return false
 		}
 		forwarded = true
+		if to := x.GetKnownTypeAckTo(); to != "" {
+			p.ackKnownType(to, m)
+		}
 	default:
 		if isRegionMessage(msg) {
 			return false
@@ -438,6 +433,18 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		p.region.SendUserMessage(pid, r)
 	}
 	return true
+}
+
+// ackKnownType tells the region of this type on the member at address
+// that this node knows m's type, if that is a member's address.
+func (p *regionProcess) ackKnownType(address string, m any) {
+	pm, ok := m.(proto.Message)
+	self := p.table.memberID.Load()
+	if !ok || self == nil || !slices.ContainsFunc(p.cluster.Members(), func(mb membership.Member) bool { return mb.Address == address }) {
+		return
+	}
+	p.table.system.Root.Send(actor.NewPID(address, RegionName(p.typeName)),
+		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self})
 }
 
 // SendSystemMessage implements actor.Process.

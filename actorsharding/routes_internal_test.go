@@ -18,7 +18,7 @@ func (p *countingProcess) Stop(*actor.PID)                   {}
 // use them: open, send, use, close, reopen.
 func TestEntityRoutes(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system)
+	table := newRouteTable(system, "T")
 	sr := table.shard("7")
 	if sr != table.shard("7") {
 		t.Fatal("a shard's route is made twice")

@@ -72,10 +72,16 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 // refuses it), or a local shard or region that stopped meanwhile.
 func undeliveredReason(system *actor.ActorSystem) func(*actor.DeadLetterEvent) string {
 	return func(dl *actor.DeadLetterEvent) string {
+		if dl.PID != nil && isRegionEntry(dl.PID.Id) && dl.PID.GetAddress() == system.Address() {
+			return fmt.Sprintf("sharding: message forwarded to %s, the region of an earlier incarnation of this node (removed since); dropped so it cannot overtake its sender's later messages",
+				dl.PID.Id)
+		}
 		switch dl.Message.(type) {
 		case *messages.ShardingEnvelope, *messages.StartEntity, *shardactor.Deliver:
 		default:
-			return ""
+			if dl.PID == nil || !isRegionEntry(dl.PID.Id) {
+				return ""
+			}
 		}
 		if dl.PID != nil && dl.PID.GetAddress() != system.Address() {
 			return fmt.Sprintf("sharding: the region at %s could not be reached: its node crashed, was removed from the cluster, or is shutting down",
@@ -178,7 +184,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
 	}
 	stopped := make(chan struct{})
-	routes := newRouteTable(s.system)
+	routes := newRouteTable(s.system, typeName)
 	router := &regionProcess{table: routes, extractor: extractor, cluster: s.cluster, typeName: typeName, hosting: entityProps != nil,
 		maxMessageSize: settings.MaxMessageSize}
 	spawned, err := s.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {

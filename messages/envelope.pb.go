@@ -40,9 +40,15 @@ type ShardingEnvelope struct {
 	// incarnation (its node was removed and joined again since) drops it with
 	// a dead-letter event: the sender's later messages went to the shard's new
 	// home, and this one, delivered late, would overtake them.
-	ToMemberId    string `protobuf:"bytes,4,opt,name=to_member_id,json=toMemberId,proto3" json:"to_member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToMemberId string `protobuf:"bytes,4,opt,name=to_member_id,json=toMemberId,proto3" json:"to_member_id,omitempty"`
+	// known_type_ack_to is set by a region's router that would rather send
+	// the payload itself, without this envelope, but has not yet heard that
+	// the receiving node knows the payload's type: the address of its node.
+	// The receiving region answers MessageTypeKnown to the region of the
+	// same type there once it unpacked the payload.
+	KnownTypeAckTo string `protobuf:"bytes,5,opt,name=known_type_ack_to,json=knownTypeAckTo,proto3" json:"known_type_ack_to,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ShardingEnvelope) Reset() {
@@ -103,18 +109,26 @@ func (x *ShardingEnvelope) GetToMemberId() string {
 	return ""
 }
 
+func (x *ShardingEnvelope) GetKnownTypeAckTo() string {
+	if x != nil {
+		return x.KnownTypeAckTo
+	}
+	return ""
+}
+
 var File_envelope_proto protoreflect.FileDescriptor
 
 const file_envelope_proto_rawDesc = "" +
 	"\n" +
 	"\x0eenvelope.proto\x12\n" +
-	"protoshard\x1a\x19google/protobuf/any.proto\"\x9c\x01\n" +
+	"protoshard\x1a\x19google/protobuf/any.proto\"\xc7\x01\n" +
 	"\x10ShardingEnvelope\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12.\n" +
 	"\amessage\x18\x02 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x19\n" +
 	"\bshard_id\x18\x03 \x01(\tR\ashardId\x12 \n" +
 	"\fto_member_id\x18\x04 \x01(\tR\n" +
-	"toMemberIdB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
+	"toMemberId\x12)\n" +
+	"\x11known_type_ack_to\x18\x05 \x01(\tR\x0eknownTypeAckToB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
 
 var (
 	file_envelope_proto_rawDescOnce sync.Once

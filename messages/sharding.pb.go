@@ -398,6 +398,64 @@ func (x *HandOffForwardedAck) GetShard() string {
 	return ""
 }
 
+// MessageTypeKnown: region -> region. The member member_id unpacked a
+// payload of type type_name (a protobuf full name) that the receiving
+// region sent in a ShardingEnvelope asking for it (known_type_ack_to). From
+// then on that region sends messages of the type to member_id's regions
+// without the envelope: a type the receiver did not know would make
+// proto.actor's remote drop the whole batch and close the stream.
+type MessageTypeKnown struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TypeName      string                 `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageTypeKnown) Reset() {
+	*x = MessageTypeKnown{}
+	mi := &file_sharding_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageTypeKnown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageTypeKnown) ProtoMessage() {}
+
+func (x *MessageTypeKnown) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageTypeKnown.ProtoReflect.Descriptor instead.
+func (*MessageTypeKnown) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MessageTypeKnown) GetTypeName() string {
+	if x != nil {
+		return x.TypeName
+	}
+	return ""
+}
+
+func (x *MessageTypeKnown) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
 // ShardStopped reports that all entities of a handed-off shard stopped.
 type ShardStopped struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -408,7 +466,7 @@ type ShardStopped struct {
 
 func (x *ShardStopped) Reset() {
 	*x = ShardStopped{}
-	mi := &file_sharding_proto_msgTypes[7]
+	mi := &file_sharding_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +478,7 @@ func (x *ShardStopped) String() string {
 func (*ShardStopped) ProtoMessage() {}
 
 func (x *ShardStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[7]
+	mi := &file_sharding_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +491,7 @@ func (x *ShardStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStopped.ProtoReflect.Descriptor instead.
 func (*ShardStopped) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{7}
+	return file_sharding_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShardStopped) GetShard() string {
@@ -453,7 +511,7 @@ type GracefulShutdownReq struct {
 
 func (x *GracefulShutdownReq) Reset() {
 	*x = GracefulShutdownReq{}
-	mi := &file_sharding_proto_msgTypes[8]
+	mi := &file_sharding_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +523,7 @@ func (x *GracefulShutdownReq) String() string {
 func (*GracefulShutdownReq) ProtoMessage() {}
 
 func (x *GracefulShutdownReq) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[8]
+	mi := &file_sharding_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +536,7 @@ func (x *GracefulShutdownReq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GracefulShutdownReq.ProtoReflect.Descriptor instead.
 func (*GracefulShutdownReq) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{8}
+	return file_sharding_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GracefulShutdownReq) GetShardRegion() *actor.PID {
@@ -498,7 +556,7 @@ type RegionStopped struct {
 
 func (x *RegionStopped) Reset() {
 	*x = RegionStopped{}
-	mi := &file_sharding_proto_msgTypes[9]
+	mi := &file_sharding_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +568,7 @@ func (x *RegionStopped) String() string {
 func (*RegionStopped) ProtoMessage() {}
 
 func (x *RegionStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[9]
+	mi := &file_sharding_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +581,7 @@ func (x *RegionStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStopped.ProtoReflect.Descriptor instead.
 func (*RegionStopped) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{9}
+	return file_sharding_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegionStopped) GetShardRegion() *actor.PID {
@@ -544,7 +602,7 @@ type RegisterAck struct {
 
 func (x *RegisterAck) Reset() {
 	*x = RegisterAck{}
-	mi := &file_sharding_proto_msgTypes[10]
+	mi := &file_sharding_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +614,7 @@ func (x *RegisterAck) String() string {
 func (*RegisterAck) ProtoMessage() {}
 
 func (x *RegisterAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[10]
+	mi := &file_sharding_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +627,7 @@ func (x *RegisterAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterAck.ProtoReflect.Descriptor instead.
 func (*RegisterAck) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{10}
+	return file_sharding_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterAck) GetCoordinator() *actor.PID {
@@ -598,7 +656,7 @@ type ShardHome struct {
 
 func (x *ShardHome) Reset() {
 	*x = ShardHome{}
-	mi := &file_sharding_proto_msgTypes[11]
+	mi := &file_sharding_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +668,7 @@ func (x *ShardHome) String() string {
 func (*ShardHome) ProtoMessage() {}
 
 func (x *ShardHome) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[11]
+	mi := &file_sharding_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +681,7 @@ func (x *ShardHome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHome.ProtoReflect.Descriptor instead.
 func (*ShardHome) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{11}
+	return file_sharding_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardHome) GetShard() string {
@@ -658,7 +716,7 @@ type ShardHomes struct {
 
 func (x *ShardHomes) Reset() {
 	*x = ShardHomes{}
-	mi := &file_sharding_proto_msgTypes[12]
+	mi := &file_sharding_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +728,7 @@ func (x *ShardHomes) String() string {
 func (*ShardHomes) ProtoMessage() {}
 
 func (x *ShardHomes) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[12]
+	mi := &file_sharding_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +741,7 @@ func (x *ShardHomes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHomes.ProtoReflect.Descriptor instead.
 func (*ShardHomes) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{12}
+	return file_sharding_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShardHomes) GetHomes() []*ShardHomesEntry {
@@ -711,7 +769,7 @@ type ShardHomesEntry struct {
 
 func (x *ShardHomesEntry) Reset() {
 	*x = ShardHomesEntry{}
-	mi := &file_sharding_proto_msgTypes[13]
+	mi := &file_sharding_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +781,7 @@ func (x *ShardHomesEntry) String() string {
 func (*ShardHomesEntry) ProtoMessage() {}
 
 func (x *ShardHomesEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[13]
+	mi := &file_sharding_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +794,7 @@ func (x *ShardHomesEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHomesEntry.ProtoReflect.Descriptor instead.
 func (*ShardHomesEntry) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{13}
+	return file_sharding_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShardHomesEntry) GetRegion() *actor.PID {
@@ -769,7 +827,7 @@ type HostShard struct {
 
 func (x *HostShard) Reset() {
 	*x = HostShard{}
-	mi := &file_sharding_proto_msgTypes[14]
+	mi := &file_sharding_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +839,7 @@ func (x *HostShard) String() string {
 func (*HostShard) ProtoMessage() {}
 
 func (x *HostShard) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[14]
+	mi := &file_sharding_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +852,7 @@ func (x *HostShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostShard.ProtoReflect.Descriptor instead.
 func (*HostShard) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{14}
+	return file_sharding_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HostShard) GetShard() string {
@@ -829,7 +887,7 @@ type BeginHandOff struct {
 
 func (x *BeginHandOff) Reset() {
 	*x = BeginHandOff{}
-	mi := &file_sharding_proto_msgTypes[15]
+	mi := &file_sharding_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +899,7 @@ func (x *BeginHandOff) String() string {
 func (*BeginHandOff) ProtoMessage() {}
 
 func (x *BeginHandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[15]
+	mi := &file_sharding_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +912,7 @@ func (x *BeginHandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginHandOff.ProtoReflect.Descriptor instead.
 func (*BeginHandOff) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{15}
+	return file_sharding_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BeginHandOff) GetShard() string {
@@ -882,7 +940,7 @@ type HandOff struct {
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_sharding_proto_msgTypes[16]
+	mi := &file_sharding_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +952,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[16]
+	mi := &file_sharding_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +965,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{16}
+	return file_sharding_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HandOff) GetShard() string {
@@ -935,7 +993,7 @@ type RebalanceDone struct {
 
 func (x *RebalanceDone) Reset() {
 	*x = RebalanceDone{}
-	mi := &file_sharding_proto_msgTypes[17]
+	mi := &file_sharding_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1005,7 @@ func (x *RebalanceDone) String() string {
 func (*RebalanceDone) ProtoMessage() {}
 
 func (x *RebalanceDone) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[17]
+	mi := &file_sharding_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1018,7 @@ func (x *RebalanceDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceDone.ProtoReflect.Descriptor instead.
 func (*RebalanceDone) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{17}
+	return file_sharding_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RebalanceDone) GetShard() string {
@@ -988,7 +1046,7 @@ type Passivate struct {
 
 func (x *Passivate) Reset() {
 	*x = Passivate{}
-	mi := &file_sharding_proto_msgTypes[18]
+	mi := &file_sharding_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1058,7 @@ func (x *Passivate) String() string {
 func (*Passivate) ProtoMessage() {}
 
 func (x *Passivate) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[18]
+	mi := &file_sharding_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1071,7 @@ func (x *Passivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Passivate.ProtoReflect.Descriptor instead.
 func (*Passivate) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{18}
+	return file_sharding_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Passivate) GetStopMessage() *anypb.Any {
@@ -1033,7 +1091,7 @@ type StartEntity struct {
 
 func (x *StartEntity) Reset() {
 	*x = StartEntity{}
-	mi := &file_sharding_proto_msgTypes[19]
+	mi := &file_sharding_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1103,7 @@ func (x *StartEntity) String() string {
 func (*StartEntity) ProtoMessage() {}
 
 func (x *StartEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[19]
+	mi := &file_sharding_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1116,7 @@ func (x *StartEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEntity.ProtoReflect.Descriptor instead.
 func (*StartEntity) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{19}
+	return file_sharding_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartEntity) GetEntityId() string {
@@ -1079,7 +1137,7 @@ type StartEntityAck struct {
 
 func (x *StartEntityAck) Reset() {
 	*x = StartEntityAck{}
-	mi := &file_sharding_proto_msgTypes[20]
+	mi := &file_sharding_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1149,7 @@ func (x *StartEntityAck) String() string {
 func (*StartEntityAck) ProtoMessage() {}
 
 func (x *StartEntityAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[20]
+	mi := &file_sharding_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1162,7 @@ func (x *StartEntityAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEntityAck.ProtoReflect.Descriptor instead.
 func (*StartEntityAck) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{20}
+	return file_sharding_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StartEntityAck) GetEntityId() string {
@@ -1130,7 +1188,7 @@ type GracefulShutdown struct {
 
 func (x *GracefulShutdown) Reset() {
 	*x = GracefulShutdown{}
-	mi := &file_sharding_proto_msgTypes[21]
+	mi := &file_sharding_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1200,7 @@ func (x *GracefulShutdown) String() string {
 func (*GracefulShutdown) ProtoMessage() {}
 
 func (x *GracefulShutdown) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[21]
+	mi := &file_sharding_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1213,7 @@ func (x *GracefulShutdown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GracefulShutdown.ProtoReflect.Descriptor instead.
 func (*GracefulShutdown) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{21}
+	return file_sharding_proto_rawDescGZIP(), []int{22}
 }
 
 // GetCurrentRegions asks for the addresses of all regions.
@@ -1167,7 +1225,7 @@ type GetCurrentRegions struct {
 
 func (x *GetCurrentRegions) Reset() {
 	*x = GetCurrentRegions{}
-	mi := &file_sharding_proto_msgTypes[22]
+	mi := &file_sharding_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1237,7 @@ func (x *GetCurrentRegions) String() string {
 func (*GetCurrentRegions) ProtoMessage() {}
 
 func (x *GetCurrentRegions) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[22]
+	mi := &file_sharding_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1250,7 @@ func (x *GetCurrentRegions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCurrentRegions.ProtoReflect.Descriptor instead.
 func (*GetCurrentRegions) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{22}
+	return file_sharding_proto_rawDescGZIP(), []int{23}
 }
 
 // CurrentRegions answers GetCurrentRegions.
@@ -1205,7 +1263,7 @@ type CurrentRegions struct {
 
 func (x *CurrentRegions) Reset() {
 	*x = CurrentRegions{}
-	mi := &file_sharding_proto_msgTypes[23]
+	mi := &file_sharding_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1275,7 @@ func (x *CurrentRegions) String() string {
 func (*CurrentRegions) ProtoMessage() {}
 
 func (x *CurrentRegions) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[23]
+	mi := &file_sharding_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1288,7 @@ func (x *CurrentRegions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentRegions.ProtoReflect.Descriptor instead.
 func (*CurrentRegions) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{23}
+	return file_sharding_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CurrentRegions) GetAddresses() []string {
@@ -1249,7 +1307,7 @@ type GetShardRegionState struct {
 
 func (x *GetShardRegionState) Reset() {
 	*x = GetShardRegionState{}
-	mi := &file_sharding_proto_msgTypes[24]
+	mi := &file_sharding_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1319,7 @@ func (x *GetShardRegionState) String() string {
 func (*GetShardRegionState) ProtoMessage() {}
 
 func (x *GetShardRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[24]
+	mi := &file_sharding_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1332,7 @@ func (x *GetShardRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardRegionState.ProtoReflect.Descriptor instead.
 func (*GetShardRegionState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{24}
+	return file_sharding_proto_rawDescGZIP(), []int{25}
 }
 
 // ShardState is one shard and its entity IDs.
@@ -1288,7 +1346,7 @@ type ShardState struct {
 
 func (x *ShardState) Reset() {
 	*x = ShardState{}
-	mi := &file_sharding_proto_msgTypes[25]
+	mi := &file_sharding_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1358,7 @@ func (x *ShardState) String() string {
 func (*ShardState) ProtoMessage() {}
 
 func (x *ShardState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[25]
+	mi := &file_sharding_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1371,7 @@ func (x *ShardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardState.ProtoReflect.Descriptor instead.
 func (*ShardState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{25}
+	return file_sharding_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ShardState) GetShardId() string {
@@ -1342,7 +1400,7 @@ type CurrentShardRegionState struct {
 
 func (x *CurrentShardRegionState) Reset() {
 	*x = CurrentShardRegionState{}
-	mi := &file_sharding_proto_msgTypes[26]
+	mi := &file_sharding_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1412,7 @@ func (x *CurrentShardRegionState) String() string {
 func (*CurrentShardRegionState) ProtoMessage() {}
 
 func (x *CurrentShardRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[26]
+	mi := &file_sharding_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1425,7 @@ func (x *CurrentShardRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentShardRegionState.ProtoReflect.Descriptor instead.
 func (*CurrentShardRegionState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{26}
+	return file_sharding_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CurrentShardRegionState) GetShards() []*ShardState {
@@ -1393,7 +1451,7 @@ type GetShardRegionStats struct {
 
 func (x *GetShardRegionStats) Reset() {
 	*x = GetShardRegionStats{}
-	mi := &file_sharding_proto_msgTypes[27]
+	mi := &file_sharding_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1463,7 @@ func (x *GetShardRegionStats) String() string {
 func (*GetShardRegionStats) ProtoMessage() {}
 
 func (x *GetShardRegionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[27]
+	mi := &file_sharding_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1476,7 @@ func (x *GetShardRegionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardRegionStats.ProtoReflect.Descriptor instead.
 func (*GetShardRegionStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{27}
+	return file_sharding_proto_rawDescGZIP(), []int{28}
 }
 
 // ShardRegionStats answers GetShardRegionStats.
@@ -1432,7 +1490,7 @@ type ShardRegionStats struct {
 
 func (x *ShardRegionStats) Reset() {
 	*x = ShardRegionStats{}
-	mi := &file_sharding_proto_msgTypes[28]
+	mi := &file_sharding_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1502,7 @@ func (x *ShardRegionStats) String() string {
 func (*ShardRegionStats) ProtoMessage() {}
 
 func (x *ShardRegionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[28]
+	mi := &file_sharding_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1515,7 @@ func (x *ShardRegionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRegionStats.ProtoReflect.Descriptor instead.
 func (*ShardRegionStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{28}
+	return file_sharding_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ShardRegionStats) GetStats() map[string]int32 {
@@ -1484,7 +1542,7 @@ type GetClusterShardingStats struct {
 
 func (x *GetClusterShardingStats) Reset() {
 	*x = GetClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[29]
+	mi := &file_sharding_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1554,7 @@ func (x *GetClusterShardingStats) String() string {
 func (*GetClusterShardingStats) ProtoMessage() {}
 
 func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[29]
+	mi := &file_sharding_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1567,7 @@ func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*GetClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{29}
+	return file_sharding_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetClusterShardingStats) GetTimeoutMillis() int64 {
@@ -1529,7 +1587,7 @@ type ClusterShardingStats struct {
 
 func (x *ClusterShardingStats) Reset() {
 	*x = ClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[30]
+	mi := &file_sharding_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1599,7 @@ func (x *ClusterShardingStats) String() string {
 func (*ClusterShardingStats) ProtoMessage() {}
 
 func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[30]
+	mi := &file_sharding_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1612,7 @@ func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*ClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{30}
+	return file_sharding_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ClusterShardingStats) GetRegions() map[string]*ShardRegionStats {
@@ -1579,7 +1637,7 @@ type CoordinatorState struct {
 
 func (x *CoordinatorState) Reset() {
 	*x = CoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[31]
+	mi := &file_sharding_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1649,7 @@ func (x *CoordinatorState) String() string {
 func (*CoordinatorState) ProtoMessage() {}
 
 func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[31]
+	mi := &file_sharding_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1662,7 @@ func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorState.ProtoReflect.Descriptor instead.
 func (*CoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{31}
+	return file_sharding_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CoordinatorState) GetRegions() []*RegionRecord {
@@ -1648,7 +1706,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1718,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1731,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{32}
+	return file_sharding_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RegionRecord) GetRef() *actor.PID {
@@ -1727,7 +1785,10 @@ const file_sharding_proto_rawDesc = "" +
 	"\bold_home\x18\x02 \x01(\v2\n" +
 	".actor.PIDR\aoldHome\"+\n" +
 	"\x13HandOffForwardedAck\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"$\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\"L\n" +
+	"\x10MessageTypeKnown\x12\x1b\n" +
+	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"$\n" +
 	"\fShardStopped\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"D\n" +
 	"\x13GracefulShutdownReq\x12-\n" +
@@ -1825,7 +1886,7 @@ func file_sharding_proto_rawDescGZIP() []byte {
 	return file_sharding_proto_rawDescData
 }
 
-var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_sharding_proto_goTypes = []any{
 	(*Register)(nil),                // 0: protoshard.Register
 	(*RegisterProxy)(nil),           // 1: protoshard.RegisterProxy
@@ -1834,58 +1895,59 @@ var file_sharding_proto_goTypes = []any{
 	(*BeginHandOffAck)(nil),         // 4: protoshard.BeginHandOffAck
 	(*HandOffForwarded)(nil),        // 5: protoshard.HandOffForwarded
 	(*HandOffForwardedAck)(nil),     // 6: protoshard.HandOffForwardedAck
-	(*ShardStopped)(nil),            // 7: protoshard.ShardStopped
-	(*GracefulShutdownReq)(nil),     // 8: protoshard.GracefulShutdownReq
-	(*RegionStopped)(nil),           // 9: protoshard.RegionStopped
-	(*RegisterAck)(nil),             // 10: protoshard.RegisterAck
-	(*ShardHome)(nil),               // 11: protoshard.ShardHome
-	(*ShardHomes)(nil),              // 12: protoshard.ShardHomes
-	(*ShardHomesEntry)(nil),         // 13: protoshard.ShardHomesEntry
-	(*HostShard)(nil),               // 14: protoshard.HostShard
-	(*BeginHandOff)(nil),            // 15: protoshard.BeginHandOff
-	(*HandOff)(nil),                 // 16: protoshard.HandOff
-	(*RebalanceDone)(nil),           // 17: protoshard.RebalanceDone
-	(*Passivate)(nil),               // 18: protoshard.Passivate
-	(*StartEntity)(nil),             // 19: protoshard.StartEntity
-	(*StartEntityAck)(nil),          // 20: protoshard.StartEntityAck
-	(*GracefulShutdown)(nil),        // 21: protoshard.GracefulShutdown
-	(*GetCurrentRegions)(nil),       // 22: protoshard.GetCurrentRegions
-	(*CurrentRegions)(nil),          // 23: protoshard.CurrentRegions
-	(*GetShardRegionState)(nil),     // 24: protoshard.GetShardRegionState
-	(*ShardState)(nil),              // 25: protoshard.ShardState
-	(*CurrentShardRegionState)(nil), // 26: protoshard.CurrentShardRegionState
-	(*GetShardRegionStats)(nil),     // 27: protoshard.GetShardRegionStats
-	(*ShardRegionStats)(nil),        // 28: protoshard.ShardRegionStats
-	(*GetClusterShardingStats)(nil), // 29: protoshard.GetClusterShardingStats
-	(*ClusterShardingStats)(nil),    // 30: protoshard.ClusterShardingStats
-	(*CoordinatorState)(nil),        // 31: protoshard.CoordinatorState
-	(*RegionRecord)(nil),            // 32: protoshard.RegionRecord
-	nil,                             // 33: protoshard.ShardRegionStats.StatsEntry
-	nil,                             // 34: protoshard.ClusterShardingStats.RegionsEntry
-	(*actor.PID)(nil),               // 35: actor.PID
-	(*anypb.Any)(nil),               // 36: google.protobuf.Any
+	(*MessageTypeKnown)(nil),        // 7: protoshard.MessageTypeKnown
+	(*ShardStopped)(nil),            // 8: protoshard.ShardStopped
+	(*GracefulShutdownReq)(nil),     // 9: protoshard.GracefulShutdownReq
+	(*RegionStopped)(nil),           // 10: protoshard.RegionStopped
+	(*RegisterAck)(nil),             // 11: protoshard.RegisterAck
+	(*ShardHome)(nil),               // 12: protoshard.ShardHome
+	(*ShardHomes)(nil),              // 13: protoshard.ShardHomes
+	(*ShardHomesEntry)(nil),         // 14: protoshard.ShardHomesEntry
+	(*HostShard)(nil),               // 15: protoshard.HostShard
+	(*BeginHandOff)(nil),            // 16: protoshard.BeginHandOff
+	(*HandOff)(nil),                 // 17: protoshard.HandOff
+	(*RebalanceDone)(nil),           // 18: protoshard.RebalanceDone
+	(*Passivate)(nil),               // 19: protoshard.Passivate
+	(*StartEntity)(nil),             // 20: protoshard.StartEntity
+	(*StartEntityAck)(nil),          // 21: protoshard.StartEntityAck
+	(*GracefulShutdown)(nil),        // 22: protoshard.GracefulShutdown
+	(*GetCurrentRegions)(nil),       // 23: protoshard.GetCurrentRegions
+	(*CurrentRegions)(nil),          // 24: protoshard.CurrentRegions
+	(*GetShardRegionState)(nil),     // 25: protoshard.GetShardRegionState
+	(*ShardState)(nil),              // 26: protoshard.ShardState
+	(*CurrentShardRegionState)(nil), // 27: protoshard.CurrentShardRegionState
+	(*GetShardRegionStats)(nil),     // 28: protoshard.GetShardRegionStats
+	(*ShardRegionStats)(nil),        // 29: protoshard.ShardRegionStats
+	(*GetClusterShardingStats)(nil), // 30: protoshard.GetClusterShardingStats
+	(*ClusterShardingStats)(nil),    // 31: protoshard.ClusterShardingStats
+	(*CoordinatorState)(nil),        // 32: protoshard.CoordinatorState
+	(*RegionRecord)(nil),            // 33: protoshard.RegionRecord
+	nil,                             // 34: protoshard.ShardRegionStats.StatsEntry
+	nil,                             // 35: protoshard.ClusterShardingStats.RegionsEntry
+	(*actor.PID)(nil),               // 36: actor.PID
+	(*anypb.Any)(nil),               // 37: google.protobuf.Any
 }
 var file_sharding_proto_depIdxs = []int32{
-	35, // 0: protoshard.Register.shard_region:type_name -> actor.PID
-	35, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
-	35, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
-	35, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
-	35, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
-	35, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
-	35, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
-	35, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
-	35, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
-	13, // 9: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
-	35, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
-	35, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
-	36, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
-	25, // 13: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	33, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	34, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	32, // 16: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
-	32, // 17: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
-	35, // 18: protoshard.RegionRecord.ref:type_name -> actor.PID
-	28, // 19: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
+	36, // 0: protoshard.Register.shard_region:type_name -> actor.PID
+	36, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
+	36, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
+	36, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
+	36, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
+	36, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
+	36, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
+	36, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
+	36, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
+	14, // 9: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
+	36, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
+	36, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
+	37, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
+	26, // 13: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
+	34, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	35, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	33, // 16: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	33, // 17: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	36, // 18: protoshard.RegionRecord.ref:type_name -> actor.PID
+	29, // 19: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
 	20, // [20:20] is the sub-list for method output_type
 	20, // [20:20] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
@@ -1904,7 +1966,7 @@ func file_sharding_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharding_proto_rawDesc), len(file_sharding_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

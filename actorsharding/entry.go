@@ -1,0 +1,88 @@
+package actorsharding
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// A router sends an entity's message to the region of another node in one
+// of two ways. A ShardingEnvelope (google.protobuf.Any) can carry any type,
+// even one the receiving node does not know: it reports that as an error,
+// whereas proto.actor's remote drops the whole batch and closes the stream
+// on an unknown top-level type. But packing and unpacking the envelope
+// costs several times the message's own encoding. So a router sends a type
+// in envelopes that ask the receiver to confirm it knows the type
+// (known_type_ack_to); the receiving router answers MessageTypeKnown once it
+// unpacked one, and from then on the type goes to that member by itself,
+// addressed to the region's entry.
+
+// regionEntryName is the process name under which the region of typeName
+// on member memberID takes entity messages from other nodes' regions,
+// without an envelope. The member ID in the name fences them as the
+// envelope's to_member_id does: on a later incarnation of the node no
+// process has that name, and the message becomes a dead letter with the
+// reason (undeliveredReason).
+func regionEntryName(typeName, memberID string) string {
+	return RegionName(typeName) + entryInfix + memberID
+}
+
+const entryInfix = "/from-regions/"
+
+// isRegionEntry tells whether id names a region's entry.
+func isRegionEntry(id string) bool {
+	return strings.HasPrefix(id, RegionName("")) && strings.Contains(id, entryInfix)
+}
+
+// regionEntry is the process of a region's entry: what arrives there comes
+// from another node's region, and is routed as a forwarded message.
+type regionEntry struct{ router *regionProcess }
+
+// SendUserMessage implements actor.Process.
+func (e *regionEntry) SendUserMessage(pid *actor.PID, message any) {
+	e.router.receive(pid, message, true)
+}
+
+// SendSystemMessage implements actor.Process: nobody watches or stops an
+// entry; proto.actor's dead-letter process answers as for a missing
+// process (a Watch gets Terminated).
+func (e *regionEntry) SendSystemMessage(pid *actor.PID, message any) {
+	e.router.table.system.DeadLetter.SendSystemMessage(pid, message)
+}
+
+// Stop implements actor.Process.
+func (e *regionEntry) Stop(pid *actor.PID) { e.SendSystemMessage(pid, &actor.Stop{}) }
+
+// knownTypes are, per member, the message types its regions confirmed
+// they know (MessageTypeKnown), for the routers' sends to their entries.
+type knownTypes struct {
+	members sync.Map // member ID -> *typeSet
+}
+
+type typeSet = cowMap[protoreflect.FullName, struct{}]
+
+// of returns memberID's set, made on first use.
+func (k *knownTypes) of(memberID string) *typeSet {
+	if v, ok := k.members.Load(memberID); ok {
+		return v.(*typeSet)
+	}
+	v, _ := k.members.LoadOrStore(memberID, &typeSet{})
+	return v.(*typeSet)
+}
+
+// learn notes that memberID knows the type name.
+func (k *knownTypes) learn(memberID string, name protoreflect.FullName) {
+	if s := k.of(memberID); !has(s, name) {
+		s.swap(name, struct{}{})
+	}
+}
+
+// forget drops what memberID knew (it was removed).
+func (k *knownTypes) forget(memberID string) { k.members.Delete(memberID) }
+
+func has(s *typeSet, name protoreflect.FullName) bool {
+	_, ok := s.get(name)
+	return ok
+}

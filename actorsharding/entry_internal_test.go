@@ -1,0 +1,118 @@
+package actorsharding
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/proto"
+)
+
+type recordingProcess struct {
+	mu   sync.Mutex
+	msgs []any
+}
+
+func (p *recordingProcess) SendUserMessage(_ *actor.PID, m any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, m)
+}
+func (p *recordingProcess) SendSystemMessage(*actor.PID, any) {}
+func (p *recordingProcess) Stop(*actor.PID)                   {}
+
+func (p *recordingProcess) take() []any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.msgs
+	p.msgs = nil
+	return out
+}
+
+// TestRemoteHomeSendsKnownTypesByThemselves: a message type the home has
+// not confirmed goes in an envelope that asks it to; once confirmed, the
+// type goes by itself to the home's entry, and other types still go in
+// envelopes. A closed home takes nothing; an oversized message goes
+// neither way.
+func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
+	system := actor.NewActorSystem()
+	table := newRouteTable(system, "T")
+	home, entry := &recordingProcess{}, &recordingProcess{}
+	homePID, _ := system.ProcessRegistry.Add(home, RegionName("T"))
+	system.ProcessRegistry.Add(entry, regionEntryName("T", "m1"))
+	sr := table.shard("7")
+	sr.setRemote(homePID, "m1")
+	h := sr.remote.Load()
+	ping := &testpb.Ping{EntityId: "e", Seq: 1}
+	const limit = 1 << 20
+
+	if !h.send(system.Root, nil, "e", "7", ping, limit) {
+		t.Fatal("send to an open home refused")
+	}
+	got := home.take()
+	env, ok := got[0].(*messages.ShardingEnvelope)
+	if len(got) != 1 || !ok || env.GetKnownTypeAckTo() != system.Address() || env.GetToMemberId() != "m1" || env.GetShardId() != "7" {
+		t.Fatalf("home got %v, want one envelope asking %s to confirm the type", got, system.Address())
+	}
+	if m, err := UnpackEnvelope(env); err != nil || !proto.Equal(m.(proto.Message), ping) {
+		t.Fatalf("payload %v (%v), want %v", m, err, ping)
+	}
+
+	table.types.learn("m1", ping.ProtoReflect().Descriptor().FullName())
+	table.types.learn("m2", (&testpb.Pong{}).ProtoReflect().Descriptor().FullName())
+	if !h.send(system.Root, nil, "e", "7", ping, limit) || !h.send(system.Root, nil, "e", "7", &testpb.Pong{}, limit) {
+		t.Fatal("send to an open home refused")
+	}
+	if got := entry.take(); len(got) != 1 || got[0] != ping {
+		t.Fatalf("entry got %v, want the ping by itself", got)
+	}
+	if got := home.take(); len(got) != 1 {
+		t.Fatalf("home got %v, want the Pong (known to another member only) in an envelope", got)
+	}
+
+	big := &testpb.Ping{EntityId: "e", From: string(make([]byte, 2*limit))}
+	if h.send(system.Root, nil, "e", "7", big, limit) {
+		t.Fatal("an oversized message of a known type was sent")
+	}
+	table.types.forget("m1")
+	if sr.setRemote(homePID, "m1"); sr.remote.Load() != h {
+		t.Fatal("setting the same home again replaced it")
+	}
+	sr.closeRemote()
+	if h.send(system.Root, nil, "e", "7", ping, limit) {
+		t.Fatal("a closed home took a message")
+	}
+	if len(home.take())+len(entry.take()) != 0 {
+		t.Fatal("something arrived after the refusals")
+	}
+}
+
+// TestCowMap: readers see each change whole; removing an absent key does
+// nothing.
+func TestCowMap(t *testing.T) {
+	var m cowMap[string, int]
+	if _, ok := m.get("a"); ok {
+		t.Fatal("empty map has a")
+	}
+	if _, had := m.swap("a", 1); had {
+		t.Fatal("swap into an empty map replaced something")
+	}
+	before := m.m.Load()
+	if old, had := m.swap("a", 2); !had || old != 1 {
+		t.Fatalf("swap returned %d %v, want 1 true", old, had)
+	}
+	if (*before)["a"] != 1 {
+		t.Fatal("a reader's map changed under it")
+	}
+	if _, ok := m.remove("b"); ok {
+		t.Fatal("removed an absent key")
+	}
+	if v, ok := m.remove("a"); !ok || v != 2 {
+		t.Fatalf("remove returned %d %v, want 2 true", v, ok)
+	}
+	if _, ok := m.get("a"); ok {
+		t.Fatal("a after its removal")
+	}
+}

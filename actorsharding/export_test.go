@@ -1,0 +1,20 @@
+package actorsharding
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// RegionEntryName is regionEntryName, for the package's external tests.
+var RegionEntryName = regionEntryName
+
+// RegionKnowsType reports whether the region of typeName on system has
+// heard that member memberID knows the message type name.
+func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string) bool {
+	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	if !ok {
+		return false
+	}
+	rp, ok := p.(*regionProcess)
+	return ok && has(rp.table.types.of(memberID), protoreflect.FullName(name))
+}
