@@ -67,6 +67,30 @@ func (c *consulSource) buckets(ctx context.Context, typeName string) ([]shardact
 	return b, nil
 }
 
+// typeData is what Consul holds about one entity type, and the members.
+type typeData struct {
+	state   storedState
+	buckets []shardactor.ConsulRememberedBucket
+	members []memberInfo
+}
+
+// read reads the state and the remembered entities of typeName, then the
+// members of service. The state comes first: a region registered in it
+// after the members were read could run on a member the tool has not
+// seen.
+func (c *consulSource) read(ctx context.Context, typeName, service string) (typeData, error) {
+	var d typeData
+	var err error
+	if d.state, err = c.state(ctx, typeName); err != nil {
+		return d, err
+	}
+	if d.buckets, err = c.buckets(ctx, typeName); err != nil {
+		return d, err
+	}
+	d.members, err = c.members(ctx, service)
+	return d, err
+}
+
 // maxTxnOps is the operations per transaction: the oldest limit of Consul
 // (64; newer versions take 128), as the remember-entities store uses.
 const maxTxnOps = 64

@@ -50,29 +50,21 @@ func removeDataFlags(fs *flag.FlagSet) action {
 	return action{
 		validate: validate,
 		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			st, err := source.state(ctx, *typeName)
+			d, err := source.read(ctx, *typeName, service)
 			if err != nil {
 				return err
 			}
-			buckets, err := source.buckets(ctx, *typeName)
-			if err != nil {
-				return err
-			}
-			ms, err := source.members(ctx, service)
-			if err != nil {
-				return err
-			}
-			refusal := removalRefusal(*typeName, st, ms)
+			plan := newRemovalPlan(d.state, d.buckets)
+			refusal := removalRefusal(*typeName, d.state, d.members)
 			if refusal != nil && !*force {
 				if *dryRun {
-					writePlan(out, *typeName, newRemovalPlan(st, buckets), true)
+					writePlan(out, *typeName, plan, true)
 				}
 				return refusal
 			}
 			if refusal != nil {
 				fmt.Fprintf(out, "-force: %v\n", refusal)
 			}
-			plan := newRemovalPlan(st, buckets)
 			if *dryRun || plan.empty() {
 				writePlan(out, *typeName, plan, *dryRun)
 				return nil

@@ -43,19 +43,11 @@ func shardsFlags(fs *flag.FlagSet) action {
 	return action{
 		validate: validate,
 		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			st, err := source.state(ctx, *typeName)
+			d, err := source.read(ctx, *typeName, service)
 			if err != nil {
 				return err
 			}
-			buckets, err := source.buckets(ctx, *typeName)
-			if err != nil {
-				return err
-			}
-			ms, err := source.members(ctx, service)
-			if err != nil {
-				return err
-			}
-			v := buildShardView(*typeName, st, buckets, ms)
+			v := buildShardView(*typeName, d.state, d.buckets, d.members)
 			if *asJSON {
 				return writeJSON(out, v)
 			}
