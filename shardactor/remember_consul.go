@@ -213,7 +213,68 @@ func NewConsulRememberEntitiesStore(client *api.Client, typeName string, opts ..
 // ConsulRememberEntitiesPrefix returns the KV prefix (ending in '/') under
 // which the Consul store of typeName keeps the buckets of shardID.
 func ConsulRememberEntitiesPrefix(typeName, shardID string) string {
-	return "protoshard/sharding/" + typeName + "/entities/" + escapeKeySegment(shardID) + "/"
+	return consulRememberEntitiesTypePrefix(typeName) + escapeKeySegment(shardID) + "/"
+}
+
+// ConsulRememberedBucket is one stored bucket of a ConsulRememberEntitiesStore,
+// as Buckets reads it.
+type ConsulRememberedBucket struct {
+	Key         string   // the KV key
+	ModifyIndex uint64   // the key's ModifyIndex, for a check-and-set
+	ShardID     string   // the shard whose entities it holds
+	EntityIDs   []string // its entity IDs, sorted; nil when Err is set
+	// Err says why the value could not be decoded (it wraps
+	// ErrCorruptRememberedEntities); nil when it could.
+	Err error
+}
+
+// Buckets returns every bucket the store keeps for its entity type, over
+// all shards, in key order, with one consistent KV List: what an operator's
+// tool shows and removes. A bucket whose value cannot be decoded is
+// returned with its Err set rather than failing the whole listing, so that
+// damaged data can still be seen and removed.
+//
+// Type names may contain '/', so the prefix of one type's entities is also
+// the beginning of other types' keys (type "a/entities/x" keeps its state at
+// "protoshard/sharding/a/entities/x/coordinator-state"). Only keys of the
+// form <prefix><escaped shard ID>/<bucket number> are this type's; no other
+// type writes a key of that form, and the others are skipped.
+func (s *ConsulRememberEntitiesStore) Buckets(ctx context.Context) ([]ConsulRememberedBucket, error) {
+	if err := checkTypeName(s.typeName); err != nil {
+		return nil, fmt.Errorf("consul remember-entities store %s: buckets: %w", s.typeName, err)
+	}
+	prefix := consulRememberEntitiesTypePrefix(s.typeName)
+	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("consul remember-entities store %s: buckets: listing %s: %w", s.typeName, prefix, consulPermanence(err))
+	}
+	var out []ConsulRememberedBucket
+	for _, p := range pairs {
+		if p == nil {
+			continue
+		}
+		segment, bucket, ok := strings.Cut(strings.TrimPrefix(p.Key, prefix), "/")
+		if !ok || !isBucketName(bucket) {
+			continue
+		}
+		shardID, err := url.PathUnescape(segment)
+		if err != nil || shardID == "" || escapeKeySegment(shardID) != segment {
+			continue
+		}
+		b := ConsulRememberedBucket{Key: p.Key, ModifyIndex: p.ModifyIndex, ShardID: shardID}
+		if b.EntityIDs, err = decodeRememberBucket(p.Value); err != nil {
+			b.Err = fmt.Errorf("key %s (modify index %d): %w", p.Key, p.ModifyIndex, err)
+		}
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// consulRememberEntitiesTypePrefix is the KV prefix of all the shards of
+// typeName.
+func consulRememberEntitiesTypePrefix(typeName string) string {
+	return "protoshard/sharding/" + typeName + "/entities/"
 }
 
 // escapeKeySegment makes s one KV path segment that survives the HTTP

@@ -337,6 +337,48 @@ func TestRememberConsulKeyLayout(t *testing.T) {
 	require.Empty(t, pairs)
 }
 
+// Buckets lists a type's buckets over all its shards, and nothing of the
+// types whose names begin with the same segments.
+func TestRememberConsulBuckets(t *testing.T) {
+	client := consulagent.Start(t).Client()
+	ctx := context.Background()
+	s := shardactor.NewConsulRememberEntitiesStore(client, "listed")
+	require.NoError(t, s.Update(ctx, "a/b", []string{"x", "y"}, nil))
+	require.NoError(t, s.Update(ctx, "..", []string{"z"}, nil))
+	// Another type whose name makes its keys begin with this type's prefix.
+	other := shardactor.NewConsulRememberEntitiesStore(client, "listed/entities/a%2Fb")
+	require.NoError(t, other.Update(ctx, "0", []string{"o"}, nil))
+	_, err := client.KV().Put(&api.KVPair{Key: "protoshard/sharding/listed/entities/a%2Fb/coordinator-state", Value: []byte("x")}, nil)
+	require.NoError(t, err)
+	_, err = client.KV().Put(&api.KVPair{Key: shardactor.ConsulRememberEntitiesPrefix("listed", "bad") + "2", Value: []byte{0xff}}, nil)
+	require.NoError(t, err)
+
+	buckets, err := s.Buckets(ctx)
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, b := range buckets {
+		require.NotZero(t, b.ModifyIndex, b.Key)
+		require.True(t, strings.HasPrefix(b.Key, shardactor.ConsulRememberEntitiesPrefix("listed", b.ShardID)), b.Key)
+		if b.ShardID == "bad" {
+			require.ErrorIs(t, b.Err, shardactor.ErrCorruptRememberedEntities)
+			continue
+		}
+		require.NoError(t, b.Err, b.Key)
+		got[b.ShardID] = append(got[b.ShardID], b.EntityIDs...)
+	}
+	for _, ids := range got {
+		slices.Sort(ids)
+	}
+	require.Equal(t, map[string][]string{"a/b": {"x", "y"}, "..": {"z"}}, got)
+	require.True(t, slices.IsSortedFunc(buckets, func(a, b shardactor.ConsulRememberedBucket) int { return strings.Compare(a.Key, b.Key) }))
+
+	empty, err := shardactor.NewConsulRememberEntitiesStore(client, "none").Buckets(ctx)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+	_, err = shardactor.NewConsulRememberEntitiesStore(client, "a//b").Buckets(ctx)
+	require.ErrorIs(t, err, shardactor.ErrPermanent)
+}
+
 // Capacity: a full bucket is accepted by Consul's default limits, one ID
 // more is a clear error and writes nothing.
 func TestRememberConsulCapacity(t *testing.T) {

@@ -75,9 +75,12 @@ const (
 	StatusLeaving = "leaving"
 )
 
+// DefaultServiceName is the Consul service the members register as when
+// Config.ServiceName is empty.
+const DefaultServiceName = "protoshard"
+
 const (
-	defaultServiceName = "protoshard"
-	defaultTTL         = 5 * time.Second
+	defaultTTL = 5 * time.Second
 	// minDeregisterAfter is Consul's minimum for
 	// DeregisterCriticalServiceAfter: the agent raises lower values to it.
 	minDeregisterAfter  = time.Minute
@@ -200,7 +203,7 @@ func (p *Provider) FailureDetectionTimeout() time.Duration { return p.cfg.TTL }
 // New returns a Provider for cfg, filling in the defaults.
 func New(cfg Config) (*Provider, error) {
 	if cfg.ServiceName == "" {
-		cfg.ServiceName = defaultServiceName
+		cfg.ServiceName = DefaultServiceName
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = defaultTTL
@@ -874,7 +877,7 @@ func (p *Provider) toMembers(entries []*api.ServiceEntry) []membership.Member {
 	out := make([]membership.Member, 0, len(entries))
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		m, ok := toMember(e)
+		m, ok := MemberOf(e)
 		if !ok {
 			p.log.Debug("skipping a service entry that is not a member")
 			continue
@@ -894,7 +897,12 @@ func (p *Provider) toMembers(entries []*api.ServiceEntry) []membership.Member {
 	return dedup
 }
 
-func toMember(e *api.ServiceEntry) (membership.Member, bool) {
+// MemberOf returns the member that a health entry of the service describes,
+// as every member reads it (the age is the registration's CreateIndex, the
+// status Leaving once SetLeaving ran), and false for an entry that is not a
+// member registered by a Provider. It does not look at the entry's checks:
+// the members' watch asks Consul for passing instances only.
+func MemberOf(e *api.ServiceEntry) (membership.Member, bool) {
 	if e == nil || e.Service == nil || e.Service.ID == "" {
 		return membership.Member{}, false
 	}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/coordinatoractor"
+	consulmembership "github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/shardactor"
+)
+
+// consulSource is the tool's only door to Consul: every read is consistent
+// (the tool decides on what it read), every delete a check-and-set.
+type consulSource struct {
+	client *api.Client
+	addr   string // as given, for error messages
+}
+
+// members returns the instances of service that describe members, with
+// their health, whatever it is: critical instances are shown too (Consul
+// deletes them only after DeregisterCriticalServiceAfter).
+func (c *consulSource) members(ctx context.Context, service string) ([]memberInfo, error) {
+	entries, _, err := c.client.Health().Service(service, "", false, c.query(ctx))
+	if err != nil {
+		return nil, c.wrap(fmt.Sprintf("reading the members of service %q", service), err)
+	}
+	out := make([]memberInfo, 0, len(entries))
+	for _, e := range entries {
+		m, ok := consulmembership.MemberOf(e)
+		if !ok {
+			continue
+		}
+		out = append(out, memberInfo{Member: m, Health: e.Checks.AggregatedStatus()})
+	}
+	return sortMembers(out), nil
+}
+
+// state reads the coordinator state of typeName. A value that does not
+// decode is returned with its Err set: the tool shows it and can delete
+// it.
+func (c *consulSource) state(ctx context.Context, typeName string) (storedState, error) {
+	key := coordinatoractor.ConsulStateKey(typeName)
+	pair, _, err := c.client.KV().Get(key, c.query(ctx))
+	if err != nil {
+		return storedState{}, c.wrap("reading "+key, err)
+	}
+	st := storedState{Key: key}
+	if pair == nil {
+		return st, nil
+	}
+	st.Stored, st.ModifyIndex = true, pair.ModifyIndex
+	st.State, st.Err = coordinatoractor.DecodeState(pair.Value)
+	return st, nil
+}
+
+// buckets reads the remembered entities of typeName.
+func (c *consulSource) buckets(ctx context.Context, typeName string) ([]shardactor.ConsulRememberedBucket, error) {
+	b, err := shardactor.NewConsulRememberEntitiesStore(c.client, typeName).Buckets(ctx)
+	if err != nil {
+		return nil, c.wrap("reading the remembered entities", err)
+	}
+	return b, nil
+}
+
+// typeData is what Consul holds about one entity type, and the members.
+type typeData struct {
+	state   storedState
+	buckets []shardactor.ConsulRememberedBucket
+	members []memberInfo
+}
+
+// read reads the state and the remembered entities of typeName, then the
+// members of service. The state comes first: a region registered in it
+// after the members were read could run on a member the tool has not
+// seen.
+func (c *consulSource) read(ctx context.Context, typeName, service string) (typeData, error) {
+	var d typeData
+	var err error
+	if d.state, err = c.state(ctx, typeName); err != nil {
+		return d, err
+	}
+	if d.buckets, err = c.buckets(ctx, typeName); err != nil {
+		return d, err
+	}
+	d.members, err = c.members(ctx, service)
+	return d, err
+}
+
+// maxTxnOps is the operations per transaction: the oldest limit of Consul
+// (64; newer versions take 128), as the remember-entities store uses.
+const maxTxnOps = 64
+
+// apply sends the transactions in order and returns how many keys they
+// deleted. It stops at the first that rolls back, which happens when a key
+// changed since it was read: a writer of the type is at work.
+func (c *consulSource) apply(ctx context.Context, txns []api.TxnOps) (deleted int, err error) {
+	for _, txn := range txns {
+		ok, resp, _, err := c.client.Txn().Txn(txn, c.query(ctx))
+		if err != nil {
+			return deleted, c.wrap(fmt.Sprintf("deleting (%d keys deleted before)", deleted), err)
+		}
+		if !ok {
+			return deleted, fmt.Errorf("%d keys deleted, then stopped: %s changed since read (a coordinator or shard of the type is writing); nothing else was deleted",
+				deleted, strings.Join(rolledBackKeys(txn, resp), ", "))
+		}
+		for _, op := range txn {
+			if op.KV.Verb == api.KVDeleteCAS {
+				deleted++
+			}
+		}
+	}
+	return deleted, nil
+}
+
+// rolledBackKeys names the keys of a rolled-back transaction that Consul
+// reported, or all of them when it reported none.
+func rolledBackKeys(txn api.TxnOps, resp *api.TxnResponse) []string {
+	var out []string
+	if resp != nil {
+		for _, e := range resp.Errors {
+			if e != nil && e.OpIndex >= 0 && e.OpIndex < len(txn) {
+				out = append(out, txn[e.OpIndex].KV.Key)
+			}
+		}
+	}
+	if len(out) == 0 {
+		for _, op := range txn {
+			out = append(out, op.KV.Key)
+		}
+	}
+	return out
+}
+
+func (c *consulSource) query(ctx context.Context) *api.QueryOptions {
+	return (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
+}
+
+// wrap names Consul's address in err, and says "cannot reach" when the
+// request never got an answer.
+func (c *consulSource) wrap(what string, err error) error {
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("cannot reach Consul at %s: %s: %w", c.addr, what, err)
+	}
+	return fmt.Errorf("Consul at %s: %s: %w", c.addr, what, err)
+}
