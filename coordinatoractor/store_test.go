@@ -236,7 +236,9 @@ func testStateStore(t *testing.T, h storeHarness) {
 		var wins atomic.Int32
 		errs := make([]error, writers)
 		for i := range writers {
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				st := NewState(true)
 				if err := st.Apply(ShardRegionRegistered{Region: storePID("n1", fmt.Sprintf("w%d", i))}); err != nil {
 					errs[i] = err
@@ -247,7 +249,7 @@ func testStateStore(t *testing.T, h storeHarness) {
 				} else if !errors.Is(err, ErrVersionConflict) {
 					errs[i] = err
 				}
-			})
+			}()
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -360,7 +362,9 @@ func TestMemoryStoreConcurrentLoadSave(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, writers)
 	for w := range writers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := 0; i < perWriter; {
 				st, v, err := m.Load(ctx)
 				if err != nil {
@@ -383,7 +387,7 @@ func TestMemoryStoreConcurrentLoadSave(t *testing.T) {
 				}
 				i++
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -178,7 +178,9 @@ func runRememberContract(t *testing.T, impl rememberImpl) {
 					}
 				}
 			}
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				for b := range 30 {
 					started := mine[b*20 : b*20+20]
 					var stopped []string
@@ -203,7 +205,7 @@ func runRememberContract(t *testing.T, impl rememberImpl) {
 				if err := s.Update(ctx, "hot", nil, last); err != nil {
 					errs <- err
 				}
-			})
+			}()
 		}
 		wg.Wait()
 		close(errs)
@@ -562,14 +564,16 @@ func TestRememberConsulRetryOnConflict(t *testing.T) {
 		}
 		ids := entityIDs(fmt.Sprintf("w%d", g), 10)
 		want = append(want, ids...)
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for _, id := range ids {
 				if err := s.Update(ctx, "0", []string{id}, nil); err != nil {
 					failures.Add(1)
 					t.Errorf("update %s: %v", id, err)
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	require.Zero(t, failures.Load())
