@@ -44,6 +44,11 @@ const (
 	NameSingletonHandOv = "protoshard_singleton_handover_duration"
 )
 
+// secondsBuckets suit the durations measured here, from a local state
+// write (under a millisecond) to a hand-off that times out (tens of
+// seconds); the SDK's default boundaries are for milliseconds.
+var secondsBuckets = metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
 var extensionID = extensions.NextExtensionID()
 
 // holder is the per-system extension; m is nil without a provider.
@@ -100,21 +105,21 @@ func newMetrics(system *actor.ActorSystem) (*Metrics, error) {
 		metric.WithDescription("Entities running in the region of the entity type on this node"))
 	buffered, e2 := meter.Int64ObservableGauge(NameBuffered, metric.WithUnit("{message}"),
 		metric.WithDescription("Messages the region buffers while their shard's home is unknown or moving"))
-	singletonState, e3 := meter.Int64ObservableGauge(NameSingletonState, metric.WithUnit("1"),
+	singletonState, e3 := meter.Int64ObservableGauge(NameSingletonState, metric.WithUnit("{state}"),
 		metric.WithDescription("1 for the current state of each cluster singleton manager on this node"))
 	m.drops, errs[4] = meter.Int64Counter(NameDrops, metric.WithUnit("{message}"),
 		metric.WithDescription("Messages dropped with a dead-letter event, by reason class"))
-	m.handOff, errs[5] = meter.Float64Histogram(NameHandOff, metric.WithUnit("s"),
+	m.handOff, errs[5] = meter.Float64Histogram(NameHandOff, metric.WithUnit("s"), secondsBuckets,
 		metric.WithDescription("Time a shard took to stop its entities for a hand-off, at the old home"))
-	m.rebalance, errs[6] = meter.Float64Histogram(NameRebalance, metric.WithUnit("s"),
+	m.rebalance, errs[6] = meter.Float64Histogram(NameRebalance, metric.WithUnit("s"), secondsBuckets,
 		metric.WithDescription("Time from the coordinator's start of a shard's hand-off to its end, by kind and outcome"))
 	m.allocations, errs[7] = meter.Int64Counter(NameAllocations, metric.WithUnit("{shard}"),
 		metric.WithDescription("Shard homes allocated by the coordinator (written to its state)"))
 	m.stateWrites, errs[8] = meter.Int64Counter(NameStateWrites, metric.WithUnit("{write}"),
 		metric.WithDescription("Writes of the coordinator state to its store, by outcome"))
-	m.stateWriteTime, errs[9] = meter.Float64Histogram(NameStateWriteTime, metric.WithUnit("s"),
+	m.stateWriteTime, errs[9] = meter.Float64Histogram(NameStateWriteTime, metric.WithUnit("s"), secondsBuckets,
 		metric.WithDescription("Latency of the coordinator's state writes"))
-	m.handOver, errs[10] = meter.Float64Histogram(NameSingletonHandOv, metric.WithUnit("s"),
+	m.handOver, errs[10] = meter.Float64Histogram(NameSingletonHandOv, metric.WithUnit("s"), secondsBuckets,
 		metric.WithDescription("Time from becoming the oldest member to the singleton running here (hand-over or take-over)"))
 	errs[0], errs[1], errs[2], errs[3] = e0, e1, e2, e3
 	if err := errors.Join(errs[:]...); err != nil {
@@ -154,27 +159,23 @@ func (m *Metrics) Type(name string) *Type {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if t, ok := m.types[name]; ok {
-		return t
-	}
-	typ := attribute.String("type", name)
-	t := &Type{m: m, typ: typ, attrs: metric.WithAttributeSet(attribute.NewSet(typ, m.node))}
-	t.opts = []metric.RecordOption{t.attrs}
-	t.addOpts = []metric.AddOption{t.attrs}
-	for _, kind := range []string{"rebalance", "shutdown"} {
-		for _, ok := range []bool{true, false} {
-			outcome := "timeout"
-			if ok {
-				outcome = "ok"
+	return once(&m.mu, m.types, name, func() *Type {
+		typ := attribute.String("type", name)
+		t := &Type{m: m, typ: typ, attrs: metric.WithAttributeSet(attribute.NewSet(typ, m.node))}
+		t.opts = []metric.RecordOption{t.attrs}
+		t.addOpts = []metric.AddOption{t.attrs}
+		for _, kind := range []string{"rebalance", "shutdown"} {
+			for _, ok := range []bool{true, false} {
+				outcome := "timeout"
+				if ok {
+					outcome = "ok"
+				}
+				t.rebalanceOpts[rebalanceKey(kind == "rebalance", ok)] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(
+					typ, m.node, attribute.String("kind", kind), attribute.String("outcome", outcome)))}
 			}
-			t.rebalanceOpts[rebalanceKey(kind == "rebalance", ok)] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(
-				typ, m.node, attribute.String("kind", kind), attribute.String("outcome", outcome)))}
 		}
-	}
-	m.types[name] = t
-	return t
+		return t
+	})
 }
 
 // Singleton returns the instruments of the singleton manager name on this
@@ -183,15 +184,22 @@ func (m *Metrics) Singleton(name string) *Singleton {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s, ok := m.singletons[name]; ok {
-		return s
+	return once(&m.mu, m.singletons, name, func() *Singleton {
+		attr := attribute.String("singleton", name)
+		return &Singleton{m: m, name: attr, opts: []metric.RecordOption{metric.WithAttributes(attr, m.node)}}
+	})
+}
+
+// once returns byName[name], made by create the first time, under mu.
+func once[T any](mu *sync.Mutex, byName map[string]*T, name string, create func() *T) *T {
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := byName[name]; ok {
+		return v
 	}
-	s := &Singleton{m: m, name: attribute.String("singleton", name),
-		opts: []metric.RecordOption{metric.WithAttributes(attribute.String("singleton", name), m.node)}}
-	m.singletons[name] = s
-	return s
+	v := create()
+	byName[name] = v
+	return v
 }
 
 // Type is the instruments of one entity type on one node. The gauges are
