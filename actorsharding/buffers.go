@@ -1,13 +1,14 @@
 package actorsharding
 
 import (
-	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/protoshard/protoshard/deadletter"
 )
 
 // errBufferFull is shardBuffers.add's error past the region's buffer-size.
-var errBufferFull = errors.New("Buffer is full, dropping message")
+var errBufferFull = fmt.Errorf("Buffer is full, dropping message: %w", deadletter.ErrBufferFull)
 
 // shardBuffers is the region's buffer of messages for shards whose home is
 // unknown or not ready (Akka's shardBuffers, a MessageBufferMap): per

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -75,6 +76,8 @@ type region struct {
 	// its shards share evenly.
 	activeEntityLimit int
 	limitShared       bool // a limit was sent to the shards once
+
+	metrics *metrics.Type
 }
 
 // SetActiveEntityLimit, sent to a region, changes its passivation
@@ -131,6 +134,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.buffers = newShardBuffers(r.settings.BufferSize)
 		r.handOffs = newHandOffs()
 		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
+		r.metrics = metrics.For(ctx.ActorSystem()).Type(r.typeName)
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
 		ctx.Logger().Info("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
@@ -139,6 +143,7 @@ func (r *region) Receive(ctx actor.Context) {
 	default:
 		r.active(ctx)
 	}
+	r.metrics.Region(r.table.liveChildren(), r.buffers.len())
 }
 
 // active handles everything: the protocol, queries and user messages.
@@ -672,9 +677,9 @@ func (r *region) onHandOffReturned(ctx actor.Context, msg *shardactor.HandOffRet
 		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender, pending: m.Pending})
 	}
 	if r.removed || r.stoppingLocally {
-		reason := removedReason
+		reason := errRemoved
 		if r.stoppingLocally {
-			reason = clusterShuttingDown
+			reason = errClusterShuttingDown
 		}
 		for _, m := range msgs {
 			r.dropBuffered(ctx, msg.Shard, m, reason)
@@ -945,7 +950,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	r.table.forgetAllHomes()
 	r.handOffs.clear()
 	for _, shard := range r.buffers.shards() {
-		r.dropBuffer(ctx, shard, removedReason)
+		r.dropBuffer(ctx, shard, errRemoved)
 	}
 	if r.coordinator != nil {
 		ctx.Unwatch(r.coordinator)
@@ -953,10 +958,10 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	}
 }
 
-const staleReason = "this node has not confirmed its membership within the failure detection timeout " +
-	"(it was paused or cut off): the others may have removed it"
+var errStale = fmt.Errorf("this node has not confirmed its membership within the failure detection timeout "+
+	"(it was paused or cut off): the others may have removed it: %w", deadletter.ErrMemberRemoved)
 
-const removedReason = "this node was removed from the cluster (failure detection or its own fencing) and has not joined again"
+var errRemoved = fmt.Errorf("this node was removed from the cluster (failure detection or its own fencing) and has not joined again: %w", deadletter.ErrMemberRemoved)
 
 // --- graceful shutdown ---
 
@@ -1014,12 +1019,12 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 		}
 	}
 	for _, shard := range r.buffers.shards() {
-		r.dropBuffer(ctx, shard, clusterShuttingDown)
+		r.dropBuffer(ctx, shard, errClusterShuttingDown)
 	}
 	r.tryCompleteGracefulShutdown(ctx)
 }
 
-const clusterShuttingDown = "the cluster is shutting down: no member of the role is left up to host the shard"
+var errClusterShuttingDown = fmt.Errorf("the cluster is shutting down: no member of the role is left up to host the shard: %w", deadletter.ErrShuttingDown)
 
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
 	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 && r.handOffs.owedCount() == 0 {
@@ -1034,7 +1039,7 @@ func (r *region) onStopping(ctx actor.Context) {
 		r.cancelRetry()
 	}
 	for _, shard := range r.buffers.shards() {
-		r.dropBuffer(ctx, shard, "shard region stopped with the message still buffered")
+		r.dropBuffer(ctx, shard, fmt.Errorf("shard region stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
 	}
 }
 
@@ -1122,7 +1127,7 @@ func (r *region) onStartEntity(ctx actor.Context, msg *messages.StartEntity) {
 // the shard's buffer (asking the coordinator when the buffer opens).
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
 	if r.removed {
-		r.dropBuffered(ctx, shard, m, removedReason)
+		r.dropBuffered(ctx, shard, m, errRemoved)
 		return
 	}
 	// While the shard's old home still forwards to this new home, what
@@ -1149,7 +1154,7 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 	if r.cluster.Stale() {
 		// Paused or cut off past the TTL: the others may have removed this
 		// node and started its shards elsewhere, and it has not heard yet.
-		r.dropBuffered(ctx, shard, m, staleReason)
+		r.dropBuffered(ctx, shard, m, errStale)
 		return
 	}
 	if r.buffers.has(shard) && !ahead {
@@ -1173,7 +1178,7 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 		}
 		pid, err := r.startShard(ctx, shard)
 		if err != nil {
-			r.dropBuffered(ctx, shard, m, err.Error())
+			r.dropBuffered(ctx, shard, m, err)
 			return
 		}
 		r.sendToShard(ctx, pid, m)
@@ -1229,7 +1234,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	pm, ok := m.message.(proto.Message)
 	if !ok {
-		r.dropBuffered(ctx, shard, m, fmt.Sprintf("%T is not a protobuf message, so it cannot reach it on %s", m.message, home.Address))
+		r.dropBuffered(ctx, shard, m, fmt.Errorf("%T is not a protobuf message, so it cannot reach it on %s: %w", m.message, home.Address, deadletter.ErrNotSerializable))
 		return
 	}
 	tooLarge := func(err error) {
@@ -1250,7 +1255,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	payload, err := anypb.New(pm)
 	if err != nil {
-		r.dropBuffered(ctx, shard, m, fmt.Sprintf("cannot encode %T: %v", m.message, err))
+		r.dropBuffered(ctx, shard, m, fmt.Errorf("cannot encode %T: %w: %w", m.message, deadletter.ErrNotSerializable, err))
 		return
 	}
 	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID}
@@ -1267,11 +1272,11 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
 	if r.stoppingLocally {
-		r.dropBuffered(ctx, shard, m, clusterShuttingDown)
+		r.dropBuffered(ctx, shard, m, errClusterShuttingDown)
 		return
 	}
 	if err := r.buffers.add(shard, m); err != nil {
-		r.dropBuffered(ctx, shard, m, err.Error())
+		r.dropBuffered(ctx, shard, m, err)
 		return
 	}
 	if step := r.settings.BufferSize / 10; step > 0 && r.buffers.len()%step == 0 {
@@ -1301,17 +1306,17 @@ func (r *region) deliverBufferedMessages(ctx actor.Context, shard string) {
 	r.tryCompleteGracefulShutdown(ctx)
 }
 
-func (r *region) dropBuffer(ctx actor.Context, shard, reason string) {
+func (r *region) dropBuffer(ctx actor.Context, shard string, reason error) {
 	for _, m := range r.buffers.take(shard) {
 		r.dropBuffered(ctx, shard, m, reason)
 	}
 }
 
 // dropBuffered reports m, a message for an entity of shard, as dropped.
-func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason string) {
+func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason error) {
 	m.pending.Release()
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
-		fmt.Sprintf("shard region %s: shard %s, entity %q: %s", r.typeName, shard, m.entityID, reason))
+	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+		fmt.Errorf("shard region %s: shard %s, entity %q: %w", r.typeName, shard, m.entityID, reason))
 }
 
 func (r *region) drop(ctx actor.Context, msg any, reason string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/testkit"
@@ -51,7 +52,7 @@ func TestBufferSize(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, func() bool {
 		full := 0
 		for _, d := range w.dropped() {
-			if isPing(d.Message) && strings.Contains(d.Reason, "Buffer is full") {
+			if isPing(d.Message) && strings.Contains(d.Reason, "Buffer is full") && errors.Is(d.Err, deadletter.ErrBufferFull) {
 				full++
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
@@ -112,6 +113,8 @@ type coordinator struct {
 	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
 	rebalanceInProgress map[string][]*actor.PID
 	rebalanceWorkers    map[string]*actor.PID // shard -> worker
+	handOffsStarted     map[string]handOffStart
+	metrics             *metrics.Type
 	// forwards: shards handed off whose old home still forwards what it
 	// held; their new home is told only to the old home meanwhile.
 	forwards forwardHolds
@@ -182,6 +185,8 @@ func (c *coordinator) start(ctx actor.Context) {
 	c.rebalanceInProgress = map[string][]*actor.PID{}
 	c.forwards = newForwardHolds()
 	c.rebalanceWorkers = map[string]*actor.PID{}
+	c.handOffsStarted = map[string]handOffStart{}
+	c.metrics = metrics.For(ctx.ActorSystem()).Type(c.typeName)
 	c.gracefulShutdownInProgress = map[string]bool{}
 	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
 	c.registered = map[string]bool{}
@@ -406,11 +411,13 @@ func (c *coordinator) startWrite(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	self, root, store, timeout := ctx.Self(), ctx.ActorSystem().Root, c.store, c.settings.UpdatingStateTimeout
+	self, root, store, timeout, m := ctx.Self(), ctx.ActorSystem().Root, c.store, c.settings.UpdatingStateTimeout, c.metrics
 	go func() {
 		wctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		started := time.Now()
 		v, err := store.Save(wctx, snapshot, version)
+		m.StateWrite(time.Since(started), writeOutcome(err))
 		root.Send(self, &stateWritten{version: v, err: err})
 	}()
 }
@@ -785,6 +792,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 			return // its region terminated since; the requester asks again
 		}
 		ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
+		c.metrics.Allocated()
 		c.sendHostShard(ctx, shard, region)
 		if requester != nil {
 			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
@@ -886,6 +894,7 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		inProgress[s] = struct{}{}
 	}
 	shards := c.strategy.Rebalance(c.regionAllocations(false), inProgress)
+	started := 0
 	for _, shard := range shards {
 		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
 			continue // a shard whose new home is not written yet moves on a later tick
@@ -894,9 +903,14 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		if !ok {
 			continue
 		}
-		ctx.Logger().Info("shard coordinator: rebalancing shard", slog.String("type", c.typeName),
+		ctx.Logger().Debug("shard coordinator: rebalancing shard", slog.String("type", c.typeName),
 			slog.String("shard", shard), slog.String("from", RegionKey(from)))
 		c.startHandOff(ctx, shard, from, true)
+		started++
+	}
+	if started > 0 {
+		ctx.Logger().Info("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
+			slog.Int("in-progress", len(c.rebalanceInProgress)))
 	}
 }
 
@@ -912,13 +926,18 @@ func (c *coordinator) startHandOff(ctx actor.Context, shard string, from *actor.
 	}
 	w := ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch))
 	c.rebalanceWorkers[shard] = w
+	c.handOffsStarted[shard] = handOffStart{at: time.Now(), rebalance: isRebalance}
 }
 
 func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) {
 	delete(c.rebalanceWorkers, shard)
+	if started, known := c.handOffsStarted[shard]; known {
+		c.metrics.Rebalance(time.Since(started.at), started.rebalance, ok)
+		delete(c.handOffsStarted, shard)
+	}
 	oldHome, wasAllocated := c.state.RegionOf(shard)
 	if ok {
-		ctx.Logger().Info("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
+		ctx.Logger().Debug("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
 			if err := c.update(ctx, update{event: ShardHomeDeallocated{Shard: shard}}); errors.Is(err, errStopped) {
 				return

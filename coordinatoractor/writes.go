@@ -1,8 +1,10 @@
 package coordinatoractor
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -200,5 +202,37 @@ func add(m map[string]int, k string, d int) {
 		m[k] = n
 	} else {
 		delete(m, k)
+	}
+}
+
+// handOffStart is when the coordinator started a shard's hand-off, and
+// whether for the rebalance (else for a region's graceful shutdown).
+type handOffStart struct {
+	at        time.Time
+	rebalance bool
+}
+
+// The outcomes of a state write, for metrics.
+const (
+	writeOK       = "ok"
+	writeConflict = "conflict" // another coordinator wrote since: this one is stale and stops
+	writeRefused  = "refused"  // the state is too large or invalid; nothing was written
+	writeTimeout  = "timeout"
+	writeError    = "error"
+)
+
+// writeOutcome classifies a StateStore.Save result.
+func writeOutcome(err error) string {
+	switch {
+	case err == nil:
+		return writeOK
+	case errors.Is(err, ErrVersionConflict):
+		return writeConflict
+	case errors.Is(err, ErrStateTooLarge), errors.Is(err, ErrInvalidState):
+		return writeRefused
+	case errors.Is(err, context.DeadlineExceeded):
+		return writeTimeout
+	default:
+		return writeError
 	}
 }

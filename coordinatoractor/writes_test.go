@@ -1,6 +1,7 @@
 package coordinatoractor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -332,5 +333,24 @@ func TestStateWritesWorkingStateIsDurablePlusPending(t *testing.T) {
 	stAssertConsistent(t, w.state)
 	if got, want := len(w.state.Shards), 1+15+5; got != want {
 		t.Fatalf("%d shards, want %d", got, want)
+	}
+}
+
+func TestWriteOutcome(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{nil, writeOK},
+		{fmt.Errorf("save: %w", ErrVersionConflict), writeConflict},
+		{fmt.Errorf("save: %w", ErrStateTooLarge), writeRefused},
+		{ErrInvalidState, writeRefused},
+		{fmt.Errorf("consul: %w", context.DeadlineExceeded), writeTimeout},
+		{errors.New("connection refused"), writeError},
+	}
+	for _, tt := range tests {
+		if got := writeOutcome(tt.err); got != tt.want {
+			t.Errorf("writeOutcome(%v) = %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }

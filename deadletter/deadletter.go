@@ -3,18 +3,24 @@
 // proto.actor's own DeadLetterEvent has no reason, so every drop publishes
 // two events on the actor system's EventStream: the standard
 // *actor.DeadLetterEvent (for existing dead-letter subscribers) and a
-// *deadletter.Event that says why. It is also logged at Warn level. Nothing is
-// ever dropped silently.
+// *deadletter.Event that says why. Nothing is ever dropped silently.
+//
+// Every drop falls in one of a few reason classes, by its typed error
+// (ErrBufferFull, ErrShuttingDown, ...; "other" without one): the class is
+// the reason attribute of the protoshard_dropped_messages metric, and the
+// Warn log is rate-limited per class: the first drop of a class is logged,
+// the others of the next 10s only counted, and their count logged at the
+// end of that interval.
 package deadletter
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/protoshard/protoshard/internal/metrics"
 )
 
 // Event is a message that was dropped, with the reason.
@@ -41,6 +47,64 @@ var ErrNilMessage = errors.New("nil message: proto.actor cannot deliver it")
 // nodes and the messages after it on that stream would vanish.
 var ErrMessageTooLarge = errors.New("message too large for a remote node")
 
+// ErrBufferFull: a bounded buffer (a region's, a shard's, a singleton
+// proxy's or manager's) was full.
+var ErrBufferFull = errors.New("buffer full")
+
+// ErrShuttingDown: the actor that held the message is stopping, or the
+// cluster is shutting down, with the message still undelivered.
+var ErrShuttingDown = errors.New("shutting down")
+
+// ErrMemberRemoved: this node, or the one the message was going to, was
+// removed from the cluster (or has not confirmed its membership in time).
+var ErrMemberRemoved = errors.New("member removed from the cluster")
+
+// ErrNotSerializable: the message cannot cross to another node (not a
+// protobuf message, or its encoding failed).
+var ErrNotSerializable = errors.New("message cannot be serialized")
+
+// The reason classes: a fixed set, for metrics and the log's rate limit.
+const (
+	classNilMessage      = "nil_message"
+	classTooLarge        = "too_large"
+	classBufferFull      = "buffer_full"
+	classShuttingDown    = "shutting_down"
+	classMemberRemoved   = "member_removed"
+	classNotSerializable = "not_serializable"
+	// classUndelivered: proto.actor could not deliver it (the target is
+	// gone or its node unreachable); see ReportUndelivered.
+	classUndelivered = "undelivered"
+	// classOther: a message the receiving actor does not act on (a
+	// protocol message out of place, an invalid ID, no sender to answer)
+	// or could not handle; the log line has the detail.
+	classOther = "other"
+)
+
+var classes = []struct {
+	err   error
+	class string
+}{
+	{ErrNilMessage, classNilMessage},
+	{ErrMessageTooLarge, classTooLarge},
+	{ErrBufferFull, classBufferFull},
+	{ErrShuttingDown, classShuttingDown},
+	{ErrMemberRemoved, classMemberRemoved},
+	{ErrNotSerializable, classNotSerializable},
+}
+
+// classOf is err's reason class: the first typed reason err wraps.
+func classOf(err error) string {
+	if err == nil {
+		return classOther
+	}
+	for _, c := range classes {
+		if errors.Is(err, c.err) {
+			return c.class
+		}
+	}
+	return classOther
+}
+
 // String describes the drop in one line, for logs.
 func (e *Event) String() string {
 	return fmt.Sprintf("dropped %T to %v: %s", e.Message, e.Target, e.Reason)
@@ -53,29 +117,26 @@ var own sync.Map
 
 // Publish reports a dropped message on system's EventStream and logs it.
 func Publish(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, reason string) {
-	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: reason})
+	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: reason}, classOther)
 }
 
 // PublishError is Publish with a typed reason: the Event's Err is err and
 // its Reason err's text.
 func PublishError(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, err error) {
-	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: err.Error(), Err: err})
+	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: err.Error(), Err: err}, classOf(err))
 }
 
-func publish(system *actor.ActorSystem, e *Event) {
+func publish(system *actor.ActorSystem, e *Event, class string) {
 	dl := &actor.DeadLetterEvent{PID: e.Target, Message: e.Message, Sender: e.Sender}
 	own.Store(dl, struct{}{})
 	system.EventStream.Publish(dl)
 	own.Delete(dl)
-	publishEvent(system, e)
+	publishEvent(system, e, class)
 }
 
-func publishEvent(system *actor.ActorSystem, e *Event) {
-	system.Logger().Warn("message dropped",
-		slog.String("reason", e.Reason),
-		slog.String("type", fmt.Sprintf("%T", e.Message)),
-		slog.Any("target", e.Target),
-		slog.Any("sender", e.Sender))
+func publishEvent(system *actor.ActorSystem, e *Event, class string) {
+	metrics.For(system).Dropped(class)
+	logsOf(system).warn(e, class)
 	system.EventStream.Publish(e)
 }
 
@@ -94,7 +155,7 @@ func ReportUndelivered(system *actor.ActorSystem, reason func(*actor.DeadLetterE
 			return // Publish reports it with its own reason
 		}
 		if why := reason(dl); why != "" {
-			publishEvent(system, &Event{Target: dl.PID, Message: dl.Message, Sender: dl.Sender, Reason: why})
+			publishEvent(system, &Event{Target: dl.PID, Message: dl.Message, Sender: dl.Sender, Reason: why}, classUndelivered)
 		}
 	})
 }

@@ -169,8 +169,8 @@ func (q *Quarantine) drop(target *actor.PID, msg any, sender *actor.PID) {
 		// an endpoint it cannot reach, without a warning each.
 		q.system.EventStream.Publish(&actor.DeadLetterEvent{PID: target, Message: msg, Sender: sender})
 	default:
-		deadletter.Publish(q.system, target, msg, sender,
-			fmt.Sprintf("quarantine: %s is the address of a member removed from the cluster", target.GetAddress()))
+		deadletter.PublishError(q.system, target, msg, sender,
+			fmt.Errorf("quarantine: %s is the address of a member removed from the cluster: %w", target.GetAddress(), deadletter.ErrMemberRemoved))
 	}
 }
 

@@ -152,9 +152,9 @@ func (w *worker) start(ctx actor.Context) {
 		return
 	}
 	if w.isRebalance {
-		ctx.Logger().Info("rebalance worker: rebalancing shard", append(w.attrs(), slog.Any("from", w.from), slog.Int("regions", len(w.regions)))...)
+		ctx.Logger().Debug("rebalance worker: rebalancing shard", append(w.attrs(), slog.Any("from", w.from), slog.Int("regions", len(w.regions)))...)
 	} else {
-		ctx.Logger().Info("rebalance worker: shutting down shard; asking the regions to hand it off",
+		ctx.Logger().Debug("rebalance worker: shutting down shard; asking the regions to hand it off",
 			append(w.attrs(), slog.Any("from", w.from), slog.Int("regions", len(w.regions)))...)
 	}
 	for _, r := range w.regions {
@@ -223,7 +223,7 @@ func (w *worker) stoppingShard(ctx actor.Context) {
 			w.drop(ctx, msg, fmt.Sprintf("ShardStopped for shard %q sent to the worker of shard %q", msg.GetShard(), w.shard))
 			return
 		}
-		ctx.Logger().Info("rebalance worker: shard stopped", w.attrs()...)
+		ctx.Logger().Debug("rebalance worker: shard stopped", w.attrs()...)
 		w.done(ctx, true)
 	case *actor.Terminated:
 		w.unwatched(msg.Who)
@@ -301,14 +301,14 @@ func (w *worker) regionGone(ctx actor.Context, region *actor.PID, definitive boo
 		// The acks relayed through the owner are gone with it, and so is
 		// whatever they were to follow: nothing waits for them any more.
 		if len(w.pending) > 0 {
-			ctx.Logger().Info("rebalance worker: owner region "+how+" while waiting for BeginHandOffAck; counting every region as acknowledged",
+			ctx.Logger().Debug("rebalance worker: owner region "+how+" while waiting for BeginHandOffAck; counting every region as acknowledged",
 				append(w.attrs(), slog.Int("remaining", len(w.pending)))...)
 		}
 		clear(w.pending)
 	}
 	if w.pending[k] != nil {
 		delete(w.pending, k)
-		ctx.Logger().Info("rebalance worker: region "+how+" while waiting for BeginHandOffAck; counted as acknowledged",
+		ctx.Logger().Debug("rebalance worker: region "+how+" while waiting for BeginHandOffAck; counted as acknowledged",
 			append(w.attrs(), slog.Any("region", region), slog.Int("remaining", len(w.pending)))...)
 	}
 }
@@ -323,7 +323,7 @@ func (w *worker) allAcked(ctx actor.Context) {
 	if w.fromGone {
 		// Akka sends HandOff anyway and then waits for a ShardStopped that
 		// cannot come, until the time-out (ok=false).
-		ctx.Logger().Info("rebalance worker: all regions acknowledged; the owner region is gone already, and its entities with it", w.attrs()...)
+		ctx.Logger().Debug("rebalance worker: all regions acknowledged; the owner region is gone already, and its entities with it", w.attrs()...)
 		w.done(ctx, true)
 		return
 	}
@@ -347,7 +347,7 @@ func (w *worker) ownerGoneWhileStopping(ctx actor.Context, region *actor.PID, de
 			append(w.attrs(), slog.Any("from", w.from))...)
 		return
 	}
-	ctx.Logger().Info("rebalance worker: owner region "+how+" while stopping the shard; its entities are gone with it",
+	ctx.Logger().Debug("rebalance worker: owner region "+how+" while stopping the shard; its entities are gone with it",
 		append(w.attrs(), slog.Any("from", w.from))...)
 	w.done(ctx, true)
 }

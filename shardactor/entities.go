@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -104,7 +105,7 @@ type entityRecord struct {
 // or a message that does not fit); nothing changed.
 var (
 	errInvalidTransition = errors.New("invalid entity state transition")
-	errHeldFull          = errors.New("too many held messages")
+	errHeldFull          = fmt.Errorf("too many held messages: %w", deadletter.ErrBufferFull)
 	errUnknownEntity     = errors.New("not an entity of this shard")
 	errAlreadyPassivate  = errors.New("entity is passivating already")
 	errHandingOff        = errors.New("the shard is handing off")

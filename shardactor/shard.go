@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -103,6 +104,14 @@ type shard struct {
 	stopReason string
 
 	handOffReplyTo []*actor.PID // handingOff: who is answered ShardStopped
+	handOffStarted time.Time    // handingOff: when HandOff arrived
+
+	metrics *metrics.Type
+	// reportedLive: the entities counted in metrics; over: the shard is
+	// gone (stopped, or replaced by a fresh one at a restart), and so are
+	// they.
+	reportedLive int
+	over         bool
 
 	// Automatic passivation (see passivation.go). Entities are tracked from
 	// their start to their termination or until chosen for passivation.
@@ -126,8 +135,22 @@ type shard struct {
 	cancelLeaseCtx context.CancelFunc
 }
 
-// Receive handles what every state handles alike, then the current state.
+// Receive handles the message, then counts the entities started or
+// stopped meanwhile.
 func (s *shard) Receive(ctx actor.Context) {
+	s.receive(ctx)
+	live := s.entities.liveCount()
+	if s.over {
+		live = 0
+	}
+	if live != s.reportedLive {
+		s.metrics.AddEntities(live - s.reportedLive)
+		s.reportedLive = live
+	}
+}
+
+// receive handles what every state handles alike, then the current state.
+func (s *shard) receive(ctx actor.Context) {
 	// The hot path first: a message for an entity while active, without
 	// the behavior's indirection.
 	if d, ok := ctx.Message().(*Deliver); ok && s.state == stateActive {
@@ -151,12 +174,14 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.cancelTimers()
 		s.dropEverything(ctx, "the shard failed and restarts; its entities were stopped")
 		s.releaseLease(ctx, "the shard restarts")
+		s.over = true
 		return
 	case *actor.Stopped:
 		// Every entity has stopped by now: a hand-off cut short (the lease
 		// was lost) is over all the same, and the lease is free to go.
 		s.answerHandOff(ctx)
 		s.releaseLease(ctx, "the shard stopped")
+		s.over = true
 		return
 	case leaseLost:
 		s.onLeaseLost(ctx, msg)
@@ -176,6 +201,7 @@ func (s *shard) Receive(ctx actor.Context) {
 
 func (s *shard) onStarted(ctx actor.Context) {
 	s.timers = scheduler.NewTimerScheduler(ctx)
+	s.metrics = metrics.For(ctx.ActorSystem()).Type(s.typeName)
 	s.leaseCtx, s.cancelLeaseCtx = context.WithCancel(context.Background())
 	if s.settings.RememberEntities && s.settings.RememberEntitiesStore == nil {
 		ctx.Logger().Error("shard: remember-entities is on but there is no RememberEntitiesStore; entities are not remembered", s.attrs()...)
@@ -211,7 +237,7 @@ func (s *shard) becomeActive(ctx actor.Context) {
 func (s *shard) wait(ctx actor.Context) {
 	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender(), since: time.Now()}
 	if err := s.waiting.add(m, maxBufferedMessages); err != nil {
-		s.drop(ctx, m.message, m.sender, fmt.Sprintf("%v (%d, state %s)", err, maxBufferedMessages, s.state))
+		s.dropError(ctx, m.message, m.sender, fmt.Errorf("%w (%d, state %s)", err, maxBufferedMessages, s.state))
 	}
 }
 
@@ -287,7 +313,7 @@ func (s *shard) handingOff(ctx actor.Context) {
 		}
 		// Akka ignores a second HandOff; answering it as well costs nothing
 		// and spares a retrying RebalanceWorker a time-out.
-		ctx.Logger().Info("shard: HandOff received during an existing hand-off; it will be answered too", s.attrs()...)
+		ctx.Logger().Debug("shard: HandOff received during an existing hand-off; it will be answered too", s.attrs()...)
 		s.handOffReplyTo = appendPID(s.handOffReplyTo, ctx.Sender())
 	case handOffWarning:
 		if msg.gen == s.timerGen && s.entities.liveCount() > 0 {
@@ -391,8 +417,8 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 	decision, pid, err := s.entities.deliver(id, m, maxBufferedMessages)
 	switch {
 	case errors.Is(err, errHeldFull):
-		s.drop(ctx, original, m.sender, fmt.Sprintf("buffer for entities that cannot take messages yet is full (%d); entity %q (%s)",
-			maxBufferedMessages, id, s.entities.state(id)))
+		s.dropError(ctx, original, m.sender, fmt.Errorf("buffer for entities that cannot take messages yet is full (%d); entity %q (%s): %w",
+			maxBufferedMessages, id, s.entities.state(id), err))
 	case err != nil:
 		s.drop(ctx, original, m.sender, fmt.Sprintf("cannot deliver to entity %q: %v", id, err))
 	case decision == sendNow && m.start:
@@ -525,6 +551,7 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 		return
 	}
 	s.handOffReplyTo = appendPID(nil, sender)
+	s.handOffStarted = time.Now()
 	// No automatic passivation, no remembering once the shard hands off:
 	// every entity is stopped with the hand-off stop message, and stays
 	// remembered for the shard's next home.
@@ -539,7 +566,7 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 		s.finishHandOff(ctx)
 		return
 	}
-	ctx.Logger().Info("shard: HandOff; stopping entities", append(s.attrs(), slog.Int("entities", len(pids)))...)
+	ctx.Logger().Debug("shard: HandOff; stopping entities", append(s.attrs(), slog.Int("entities", len(pids)))...)
 	for _, pid := range pids {
 		stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 	}
@@ -596,7 +623,8 @@ func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []b
 // finishHandOff answers ShardStopped to the hand-off senders and stops the
 // shard.
 func (s *shard) finishHandOff(ctx actor.Context) {
-	ctx.Logger().Info("shard: hand-off done; all entities stopped", s.attrs()...)
+	ctx.Logger().Debug("shard: hand-off done; all entities stopped", s.attrs()...)
+	s.metrics.HandOff(time.Since(s.handOffStarted))
 	if len(s.handOffReplyTo) == 0 {
 		deadletter.Publish(ctx.ActorSystem(), nil, &messages.ShardStopped{Shard: s.shardID}, ctx.Self(), s.reason("HandOff had no sender to answer ShardStopped to"))
 	}
@@ -810,10 +838,15 @@ func (s *shard) reply(ctx actor.Context, answer any) {
 }
 
 func (s *shard) drop(ctx actor.Context, msg any, sender *actor.PID, reason string) {
+	s.dropError(ctx, msg, sender, errors.New(reason))
+}
+
+// dropError is drop with a typed reason (see deadletter's reason classes).
+func (s *shard) dropError(ctx actor.Context, msg any, sender *actor.PID, reason error) {
 	if d, ok := msg.(*Deliver); ok && d != nil {
 		d.Pending.Release()
 	}
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, sender, s.reason(reason))
+	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Errorf("shard %s/%s: %w", s.typeName, s.shardID, reason))
 }
 
 func (s *shard) reason(reason string) string {

@@ -1,12 +1,14 @@
 package shardactor
 
 import (
-	"errors"
+	"fmt"
 	"time"
+
+	"github.com/protoshard/protoshard/deadletter"
 )
 
 // errWaitingFull: the shard holds as many waiting messages as it may.
-var errWaitingFull = errors.New("too many messages wait for the shard to be ready")
+var errWaitingFull = fmt.Errorf("too many messages wait for the shard to be ready: %w", deadletter.ErrBufferFull)
 
 // waitingMessages holds, in arrival order, what reaches a shard that is not
 // ready yet (acquiring its lease, reading its remembered entities), to be

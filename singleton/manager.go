@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -90,6 +91,11 @@ type manager struct {
 	timers   *scheduler.TimerScheduler
 	timerGen int
 
+	metrics *metrics.Singleton
+	// becameOldest: when this member became the oldest, until the
+	// singleton runs here (the hand-over time).
+	becameOldest time.Time
+
 	self       membership.Member
 	buffer     *actor.PID
 	singleton  *actor.PID // the running (or stopping) singleton; nil when none
@@ -144,6 +150,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		m.timers = scheduler.NewTimerScheduler(ctx)
+		m.metrics = metrics.For(ctx.ActorSystem()).Singleton(m.name)
 		m.buffer = ctx.Spawn(actor.PropsFromProducer(newOldestChangedBuffer(m.cluster, m.settings.Role), guard.WithMailbox()))
 		m.cluster.Subscribe(ctx.Self())
 		m.become(ctx, StateStart, m.start)
@@ -158,6 +165,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.clearFencingToken(ctx)
 		m.releaseLease(ctx, "the manager stopped", false)
 		m.cancelLease() // an acquisition still running gives up; no answers any more
+		m.metrics.State("")
 		return
 	case *initialOldestState, *oldestChanged:
 		m.awaitingNext = false // handled by the state below
@@ -588,7 +596,26 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 	}
 	m.state = name
 	m.behavior.Become(receive)
+	m.record(name)
 	m.answerLeaveWaitersIfIdle(ctx)
+}
+
+// record reports the state in metrics, and the hand-over time once the
+// singleton runs here after this member became the oldest.
+func (m *manager) record(state string) {
+	m.metrics.State(state)
+	switch state {
+	case StateBecomingOldest:
+		m.becameOldest = time.Now()
+	case StateOldest:
+		if !m.becameOldest.IsZero() {
+			m.metrics.HandOver(time.Since(m.becameOldest))
+		}
+		m.becameOldest = time.Time{}
+	case StateAcquiringLease:
+	default:
+		m.becameOldest = time.Time{}
+	}
 }
 
 // tryGotoOldest is Akka's tryGotoOldest: start the singleton, after
@@ -777,7 +804,7 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		if len(m.envelopes) >= m.settings.BufferSize {
 			dropped := m.envelopes[0]
 			m.envelopes = m.envelopes[1:]
-			m.drop(ctx, dropped, fmt.Sprintf("singleton manager buffer is full (%d), dropping the oldest message", m.settings.BufferSize))
+			m.dropError(ctx, dropped, fmt.Errorf("buffer is full (%d), dropping the oldest message: %w", m.settings.BufferSize, deadletter.ErrBufferFull))
 		}
 		m.envelopes = append(m.envelopes, env)
 	case StateYounger:
@@ -790,7 +817,7 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		m.passOn(ctx, m.handedOverTo, env, "this member no longer runs the singleton")
 		m.armDrain(ctx)
 	default:
-		m.drop(ctx, env, "this member was removed from the cluster")
+		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster: %w", deadletter.ErrMemberRemoved))
 	}
 }
 
@@ -808,7 +835,12 @@ func (m *manager) passOn(ctx actor.Context, to *actor.PID, env *messages.Singlet
 }
 
 func (m *manager) drop(ctx actor.Context, env *messages.SingletonEnvelope, reason string) {
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), env, env.GetSender(), "singleton manager: "+reason)
+	m.dropError(ctx, env, errors.New(reason))
+}
+
+// dropError is drop with a typed reason (see deadletter's reason classes).
+func (m *manager) dropError(ctx actor.Context, env *messages.SingletonEnvelope, reason error) {
+	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env, env.GetSender(), fmt.Errorf("singleton manager: %w", reason))
 }
 
 func (m *manager) terminateSingleton(ctx actor.Context) {

@@ -63,7 +63,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 			p.cancelTick()
 		}
 		for _, b := range p.buffer {
-			deadletter.Publish(ctx.ActorSystem(), nil, b.message, b.sender, "singleton proxy stopped with the message still buffered")
+			deadletter.PublishError(ctx.ActorSystem(), nil, b.message, b.sender, fmt.Errorf("singleton proxy stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
 		}
 		p.buffer = nil
 	case *actor.Stopped, *actor.Restarting:
@@ -142,8 +142,8 @@ func (p *proxy) buffered(ctx actor.Context, b bufferedMessage) {
 	if len(p.buffer) >= p.settings.BufferSize {
 		dropped := p.buffer[0]
 		p.buffer = p.buffer[1:]
-		deadletter.Publish(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
-			fmt.Sprintf("singleton proxy: buffer is full (%d), dropping the oldest message", p.settings.BufferSize))
+		deadletter.PublishError(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
+			fmt.Errorf("singleton proxy: buffer is full (%d), dropping the oldest message: %w", p.settings.BufferSize, deadletter.ErrBufferFull))
 	}
 	p.buffer = append(p.buffer, b)
 }
