@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -36,12 +37,18 @@ type Sharding struct {
 
 	mu      sync.Mutex
 	regions map[string]*startedRegion
+	// requests: EntityRef requests under way, for their drops' reasons.
+	requests dropWatch
 }
 
 type startedRegion struct {
 	pid     *actor.PID
 	proxy   bool
 	stopped chan struct{}
+	// What it was started with, to tell a second start that differs.
+	entityProps *actor.Props
+	extractor   MessageExtractor
+	settings    Settings
 }
 
 // ExtensionID implements proto.actor's extensions.Extension.
@@ -63,6 +70,7 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
 	system.Extensions.Register(s)
 	deadletter.ReportUndelivered(system, undeliveredReason(system))
+	system.EventStream.Subscribe(s.requests.observe)
 	return s, nil
 }
 
@@ -90,6 +98,17 @@ func undeliveredReason(system *actor.ActorSystem) func(*actor.DeadLetterEvent) s
 		return fmt.Sprintf("sharding: %v stopped before the message reached it", dl.PID)
 	}
 }
+
+// ErrAlreadyStarted is returned by StartRegion and StartProxy for an entity
+// type started on this node before with other entity props, extractor or
+// settings (the same again returns the running region).
+var ErrAlreadyStarted = errors.New("the entity type was started on this node with other props, extractor or settings")
+
+// ErrNotJoined is returned by StartRegion and StartProxy before the node's
+// membership.Cluster joined: the region could not register with the
+// coordinator, and its messages would wait in its buffer until they time
+// out. Join first.
+var ErrNotJoined = errors.New("the cluster has not joined yet: call membership.Cluster.Join before starting regions")
 
 // ErrNoStateStore is returned by StartRegion and StartProxy when the
 // coordinator needs a state store and there is no safe default: see
@@ -145,17 +164,25 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	if extractor == nil {
 		extractor = NewHashCodeMessageExtractor(DefaultNumberOfShards)
 	}
+	requestedProps := entityProps
 	settings := DefaultSettings()
 	for _, o := range opts {
 		o(&settings)
 	}
 	settings = settings.withDefaults()
+	asked := settings
 	settings.Shard.MemberStale = s.cluster.Stale
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.regions[typeName]; ok {
+		if r.entityProps != entityProps || !reflect.DeepEqual(r.extractor, extractor) || !reflect.DeepEqual(r.settings, asked) {
+			return nil, fmt.Errorf("actorsharding: %q: %w", typeName, ErrAlreadyStarted)
+		}
 		return r.pid, nil
+	}
+	if s.cluster.Self().ID == "" {
+		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, ErrNotJoined)
 	}
 	hasRole := settings.Role == "" || s.cluster.Self().HasRole(settings.Role) || hasConfiguredRole(s.cluster, settings.Role)
 	if !hasRole {
@@ -210,7 +237,8 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
 	}
-	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, stopped: stopped}
+	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, stopped: stopped,
+		entityProps: requestedProps, extractor: extractor, settings: asked}
 	if entityProps != nil {
 		s.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {
 			return s.gracefulShutdown(ctx, pid, stopped, settings.GracefulShutdownTimeout)

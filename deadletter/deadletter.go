@@ -127,11 +127,14 @@ func PublishError(system *actor.ActorSystem, target *actor.PID, message any, sen
 }
 
 func publish(system *actor.ActorSystem, e *Event, class string) {
+	// The Event first: proto.actor answers the DeadLetterEvent of a
+	// request with a DeadLetterResponse, and whoever waits for that (see
+	// actorsharding.EntityRef) finds the reason already.
+	publishEvent(system, e, class)
 	dl := &actor.DeadLetterEvent{PID: e.Target, Message: e.Message, Sender: e.Sender}
 	own.Store(dl, struct{}{})
 	system.EventStream.Publish(dl)
 	own.Delete(dl)
-	publishEvent(system, e, class)
 }
 
 func publishEvent(system *actor.ActorSystem, e *Event, class string) {

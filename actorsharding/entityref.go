@@ -1,0 +1,147 @@
+package actorsharding
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/proto"
+)
+
+// EntityRef addresses one entity of an entity type by its ID, as Akka's
+// EntityRef: messages need no entity_id of their own, and a request that
+// is dropped fails with the reason. Get one with Sharding.EntityRefFor; it
+// is a small value, safe to copy and to use from many goroutines.
+type EntityRef struct {
+	sharding  *Sharding
+	typeName  string
+	id        string
+	region    *actor.PID
+	extractor MessageExtractor
+}
+
+// ErrDropped is wrapped by the error of a request whose message protoshard
+// dropped (a dead-letter event was published); the error also wraps the
+// typed reason when there is one (deadletter.ErrBufferFull,
+// deadletter.ErrShuttingDown, deadletter.ErrMemberRemoved, ...) and
+// actor.ErrDeadLetter.
+var ErrDropped = errors.New("message dropped")
+
+// ErrNotStarted is returned by EntityRefFor for an entity type with no
+// region or proxy on this node.
+var ErrNotStarted = errors.New("no region or proxy of the entity type runs on this node")
+
+// EntityRefFor returns a reference to entity entityID of typeName, whose
+// region or proxy was started on this node.
+func (s *Sharding) EntityRefFor(typeName, entityID string) (EntityRef, error) {
+	if err := messages.CheckEntityID(entityID); err != nil {
+		return EntityRef{}, fmt.Errorf("actorsharding: EntityRefFor %s %q: %w", typeName, entityID, err)
+	}
+	s.mu.Lock()
+	r, ok := s.regions[typeName]
+	s.mu.Unlock()
+	if !ok {
+		return EntityRef{}, fmt.Errorf("actorsharding: EntityRefFor %s %q: %w", typeName, entityID, ErrNotStarted)
+	}
+	return EntityRef{sharding: s, typeName: typeName, id: entityID, region: r.pid, extractor: r.extractor}, nil
+}
+
+// EntityID is the entity's ID.
+func (e EntityRef) EntityID() string { return e.id }
+
+// TypeName is the entity's type.
+func (e EntityRef) TypeName() string { return e.typeName }
+
+// Send sends msg to the entity (Akka's tell). msg goes as it is when the
+// extractor finds this entity's ID in it; otherwise it goes in a
+// ShardingEnvelope, which takes protobuf messages only. A drop after Send
+// is reported as a dead-letter event (deadletter.Event).
+func (e EntityRef) Send(msg any) error {
+	m, err := e.pack(msg)
+	if err != nil {
+		return err
+	}
+	e.sharding.system.Root.Send(e.region, m)
+	return nil
+}
+
+// Request sends msg to the entity and waits up to timeout for its answer
+// (Akka's ask). If protoshard dropped the message on this node, the error
+// wraps ErrDropped, the typed reason if any, and actor.ErrDeadLetter, and
+// says why; a drop on another node gives actor.ErrDeadLetter alone, and no
+// answer in time actor.ErrTimeout.
+func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
+	m, err := e.pack(msg)
+	if err != nil {
+		return nil, err
+	}
+	system := e.sharding.system
+	f := actor.NewFuture(system, timeout)
+	note := e.sharding.requests.watch(f.PID())
+	defer e.sharding.requests.forget(f.PID())
+	system.Root.RequestWithCustomSender(e.region, m, f.PID())
+	res, err := f.Result()
+	if err == nil {
+		return res, nil
+	}
+	if ev := note.Load(); ev != nil {
+		if ev.Err != nil {
+			return nil, fmt.Errorf("actorsharding: request to %s %q: %w: %s (%w, %w)", e.typeName, e.id, ErrDropped, ev.Reason, ev.Err, err)
+		}
+		return nil, fmt.Errorf("actorsharding: request to %s %q: %w: %s (%w)", e.typeName, e.id, ErrDropped, ev.Reason, err)
+	}
+	return nil, fmt.Errorf("actorsharding: request to %s %q: %w", e.typeName, e.id, err)
+}
+
+// pack returns msg as it can go to the region for this entity.
+func (e EntityRef) pack(msg any) (any, error) {
+	if msg == nil {
+		return nil, fmt.Errorf("actorsharding: %s %q: %w", e.typeName, e.id, deadletter.ErrNilMessage)
+	}
+	if e.sharding == nil {
+		return nil, fmt.Errorf("actorsharding: the zero EntityRef: %w", ErrNotStarted)
+	}
+	if _, isEnvelope := msg.(*messages.ShardingEnvelope); !isEnvelope {
+		if id, err := e.extractor.EntityID(msg); err == nil && id == e.id {
+			return msg, nil
+		}
+	}
+	pm, ok := msg.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("actorsharding: %s %q: %T carries another entity ID or none, and only a protobuf message can be wrapped for the entity: %w",
+			e.typeName, e.id, msg, deadletter.ErrNotSerializable)
+	}
+	return NewEnvelope(e.id, pm)
+}
+
+// dropWatch notes, for requests under way, the dead-letter event of their
+// message, keyed by the request's future. deadletter publishes its Event
+// before proto.actor answers the future with a DeadLetterResponse, so the
+// note is there when the request fails.
+type dropWatch struct {
+	futures sync.Map // future PID ID -> *atomic.Pointer[deadletter.Event]
+}
+
+func (w *dropWatch) watch(future *actor.PID) *atomic.Pointer[deadletter.Event] {
+	note := &atomic.Pointer[deadletter.Event]{}
+	w.futures.Store(future.Id, note)
+	return note
+}
+
+func (w *dropWatch) forget(future *actor.PID) { w.futures.Delete(future.Id) }
+
+// observe takes every deadletter.Event of the actor system.
+func (w *dropWatch) observe(evt any) {
+	e, ok := evt.(*deadletter.Event)
+	if !ok || e.Sender == nil {
+		return
+	}
+	if v, ok := w.futures.Load(e.Sender.Id); ok {
+		v.(*atomic.Pointer[deadletter.Event]).CompareAndSwap(nil, e)
+	}
+}
