@@ -18,7 +18,11 @@
 // Queries go through this node's region (or proxy) of the type to the
 // coordinator, each bounded by a time-out. An answer that does not come
 // in time, or a region that knows no coordinator yet, is an HTTP 503 with
-// a JSON body {"error": "..."}; an unknown type is a 404.
+// a JSON body {"error": "..."}; an unknown type is a 404. (As in Akka, a
+// region without a coordinator answers regions and stats with empty
+// lists; the coordinator and map routes answer 503.) A singleton's
+// owner is not asked: it is the oldest Up member of the singleton's role,
+// where its ClusterSingletonManager runs it.
 package management
 
 import (
@@ -27,7 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"time"
 
@@ -102,11 +105,7 @@ func newHandler(system *actor.ActorSystem, cluster *membership.Cluster, regions 
 	for _, o := range opts {
 		o(&h.config)
 	}
-	static, err := fs.Sub(page, "page")
-	if err != nil {
-		panic(err) // the embedded folder is part of the binary: it exists
-	}
-	h.mux.Handle("GET /", http.FileServerFS(static))
+	h.mux.HandleFunc("GET /", servePage)
 	h.mux.HandleFunc("GET /cluster/members", h.members)
 	h.mux.HandleFunc("GET /cluster/singletons", h.singletons)
 	h.mux.HandleFunc("GET /cluster/shards", h.types)
@@ -115,6 +114,14 @@ func newHandler(system *actor.ActorSystem, cluster *membership.Cluster, regions 
 	h.mux.HandleFunc("GET /cluster/shards/{type}/coordinator", h.typeRoute(h.coordinator))
 	h.mux.HandleFunc("GET /cluster/shards/{type}/map", h.typeRoute(h.shardMap))
 	return h
+}
+
+// servePage serves the embedded page's files, which sit in its folder
+// "page".
+func servePage(w http.ResponseWriter, r *http.Request) {
+	in := r.Clone(r.Context())
+	in.URL.Path, in.URL.RawPath = "/page"+r.URL.Path, ""
+	http.FileServerFS(page).ServeHTTP(w, in)
 }
 
 // ServeHTTP implements http.Handler.

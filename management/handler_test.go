@@ -139,8 +139,23 @@ func TestRoutesOneNode(t *testing.T) {
 	if code := get(t, srv, "/cluster/shards/Nope/map", &e); code != http.StatusNotFound || e.Type != "Nope" || e.Error == "" {
 		t.Errorf("unknown type: %d %+v", code, e)
 	}
-	if code := get(t, srv, "/", nil); code != http.StatusOK {
-		t.Errorf("page: %d", code)
+	for path, want := range map[string]string{
+		"/":            `<script src="shardmap.js">`,
+		"/shardmap.js": "cluster/shards/",
+		"/style.css":   ".shard.handoff",
+	} {
+		res, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, body without %q", path, res.StatusCode, want)
+		}
+	}
+	if code := get(t, srv, "/nope.js", nil); code != http.StatusNotFound {
+		t.Errorf("GET /nope.js: %d, want 404", code)
 	}
 	res, err := srv.Client().Post(srv.URL+"/cluster/members", "application/json", strings.NewReader("{}"))
 	if err != nil {
