@@ -216,6 +216,8 @@ func (r *region) active(ctx actor.Context) {
 		r.askCoordinator(ctx, &messages.CurrentRegions{})
 	case *messages.GetClusterShardingStats:
 		r.askCoordinator(ctx, &messages.ClusterShardingStats{Regions: map[string]*messages.ShardRegionStats{}})
+	case *messages.GetShardCoordinatorState:
+		r.askCoordinator(ctx, &messages.ShardCoordinatorState{})
 	case *messages.GetShardRegionStats:
 		r.onGetShardRegionStats(ctx)
 	case *messages.GetShardRegionState:

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +46,7 @@ type Sharding struct {
 type startedRegion struct {
 	pid     *actor.PID
 	proxy   bool
+	role    string
 	stopped chan struct{}
 	// What it was started with, to tell a second start that differs.
 	entityProps *actor.Props
@@ -237,7 +240,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
 	}
-	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, stopped: stopped,
+	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, role: settings.Role, stopped: stopped,
 		entityProps: requestedProps, extractor: extractor, settings: asked}
 	if entityProps != nil {
 		s.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {
@@ -290,6 +293,34 @@ func (s *Sharding) Region(typeName string) (*actor.PID, bool) {
 	}
 	return r.pid, true
 }
+
+// RegionInfo is a region (or proxy) started on this system, as Regions
+// lists it.
+type RegionInfo struct {
+	TypeName string
+	PID      *actor.PID
+	Proxy    bool   // it hosts no shards
+	Role     string // the role whose members host the type's shards and coordinator
+}
+
+// Regions lists the regions and proxies started on this system, by type
+// name: what admin tools (package management) report on.
+func (s *Sharding) Regions() []RegionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]RegionInfo, 0, len(s.regions))
+	for name, r := range s.regions {
+		out = append(out, RegionInfo{TypeName: name, PID: r.pid, Proxy: r.proxy, Role: r.role})
+	}
+	slices.SortFunc(out, func(a, b RegionInfo) int { return strings.Compare(a.TypeName, b.TypeName) })
+	return out
+}
+
+// System returns the actor system the Sharding belongs to.
+func (s *Sharding) System() *actor.ActorSystem { return s.system }
+
+// Cluster returns the membership the Sharding was created with.
+func (s *Sharding) Cluster() *membership.Cluster { return s.cluster }
 
 // GracefulShutdown hands off the shards of typeName's region and waits until
 // it has stopped (or ctx ends). Sending messages.GracefulShutdown to the

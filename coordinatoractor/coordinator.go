@@ -252,6 +252,8 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 		c.load(ctx)
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
+	case *messages.GetShardCoordinatorState:
+		ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
 	default:
 		repeat, err := c.stash.add(msg, ctx.Sender())
 		switch {
@@ -597,6 +599,8 @@ func (c *coordinator) active(ctx actor.Context) {
 		c.onGetClusterShardingStats(ctx, msg)
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
+	case *messages.GetShardCoordinatorState:
+		ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
 	case *stateWritten:
 		c.onStateWritten(ctx, msg)
 	case reloadState, *stateLoaded:

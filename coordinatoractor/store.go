@@ -119,6 +119,20 @@ func (m *MemoryStore) Save(ctx context.Context, state State, version uint64) (ui
 // DecodeState validates, so a state that could not be loaded again is
 // never stored.
 func EncodeState(s State) ([]byte, error) {
+	msg := stateMessage(s)
+	if _, err := stateFromMessage(msg); err != nil {
+		return nil, fmt.Errorf("encode coordinator state: %w: %w", ErrInvalidState, err)
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode coordinator state: %w", err)
+	}
+	return data, nil
+}
+
+// stateMessage is the wire form of s, in the order EncodeState describes;
+// its PIDs are copies.
+func stateMessage(s State) *messages.CoordinatorState {
 	msg := &messages.CoordinatorState{
 		Regions:           make([]*messages.RegionRecord, 0, len(s.Regions)),
 		RegionProxies:     make([]*messages.RegionRecord, 0, len(s.Proxies)),
@@ -140,14 +154,7 @@ func EncodeState(s State) ([]byte, error) {
 			MemberId: p.MemberID,
 		})
 	}
-	if _, err := stateFromMessage(msg); err != nil {
-		return nil, fmt.Errorf("encode coordinator state: %w: %w", ErrInvalidState, err)
-	}
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-	if err != nil {
-		return nil, fmt.Errorf("encode coordinator state: %w", err)
-	}
-	return data, nil
+	return msg
 }
 
 // DecodeState parses the wire form written by EncodeState and validates it:

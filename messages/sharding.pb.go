@@ -1622,6 +1622,131 @@ func (x *ClusterShardingStats) GetRegions() map[string]*ShardRegionStats {
 	return nil
 }
 
+// GetShardCoordinatorState asks the coordinator of a type, through any of
+// its regions or proxies (which forward it), what it holds right now: for
+// operators' tools. Answered with ShardCoordinatorState.
+type GetShardCoordinatorState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetShardCoordinatorState) Reset() {
+	*x = GetShardCoordinatorState{}
+	mi := &file_sharding_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetShardCoordinatorState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetShardCoordinatorState) ProtoMessage() {}
+
+func (x *GetShardCoordinatorState) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetShardCoordinatorState.ProtoReflect.Descriptor instead.
+func (*GetShardCoordinatorState) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{32}
+}
+
+// ShardCoordinatorState answers GetShardCoordinatorState. A region that is
+// not registered with a coordinator answers with no coordinator.
+type ShardCoordinatorState struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Coordinator         *actor.PID             `protobuf:"bytes,1,opt,name=coordinator,proto3" json:"coordinator,omitempty"`              // empty: the region knows no coordinator
+	MemberId            string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`    // the member the coordinator runs on
+	StateName           string                 `protobuf:"bytes,3,opt,name=state_name,json=stateName,proto3" json:"state_name,omitempty"` // waitingForState or active
+	Epoch               uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	State               *CoordinatorState      `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`                                                          // regions and their shards, as last written
+	RebalanceInProgress []string               `protobuf:"bytes,6,rep,name=rebalance_in_progress,json=rebalanceInProgress,proto3" json:"rebalance_in_progress,omitempty"` // shards being handed off now
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ShardCoordinatorState) Reset() {
+	*x = ShardCoordinatorState{}
+	mi := &file_sharding_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardCoordinatorState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardCoordinatorState) ProtoMessage() {}
+
+func (x *ShardCoordinatorState) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardCoordinatorState.ProtoReflect.Descriptor instead.
+func (*ShardCoordinatorState) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ShardCoordinatorState) GetCoordinator() *actor.PID {
+	if x != nil {
+		return x.Coordinator
+	}
+	return nil
+}
+
+func (x *ShardCoordinatorState) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ShardCoordinatorState) GetStateName() string {
+	if x != nil {
+		return x.StateName
+	}
+	return ""
+}
+
+func (x *ShardCoordinatorState) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ShardCoordinatorState) GetState() *CoordinatorState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ShardCoordinatorState) GetRebalanceInProgress() []string {
+	if x != nil {
+		return x.RebalanceInProgress
+	}
+	return nil
+}
+
 // CoordinatorState is Akka's ShardCoordinator State, serialised for the
 // StateStore. Regions carry their member incarnation, because a PID has
 // none: a recovering coordinator drops the regions whose member is gone.
@@ -1637,7 +1762,7 @@ type CoordinatorState struct {
 
 func (x *CoordinatorState) Reset() {
 	*x = CoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1774,7 @@ func (x *CoordinatorState) String() string {
 func (*CoordinatorState) ProtoMessage() {}
 
 func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1787,7 @@ func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorState.ProtoReflect.Descriptor instead.
 func (*CoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{32}
+	return file_sharding_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CoordinatorState) GetRegions() []*RegionRecord {
@@ -1706,7 +1831,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_sharding_proto_msgTypes[33]
+	mi := &file_sharding_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1843,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[33]
+	mi := &file_sharding_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1856,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{33}
+	return file_sharding_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegionRecord) GetRef() *actor.PID {
@@ -1862,7 +1987,17 @@ const file_sharding_proto_rawDesc = "" +
 	"\aregions\x18\x01 \x03(\v2-.protoshard.ClusterShardingStats.RegionsEntryR\aregions\x1aX\n" +
 	"\fRegionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
-	"\x05value\x18\x02 \x01(\v2\x1c.protoshard.ShardRegionStatsR\x05value:\x028\x01\"\xe3\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1c.protoshard.ShardRegionStatsR\x05value:\x028\x01\"\x1a\n" +
+	"\x18GetShardCoordinatorState\"\xff\x01\n" +
+	"\x15ShardCoordinatorState\x12,\n" +
+	"\vcoordinator\x18\x01 \x01(\v2\n" +
+	".actor.PIDR\vcoordinator\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1d\n" +
+	"\n" +
+	"state_name\x18\x03 \x01(\tR\tstateName\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x122\n" +
+	"\x05state\x18\x05 \x01(\v2\x1c.protoshard.CoordinatorStateR\x05state\x122\n" +
+	"\x15rebalance_in_progress\x18\x06 \x03(\tR\x13rebalanceInProgress\"\xe3\x01\n" +
 	"\x10CoordinatorState\x122\n" +
 	"\aregions\x18\x01 \x03(\v2\x18.protoshard.RegionRecordR\aregions\x12?\n" +
 	"\x0eregion_proxies\x18\x02 \x03(\v2\x18.protoshard.RegionRecordR\rregionProxies\x12-\n" +
@@ -1886,73 +2021,77 @@ func file_sharding_proto_rawDescGZIP() []byte {
 	return file_sharding_proto_rawDescData
 }
 
-var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_sharding_proto_goTypes = []any{
-	(*Register)(nil),                // 0: protoshard.Register
-	(*RegisterProxy)(nil),           // 1: protoshard.RegisterProxy
-	(*GetShardHome)(nil),            // 2: protoshard.GetShardHome
-	(*ShardStarted)(nil),            // 3: protoshard.ShardStarted
-	(*BeginHandOffAck)(nil),         // 4: protoshard.BeginHandOffAck
-	(*HandOffForwarded)(nil),        // 5: protoshard.HandOffForwarded
-	(*HandOffForwardedAck)(nil),     // 6: protoshard.HandOffForwardedAck
-	(*MessageTypeKnown)(nil),        // 7: protoshard.MessageTypeKnown
-	(*ShardStopped)(nil),            // 8: protoshard.ShardStopped
-	(*GracefulShutdownReq)(nil),     // 9: protoshard.GracefulShutdownReq
-	(*RegionStopped)(nil),           // 10: protoshard.RegionStopped
-	(*RegisterAck)(nil),             // 11: protoshard.RegisterAck
-	(*ShardHome)(nil),               // 12: protoshard.ShardHome
-	(*ShardHomes)(nil),              // 13: protoshard.ShardHomes
-	(*ShardHomesEntry)(nil),         // 14: protoshard.ShardHomesEntry
-	(*HostShard)(nil),               // 15: protoshard.HostShard
-	(*BeginHandOff)(nil),            // 16: protoshard.BeginHandOff
-	(*HandOff)(nil),                 // 17: protoshard.HandOff
-	(*RebalanceDone)(nil),           // 18: protoshard.RebalanceDone
-	(*Passivate)(nil),               // 19: protoshard.Passivate
-	(*StartEntity)(nil),             // 20: protoshard.StartEntity
-	(*StartEntityAck)(nil),          // 21: protoshard.StartEntityAck
-	(*GracefulShutdown)(nil),        // 22: protoshard.GracefulShutdown
-	(*GetCurrentRegions)(nil),       // 23: protoshard.GetCurrentRegions
-	(*CurrentRegions)(nil),          // 24: protoshard.CurrentRegions
-	(*GetShardRegionState)(nil),     // 25: protoshard.GetShardRegionState
-	(*ShardState)(nil),              // 26: protoshard.ShardState
-	(*CurrentShardRegionState)(nil), // 27: protoshard.CurrentShardRegionState
-	(*GetShardRegionStats)(nil),     // 28: protoshard.GetShardRegionStats
-	(*ShardRegionStats)(nil),        // 29: protoshard.ShardRegionStats
-	(*GetClusterShardingStats)(nil), // 30: protoshard.GetClusterShardingStats
-	(*ClusterShardingStats)(nil),    // 31: protoshard.ClusterShardingStats
-	(*CoordinatorState)(nil),        // 32: protoshard.CoordinatorState
-	(*RegionRecord)(nil),            // 33: protoshard.RegionRecord
-	nil,                             // 34: protoshard.ShardRegionStats.StatsEntry
-	nil,                             // 35: protoshard.ClusterShardingStats.RegionsEntry
-	(*actor.PID)(nil),               // 36: actor.PID
-	(*anypb.Any)(nil),               // 37: google.protobuf.Any
+	(*Register)(nil),                 // 0: protoshard.Register
+	(*RegisterProxy)(nil),            // 1: protoshard.RegisterProxy
+	(*GetShardHome)(nil),             // 2: protoshard.GetShardHome
+	(*ShardStarted)(nil),             // 3: protoshard.ShardStarted
+	(*BeginHandOffAck)(nil),          // 4: protoshard.BeginHandOffAck
+	(*HandOffForwarded)(nil),         // 5: protoshard.HandOffForwarded
+	(*HandOffForwardedAck)(nil),      // 6: protoshard.HandOffForwardedAck
+	(*MessageTypeKnown)(nil),         // 7: protoshard.MessageTypeKnown
+	(*ShardStopped)(nil),             // 8: protoshard.ShardStopped
+	(*GracefulShutdownReq)(nil),      // 9: protoshard.GracefulShutdownReq
+	(*RegionStopped)(nil),            // 10: protoshard.RegionStopped
+	(*RegisterAck)(nil),              // 11: protoshard.RegisterAck
+	(*ShardHome)(nil),                // 12: protoshard.ShardHome
+	(*ShardHomes)(nil),               // 13: protoshard.ShardHomes
+	(*ShardHomesEntry)(nil),          // 14: protoshard.ShardHomesEntry
+	(*HostShard)(nil),                // 15: protoshard.HostShard
+	(*BeginHandOff)(nil),             // 16: protoshard.BeginHandOff
+	(*HandOff)(nil),                  // 17: protoshard.HandOff
+	(*RebalanceDone)(nil),            // 18: protoshard.RebalanceDone
+	(*Passivate)(nil),                // 19: protoshard.Passivate
+	(*StartEntity)(nil),              // 20: protoshard.StartEntity
+	(*StartEntityAck)(nil),           // 21: protoshard.StartEntityAck
+	(*GracefulShutdown)(nil),         // 22: protoshard.GracefulShutdown
+	(*GetCurrentRegions)(nil),        // 23: protoshard.GetCurrentRegions
+	(*CurrentRegions)(nil),           // 24: protoshard.CurrentRegions
+	(*GetShardRegionState)(nil),      // 25: protoshard.GetShardRegionState
+	(*ShardState)(nil),               // 26: protoshard.ShardState
+	(*CurrentShardRegionState)(nil),  // 27: protoshard.CurrentShardRegionState
+	(*GetShardRegionStats)(nil),      // 28: protoshard.GetShardRegionStats
+	(*ShardRegionStats)(nil),         // 29: protoshard.ShardRegionStats
+	(*GetClusterShardingStats)(nil),  // 30: protoshard.GetClusterShardingStats
+	(*ClusterShardingStats)(nil),     // 31: protoshard.ClusterShardingStats
+	(*GetShardCoordinatorState)(nil), // 32: protoshard.GetShardCoordinatorState
+	(*ShardCoordinatorState)(nil),    // 33: protoshard.ShardCoordinatorState
+	(*CoordinatorState)(nil),         // 34: protoshard.CoordinatorState
+	(*RegionRecord)(nil),             // 35: protoshard.RegionRecord
+	nil,                              // 36: protoshard.ShardRegionStats.StatsEntry
+	nil,                              // 37: protoshard.ClusterShardingStats.RegionsEntry
+	(*actor.PID)(nil),                // 38: actor.PID
+	(*anypb.Any)(nil),                // 39: google.protobuf.Any
 }
 var file_sharding_proto_depIdxs = []int32{
-	36, // 0: protoshard.Register.shard_region:type_name -> actor.PID
-	36, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
-	36, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
-	36, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
-	36, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
-	36, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
-	36, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
-	36, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
-	36, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
+	38, // 0: protoshard.Register.shard_region:type_name -> actor.PID
+	38, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
+	38, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
+	38, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
+	38, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
+	38, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
+	38, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
+	38, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
+	38, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
 	14, // 9: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
-	36, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
-	36, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
-	37, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
+	38, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
+	38, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
+	39, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
 	26, // 13: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	34, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	35, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	33, // 16: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
-	33, // 17: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
-	36, // 18: protoshard.RegionRecord.ref:type_name -> actor.PID
-	29, // 19: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	36, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	37, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	38, // 16: protoshard.ShardCoordinatorState.coordinator:type_name -> actor.PID
+	34, // 17: protoshard.ShardCoordinatorState.state:type_name -> protoshard.CoordinatorState
+	35, // 18: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	35, // 19: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	38, // 20: protoshard.RegionRecord.ref:type_name -> actor.PID
+	29, // 21: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sharding_proto_init() }
@@ -1966,7 +2105,7 @@ func file_sharding_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharding_proto_rawDesc), len(file_sharding_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs (Consul, built from the Go
-# module proxy and cached), then runs every test.
+# module proxy and cached; Chromium from apt if missing), then runs every
+# test.
 #
 #   scripts/test.sh
 #
@@ -15,6 +16,14 @@ cd "$(dirname "$0")/.."
 consul_bin=$(scripts/install-consul.sh | tail -n 1)
 export PROTOSHARD_CONSUL="$consul_bin"
 echo "test: using Consul at $PROTOSHARD_CONSUL"
+
+# The shard-map page of package management is tested in headless Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq chromium
+fi
+PROTOSHARD_CHROMIUM=$(command -v chromium)
+export PROTOSHARD_CHROMIUM
+echo "test: using Chromium at $PROTOSHARD_CHROMIUM"
 
 echo "test: go vet"
 go vet ./...
