@@ -1,10 +1,12 @@
 package actorsharding
 
 import (
+	"reflect"
 	"strings"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -54,6 +56,24 @@ func (e *regionEntry) SendSystemMessage(pid *actor.PID, message any) {
 
 // Stop implements actor.Process.
 func (e *regionEntry) Stop(pid *actor.PID) { e.SendSystemMessage(pid, &actor.Stop{}) }
+
+// sendsAsItIs tells whether msg, the message for entity id, can go to
+// another node's region as it is: that region's extractor, the same as
+// ex, finds id in it and unwraps it to msg itself (not so for a message
+// that came in an envelope, or one the extractor unwraps).
+func sendsAsItIs(ex MessageExtractor, id string, msg proto.Message) bool {
+	if got, err := ex.EntityID(msg); err != nil || got != id {
+		return false
+	}
+	u, err := ex.UnwrapMessage(msg)
+	if err != nil {
+		return false
+	}
+	// The same pointer (a protobuf message is one), compared without ==,
+	// which panics on a value that is not comparable.
+	vu, vm := reflect.ValueOf(u), reflect.ValueOf(msg)
+	return vu.Kind() == reflect.Pointer && vm.Kind() == reflect.Pointer && vu.Type() == vm.Type() && vu.Pointer() == vm.Pointer()
+}
 
 // knownTypes are, per member, the message types its regions confirmed
 // they know (MessageTypeKnown), for the routers' sends to their entries.

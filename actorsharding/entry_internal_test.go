@@ -48,7 +48,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	ping := &testpb.Ping{EntityId: "e", Seq: 1}
 	const limit = 1 << 20
 
-	if !h.send(system.Root, nil, "e", "7", ping, limit) {
+	if !h.send(system.Root, nil, "e", "7", ping, ping, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	got := home.take()
@@ -62,7 +62,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 
 	table.types.learn("m1", ping.ProtoReflect().Descriptor().FullName())
 	table.types.learn("m2", (&testpb.Pong{}).ProtoReflect().Descriptor().FullName())
-	if !h.send(system.Root, nil, "e", "7", ping, limit) || !h.send(system.Root, nil, "e", "7", &testpb.Pong{}, limit) {
+	if !h.send(system.Root, nil, "e", "7", ping, ping, limit) || !h.send(system.Root, nil, "e", "7", &testpb.Pong{}, &testpb.Pong{}, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	if got := entry.take(); len(got) != 1 || got[0] != ping {
@@ -72,8 +72,16 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 		t.Fatalf("home got %v, want the Pong (known to another member only) in an envelope", got)
 	}
 
+	// A message that cannot go as it is goes in an envelope, known or not.
+	if !h.send(system.Root, nil, "e", "7", ping, nil, limit) {
+		t.Fatal("send to an open home refused")
+	}
+	if got := home.take(); len(got) != 1 || len(entry.take()) != 0 {
+		t.Fatalf("home got %v, want the ping in an envelope", got)
+	}
+
 	big := &testpb.Ping{EntityId: "e", From: string(make([]byte, 2*limit))}
-	if h.send(system.Root, nil, "e", "7", big, limit) {
+	if h.send(system.Root, nil, "e", "7", big, big, limit) {
 		t.Fatal("an oversized message of a known type was sent")
 	}
 	table.types.forget("m1")
@@ -81,7 +89,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 		t.Fatal("setting the same home again replaced it")
 	}
 	sr.closeRemote()
-	if h.send(system.Root, nil, "e", "7", ping, limit) {
+	if h.send(system.Root, nil, "e", "7", ping, ping, limit) {
 		t.Fatal("a closed home took a message")
 	}
 	if len(home.take())+len(entry.take()) != 0 {
@@ -114,5 +122,30 @@ func TestCowMap(t *testing.T) {
 	}
 	if _, ok := m.get("a"); ok {
 		t.Fatal("a after its removal")
+	}
+}
+
+// TestSendsAsItIs: only a message in which the extractor finds the entity
+// and which it does not unwrap goes to another node as it is.
+func TestSendsAsItIs(t *testing.T) {
+	ex := NewHashCodeMessageExtractor(10)
+	env, err := NewEnvelope("e", &testpb.Pong{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		id   string
+		msg  proto.Message
+		want bool
+	}{
+		{"its own ID", "e", &testpb.Ping{EntityId: "e"}, true},
+		{"another entity's ID", "e", &testpb.Ping{EntityId: "f"}, false},
+		{"no ID (it came in an envelope)", "e", &testpb.Ping{}, false},
+		{"an envelope, which the extractor unwraps", "e", env, false},
+	} {
+		if got := sendsAsItIs(ex, c.id, c.msg); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const typeName = "Counter"
@@ -150,11 +149,14 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 		case *testpb.Ping:
 			switch m.Seq {
 			case passivateSeq:
-				ctx.Request(ctx.Parent(), &messages.Passivate{})
+				if err := actorsharding.Passivate(ctx, nil); err != nil {
+					w.t.Errorf("Passivate: %v", err)
+				}
 				return
 			case slowPassivateSeq:
-				stop, _ := anypb.New(&testpb.Ping{EntityId: m.EntityId, Seq: slowStopSeq})
-				ctx.Request(ctx.Parent(), &messages.Passivate{StopMessage: stop})
+				if err := actorsharding.Passivate(ctx, &testpb.Ping{EntityId: m.EntityId, Seq: slowStopSeq}); err != nil {
+					w.t.Errorf("Passivate: %v", err)
+				}
 				return
 			case slowStopSeq:
 				// The shard sent the stop message: it holds what comes next.

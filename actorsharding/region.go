@@ -1245,7 +1245,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
 	}
 	member, live := r.members[home.Address]
-	if live && has(r.routes.types.of(member.ID), pm.ProtoReflect().Descriptor().FullName()) {
+	if live && has(r.routes.types.of(member.ID), pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
 		// The home knows the type: by itself to its entry (see entry.go).
 		if err := guard.CheckSize(pm, r.settings.MaxMessageSize); err != nil {
 			tooLarge(err)

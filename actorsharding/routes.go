@@ -99,21 +99,23 @@ func (s *shardRoute) closeRemote() {
 	}
 }
 
-// send sends msg for entity id of shard to the home: by itself to the
-// home's entry if the home knows its type, else packed into a
-// ShardingEnvelope that asks the home to confirm it knows it. It does not
+// send sends msg, the message for entity id of shard, to the home: as
+// the sender sent it (asItIs, nil if it cannot go so) to the home's entry
+// if the home knows its type, else msg packed into a ShardingEnvelope that
+// asks the home to confirm it knows msg's type. asItIs is what the home's
+// extractor, the same as this node's, finds id and msg in. It does not
 // send if the home was closed, msg cannot be packed, or it is over maxSize
 // (the region actor reports why).
-func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg proto.Message, maxSize int) bool {
+func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg, asItIs proto.Message, maxSize int) bool {
 	if _, ok := h.guard.enter(); !ok {
 		return false
 	}
 	defer h.guard.exit()
-	if has(h.types, msg.ProtoReflect().Descriptor().FullName()) {
-		if proto.Size(msg) > maxSize {
+	if asItIs != nil && has(h.types, asItIs.ProtoReflect().Descriptor().FullName()) {
+		if proto.Size(asItIs) > maxSize {
 			return false
 		}
-		sendWithSender(root, h.entry, env, msg)
+		sendWithSender(root, h.entry, env, asItIs)
 		return true
 	}
 	payload, err := anypb.New(msg)
@@ -422,7 +424,10 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	sr := p.table.shard(shard)
 	if h := sr.remote.Load(); h != nil && !forwarded && sr.pending.Load() == 0 && !p.cluster.Stale() {
 		// Its home is another node: one hop there, as a raw remote send.
-		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm, p.maxMessageSize) {
+		// Not forwarded: msg is the sender's own message, from which this
+		// extractor took id and m.
+		original, _ := msg.(proto.Message)
+		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm, original, p.maxMessageSize) {
 			return true
 		}
 	}
