@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
@@ -108,7 +109,16 @@ func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
 func TestNoDefaultStateStoreAcrossProcesses(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	r.Start()
+	defer r.Shutdown(false)
 	cluster := membership.NewCluster(system, notInProcess{local.NewRegistry().Provider()}, membership.Config{})
+	defer cluster.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cluster.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
 	s, err := actorsharding.New(system, cluster)
 	if err != nil {
 		t.Fatal(err)
