@@ -20,6 +20,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/extensions"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
@@ -41,6 +42,8 @@ type Sharding struct {
 	regions map[string]*startedRegion
 	// requests: EntityRef requests under way, for their drops' reasons.
 	requests dropWatch
+	// remote: the remote Join started, which Leave stops.
+	remote *remote.Remote
 }
 
 type startedRegion struct {

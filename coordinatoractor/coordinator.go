@@ -566,13 +566,19 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.answerHeld(ctx, msg.shard, waiting)
 		}
 	case *messages.GracefulShutdownReq:
-		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), *c.state); err != nil {
+		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), *c.state); errors.Is(err, errUnknownRegion) {
+			ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
+			return
+		} else if err != nil {
 			c.reject(ctx, msg, err.Error())
 			return
 		}
 		c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 	case *messages.RegionStopped:
-		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), *c.state); err != nil {
+		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), *c.state); errors.Is(err, errUnknownRegion) {
+			ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
+			return
+		} else if err != nil {
 			c.reject(ctx, msg, err.Error())
 			return
 		}

@@ -75,14 +75,19 @@ func checkFromRegion(what string, named, sender *actor.PID, st State) error {
 	if err := checkRegionPID(what, named); err != nil {
 		return err
 	}
-	if !st.IsRegion(named) {
-		return invalid("%s for %s, which is not a registered region", what, RegionKey(named))
-	}
 	if sender == nil || RegionKey(sender) != RegionKey(named) {
 		return invalid("%s for %s sent by %v, not by the region itself", what, RegionKey(named), sender)
 	}
+	if !st.IsRegion(named) {
+		return fmt.Errorf("%s for %s: %w", what, RegionKey(named), errUnknownRegion)
+	}
 	return nil
 }
+
+// errUnknownRegion: a region's message about itself arrived after it was
+// unregistered (it stopped, or its last request crossed its RegionStopped);
+// as in Akka, there is nothing to do, and it is only logged at debug level.
+var errUnknownRegion = errors.New("not a registered region")
 
 // adoption is one step of adopting what a registering region hosts.
 type adoption struct {

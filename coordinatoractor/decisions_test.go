@@ -54,22 +54,25 @@ func TestCheckRegistration(t *testing.T) {
 func TestCheckFromRegion(t *testing.T) {
 	st := stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
 	cases := []struct {
-		name   string
-		named  *actor.PID
-		sender *actor.PID
-		ok     bool
+		name    string
+		named   *actor.PID
+		sender  *actor.PID
+		ok      bool
+		unknown bool // errUnknownRegion: ignored, not rejected
 	}{
-		{"the region itself", stRegion(1), stRegion(1), true},
-		{"the region, as a copy", stRegion(1), actor.NewPID(stRegion(1).Address, stRegion(1).Id), true},
-		{"sent by someone else (it would move a live region's shards)", stRegion(1), stRegion(2), false},
-		{"no sender", stRegion(1), nil, false},
-		{"not registered", stRegion(2), stRegion(2), false},
-		{"nil region", nil, stRegion(1), false},
+		{"the region itself", stRegion(1), stRegion(1), true, false},
+		{"the region, as a copy", stRegion(1), actor.NewPID(stRegion(1).Address, stRegion(1).Id), true, false},
+		{"sent by someone else (it would move a live region's shards)", stRegion(1), stRegion(2), false, false},
+		{"no sender", stRegion(1), nil, false, false},
+		{"not registered (any more)", stRegion(2), stRegion(2), false, true},
+		{"not registered, and sent by someone else", stRegion(2), stRegion(1), false, false},
+		{"nil region", nil, stRegion(1), false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := checkFromRegion("RegionStopped", tc.named, tc.sender, st); (err == nil) != tc.ok {
-				t.Fatalf("checkFromRegion = %v, want ok=%v", err, tc.ok)
+			err := checkFromRegion("RegionStopped", tc.named, tc.sender, st)
+			if (err == nil) != tc.ok || errors.Is(err, errUnknownRegion) != tc.unknown || errors.Is(err, ErrInvalidMessage) == (tc.ok || tc.unknown) {
+				t.Fatalf("checkFromRegion = %v, want ok=%v, unknown region=%v", err, tc.ok, tc.unknown)
 			}
 		})
 	}
