@@ -26,10 +26,9 @@ type EntityRef struct {
 }
 
 // ErrDropped is wrapped by the error of a request whose message protoshard
-// dropped (a dead-letter event was published); the error also wraps the
-// typed reason when there is one (deadletter.ErrBufferFull,
-// deadletter.ErrShuttingDown, deadletter.ErrMemberRemoved, ...) and
-// actor.ErrDeadLetter.
+// dropped (a DeadLetter event was published); the error also wraps the
+// typed reason when there is one (ErrBufferFull, ErrShuttingDown,
+// ErrMemberRemoved, ...) and actor.ErrDeadLetter.
 var ErrDropped = errors.New("message dropped")
 
 // ErrNotStarted is returned by EntityRefFor for an entity type with no

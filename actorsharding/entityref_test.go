@@ -50,7 +50,7 @@ func TestEntityRef(t *testing.T) {
 
 	// Dropped on this node, with a typed reason.
 	_, err = ref.Request(&testpb.Ping{EntityId: id, From: strings.Repeat("x", 128<<10)}, 10*time.Second)
-	for _, want := range []error{actorsharding.ErrDropped, deadletter.ErrMessageTooLarge, actor.ErrDeadLetter} {
+	for _, want := range []error{actorsharding.ErrDropped, actorsharding.ErrMessageTooLarge, actor.ErrDeadLetter} {
 		if !errors.Is(err, want) {
 			t.Errorf("oversize request: %v, want it to wrap %v", err, want)
 		}
