@@ -10,9 +10,9 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -380,7 +380,7 @@ func TestQueriesNameWhatFailed(t *testing.T) {
 // reports it.
 func isPing(m any) bool {
 	switch d := m.(type) {
-	case *shardactor.Deliver:
+	case *shardproto.Deliver:
 		m = d.Message
 	case *messages.ShardingEnvelope:
 		m, _ = actorsharding.UnpackEnvelope(d)

@@ -3,8 +3,9 @@ package actorsharding_test
 import (
 	"testing"
 
-	"github.com/protoshard/protoshard/actorsharding"
 	"time"
+
+	"github.com/protoshard/protoshard/actorsharding"
 
 	"github.com/protoshard/protoshard/testkit"
 )

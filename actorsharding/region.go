@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -110,8 +111,8 @@ type bufferedMessage struct {
 	// by itself to the region's entry).
 	forwarded bool
 	// pending marks it on the slow way for the router (see
-	// shardactor.Pending); released when it leaves the region for good.
-	pending *shardactor.Pending
+	// shardproto.Pending); released when it leaves the region for good.
+	pending *shardproto.Pending
 }
 
 type retryTick struct{}
@@ -206,7 +207,7 @@ func (r *region) active(ctx actor.Context) {
 		r.relayHandOffForwarded(ctx, msg)
 	case *messages.HandOffForwardedAck:
 		r.onHandOffForwardedAck(ctx, msg)
-	case *shardactor.HandOffReturned:
+	case *shardproto.HandOffReturned:
 		r.onHandOffReturned(ctx, msg)
 	case *actor.Terminated:
 		r.onTerminated(ctx, msg.Who)
@@ -546,9 +547,7 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 	if r.table.alive(shard) {
 		return nil, fmt.Errorf("start shard %s: %w", shard, errShardAlive)
 	}
-	settings := r.settings.Shard
-	settings.Routes = r.routes.shard(shard)
-	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, settings), shardactor.EntityName(shard))
+	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard, r.routes.shard(shard)), shardactor.EntityName(shard))
 	if err != nil {
 		return nil, fmt.Errorf("spawn shard %s: %w", shard, err)
 	}
@@ -669,7 +668,7 @@ func (r *region) afterHandOff(ctx actor.Context, shard string) {
 // onHandOffReturned: a shard child that hands off gave back what it held
 // for its entities. It is older than what this region buffered for the
 // shard since BeginHandOff, so it goes first, and on to the new home.
-func (r *region) onHandOffReturned(ctx actor.Context, msg *shardactor.HandOffReturned) {
+func (r *region) onHandOffReturned(ctx actor.Context, msg *shardproto.HandOffReturned) {
 	if ctx.Sender() == nil || ctx.Sender().Address != ctx.Self().Address || !r.table.isChild(ctx.Sender().Id) {
 		r.drop(ctx, msg, fmt.Sprintf("HandOffReturned from %v, which is not a shard of this region", ctx.Sender()))
 		return
@@ -1215,7 +1214,7 @@ func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessag
 		ctx.RequestWithCustomSender(pid, se, m.sender)
 		return
 	}
-	d := &shardactor.Deliver{EntityID: m.entityID, Message: m.message, Pending: m.pending}
+	d := &shardproto.Deliver{EntityID: m.entityID, Message: m.message, Pending: m.pending}
 	if m.sender == nil {
 		// No envelope to allocate when nobody waits for an answer.
 		ctx.Send(pid, d)
@@ -1339,10 +1338,10 @@ func (r *region) askCoordinator(ctx actor.Context, empty proto.Message) {
 
 // onGetShardRegionStats answers with the entity count of every local shard.
 func (r *region) onGetShardRegionStats(ctx actor.Context) {
-	r.queryShards(ctx, &shardactor.GetShardStats{}, func(answers []shardAnswer) proto.Message {
+	r.queryShards(ctx, &shardproto.GetShardStats{}, func(answers []shardAnswer) proto.Message {
 		out := &messages.ShardRegionStats{Stats: map[string]int32{}}
 		for _, a := range answers {
-			if st, ok := a.answer.(*shardactor.ShardStats); ok {
+			if st, ok := a.answer.(*shardproto.ShardStats); ok {
 				out.Stats[a.shard] = int32(st.EntityCount)
 			} else {
 				out.Failed = append(out.Failed, a.shard)
@@ -1354,10 +1353,10 @@ func (r *region) onGetShardRegionStats(ctx actor.Context) {
 
 // onGetShardRegionState answers with the entity IDs of every local shard.
 func (r *region) onGetShardRegionState(ctx actor.Context) {
-	r.queryShards(ctx, &shardactor.GetCurrentShardState{}, func(answers []shardAnswer) proto.Message {
+	r.queryShards(ctx, &shardproto.GetCurrentShardState{}, func(answers []shardAnswer) proto.Message {
 		out := &messages.CurrentShardRegionState{}
 		for _, a := range answers {
-			if st, ok := a.answer.(*shardactor.CurrentShardState); ok {
+			if st, ok := a.answer.(*shardproto.CurrentShardState); ok {
 				out.Shards = append(out.Shards, &messages.ShardState{ShardId: a.shard, EntityIds: st.EntityIDs})
 			} else {
 				out.Failed = append(out.Failed, a.shard)
@@ -1421,6 +1420,6 @@ func (r *region) shareEntityLimit(ctx actor.Context) {
 	running := r.table.runningShards()
 	share := ShardLimit(r.activeEntityLimit, len(running))
 	for _, s := range running {
-		ctx.Send(s.pid, &shardactor.SetActiveEntityLimit{Limit: share})
+		ctx.Send(s.pid, &shardproto.SetActiveEntityLimit{Limit: share})
 	}
 }

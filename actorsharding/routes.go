@@ -10,9 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -22,7 +22,7 @@ import (
 // takes messages directly, how many of its messages are still on the slow
 // way, and its entities that take messages directly. The region actor
 // opens and closes shards; the shards open and close their entities
-// (shardactor.EntityRoutes).
+// (shardproto.EntityRoutes).
 type routeTable struct {
 	system *actor.ActorSystem
 	shards sync.Map // shard ID -> *shardRoute
@@ -38,11 +38,11 @@ type routeTable struct {
 }
 
 // shardRoute is one shard's part of the route table; it is the shard's
-// shardactor.EntityRoutes.
+// shardproto.EntityRoutes.
 type shardRoute struct {
 	table *routeTable
 	// pending counts the shard's messages on the slow way (see
-	// shardactor.Pending). While it is above zero nothing goes directly.
+	// shardproto.Pending). While it is above zero nothing goes directly.
 	pending atomic.Int64
 	// open: the shard runs here, this region is its home, and no old
 	// home still forwards to it.
@@ -221,7 +221,7 @@ func (t *routeTable) closeAll() {
 	})
 }
 
-// Open implements shardactor.EntityRoutes.
+// Open implements shardproto.EntityRoutes.
 func (s *shardRoute) Open(id string, pid *actor.PID) {
 	if e := s.table.entities.get(id); e != nil && e.pid == pid {
 		return
@@ -231,14 +231,14 @@ func (s *shardRoute) Open(id string, pid *actor.PID) {
 	}
 }
 
-// Close implements shardactor.EntityRoutes.
+// Close implements shardproto.EntityRoutes.
 func (s *shardRoute) Close(id string) {
 	if e := s.table.entities.remove(id); e != nil {
 		e.close()
 	}
 }
 
-// TakeUsed implements shardactor.EntityRoutes.
+// TakeUsed implements shardproto.EntityRoutes.
 func (s *shardRoute) TakeUsed(id string) bool {
 	e := s.table.entities.get(id)
 	return e != nil && e.guard.takeUsed()
@@ -248,7 +248,7 @@ func (s *shardRoute) TakeUsed(id string) bool {
 // on every message) and few writers (shards opening and closing routes):
 // striped maps, each replaced whole on a change (copy on write), so a
 // reader takes no lock and writes nothing. Routes exist only for entities
-// in use (see shardactor.EntityRoutes), and a stripe holds 1/1024 of them,
+// in use (see shardproto.EntityRoutes), and a stripe holds 1/1024 of them,
 // so the copies stay small.
 type entityMap struct {
 	stripes [entityStripes]entityStripe
@@ -315,7 +315,7 @@ type routed struct {
 	shard     string
 	message   any // what the entity receives
 	forwarded bool
-	pending   *shardactor.Pending
+	pending   *shardproto.Pending
 }
 
 // regionProcess is the region's PID: an actor.Process that routes on the
@@ -431,7 +431,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			return true
 		}
 	}
-	r := &routed{entityID: id, shard: shard, message: m, forwarded: forwarded, pending: shardactor.NewPending(&sr.pending)}
+	r := &routed{entityID: id, shard: shard, message: m, forwarded: forwarded, pending: shardproto.NewPending(&sr.pending)}
 	if env != nil {
 		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: r, Sender: sender})
 	} else {
@@ -465,7 +465,7 @@ func (p *regionProcess) Stop(pid *actor.PID) { p.region.Stop(pid) }
 func isRegionMessage(msg any) bool {
 	switch msg.(type) {
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.DeadLetterResponse, *actor.ReceiveTimeout,
-		retryTick, restartShard, *SetActiveEntityLimit, *shardactor.HandOffReturned,
+		retryTick, restartShard, *SetActiveEntityLimit, *shardproto.HandOffReturned,
 		*membership.CurrentClusterState, membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
 		return true
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 )
 
 type countingProcess struct{ n atomic.Int64 }
@@ -73,7 +73,7 @@ func TestEntityRoutes(t *testing.T) {
 // TestPending: each mark counts once, however often it is released.
 func TestPending(t *testing.T) {
 	var count atomic.Int64
-	p1, p2 := shardactor.NewPending(&count), shardactor.NewPending(&count)
+	p1, p2 := shardproto.NewPending(&count), shardproto.NewPending(&count)
 	if count.Load() != 2 {
 		t.Fatalf("pending %d, want 2", count.Load())
 	}
@@ -83,7 +83,7 @@ func TestPending(t *testing.T) {
 		t.Fatalf("pending %d after releasing one twice, want 1", count.Load())
 	}
 	p2.Release()
-	var none *shardactor.Pending
+	var none *shardproto.Pending
 	none.Release()
 	if count.Load() != 0 {
 		t.Fatalf("pending %d, want 0", count.Load())

@@ -24,9 +24,9 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 )
 
@@ -91,7 +91,7 @@ func undeliveredReason(system *actor.ActorSystem) func(*actor.DeadLetterEvent) s
 				dl.PID.Id)
 		}
 		switch dl.Message.(type) {
-		case *messages.ShardingEnvelope, *messages.StartEntity, *shardactor.Deliver:
+		case *messages.ShardingEnvelope, *messages.StartEntity, *shardproto.Deliver:
 		default:
 			if dl.PID == nil || !isRegionEntry(dl.PID.Id) {
 				return ""

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/pidkey"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -68,9 +69,9 @@ func (s entityState) String() string {
 type bufferedMessage struct {
 	message any
 	sender  *actor.PID
-	start   bool      // a StartEntity: ack it to sender once the entity runs
-	since   time.Time // when it began to wait
-	pending *Pending  // released once delivered or dropped
+	start   bool                // a StartEntity: ack it to sender once the entity runs
+	since   time.Time           // when it began to wait
+	pending *shardproto.Pending // released once delivered or dropped
 }
 
 // heldMessage is a held message with the entity it was for, as handed back
@@ -85,7 +86,7 @@ func (m bufferedMessage) original(id string) any {
 	if m.start {
 		return &messages.StartEntity{EntityId: id}
 	}
-	return &Deliver{EntityID: id, Message: m.message, Pending: m.pending}
+	return &shardproto.Deliver{EntityID: id, Message: m.message, Pending: m.pending}
 }
 
 // entityRecord is what the shard keeps of one entity that is not in

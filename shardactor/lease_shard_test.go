@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -122,7 +123,7 @@ func TestLeaseReleasedAfterHandOff(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	waiting := f.spawnShard(shardID, leaseSettings(leases))
-	f.system.Root.Send(waiting, &shardactor.Deliver{EntityID: "w", Message: wrapperspb.String("hello")})
+	f.system.Root.Send(waiting, &shardproto.Deliver{EntityID: "w", Message: wrapperspb.String("hello")})
 	res, err = f.system.Root.RequestFuture(waiting, &messages.HandOff{Shard: shardID}, deadline).Result()
 	require.NoError(t, err)
 	require.Equal(t, &messages.ShardStopped{Shard: shardID}, res)
@@ -142,17 +143,17 @@ func TestHandOffReturnsWaitingMessagesToTheRegion(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	returned := make(chan *shardactor.HandOffReturned, 1)
+	returned := make(chan *shardproto.HandOffReturned, 1)
 	stopped := make(chan any, 1)
 	entity := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
 	region := f.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
-			shard := ctx.Spawn(shardactor.Props("Counter", shardID, entity, leaseSettings(leases)))
-			ctx.Send(shard, &shardactor.Deliver{EntityID: "w", Message: wrapperspb.String("first")})
+			shard := ctx.Spawn(shardactor.Props("Counter", shardID, entity, leaseSettings(leases), nil))
+			ctx.Send(shard, &shardproto.Deliver{EntityID: "w", Message: wrapperspb.String("first")})
 			ctx.Request(shard, &messages.StartEntity{EntityId: "v"})
 			ctx.Request(shard, &messages.HandOff{Shard: shardID})
-		case *shardactor.HandOffReturned:
+		case *shardproto.HandOffReturned:
 			returned <- m
 		case *messages.ShardStopped:
 			stopped <- m

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -126,8 +127,8 @@ func countsAsActivity(msg any) bool {
 	switch msg.(type) {
 	case *messages.StartEntity:
 		return true
-	case *Deliver, Deliver, *GetShardStats, GetShardStats, *GetCurrentShardState, GetCurrentShardState,
-		*GetPassivationState, GetPassivationState, *SetActiveEntityLimit, SetActiveEntityLimit:
+	case *shardproto.Deliver, shardproto.Deliver, *shardproto.GetShardStats, shardproto.GetShardStats, *shardproto.GetCurrentShardState, shardproto.GetCurrentShardState,
+		*shardproto.GetPassivationState, shardproto.GetPassivationState, *shardproto.SetActiveEntityLimit, shardproto.SetActiveEntityLimit:
 		return false
 	}
 	return !messages.IsProtocol(msg)

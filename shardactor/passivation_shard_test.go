@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/stretchr/testify/require"
@@ -19,15 +20,15 @@ import (
 // never for an amount of time.
 const idleTimeout = 300 * time.Millisecond
 
-func passivationStateOf(t *testing.T, f *fixture, shard *actor.PID) *shardactor.PassivationState {
+func passivationStateOf(t *testing.T, f *fixture, shard *actor.PID) *shardproto.PassivationState {
 	t.Helper()
-	res, err := f.system.Root.RequestFuture(shard, &shardactor.GetPassivationState{}, deadline).Result()
+	res, err := f.system.Root.RequestFuture(shard, &shardproto.GetPassivationState{}, deadline).Result()
 	require.NoError(t, err)
-	require.IsType(t, &shardactor.PassivationState{}, res)
-	return res.(*shardactor.PassivationState)
+	require.IsType(t, &shardproto.PassivationState{}, res)
+	return res.(*shardproto.PassivationState)
 }
 
-func (f *fixture) passivation() *shardactor.PassivationState {
+func (f *fixture) passivation() *shardproto.PassivationState {
 	f.t.Helper()
 	return passivationStateOf(f.t, f, f.shard)
 }
@@ -36,7 +37,7 @@ func (f *fixture) passivation() *shardactor.PassivationState {
 // entities recorded by the same recorder (use distinct entity IDs).
 func (f *fixture) spawnShard(id string, settings shardactor.Settings) *actor.PID {
 	props := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
-	return f.system.Root.Spawn(shardactor.Props("Counter", id, props, settings))
+	return f.system.Root.Spawn(shardactor.Props("Counter", id, props, settings, nil))
 }
 
 // stoppingValues lists the stop messages entity id recorded, in order.
@@ -59,7 +60,7 @@ func TestDefaultPassivationSettings(t *testing.T) {
 
 	// Zero fields of a literal take the defaults.
 	f := newFixture(t, shardactor.Settings{})
-	require.Equal(t, &shardactor.PassivationState{ShardID: shardID, IdleTimeout: 120 * time.Second, Active: []string{}}, f.passivation())
+	require.Equal(t, &shardproto.PassivationState{ShardID: shardID, IdleTimeout: 120 * time.Second, Active: []string{}}, f.passivation())
 }
 
 func TestIdlePassivationRepeatsForEachIncarnation(t *testing.T) {
@@ -103,10 +104,10 @@ func TestIdlePassivationIgnoresProtocolMessagesAndQueries(t *testing.T) {
 			t.Fatalf("entity a kept alive by protocol messages and queries; events: %+v", f.rec.all())
 		}
 		f.deliver("a", &messages.GracefulShutdown{}, nil) // a protocol message delivered to the entity
-		_ = f.system.Root.RequestFuture(f.shard, &shardactor.GetShardStats{}, deadline)
-		_ = f.system.Root.RequestFuture(f.shard, &shardactor.GetCurrentShardState{}, deadline)
-		_ = f.system.Root.RequestFuture(f.shard, &shardactor.GetPassivationState{}, deadline)
-		f.system.Root.Send(f.shard, &shardactor.SetActiveEntityLimit{Limit: 0})
+		_ = f.system.Root.RequestFuture(f.shard, &shardproto.GetShardStats{}, deadline)
+		_ = f.system.Root.RequestFuture(f.shard, &shardproto.GetCurrentShardState{}, deadline)
+		_ = f.system.Root.RequestFuture(f.shard, &shardproto.GetPassivationState{}, deadline)
+		f.system.Root.Send(f.shard, &shardproto.SetActiveEntityLimit{Limit: 0})
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.Equal(t, 1, f.rec.count("received", "a"), "the entity got no user message but the first")
@@ -136,10 +137,10 @@ func TestIdlePassivationOff(t *testing.T) {
 			f.waitEvents("received", "off-1", 1)
 			f.waitEvents("received", "off-2", 1)
 			if tt.settings.RememberEntities {
-				f.system.Root.Send(f.shard, &shardactor.SetActiveEntityLimit{Limit: 1}) // ignored
+				f.system.Root.Send(f.shard, &shardproto.SetActiveEntityLimit{Limit: 1}) // ignored
 			}
 			for i := 1; i <= 2; i++ {
-				f.system.Root.Send(control, &shardactor.Deliver{EntityID: "on", Message: wrapperspb.String("hello")})
+				f.system.Root.Send(control, &shardproto.Deliver{EntityID: "on", Message: wrapperspb.String("hello")})
 				f.waitEvents("stopped", "on", i)
 			}
 
@@ -169,7 +170,7 @@ func TestActiveEntityLimitPassivatesLeastRecentlyUsed(t *testing.T) {
 	// Neither a protocol message for a nor queries count as a use of a.
 	f.deliver("a", &messages.GracefulShutdown{}, nil)
 	f.stats()
-	require.Equal(t, &shardactor.PassivationState{ShardID: shardID, Limit: 3, Active: []string{"a", "b", "c"}}, f.passivation())
+	require.Equal(t, &shardproto.PassivationState{ShardID: shardID, Limit: 3, Active: []string{"a", "b", "c"}}, f.passivation())
 
 	// A user message does: a is now the most recently used, b the least.
 	f.deliver("a", wrapperspb.String("again"), nil)
@@ -188,17 +189,17 @@ func TestActiveEntityLimitPassivatesLeastRecentlyUsed(t *testing.T) {
 	require.Equal(t, []string{"a", "d", "c"}, f.passivation().Active)
 
 	// A limit lowered at run time passivates at once.
-	f.system.Root.Send(f.shard, &shardactor.SetActiveEntityLimit{Limit: 1})
-	require.Equal(t, &shardactor.PassivationState{ShardID: shardID, Limit: 1, Active: []string{"c"}}, f.passivation())
+	f.system.Root.Send(f.shard, &shardproto.SetActiveEntityLimit{Limit: 1})
+	require.Equal(t, &shardproto.PassivationState{ShardID: shardID, Limit: 1, Active: []string{"c"}}, f.passivation())
 	f.waitEvents("stopped", "a", 1)
 	f.waitEvents("stopped", "d", 1)
 	waitFor(t, "only c left", func() bool { return slices.Equal(f.state().EntityIDs, []string{"c"}) }, func() any { return f.state() })
 	require.Equal(t, 0, f.rec.count("stopped", "c"))
 
 	// Raised (value-typed message): nothing passivated, room for more.
-	f.system.Root.Send(f.shard, shardactor.SetActiveEntityLimit{Limit: 2})
+	f.system.Root.Send(f.shard, shardproto.SetActiveEntityLimit{Limit: 2})
 	f.deliver("e", wrapperspb.String("hello"), nil)
-	require.Equal(t, &shardactor.PassivationState{ShardID: shardID, Limit: 2, Active: []string{"c", "e"}}, f.passivation())
+	require.Equal(t, &shardproto.PassivationState{ShardID: shardID, Limit: 2, Active: []string{"c", "e"}}, f.passivation())
 	require.Equal(t, 1, f.rec.count("started", "a"), "a passivated entity is not started again without a message")
 	require.Empty(t, f.deadLetterReasons())
 }
@@ -221,7 +222,7 @@ func TestLimitPassivationBuffersForTheNextIncarnation(t *testing.T) {
 		f.deliver("a", wrapperspb.String(fmt.Sprint("m", i)), nil)
 	}
 	ack := f.system.Root.RequestFuture(f.shard, &messages.StartEntity{EntityId: "a"}, deadline)
-	reply := f.system.Root.RequestFuture(f.shard, &shardactor.Deliver{EntityID: "a", Message: wrapperspb.String("last")}, deadline)
+	reply := f.system.Root.RequestFuture(f.shard, &shardproto.Deliver{EntityID: "a", Message: wrapperspb.String("last")}, deadline)
 	require.Equal(t, []string{"b"}, f.passivation().Active, "a is no longer tracked while it passivates")
 	require.Equal(t, []string{"a", "b"}, f.state().EntityIDs, "the passivating entity still counts")
 	require.Equal(t, 1, f.rec.count("started", "a"), "nothing started while the old incarnation stops")
@@ -275,11 +276,11 @@ func TestPassivationBadInput(t *testing.T) {
 	f.deliver("b", wrapperspb.String("1"), nil)
 	f.waitEvents("stopped", "a", 1)
 
-	f.system.Root.Send(f.shard, &shardactor.SetActiveEntityLimit{Limit: -1})
+	f.system.Root.Send(f.shard, &shardproto.SetActiveEntityLimit{Limit: -1})
 	f.waitDeadLetter("negative active-entity limit -1")
-	f.system.Root.Send(f.shard, (*shardactor.SetActiveEntityLimit)(nil))
+	f.system.Root.Send(f.shard, (*shardproto.SetActiveEntityLimit)(nil))
 	f.waitDeadLetter("nil SetActiveEntityLimit")
-	f.system.Root.Send(f.shard, &shardactor.GetPassivationState{})
+	f.system.Root.Send(f.shard, &shardproto.GetPassivationState{})
 	f.waitDeadLetter("has no sender")
 	require.Equal(t, 1, f.passivation().Limit, "the limit is unchanged")
 }
@@ -293,7 +294,7 @@ func TestHandOffStopsAutomaticPassivation(t *testing.T) {
 	answer := f.system.Root.RequestFuture(f.shard, &messages.HandOff{Shard: shardID}, deadline)
 	// Handled during the hand-off: a new limit is ignored, not dropped;
 	// the state is answered.
-	f.system.Root.Send(f.shard, &shardactor.SetActiveEntityLimit{Limit: 1})
+	f.system.Root.Send(f.shard, &shardproto.SetActiveEntityLimit{Limit: 1})
 	res, err := answer.Result()
 	require.NoError(t, err)
 	require.Equal(t, &messages.ShardStopped{Shard: shardID}, res)

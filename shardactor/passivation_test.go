@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -141,11 +142,11 @@ func TestCountsAsActivity(t *testing.T) {
 		{&messages.HandOff{Shard: "1"}, false},
 		{&messages.GetShardRegionStats{}, false},
 		{(*messages.GracefulShutdown)(nil), false},
-		{&GetShardStats{}, false},
-		{GetCurrentShardState{}, false},
-		{&GetPassivationState{}, false},
-		{SetActiveEntityLimit{Limit: 1}, false},
-		{&Deliver{EntityID: "a", Message: "x"}, false},
+		{&shardproto.GetShardStats{}, false},
+		{shardproto.GetCurrentShardState{}, false},
+		{&shardproto.GetPassivationState{}, false},
+		{shardproto.SetActiveEntityLimit{Limit: 1}, false},
+		{&shardproto.Deliver{EntityID: "a", Message: "x"}, false},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, countsAsActivity(tt.msg), "%T", tt.msg)

@@ -73,10 +73,10 @@ func rememberRetryDelay(attempt int, ceiling time.Duration) time.Duration {
 	return d
 }
 
-// RecoveryBatches splits remembered IDs into the batches the recovery
+// recoveryBatches splits remembered IDs into the batches the recovery
 // strategy starts, one batch per tick: all at once (EntityRecoveryAll), or
 // n at a time (EntityRecoveryConstant).
-func RecoveryBatches(ids []string, strategy string, n int) [][]string {
+func recoveryBatches(ids []string, strategy string, n int) [][]string {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -154,7 +154,7 @@ func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 	if s.state != stateActive {
 		return // what waited stopped the shard
 	}
-	for i, batch := range RecoveryBatches(msg.ids, s.settings.EntityRecoveryStrategy, s.settings.EntityRecoveryConstantNumberOfEntities) {
+	for i, batch := range recoveryBatches(msg.ids, s.settings.EntityRecoveryStrategy, s.settings.EntityRecoveryConstantNumberOfEntities) {
 		if i == 0 {
 			s.recoverBatch(ctx, batch)
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/stretchr/testify/require"
@@ -104,7 +105,7 @@ func (r *fakeRegion) Receive(ctx actor.Context) {
 		r.shard = pid
 		r.spawned <- pid
 	case *messages.StartEntity:
-		ctx.RequestWithCustomSender(r.shard, &shardactor.Deliver{EntityID: msg.GetEntityId(), Message: msg}, ctx.Sender())
+		ctx.RequestWithCustomSender(r.shard, &shardproto.Deliver{EntityID: msg.GetEntityId(), Message: msg}, ctx.Sender())
 	case *actor.Terminated:
 		r.lastStop.Store(time.Now().UnixNano())
 		r.stopped <- struct{}{}
@@ -123,7 +124,7 @@ func newRegionFixture(t *testing.T, settings shardactor.Settings) *regionFixture
 	f := newBareFixture(t)
 	system, entityProps := f.system, f.entityProps()
 	r := &fakeRegion{
-		props:   shardactor.Props("Counter", shardID, entityProps, settings),
+		props:   shardactor.Props("Counter", shardID, entityProps, settings, nil),
 		backoff: settings.WithDefaults().ShardFailureBackoff,
 		spawned: make(chan *actor.PID, 10),
 		stopped: make(chan struct{}, 10),
@@ -186,7 +187,7 @@ func TestRememberPermanentWriteErrorStopsTheShard(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(time.Unix(0, f.region.lastStop.Load())), 300*time.Millisecond,
 		"started again after the shard-failure back-off")
 	f.waitEvents("started", "good", 2)
-	res, err := f.system.Root.RequestFuture(f.shard, &shardactor.Deliver{EntityID: "bad", Message: wrapperspb.String("third")}, deadline).Result()
+	res, err := f.system.Root.RequestFuture(f.shard, &shardproto.Deliver{EntityID: "bad", Message: wrapperspb.String("third")}, deadline).Result()
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(res.(*wrapperspb.StringValue).GetValue(), ":third"))
 	ids, err := store.GetEntities(context.Background(), shardID)

@@ -24,9 +24,9 @@ func TestRecoveryBatches(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := RecoveryBatches(c.ids, c.strategy, c.n)
+			got := recoveryBatches(c.ids, c.strategy, c.n)
 			if !reflect.DeepEqual(got, c.want) {
-				t.Fatalf("RecoveryBatches = %v, want %v", got, c.want)
+				t.Fatalf("recoveryBatches = %v, want %v", got, c.want)
 			}
 			if len(c.ids) > 0 && &got[0][0] == &c.ids[0] {
 				t.Fatal("the batches share the caller's slice")

@@ -10,10 +10,6 @@ import (
 // Settings configures a Shard, with Akka's names and defaults
 // (akka.cluster.sharding).
 type Settings struct {
-	// Routes, set by the region for each of its shards, lets the region
-	// send to running entities directly (see EntityRoutes); nil: every
-	// message goes through the shard.
-	Routes EntityRoutes
 	// HandOffTimeout is Akka's handoff-timeout: at hand-off, entities that
 	// have not stopped after max(HandOffTimeout-5s, 1s) are stopped by
 	// force. Default 60s; zero or negative means the default.
@@ -28,7 +24,7 @@ type Settings struct {
 	HandOffStopMessage any
 	// PassivationIdleTimeout is Akka's
 	// passivation.default-idle-strategy.idle-entity.timeout: an entity that
-	// has had no user message (Deliver or StartEntity) for this long is
+	// has had no user message (shardproto.Deliver or StartEntity) for this long is
 	// passivated. The shard checks every PassivationIdleTimeout/2 (Akka's
 	// default interval), so an entity goes between 1 and 1.5 timeouts after
 	// its last message. Default 120s (zero means the default); negative
@@ -39,7 +35,7 @@ type Settings struct {
 	// default) or negative: no limit. Akka's limit is per region and each
 	// shard gets its share; a shard starts with this whole value (as
 	// Akka's shard, which starts as if it were its region's only one)
-	// until its region sends it its share with SetActiveEntityLimit.
+	// until its region sends it its share with shardproto.SetActiveEntityLimit.
 	// Idle passivation applies alongside the limit unless switched off
 	// (Akka's lru strategy with idle-entity).
 	ActiveEntityLimit int

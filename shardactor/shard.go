@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -55,8 +56,10 @@ const (
 // entity type typeName (the type name is only used in logs and in the
 // lease's name). Entities are spawned from entityProps as children of the
 // shard, named EntityName(id). Zero settings fields take their defaults
-// (see Settings).
-func Props(typeName, shardID string, entityProps *actor.Props, settings Settings) *actor.Props {
+// (see Settings). routes, the region's routes of this shard, lets the
+// region send to running entities directly; nil: every message goes
+// through the shard.
+func Props(typeName, shardID string, entityProps *actor.Props, settings Settings, routes shardproto.EntityRoutes) *actor.Props {
 	settings = settings.withDefaults()
 	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
@@ -71,6 +74,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			shardID:     shardID,
 			entityProps: entityProps,
 			settings:    settings,
+			routes:      routes,
 			behavior:    actor.NewBehavior(),
 			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
 			automatic:   !settings.RememberEntities,
@@ -88,6 +92,7 @@ type shard struct {
 	shardID     string
 	entityProps *actor.Props
 	settings    Settings
+	routes      shardproto.EntityRoutes // nil: no direct sends
 
 	behavior actor.Behavior
 	state    string
@@ -153,7 +158,7 @@ func (s *shard) Receive(ctx actor.Context) {
 func (s *shard) receive(ctx actor.Context) {
 	// The hot path first: a message for an entity while active, without
 	// the behavior's indirection.
-	if d, ok := ctx.Message().(*Deliver); ok && s.state == stateActive {
+	if d, ok := ctx.Message().(*shardproto.Deliver); ok && s.state == stateActive {
 		s.deliverTo(ctx, d, ctx.Sender())
 		return
 	}
@@ -186,13 +191,13 @@ func (s *shard) receive(ctx actor.Context) {
 	case leaseLost:
 		s.onLeaseLost(ctx, msg)
 		return
-	case GetShardStats, *GetShardStats:
-		s.reply(ctx, &ShardStats{ShardID: s.shardID, EntityCount: s.entities.liveCount()})
+	case shardproto.GetShardStats, *shardproto.GetShardStats:
+		s.reply(ctx, &shardproto.ShardStats{ShardID: s.shardID, EntityCount: s.entities.liveCount()})
 		return
-	case GetCurrentShardState, *GetCurrentShardState:
-		s.reply(ctx, &CurrentShardState{ShardID: s.shardID, EntityIDs: s.entities.liveIDs()})
+	case shardproto.GetCurrentShardState, *shardproto.GetCurrentShardState:
+		s.reply(ctx, &shardproto.CurrentShardState{ShardID: s.shardID, EntityIDs: s.entities.liveIDs()})
 		return
-	case GetPassivationState, *GetPassivationState:
+	case shardproto.GetPassivationState, *shardproto.GetPassivationState:
 		s.reply(ctx, s.passivationState())
 		return
 	}
@@ -261,9 +266,9 @@ func (s *shard) active(ctx actor.Context) {
 // sender given, so that messages that waited are handled alike.
 func (s *shard) receiveActive(ctx actor.Context, message any, sender *actor.PID) {
 	switch msg := message.(type) {
-	case *Deliver:
+	case *shardproto.Deliver:
 		s.deliverTo(ctx, msg, sender)
-	case Deliver:
+	case shardproto.Deliver:
 		s.deliverTo(ctx, &msg, sender)
 	case *messages.StartEntity:
 		s.onStartEntity(ctx, msg.GetEntityId(), msg, sender)
@@ -287,9 +292,9 @@ func (s *shard) receiveActive(ctx actor.Context, message any, sender *actor.PID)
 		s.onEntityTerminated(ctx, msg)
 	case *messages.HandOff:
 		s.onHandOff(ctx, msg, sender)
-	case *SetActiveEntityLimit:
+	case *shardproto.SetActiveEntityLimit:
 		s.onSetActiveEntityLimit(ctx, msg, sender)
-	case SetActiveEntityLimit:
+	case shardproto.SetActiveEntityLimit:
 		s.onSetActiveEntityLimit(ctx, &msg, sender)
 	case idleCheckTick:
 		s.onIdleCheck(ctx)
@@ -340,7 +345,7 @@ func (s *shard) handingOff(ctx actor.Context) {
 		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck, leaseAcquireResult, leaseRetry:
 		// Remember-entities and lease bookkeeping: the entities stay
 		// remembered and start again at the shard's next home.
-	case *SetActiveEntityLimit, SetActiveEntityLimit:
+	case *shardproto.SetActiveEntityLimit, shardproto.SetActiveEntityLimit:
 		// The region sends limits to all its shards; this one is stopping
 		// every entity anyway, so there is nothing to apply and nothing lost.
 		ctx.Logger().Debug("shard: SetActiveEntityLimit during hand-off; ignored", s.attrs()...)
@@ -351,7 +356,7 @@ func (s *shard) handingOff(ctx actor.Context) {
 
 func (s *shard) stopped(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Terminated, handOffWarning, handOffForceStop, idleCheckTick, *SetActiveEntityLimit, SetActiveEntityLimit,
+	case *actor.Terminated, handOffWarning, handOffForceStop, idleCheckTick, *shardproto.SetActiveEntityLimit, shardproto.SetActiveEntityLimit,
 		*rememberUpdateDone, rememberRetryWrite, *rememberRecoverBatch, rememberResendStarts, *restartEntity,
 		*rememberedLoaded, rememberRetryLoad, *messages.StartEntityAck, leaseAcquireResult, leaseRetry:
 		// Bookkeeping for entities that are gone: nothing to apply, and
@@ -366,7 +371,7 @@ func (s *shard) stopped(ctx actor.Context) {
 // deliverTo hands d to its entity as if from sender, starting the entity
 // if needed. It is the hot path; what is rare is in deliver and
 // dropBadDeliver.
-func (s *shard) deliverTo(ctx actor.Context, d *Deliver, sender *actor.PID) {
+func (s *shard) deliverTo(ctx actor.Context, d *shardproto.Deliver, sender *actor.PID) {
 	if d == nil || d.EntityID == "" || d.Message == nil {
 		s.dropBadDeliver(ctx, d, sender)
 		return
@@ -464,7 +469,7 @@ func (s *shard) startEntity(ctx actor.Context, id string, msgs []bufferedMessage
 	return true
 }
 
-func (s *shard) dropBadDeliver(ctx actor.Context, d *Deliver, sender *actor.PID) {
+func (s *shard) dropBadDeliver(ctx actor.Context, d *shardproto.Deliver, sender *actor.PID) {
 	switch {
 	case d == nil:
 		s.drop(ctx, d, sender, "nil Deliver")
@@ -583,26 +588,26 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 
 // returnToRegion hands held (messages for entities) and waited (messages
 // that reached the shard before it was ready) back to the region, in that
-// order, as HandOffReturned. What is no entity's message is dropped.
+// order, as shardproto.HandOffReturned. What is no entity's message is dropped.
 func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []bufferedMessage) {
-	out := &HandOffReturned{Shard: s.shardID}
+	out := &shardproto.HandOffReturned{Shard: s.shardID}
 	for _, h := range held {
 		msg := h.m.message
 		if h.m.start {
 			msg = &messages.StartEntity{EntityId: h.id}
 		}
-		out.Messages = append(out.Messages, ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender, Pending: h.m.pending})
+		out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender, Pending: h.m.pending})
 	}
 	for _, m := range waited {
 		switch msg := m.message.(type) {
-		case *Deliver:
+		case *shardproto.Deliver:
 			if msg != nil && msg.EntityID != "" && msg.Message != nil {
-				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender, Pending: msg.Pending})
+				out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender, Pending: msg.Pending})
 				continue
 			}
 		case *messages.StartEntity:
 			if msg.GetEntityId() != "" {
-				out.Messages = append(out.Messages, ReturnedMessage{EntityID: msg.GetEntityId(), Message: msg, Sender: m.sender})
+				out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: msg.GetEntityId(), Message: msg, Sender: m.sender})
 				continue
 			}
 		}
@@ -690,7 +695,7 @@ func (s *shard) onIdleCheck(ctx actor.Context) {
 	}
 }
 
-func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimit, sender *actor.PID) {
+func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *shardproto.SetActiveEntityLimit, sender *actor.PID) {
 	switch {
 	case m == nil:
 		s.drop(ctx, m, sender, "nil SetActiveEntityLimit")
@@ -704,7 +709,7 @@ func (s *shard) onSetActiveEntityLimit(ctx actor.Context, m *SetActiveEntityLimi
 		return
 	}
 	if m.Limit > 0 {
-		s.closeAllRoutes() // the policy orders entities by each use: see EntityRoutes
+		s.closeAllRoutes() // the policy orders entities by each use: see shardproto.EntityRoutes
 	}
 	chosen := s.limit.setLimit(m.Limit, s.entities.activeUses)
 	ctx.Logger().Debug("shard: active-entity limit set",
@@ -739,8 +744,8 @@ func (s *shard) passivateAutomatically(ctx actor.Context, id, reason string) {
 	stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 }
 
-func (s *shard) passivationState() *PassivationState {
-	st := &PassivationState{ShardID: s.shardID, Active: []string{}}
+func (s *shard) passivationState() *shardproto.PassivationState {
+	st := &shardproto.PassivationState{ShardID: s.shardID, Active: []string{}}
 	if !s.automatic {
 		return st
 	}
@@ -843,7 +848,7 @@ func (s *shard) drop(ctx actor.Context, msg any, sender *actor.PID, reason strin
 
 // dropError is drop with a typed reason (see deadletter's reason classes).
 func (s *shard) dropError(ctx actor.Context, msg any, sender *actor.PID, reason error) {
-	if d, ok := msg.(*Deliver); ok && d != nil {
+	if d, ok := msg.(*shardproto.Deliver); ok && d != nil {
 		d.Pending.Release()
 	}
 	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Errorf("shard %s/%s: %w", s.typeName, s.shardID, reason))

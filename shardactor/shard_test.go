@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/stretchr/testify/require"
@@ -149,7 +150,7 @@ type fixture struct {
 func newFixture(t *testing.T, settings shardactor.Settings) *fixture {
 	t.Helper()
 	f := newBareFixture(t)
-	f.shard = f.system.Root.Spawn(shardactor.Props("Counter", shardID, f.entityProps(), settings))
+	f.shard = f.system.Root.Spawn(shardactor.Props("Counter", shardID, f.entityProps(), settings, nil))
 	return f
 }
 
@@ -186,7 +187,7 @@ func (f *fixture) entityProps() *actor.Props {
 // deliver sends msg to entity id the way the region does, with sender as
 // the original sender (nil: none).
 func (f *fixture) deliver(id string, msg any, sender *actor.PID) {
-	f.system.Root.RequestWithCustomSender(f.shard, &shardactor.Deliver{EntityID: id, Message: msg}, sender)
+	f.system.Root.RequestWithCustomSender(f.shard, &shardproto.Deliver{EntityID: id, Message: msg}, sender)
 }
 
 func (f *fixture) ask(msg any) any {
@@ -196,18 +197,18 @@ func (f *fixture) ask(msg any) any {
 	return res
 }
 
-func (f *fixture) stats() *shardactor.ShardStats {
+func (f *fixture) stats() *shardproto.ShardStats {
 	f.t.Helper()
-	res := f.ask(&shardactor.GetShardStats{})
-	require.IsType(f.t, &shardactor.ShardStats{}, res)
-	return res.(*shardactor.ShardStats)
+	res := f.ask(&shardproto.GetShardStats{})
+	require.IsType(f.t, &shardproto.ShardStats{}, res)
+	return res.(*shardproto.ShardStats)
 }
 
-func (f *fixture) state() *shardactor.CurrentShardState {
+func (f *fixture) state() *shardproto.CurrentShardState {
 	f.t.Helper()
-	res := f.ask(&shardactor.GetCurrentShardState{})
-	require.IsType(f.t, &shardactor.CurrentShardState{}, res)
-	return res.(*shardactor.CurrentShardState)
+	res := f.ask(&shardproto.GetCurrentShardState{})
+	require.IsType(f.t, &shardproto.CurrentShardState{}, res)
+	return res.(*shardproto.CurrentShardState)
 }
 
 func (f *fixture) deadLetterCount(contains string) int {
@@ -290,7 +291,7 @@ func TestEntitiesStartedOnDemandOnePerID(t *testing.T) {
 	f.deliver("a", wrapperspb.String("2"), nil)
 
 	// Request/response through the shard reaches the original sender.
-	res, err := f.system.Root.RequestFuture(f.shard, &shardactor.Deliver{EntityID: "a", Message: wrapperspb.String("3")}, deadline).Result()
+	res, err := f.system.Root.RequestFuture(f.shard, &shardproto.Deliver{EntityID: "a", Message: wrapperspb.String("3")}, deadline).Result()
 	require.NoError(t, err)
 	require.Equal(t, "a#", res.(*wrapperspb.StringValue).GetValue()[:2])
 	require.True(t, strings.HasSuffix(res.(*wrapperspb.StringValue).GetValue(), ":3"))
@@ -304,15 +305,15 @@ func TestEntitiesStartedOnDemandOnePerID(t *testing.T) {
 		require.Equal(t, []string{"1", "2", "3"}, values, "in order")
 	}
 
-	require.Equal(t, &shardactor.ShardStats{ShardID: shardID, EntityCount: 2}, f.stats())
-	require.Equal(t, &shardactor.CurrentShardState{ShardID: shardID, EntityIDs: []string{"a", "b/x"}}, f.state())
+	require.Equal(t, &shardproto.ShardStats{ShardID: shardID, EntityCount: 2}, f.stats())
+	require.Equal(t, &shardproto.CurrentShardState{ShardID: shardID, EntityIDs: []string{"a", "b/x"}}, f.state())
 
 	// The children are named EntityName(id) under the shard.
 	_, ok := f.system.ProcessRegistry.GetLocal(f.shard.Id + "/" + shardactor.EntityName("b/x"))
 	require.True(t, ok, "entity child b/x is registered under its escaped name")
 
 	// Value-typed queries work too.
-	require.IsType(t, &shardactor.ShardStats{}, f.ask(shardactor.GetShardStats{}))
+	require.IsType(t, &shardproto.ShardStats{}, f.ask(shardproto.GetShardStats{}))
 
 	// An entity that stops without passivating is forgotten; the next
 	// message starts a new incarnation.
@@ -339,7 +340,7 @@ func TestStartEntityAck(t *testing.T) {
 	res = f.ask(&messages.StartEntity{EntityId: "x"})
 	require.Equal(t, "x", res.(*messages.StartEntityAck).GetEntityId())
 	// Inside a Deliver, as Akka accepts it inside an envelope.
-	res = f.ask(&shardactor.Deliver{EntityID: "y", Message: &messages.StartEntity{EntityId: "y"}})
+	res = f.ask(&shardproto.Deliver{EntityID: "y", Message: &messages.StartEntity{EntityId: "y"}})
 	require.Equal(t, "y", res.(*messages.StartEntityAck).GetEntityId())
 	f.waitEvents("started", "y", 1)
 
@@ -389,13 +390,13 @@ func TestHandOffForceStopsEntitiesIgnoringTheStopMessage(t *testing.T) {
 	// force-stop timer can fire): the message is dropped with a reason, the
 	// query is answered.
 	f.deliver("polite", wrapperspb.String("late"), nil)
-	statsDuring := f.system.Root.RequestFuture(f.shard, &shardactor.GetShardStats{}, deadline)
+	statsDuring := f.system.Root.RequestFuture(f.shard, &shardproto.GetShardStats{}, deadline)
 	f.waitDeadLetter("is handing off")
 	f.waitEvents("ignored", "stubborn-1", 1)
 	st, err := statsDuring.Result()
 	require.NoError(t, err)
-	require.Equal(t, shardID, st.(*shardactor.ShardStats).ShardID)
-	require.GreaterOrEqual(t, st.(*shardactor.ShardStats).EntityCount, 1, "the stubborn entity still runs")
+	require.Equal(t, shardID, st.(*shardproto.ShardStats).ShardID)
+	require.GreaterOrEqual(t, st.(*shardproto.ShardStats).EntityCount, 1, "the stubborn entity still runs")
 
 	res, err := answer.Result()
 	require.NoError(t, err)
@@ -436,7 +437,7 @@ func TestPassivateBuffersUntilTerminatedThenRestarts(t *testing.T) {
 		f.deliver("p", wrapperspb.String(fmt.Sprint("m", i)), nil)
 	}
 	ack := f.system.Root.RequestFuture(f.shard, &messages.StartEntity{EntityId: "p"}, deadline)
-	reply := f.system.Root.RequestFuture(f.shard, &shardactor.Deliver{EntityID: "p", Message: wrapperspb.String("last")}, deadline)
+	reply := f.system.Root.RequestFuture(f.shard, &shardproto.Deliver{EntityID: "p", Message: wrapperspb.String("last")}, deadline)
 	// Queries are answered meanwhile; the passivating entity still counts.
 	require.Equal(t, []string{"p"}, f.state().EntityIDs)
 	require.Equal(t, 1, f.rec.count("started", "p"), "nothing started while the old incarnation stops")
@@ -488,7 +489,7 @@ func TestBadInputIsDroppedWithAReason(t *testing.T) {
 	f.deliver("a", nil, nil)
 	f.waitDeadLetter(`nil message for entity "a"`)
 
-	f.system.Root.Send(f.shard, (*shardactor.Deliver)(nil))
+	f.system.Root.Send(f.shard, (*shardproto.Deliver)(nil))
 	f.waitDeadLetter("nil Deliver")
 
 	f.system.Root.Send(f.shard, &messages.StartEntity{})
@@ -504,7 +505,7 @@ func TestBadInputIsDroppedWithAReason(t *testing.T) {
 	f.waitDeadLetter("unexpected message")
 
 	// A query without a sender.
-	f.system.Root.Send(f.shard, &shardactor.GetShardStats{})
+	f.system.Root.Send(f.shard, &shardproto.GetShardStats{})
 	f.waitDeadLetter("has no sender")
 
 	// Still alive, no entity started by any of it.
@@ -527,8 +528,8 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 		}
 	})
 	props := actor.PropsFromProducer(func() actor.Actor { panic("bad entity") })
-	shard := system.Root.Spawn(shardactor.Props("T", "1", props, shardactor.DefaultSettings()))
-	system.Root.Send(shard, &shardactor.Deliver{EntityID: "a", Message: wrapperspb.String("x")})
+	shard := system.Root.Spawn(shardactor.Props("T", "1", props, shardactor.DefaultSettings(), nil))
+	system.Root.Send(shard, &shardproto.Deliver{EntityID: "a", Message: wrapperspb.String("x")})
 	waitFor(t, "drop", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -537,9 +538,9 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 	mu.Lock()
 	require.Contains(t, reasons[0], "cannot start entity")
 	mu.Unlock()
-	res, err := system.Root.RequestFuture(shard, &shardactor.GetShardStats{}, deadline).Result()
+	res, err := system.Root.RequestFuture(shard, &shardproto.GetShardStats{}, deadline).Result()
 	require.NoError(t, err)
-	require.Equal(t, 0, res.(*shardactor.ShardStats).EntityCount)
+	require.Equal(t, 0, res.(*shardproto.ShardStats).EntityCount)
 }
 
 // While the node may have been removed without knowing it yet (it was

@@ -2,10 +2,11 @@ package testkit
 
 import (
 	"context"
-	"github.com/protoshard/protoshard/messages"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/protoshard/protoshard/messages"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/wrapperspb"

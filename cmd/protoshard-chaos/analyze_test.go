@@ -9,8 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
-	"github.com/protoshard/protoshard/shardactor"
 )
 
 // base is the time of the hand-made ledgers; at(s) is s seconds later.
@@ -297,7 +297,7 @@ func TestNumbered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []any{p, env, &shardactor.Deliver{EntityID: "e", Message: p}, &actor.MessageEnvelope{Message: env}} {
+	for _, m := range []any{p, env, &shardproto.Deliver{EntityID: "e", Message: p}, &actor.MessageEnvelope{Message: env}} {
 		got := numbered(m, 0)
 		if got == nil || got.From != "s2" || got.Seq != 4 {
 			t.Errorf("numbered(%T) = %v", m, got)

@@ -17,11 +17,11 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 )
 
@@ -192,7 +192,7 @@ func numbered(msg any, depth int) *testpb.Ping {
 			return nil
 		}
 		return numbered(inner, depth+1)
-	case *shardactor.Deliver:
+	case *shardproto.Deliver:
 		return numbered(m.Message, depth+1)
 	case *actor.MessageEnvelope:
 		return numbered(m.Message, depth+1)

@@ -1,13 +1,16 @@
-package shardactor
+// Package shardproto is the local protocol between a shard region and its
+// shards: the messages they exchange in one actor system (they never cross
+// nodes), the routes a shard opens for its region's router, and the marks
+// of messages still on the slow way. It is internal: applications talk to
+// regions, never to shards.
+package shardproto
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
-
-// Local messages of the Shard. They never cross nodes: the region and its
-// shards live in the same actor system.
 
 // Deliver is what the region sends its shard child for one entity. The
 // region sends it with ctx.RequestWithCustomSender(shard, &Deliver{...},
@@ -106,4 +109,58 @@ type PassivationState struct {
 	// Entities already chosen for passivation are not in it. Empty when
 	// automatic passivation is off.
 	Active []string
+}
+
+// EntityRoutes lets a region send to its shard's running entities straight
+// from the sender's goroutine, one mailbox hop instead of three (region,
+// shard, entity). The shard opens an entity once it runs and has had every
+// message that waited for it, and closes it before anything that stops it
+// (passivation, hand-off, the shard's own stop): what a region sends it
+// afterwards goes through the region and the shard again, which hold it
+// for the entity's next incarnation as before.
+//
+// Routes are a cache of the entities in use: the shard opens an entity
+// when a message reaches it through the shard while it runs (not for the
+// message that starts it, so an entity used once costs no route), and its
+// idle check closes the routes no message used since the check before.
+// Automatic passivation needs to know which entities are used: TakeUsed
+// tells the idle check what reached an entity directly. With an
+// active-entity limit, whose replacement policy orders entities by each
+// use, the shard opens none.
+type EntityRoutes interface {
+	// Open lets messages for entity id go straight to pid's mailbox; a
+	// route already open to pid stays as it is.
+	Open(id string, pid *actor.PID)
+	// Close stops that. It returns once no direct send to id is under
+	// way, so what the shard sends the entity next (its stop message)
+	// comes after every message sent to it directly.
+	Close(id string)
+	// TakeUsed reports whether a message reached id directly since the
+	// last call.
+	TakeUsed(id string) bool
+}
+
+// Pending marks one message on its way to an entity through the region's
+// and the shard's mailboxes. While any message of a shard is pending, the
+// region sends none of that shard's messages directly, so no message
+// overtakes one of the same sender still on the slow way. Release ends the
+// mark, once: when the message is in its entity's mailbox, forwarded to
+// another node, or dropped. A nil Pending marks nothing.
+type Pending struct {
+	count *atomic.Int64
+	done  atomic.Bool
+}
+
+// NewPending marks one message of the shard whose pending messages count
+// counts.
+func NewPending(count *atomic.Int64) *Pending {
+	count.Add(1)
+	return &Pending{count: count}
+}
+
+// Release ends the mark; later calls do nothing.
+func (p *Pending) Release() {
+	if p != nil && p.done.CompareAndSwap(false, true) {
+		p.count.Add(-1)
+	}
 }
