@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
@@ -64,7 +66,7 @@ func newConsulWorld(t *testing.T, opts ...actorsharding.Option) *world {
 	skipUnderRace(t)
 	b := testkit.NewConsulBackend(t)
 	w := &world{t: t, cluster: testkit.NewCluster(t, b), consul: true, backend: b,
-		store: coordinatoractor.NewConsulStore(b.Agent.Client(), coordinatoractor.ConsulStateKey(typeName))}
+		store: consulstore.NewStateStore(b.Agent.Client(), consulstore.StateKey(typeName))}
 	return w.init(opts)
 }
 
@@ -378,5 +380,5 @@ func (w *world) waitRegistered(n int) {
 
 // consulRememberStore is a remember-entities store in the world's Consul.
 func (w *world) consulRememberStore() shardactor.RememberEntitiesStore {
-	return shardactor.NewConsulRememberEntitiesStore(w.backend.Agent.Client(), typeName)
+	return consulstore.NewRememberEntitiesStore(w.backend.Agent.Client(), typeName)
 }

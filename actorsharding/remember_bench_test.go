@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
@@ -31,8 +31,8 @@ func BenchmarkRememberEntities10kConsul(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		typ := fmt.Sprintf("Bench%d-%d", time.Now().UnixNano(), i)
-		store := shardactor.NewConsulRememberEntitiesStore(agent.Client(), typ)
-		coordinatorStore := coordinatoractor.NewConsulStore(agent.Client(), coordinatoractor.ConsulStateKey(typ))
+		store := consulstore.NewRememberEntitiesStore(agent.Client(), typ)
+		coordinatorStore := consulstore.NewStateStore(agent.Client(), consulstore.StateKey(typ))
 		cluster := testkit.NewCluster(b, testkit.NewLocalBackend())
 		var started atomic.Int64
 		props := actor.PropsFromFunc(func(ctx actor.Context) {

@@ -64,7 +64,7 @@ type Settings struct {
 	AllocationStrategy coordinatoractor.ShardAllocationStrategy
 	// StateStore keeps the coordinator's state across coordinator moves.
 	// It must be shared by every node of the entity type: a
-	// coordinatoractor.ConsulStore, or (nodes in one process) one
+	// consulstore.StateStore, or (nodes in one process) one
 	// coordinatoractor.MemoryStore. Default, with in-process membership
 	// (membership/local): one MemoryStore per entity type shared by the
 	// registry's nodes. With any other membership there is no default:
@@ -234,7 +234,7 @@ func WithShardRegionQueryTimeout(d time.Duration) Option {
 
 // WithRememberEntities switches remember-entities on, with store keeping the
 // entity IDs (shared by every node of the type: a
-// shardactor.ConsulRememberEntitiesStore, or for nodes in one process one
+// consulstore.RememberEntitiesStore, or for nodes in one process one
 // shardactor.MemoryRememberEntitiesStore). A nil store means a memory store
 // of this node only, which does not survive the node.
 func WithRememberEntities(store shardactor.RememberEntitiesStore) Option {

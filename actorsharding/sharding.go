@@ -120,7 +120,7 @@ var ErrNotJoined = errors.New("the cluster has not joined yet: call membership.C
 // coordinator needs a state store and there is no safe default: see
 // Settings.StateStore.
 var ErrNoStateStore = errors.New("no coordinator StateStore: with membership whose nodes may run in other processes, " +
-	"give every node the same store (WithStateStore(coordinatoractor.NewConsulStore(...)))")
+	"give every node the same store (WithStateStore(consulstore.NewStateStore(...)))")
 
 // defaultStateStore is the memory store of typeName that every node of an
 // in-process member list shares.

@@ -70,18 +70,24 @@ var ErrTooManyRememberedEntities error = &permanentError{"too many remembered en
 // (errors.Is(err, ErrPermanent)).
 var ErrCorruptRememberedEntities error = &permanentError{"corrupt remembered entities"}
 
-// errInvalidUpdate: the arguments of a call are invalid (empty or non-UTF-8
-// ID, an ID both started and stopped, an empty shard ID); permanent.
-var errInvalidUpdate error = &permanentError{"invalid remember-entities call"}
+// ErrInvalidUpdate is returned (wrapped) by a RememberEntitiesStore call
+// whose arguments are invalid: an empty shard ID, an empty or non-UTF-8
+// entity ID, an ID both started and stopped in one Update (see
+// ValidateUpdate). It is permanent (errors.Is(err, ErrPermanent)).
+var ErrInvalidUpdate error = &permanentError{"invalid remember-entities call"}
 
-// validateUpdate checks the arguments of an Update before anything is read
-// or written, so that a bad batch never leaves half of itself behind.
-func validateUpdate(ctx context.Context, shardID string, started, stopped []string) error {
+// ValidateUpdate checks the arguments of RememberEntitiesStore.Update as
+// the interface requires: it returns ctx's error if ctx is done, and an
+// error wrapping ErrInvalidUpdate for an empty shard ID, an empty or
+// non-UTF-8 entity ID, or an ID both started and stopped. A store calls it
+// before anything is read or written, so that a bad batch never leaves
+// half of itself behind.
+func ValidateUpdate(ctx context.Context, shardID string, started, stopped []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if shardID == "" {
-		return fmt.Errorf("%w: empty shard ID", errInvalidUpdate)
+		return fmt.Errorf("%w: empty shard ID", ErrInvalidUpdate)
 	}
 	for _, id := range started {
 		if err := validateEntityID(id); err != nil {
@@ -102,7 +108,7 @@ func validateUpdate(ctx context.Context, shardID string, started, stopped []stri
 		// The order of a start and a stop in one batch is lost, so which
 		// one wins would be a guess; the shard never sends both.
 		if _, ok := starting[id]; ok {
-			return fmt.Errorf("%w: entity ID %q is both started and stopped in one update", errInvalidUpdate, id)
+			return fmt.Errorf("%w: entity ID %q is both started and stopped in one update", ErrInvalidUpdate, id)
 		}
 	}
 	return nil
@@ -110,10 +116,10 @@ func validateUpdate(ctx context.Context, shardID string, started, stopped []stri
 
 func validateEntityID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty entity ID", errInvalidUpdate)
+		return fmt.Errorf("%w: empty entity ID", ErrInvalidUpdate)
 	}
 	if !utf8.ValidString(id) {
-		return fmt.Errorf("%w: entity ID %q is not valid UTF-8", errInvalidUpdate, id)
+		return fmt.Errorf("%w: entity ID %q is not valid UTF-8", ErrInvalidUpdate, id)
 	}
 	return nil
 }
@@ -142,7 +148,7 @@ func (s *MemoryRememberEntitiesStore) GetEntities(ctx context.Context, shardID s
 		return nil, fmt.Errorf("memory remember-entities store: shard %q: get entities: %w", shardID, err)
 	}
 	if shardID == "" {
-		return nil, fmt.Errorf("memory remember-entities store: get entities: %w: empty shard ID", errInvalidUpdate)
+		return nil, fmt.Errorf("memory remember-entities store: get entities: %w: empty shard ID", ErrInvalidUpdate)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,7 +167,7 @@ func (s *MemoryRememberEntitiesStore) GetEntities(ctx context.Context, shardID s
 // Update implements RememberEntitiesStore. An Update that changes something
 // counts as one write (see Writes), like one Consul transaction.
 func (s *MemoryRememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
-	if err := validateUpdate(ctx, shardID, started, stopped); err != nil {
+	if err := ValidateUpdate(ctx, shardID, started, stopped); err != nil {
 		return fmt.Errorf("memory remember-entities store: shard %q: update: %w", shardID, err)
 	}
 	s.mu.Lock()

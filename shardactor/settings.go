@@ -55,7 +55,7 @@ type Settings struct {
 	RememberEntities bool
 	// RememberEntitiesStore records the running entities when
 	// RememberEntities is on. It must be shared by every node of the
-	// entity type (a ConsulRememberEntitiesStore, or for nodes in one
+	// entity type (a consulstore.RememberEntitiesStore, or for nodes in one
 	// process one MemoryRememberEntitiesStore). Required with
 	// RememberEntities: without one the shard remembers nothing and says so
 	// in its log.

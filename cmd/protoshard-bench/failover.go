@@ -10,7 +10,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
+
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
@@ -91,7 +93,7 @@ func failoverOptions(client *api.Client, service string, withLease bool) ([]acto
 		st.UseLease, st.LeaseRetryInterval = leases, 200*time.Millisecond
 	}
 	return []actorsharding.Option{
-		actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(failoverType))),
+		actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(failoverType))),
 		actorsharding.WithSingletonSettings(st),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(time.Hour),
@@ -182,7 +184,7 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 	// round (their registrations linger until Consul deregisters them) are
 	// not in this one; and a clean coordinator state.
 	service := fmt.Sprintf("protoshard-bench-failover-%d-%d-%v", os.Getpid(), round, withLease)
-	store := coordinatoractor.NewConsulStore(agent.client, coordinatoractor.ConsulStateKey(failoverType))
+	store := consulstore.NewStateStore(agent.client, consulstore.StateKey(failoverType))
 	if _, err := agent.client.KV().Delete(store.Key(), nil); err != nil {
 		return 0, 0, fmt.Errorf("clearing the coordinator state: %w", err)
 	}

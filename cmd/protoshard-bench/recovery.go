@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/membership/local"
@@ -36,7 +38,7 @@ func benchRecovery(ctx context.Context, cfg config, rep *report) error {
 		typeName := recoveryType(done, consul)
 		var store coordinatoractor.StateStore = coordinatoractor.NewMemoryStore()
 		if consul {
-			store = coordinatoractor.NewConsulStore(agent.client, coordinatoractor.ConsulStateKey(typeName))
+			store = consulstore.NewStateStore(agent.client, consulstore.StateKey(typeName))
 		}
 		d, err := recoveryRound(ctx, cfg, store, typeName)
 		return ms(d), err

@@ -14,8 +14,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
+
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/consul"
@@ -380,7 +381,7 @@ func remotePeer(cfg config, client *api.Client) (*node, error) {
 // the two processes must share one (the coordinator may run in either), so
 // it is in the section's Consul agent.
 func remoteStateStore(client *api.Client) actorsharding.Option {
-	return actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(remoteType)))
+	return actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(remoteType)))
 }
 
 func spawnRemotePeerActors(n *node, cfg config, client *api.Client) error {

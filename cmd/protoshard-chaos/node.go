@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
@@ -53,7 +53,7 @@ const (
 func shardingOptions(client *api.Client, ttl time.Duration) []actorsharding.Option {
 	return []actorsharding.Option{
 		actorsharding.WithRole(nodeRole),
-		actorsharding.WithStateStore(coordinatoractor.NewConsulStore(client, coordinatoractor.ConsulStateKey(typeName))),
+		actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(typeName))),
 		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}),
 		actorsharding.WithRetryInterval(500 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(2 * time.Second),

@@ -9,9 +9,9 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/shardactor"
 )
 
 // consulSource is the tool's only door to Consul: every read is consistent
@@ -44,7 +44,7 @@ func (c *consulSource) members(ctx context.Context, service string) ([]memberInf
 // decode is returned with its Err set: the tool shows it and can delete
 // it.
 func (c *consulSource) state(ctx context.Context, typeName string) (storedState, error) {
-	key := coordinatoractor.ConsulStateKey(typeName)
+	key := consulstore.StateKey(typeName)
 	pair, _, err := c.client.KV().Get(key, c.query(ctx))
 	if err != nil {
 		return storedState{}, c.wrap("reading "+key, err)
@@ -59,8 +59,8 @@ func (c *consulSource) state(ctx context.Context, typeName string) (storedState,
 }
 
 // buckets reads the remembered entities of typeName.
-func (c *consulSource) buckets(ctx context.Context, typeName string) ([]shardactor.ConsulRememberedBucket, error) {
-	b, err := shardactor.NewConsulRememberEntitiesStore(c.client, typeName).Buckets(ctx)
+func (c *consulSource) buckets(ctx context.Context, typeName string) ([]consulstore.RememberedBucket, error) {
+	b, err := consulstore.NewRememberEntitiesStore(c.client, typeName).Buckets(ctx)
 	if err != nil {
 		return nil, c.wrap("reading the remembered entities", err)
 	}
@@ -70,7 +70,7 @@ func (c *consulSource) buckets(ctx context.Context, typeName string) ([]shardact
 // typeData is what Consul holds about one entity type, and the members.
 type typeData struct {
 	state   storedState
-	buckets []shardactor.ConsulRememberedBucket
+	buckets []consulstore.RememberedBucket
 	members []memberInfo
 }
 

@@ -15,10 +15,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
@@ -88,7 +88,7 @@ func (c *cluster) saveState(typeName string, version uint64, regions map[string]
 	for _, shard := range unallocated {
 		s.Unallocated[shard] = struct{}{}
 	}
-	store := coordinatoractor.NewConsulStore(c.client, coordinatoractor.ConsulStateKey(typeName))
+	store := consulstore.NewStateStore(c.client, consulstore.StateKey(typeName))
 	v, err := store.Save(context.Background(), s, version)
 	if err != nil {
 		c.t.Fatal(err)
@@ -107,7 +107,7 @@ func mustApply(t *testing.T, s *coordinatoractor.State, e coordinatoractor.Event
 // store.
 func (c *cluster) remember(typeName, shard string, ids ...string) {
 	c.t.Helper()
-	if err := shardactor.NewConsulRememberEntitiesStore(c.client, typeName).Update(context.Background(), shard, ids, nil); err != nil {
+	if err := consulstore.NewRememberEntitiesStore(c.client, typeName).Update(context.Background(), shard, ids, nil); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -253,7 +253,7 @@ func TestShardsCommand(t *testing.T) {
 	}
 
 	// A state that does not decode is shown, not fatal.
-	if _, err := c.client.KV().Put(&api.KVPair{Key: coordinatoractor.ConsulStateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
+	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = c.cli("shards", "-type", "broken")
@@ -272,7 +272,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	c.remember("other", "0", "keep")
 	c.saveState("other", 0, map[string][]string{"m-1": {"0"}}, addrs)
-	stateKey := coordinatoractor.ConsulStateKey("counter")
+	stateKey := consulstore.StateKey("counter")
 	entities := "protoshard/sharding/counter/entities/"
 	stored := func() int { return len(c.keys(stateKey)) + len(c.keys(entities)) }
 	if stored() != 101 {
@@ -297,7 +297,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		"-force: refusing", "would delete 101 keys (the coordinator state, 100 remembered-entity buckets of 100 shards):",
-		"  " + stateKey + " (modify index ", "  " + shardactor.ConsulRememberEntitiesPrefix("counter", "99"),
+		"  " + stateKey + " (modify index ", "  " + consulstore.RememberEntitiesPrefix("counter", "99"),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run misses %q:\n%s", want, out)
@@ -339,7 +339,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 
 	// A state that does not decode is removed only with -force.
-	if _, err := c.client.KV().Put(&api.KVPair{Key: coordinatoractor.ConsulStateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
+	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = c.cli("remove-data", "-type", "broken")
@@ -374,7 +374,7 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 	mustRefuse := func(typeName string, p removalPlan, keys int) {
 		t.Helper()
 		deleted, err := source.apply(ctx, p.transactions())
-		if err == nil || deleted != 0 || !strings.Contains(err.Error(), coordinatoractor.ConsulStateKey(typeName)) {
+		if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.StateKey(typeName)) {
 			t.Fatalf("deleted %d, err %v", deleted, err)
 		}
 		if n := len(c.keys("protoshard/sharding/" + typeName + "/")); n != keys {
@@ -416,7 +416,7 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 	}
 	left := len(c.keys("protoshard/sharding/written/"))
 	deleted, err := source.apply(ctx, p.transactions())
-	if err == nil || deleted != 0 || !strings.Contains(err.Error(), shardactor.ConsulRememberEntitiesPrefix("written", "0")) {
+	if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.RememberEntitiesPrefix("written", "0")) {
 		t.Fatalf("deleted %d, err %v", deleted, err)
 	}
 	if n := len(c.keys("protoshard/sharding/written/")); n != left {

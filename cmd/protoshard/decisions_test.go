@@ -11,9 +11,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
-	"github.com/protoshard/protoshard/shardactor"
 )
 
 func member(id, addr string, age uint64, health string, status membership.Status) memberInfo {
@@ -45,7 +45,7 @@ func testState(t *testing.T) storedState {
 			t.Fatal(err)
 		}
 	}
-	return storedState{Key: coordinatoractor.ConsulStateKey("T"), Stored: true, ModifyIndex: 42, State: s}
+	return storedState{Key: consulstore.StateKey("T"), Stored: true, ModifyIndex: 42, State: s}
 }
 
 func TestMemberStatusAndLiveness(t *testing.T) {
@@ -166,7 +166,7 @@ func bucketKeys(n int) []versionedKey {
 }
 
 func TestRemovalPlanTransactions(t *testing.T) {
-	stateKey := coordinatoractor.ConsulStateKey("T")
+	stateKey := consulstore.StateKey("T")
 	for _, tc := range []struct {
 		name        string
 		stateStored bool
@@ -226,7 +226,7 @@ func TestRemovalPlanTransactions(t *testing.T) {
 
 func TestBuildShardView(t *testing.T) {
 	st := testState(t)
-	buckets := []shardactor.ConsulRememberedBucket{
+	buckets := []consulstore.RememberedBucket{
 		{Key: "k/0/3", ShardID: "0", EntityIDs: []string{"b", "c"}},
 		{Key: "k/0/9", ShardID: "0", EntityIDs: []string{"a", "c"}}, // c twice: after a change of buckets
 		{Key: "k/5/1", ShardID: "5", EntityIDs: []string{"e"}},
@@ -296,7 +296,7 @@ func TestCompareShardIDs(t *testing.T) {
 
 func TestWriteShards(t *testing.T) {
 	st := testState(t)
-	buckets := []shardactor.ConsulRememberedBucket{
+	buckets := []consulstore.RememberedBucket{
 		{Key: "k/0/3", ShardID: "0", EntityIDs: []string{"a", "b"}},
 		{Key: "k/x/2", ShardID: "x", Err: errors.New("key k/x/2 (modify index 9): corrupt\nvalue")},
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 )
 
 // errLiveRegions: regions or proxies of the type run on live members.
@@ -39,7 +39,7 @@ var errStateUndecodable = errors.New("the coordinator state does not decode, so 
 // later ones). A coordinator that saves its state between the reading and
 // the deleting makes the transaction roll back, and remove-data stops with
 // what it deleted so far. The coordinator itself writes by check-and-set
-// on the index it read (coordinatoractor.ConsulStore): once the key is
+// on the index it read (consulstore.StateStore): once the key is
 // deleted, a coordinator still running (with -force) fails its next save
 // with ErrVersionConflict and stops, and its successor starts from the
 // empty state.
@@ -122,7 +122,7 @@ type removalPlan struct {
 	shards      int            // the shards of the buckets
 }
 
-func newRemovalPlan(st storedState, buckets []shardactor.ConsulRememberedBucket) removalPlan {
+func newRemovalPlan(st storedState, buckets []consulstore.RememberedBucket) removalPlan {
 	p := removalPlan{state: versionedKey{Key: st.Key, ModifyIndex: st.ModifyIndex}, stateStored: st.Stored}
 	shards := map[string]bool{}
 	for _, b := range buckets {

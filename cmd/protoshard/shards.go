@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
-	"github.com/protoshard/protoshard/shardactor"
 )
 
 // storedState is the coordinator state key of a type as read.
@@ -102,7 +102,7 @@ type shardRow struct {
 
 // buildShardView puts the stored state, the remembered entities and the
 // members together.
-func buildShardView(typeName string, st storedState, buckets []shardactor.ConsulRememberedBucket, ms []memberInfo) shardView {
+func buildShardView(typeName string, st storedState, buckets []consulstore.RememberedBucket, ms []memberInfo) shardView {
 	v := shardView{
 		Type:        typeName,
 		StateKey:    st.Key,

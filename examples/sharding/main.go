@@ -159,7 +159,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	registry := local.NewRegistry()
 	// One store for every node: the coordinator's state (which shard lives
 	// where) survives the coordinator moving to another node. Nodes in
-	// separate processes would share a coordinatoractor.ConsulStore.
+	// separate processes would share a consulstore.StateStore.
 	store := coordinatoractor.NewMemoryStore()
 	extractor := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
 	d := &demo{cfg: cfg, out: out, registry: registry, store: store, extractor: extractor}

@@ -1,4 +1,4 @@
-package coordinatoractor
+package consulstore
 
 import (
 	"context"
@@ -6,62 +6,64 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/coordinatoractor"
 )
 
-// MaxConsulStateBytes is the largest encoded state a ConsulStore writes:
+// MaxStateBytes is the largest encoded state a StateStore writes:
 // Consul's default txn_max_req_len of 512 KiB holds the value base64
 // encoded (4/3 of it) inside the transaction's JSON, with room left for
 // the rest of the request.
-const MaxConsulStateBytes = 380 * 1024
+const MaxStateBytes = 380 * 1024
 
-// ConsulStateKey returns the Consul KV key under which the coordinator of
-// the entity type typeName keeps its state.
-func ConsulStateKey(typeName string) string {
+// StateKey returns the Consul KV key under which the coordinator of the
+// entity type typeName keeps its state.
+func StateKey(typeName string) string {
 	return "protoshard/sharding/" + typeName + "/coordinator-state"
 }
 
-// ConsulStore is a StateStore in one Consul KV key, so that the state
+// StateStore is a coordinatoractor.StateStore in one Consul KV key, so that the state
 // survives the node of the coordinator. The version is the key's
 // ModifyIndex, and every write is a check-and-set on it: a coordinator that
 // lost its role (it was cut off, and a newer coordinator started and saved)
 // cannot overwrite the newer state, because its CAS against the old index
-// fails and Save returns ErrVersionConflict.
+// fails and Save returns coordinatoractor.ErrVersionConflict.
 //
-// A ConsulStore is safe for use by several goroutines (api.Client is).
-type ConsulStore struct {
+// A StateStore is safe for use by several goroutines (api.Client is).
+type StateStore struct {
 	kv  *api.KV
 	key string
 }
 
-var _ StateStore = (*ConsulStore)(nil)
+var _ coordinatoractor.StateStore = (*StateStore)(nil)
 
-// NewConsulStore returns a store that keeps the state in key (see
-// ConsulStateKey) through client.
-func NewConsulStore(client *api.Client, key string) *ConsulStore {
-	return &ConsulStore{kv: client.KV(), key: key}
+// NewStateStore returns a store that keeps the state in key (see StateKey)
+// through client.
+func NewStateStore(client *api.Client, key string) *StateStore {
+	return &StateStore{kv: client.KV(), key: key}
 }
 
 // Key returns the Consul KV key of the store.
-func (s *ConsulStore) Key() string { return s.key }
+func (s *StateStore) Key() string { return s.key }
 
-// Load implements StateStore: the version is the key's ModifyIndex; a
+// Load implements coordinatoractor.StateStore: the version is the key's ModifyIndex; a
 // missing key is the empty state at version 0.
-func (s *ConsulStore) Load(ctx context.Context) (State, uint64, error) {
+func (s *StateStore) Load(ctx context.Context) (coordinatoractor.State, uint64, error) {
 	pair, err := s.get(ctx)
 	if err != nil {
-		return State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
+		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
 	}
 	if pair == nil {
-		return NewState(false), 0, nil
+		return coordinatoractor.NewState(false), 0, nil
 	}
-	st, err := DecodeState(pair.Value)
+	st, err := coordinatoractor.DecodeState(pair.Value)
 	if err != nil {
-		return State{}, 0, fmt.Errorf("consul state store %s: load (modify index %d): %w", s.key, pair.ModifyIndex, err)
+		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load (modify index %d): %w", s.key, pair.ModifyIndex, err)
 	}
 	return st, pair.ModifyIndex, nil
 }
 
-// Save implements StateStore with a CAS on the key's ModifyIndex. Consul
+// Save implements coordinatoractor.StateStore with a CAS on the key's ModifyIndex. Consul
 // treats index 0 as "create only if the key does not exist", which is
 // exactly version 0's meaning.
 //
@@ -72,16 +74,17 @@ func (s *ConsulStore) Load(ctx context.Context) (State, uint64, error) {
 // ours would let our next CAS overwrite its state. The price: a
 // transaction carries the value base64-encoded in JSON, so Consul's
 // txn_max_req_len (512 KiB by default) caps the encoded state at about
-// 380 KiB (MaxConsulStateBytes), against 512 KiB for a plain KV write.
-// A larger state fails with ErrStateTooLarge before anything is sent.
-func (s *ConsulStore) Save(ctx context.Context, state State, version uint64) (uint64, error) {
-	data, err := EncodeState(state)
+// 380 KiB (MaxStateBytes), against 512 KiB for a plain KV write.
+// A larger state fails with coordinatoractor.ErrStateTooLarge before
+// anything is sent.
+func (s *StateStore) Save(ctx context.Context, state coordinatoractor.State, version uint64) (uint64, error) {
+	data, err := coordinatoractor.EncodeState(state)
 	if err != nil {
 		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
 	}
-	if len(data) > MaxConsulStateBytes {
+	if len(data) > MaxStateBytes {
 		return 0, fmt.Errorf("consul state store %s: save at version %d: the state is %d bytes, Consul's transaction holds at most %d: %w",
-			s.key, version, len(data), MaxConsulStateBytes, ErrStateTooLarge)
+			s.key, version, len(data), MaxStateBytes, coordinatoractor.ErrStateTooLarge)
 	}
 	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: s.key, Value: data, Index: version}}
 	ok, resp, _, err := s.kv.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
@@ -101,7 +104,7 @@ func (s *ConsulStore) Save(ctx context.Context, state State, version uint64) (ui
 // stale index only as text, and an operation can fail for other reasons
 // (an ACL denial, say), so the stored index is read to tell a conflict,
 // which means "stop being coordinator", from an error worth retrying.
-func (s *ConsulStore) failedSave(ctx context.Context, version uint64, txnErrs api.TxnErrors) error {
+func (s *StateStore) failedSave(ctx context.Context, version uint64, txnErrs api.TxnErrors) error {
 	what := describeTxnErrors(txnErrs)
 	pair, err := s.get(ctx)
 	if err != nil {
@@ -114,7 +117,7 @@ func (s *ConsulStore) failedSave(ctx context.Context, version uint64, txnErrs ap
 	}
 	if current != version {
 		return fmt.Errorf("consul state store %s: save at version %d, stored version is %d: %w",
-			s.key, version, current, ErrVersionConflict)
+			s.key, version, current, coordinatoractor.ErrVersionConflict)
 	}
 	return fmt.Errorf("consul state store %s: save at version %d: transaction rolled back: %s", s.key, version, what)
 }
@@ -122,21 +125,23 @@ func (s *ConsulStore) failedSave(ctx context.Context, version uint64, txnErrs ap
 // get reads the key. It asks for a consistent read: a stale read would
 // hand out an old ModifyIndex, and the CAS that follows would fail as a
 // conflict and make a healthy coordinator step down.
-func (s *ConsulStore) get(ctx context.Context) (*api.KVPair, error) {
+func (s *StateStore) get(ctx context.Context) (*api.KVPair, error) {
 	pair, _, err := s.kv.Get(s.key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	return pair, err
 }
 
+// describeTxnErrors turns the errors of a rolled-back transaction into
+// text. Consul reports a stale index only as text; the stores decide by
+// reading the indexes again, not by parsing it.
 func describeTxnErrors(errs api.TxnErrors) string {
 	if len(errs) == 0 {
 		return "no error given"
 	}
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {
-		if e == nil {
-			continue
+		if e != nil {
+			parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
 		}
-		parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, ", ")
 }

@@ -1,4 +1,4 @@
-package shardactor
+package consulstore
 
 import (
 	"context"
@@ -21,9 +21,10 @@ import (
 
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 )
 
-// Defaults of the Consul remember-entities store.
+// Defaults of the RememberEntitiesStore.
 const (
 	// DefaultRememberBuckets is the number of KV keys a shard's entity IDs
 	// are spread over. Akka's ddata store uses 5 keys per shard; 16 keeps
@@ -52,18 +53,18 @@ const (
 	DefaultRememberMaxAttempts = 30
 )
 
-// consulMaxTxnOps is the operations per transaction. Consul refuses more
+// maxTxnOps is the operations per transaction. Consul refuses more
 // than 128 operations (older versions more than 64), so the store stays at
 // the older limit, which no default-sized shard reaches anyway.
-const consulMaxTxnOps = 64
+const maxTxnOps = 64
 
-// ConsulRememberEntitiesStore is a RememberEntitiesStore in Consul KV, so
-// that remembered entities survive the nodes, and a full restart of the
-// cluster, as long as Consul keeps its data.
+// RememberEntitiesStore is a shardactor.RememberEntitiesStore in Consul
+// KV, so that remembered entities survive the nodes, and a full restart of
+// the cluster, as long as Consul keeps its data.
 //
 // # Key layout
 //
-// A shard's IDs live under ConsulRememberEntitiesPrefix(typeName, shardID):
+// A shard's IDs live under RememberEntitiesPrefix(typeName, shardID):
 //
 //	protoshard/sharding/<typeName>/entities/<escaped shardID>/<bucket>
 //
@@ -106,8 +107,9 @@ const consulMaxTxnOps = 64
 // UUID-sized (36-byte) IDs or 30,000 10-byte IDs per bucket, so with the
 // default 16 buckets about 150,000 UUIDs or 480,000 10-byte IDs per shard
 // (a few percent less, since the fullest bucket decides). An Update that
-// would take a bucket beyond it fails with ErrTooManyRememberedEntities and
-// writes nothing. WithRememberBuckets raises the capacity.
+// would take a bucket beyond it fails with
+// shardactor.ErrTooManyRememberedEntities and writes nothing.
+// WithRememberBuckets raises the capacity.
 //
 // Each Update reads the whole shard once and rewrites every bucket it
 // touches, so its cost in bytes grows with the shard (a burst of 100 new
@@ -119,37 +121,37 @@ const consulMaxTxnOps = 64
 // # Errors
 //
 // What Consul will never accept or the store cannot read back is
-// permanent (errors.Is(err, ErrPermanent)): beyond the capacity, an
-// invalid ID or type name, a corrupt stored value, a request Consul
-// refuses as malformed or too large. A Consul that cannot be reached, a
+// permanent (errors.Is(err, shardactor.ErrPermanent)): beyond the
+// capacity, an invalid ID or type name, a corrupt stored value, a request
+// Consul refuses as malformed or too large. A Consul that cannot be reached, a
 // time-out or a check-and-set race lost too often are transient.
 //
-// A ConsulRememberEntitiesStore is safe for use by several goroutines.
-type ConsulRememberEntitiesStore struct {
+// A RememberEntitiesStore is safe for use by several goroutines.
+type RememberEntitiesStore struct {
 	kv       *api.KV
 	txn      *api.Txn
 	typeName string
-	cfg      consulRememberConfig
+	cfg      rememberConfig
 	writes   atomic.Int64
 }
 
-var _ RememberEntitiesStore = (*ConsulRememberEntitiesStore)(nil)
+var _ shardactor.RememberEntitiesStore = (*RememberEntitiesStore)(nil)
 
-type consulRememberConfig struct {
+type rememberConfig struct {
 	buckets        int
 	maxBucketBytes int
 	maxTxnBytes    int
 	maxAttempts    int
 }
 
-// ConsulRememberOption configures a ConsulRememberEntitiesStore.
-type ConsulRememberOption func(*consulRememberConfig)
+// RememberOption configures a RememberEntitiesStore.
+type RememberOption func(*rememberConfig)
 
 // WithRememberBuckets sets the number of buckets (KV keys) per shard,
 // DefaultRememberBuckets by default; n < 1 keeps the default. More buckets
 // mean more capacity and smaller rewrites, but more keys to read.
-func WithRememberBuckets(n int) ConsulRememberOption {
-	return func(c *consulRememberConfig) {
+func WithRememberBuckets(n int) RememberOption {
+	return func(c *rememberConfig) {
 		if n >= 1 {
 			c.buckets = n
 		}
@@ -160,8 +162,8 @@ func WithRememberBuckets(n int) ConsulRememberOption {
 // writes, DefaultRememberMaxBucketBytes by default; n < 1 keeps the
 // default. Raise it only together with Consul's kv_max_value_size and
 // txn_max_req_len (and WithRememberMaxTxnBytes).
-func WithRememberMaxBucketBytes(n int) ConsulRememberOption {
-	return func(c *consulRememberConfig) {
+func WithRememberMaxBucketBytes(n int) RememberOption {
+	return func(c *rememberConfig) {
 		if n >= 1 {
 			c.maxBucketBytes = n
 		}
@@ -171,8 +173,8 @@ func WithRememberMaxBucketBytes(n int) ConsulRememberOption {
 // WithRememberMaxTxnBytes sets the largest transaction body the store
 // sends, DefaultRememberMaxTxnBytes by default; n < 1 keeps the default.
 // It must not exceed the servers' txn_max_req_len.
-func WithRememberMaxTxnBytes(n int) ConsulRememberOption {
-	return func(c *consulRememberConfig) {
+func WithRememberMaxTxnBytes(n int) RememberOption {
+	return func(c *rememberConfig) {
 		if n >= 1 {
 			c.maxTxnBytes = n
 		}
@@ -182,21 +184,21 @@ func WithRememberMaxTxnBytes(n int) ConsulRememberOption {
 // WithRememberMaxAttempts sets how many read-modify-write rounds an Update
 // makes when it keeps losing check-and-set races, DefaultRememberMaxAttempts
 // by default; n < 1 keeps the default.
-func WithRememberMaxAttempts(n int) ConsulRememberOption {
-	return func(c *consulRememberConfig) {
+func WithRememberMaxAttempts(n int) RememberOption {
+	return func(c *rememberConfig) {
 		if n >= 1 {
 			c.maxAttempts = n
 		}
 	}
 }
 
-// NewConsulRememberEntitiesStore returns the store of the entity type
+// NewRememberEntitiesStore returns the store of the entity type
 // typeName in the Consul KV of client. typeName is used as it is in the
 // keys (like the coordinator's state key), so it must be a clean key path:
 // not empty, without empty, "." or ".." segments; otherwise every call
 // fails with an error.
-func NewConsulRememberEntitiesStore(client *api.Client, typeName string, opts ...ConsulRememberOption) *ConsulRememberEntitiesStore {
-	cfg := consulRememberConfig{
+func NewRememberEntitiesStore(client *api.Client, typeName string, opts ...RememberOption) *RememberEntitiesStore {
+	cfg := rememberConfig{
 		buckets:        DefaultRememberBuckets,
 		maxBucketBytes: DefaultRememberMaxBucketBytes,
 		maxTxnBytes:    DefaultRememberMaxTxnBytes,
@@ -207,24 +209,24 @@ func NewConsulRememberEntitiesStore(client *api.Client, typeName string, opts ..
 			o(&cfg)
 		}
 	}
-	return &ConsulRememberEntitiesStore{kv: client.KV(), txn: client.Txn(), typeName: typeName, cfg: cfg}
+	return &RememberEntitiesStore{kv: client.KV(), txn: client.Txn(), typeName: typeName, cfg: cfg}
 }
 
-// ConsulRememberEntitiesPrefix returns the KV prefix (ending in '/') under
+// RememberEntitiesPrefix returns the KV prefix (ending in '/') under
 // which the Consul store of typeName keeps the buckets of shardID.
-func ConsulRememberEntitiesPrefix(typeName, shardID string) string {
-	return consulRememberEntitiesTypePrefix(typeName) + escapeKeySegment(shardID) + "/"
+func RememberEntitiesPrefix(typeName, shardID string) string {
+	return rememberEntitiesTypePrefix(typeName) + escapeKeySegment(shardID) + "/"
 }
 
-// ConsulRememberedBucket is one stored bucket of a ConsulRememberEntitiesStore,
+// RememberedBucket is one stored bucket of a RememberEntitiesStore,
 // as Buckets reads it.
-type ConsulRememberedBucket struct {
+type RememberedBucket struct {
 	Key         string   // the KV key
 	ModifyIndex uint64   // the key's ModifyIndex, for a check-and-set
 	ShardID     string   // the shard whose entities it holds
 	EntityIDs   []string // its entity IDs, sorted; nil when Err is set
 	// Err says why the value could not be decoded (it wraps
-	// ErrCorruptRememberedEntities); nil when it could.
+	// shardactor.ErrCorruptRememberedEntities); nil when it could.
 	Err error
 }
 
@@ -239,16 +241,16 @@ type ConsulRememberedBucket struct {
 // "protoshard/sharding/a/entities/x/coordinator-state"). Only keys of the
 // form <prefix><escaped shard ID>/<bucket number> are this type's; no other
 // type writes a key of that form, and the others are skipped.
-func (s *ConsulRememberEntitiesStore) Buckets(ctx context.Context) ([]ConsulRememberedBucket, error) {
+func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket, error) {
 	if err := checkTypeName(s.typeName); err != nil {
 		return nil, fmt.Errorf("consul remember-entities store %s: buckets: %w", s.typeName, err)
 	}
-	prefix := consulRememberEntitiesTypePrefix(s.typeName)
+	prefix := rememberEntitiesTypePrefix(s.typeName)
 	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("consul remember-entities store %s: buckets: listing %s: %w", s.typeName, prefix, consulPermanence(err))
 	}
-	var out []ConsulRememberedBucket
+	var out []RememberedBucket
 	for _, p := range pairs {
 		if p == nil {
 			continue
@@ -261,7 +263,7 @@ func (s *ConsulRememberEntitiesStore) Buckets(ctx context.Context) ([]ConsulReme
 		if err != nil || shardID == "" || escapeKeySegment(shardID) != segment {
 			continue
 		}
-		b := ConsulRememberedBucket{Key: p.Key, ModifyIndex: p.ModifyIndex, ShardID: shardID}
+		b := RememberedBucket{Key: p.Key, ModifyIndex: p.ModifyIndex, ShardID: shardID}
 		if b.EntityIDs, err = decodeRememberBucket(p.Value); err != nil {
 			b.Err = fmt.Errorf("key %s (modify index %d): %w", p.Key, p.ModifyIndex, err)
 		}
@@ -271,9 +273,9 @@ func (s *ConsulRememberEntitiesStore) Buckets(ctx context.Context) ([]ConsulReme
 	return out, nil
 }
 
-// consulRememberEntitiesTypePrefix is the KV prefix of all the shards of
+// rememberEntitiesTypePrefix is the KV prefix of all the shards of
 // typeName.
-func consulRememberEntitiesTypePrefix(typeName string) string {
+func rememberEntitiesTypePrefix(typeName string) string {
 	return "protoshard/sharding/" + typeName + "/entities/"
 }
 
@@ -291,11 +293,11 @@ func escapeKeySegment(s string) string {
 
 // Writes returns the number of write requests (transactions, including
 // rolled-back ones) the store sent to Consul.
-func (s *ConsulRememberEntitiesStore) Writes() int64 { return s.writes.Load() }
+func (s *RememberEntitiesStore) Writes() int64 { return s.writes.Load() }
 
-// GetEntities implements RememberEntitiesStore with one consistent KV
+// GetEntities implements shardactor.RememberEntitiesStore with one consistent KV
 // List of the shard's buckets.
-func (s *ConsulRememberEntitiesStore) GetEntities(ctx context.Context, shardID string) ([]string, error) {
+func (s *RememberEntitiesStore) GetEntities(ctx context.Context, shardID string) ([]string, error) {
 	buckets, err := s.read(ctx, shardID)
 	if err != nil {
 		return nil, s.errorf(shardID, "get entities: %w", err)
@@ -317,10 +319,10 @@ func (s *ConsulRememberEntitiesStore) GetEntities(ctx context.Context, shardID s
 	return slices.Compact(ids), nil
 }
 
-// Update implements RememberEntitiesStore; see the type's documentation for
+// Update implements shardactor.RememberEntitiesStore; see the type's documentation for
 // how it writes.
-func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
-	if err := validateUpdate(ctx, shardID, started, stopped); err != nil {
+func (s *RememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
+	if err := shardactor.ValidateUpdate(ctx, shardID, started, stopped); err != nil {
 		return s.errorf(shardID, "update: %w", err)
 	}
 	if len(started) == 0 && len(stopped) == 0 {
@@ -340,7 +342,7 @@ func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string
 		if failed != nil && !changedSince(buckets, failed) {
 			// Not a lost race: Consul refuses this transaction as such,
 			// and would refuse it again.
-			return s.errorf(shardID, "update: transaction rolled back although no bucket changed: %s: %w", strings.Join(why, "; "), ErrPermanent)
+			return s.errorf(shardID, "update: transaction rolled back although no bucket changed: %s: %w", strings.Join(why, "; "), shardactor.ErrPermanent)
 		}
 		ops, err := s.plan(shardID, buckets, started, stopped)
 		if err != nil {
@@ -371,7 +373,11 @@ func (s *ConsulRememberEntitiesStore) Update(ctx context.Context, shardID string
 			for _, op := range txn {
 				failed[op.KV.Key] = op.KV.Index
 			}
-			why = append(why, describeRememberTxnErrors(resp))
+			var txnErrs api.TxnErrors
+			if resp != nil {
+				txnErrs = resp.Errors
+			}
+			why = append(why, "rolled back: "+describeTxnErrors(txnErrs))
 		}
 		if failed == nil {
 			return nil
@@ -396,17 +402,17 @@ type storedBucket struct {
 // read returns the shard's stored buckets by key, with one consistent KV
 // List: a stale read would hand out old ModifyIndexes, and every CAS built
 // on them would fail as a conflict.
-func (s *ConsulRememberEntitiesStore) read(ctx context.Context, shardID string) (map[string]*storedBucket, error) {
+func (s *RememberEntitiesStore) read(ctx context.Context, shardID string) (map[string]*storedBucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if shardID == "" {
-		return nil, fmt.Errorf("%w: empty shard ID", errInvalidUpdate)
+		return nil, fmt.Errorf("%w: empty shard ID", shardactor.ErrInvalidUpdate)
 	}
 	if err := checkTypeName(s.typeName); err != nil {
 		return nil, err
 	}
-	prefix := ConsulRememberEntitiesPrefix(s.typeName, shardID)
+	prefix := RememberEntitiesPrefix(s.typeName, shardID)
 	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", prefix, consulPermanence(err))
@@ -418,7 +424,7 @@ func (s *ConsulRememberEntitiesStore) read(ctx context.Context, shardID string) 
 		}
 		suffix, ok := strings.CutPrefix(p.Key, prefix)
 		if !ok || !isBucketName(suffix) {
-			return nil, fmt.Errorf("key %s (modify index %d) is no bucket of the shard: %w", p.Key, p.ModifyIndex, ErrCorruptRememberedEntities)
+			return nil, fmt.Errorf("key %s (modify index %d) is no bucket of the shard: %w", p.Key, p.ModifyIndex, shardactor.ErrCorruptRememberedEntities)
 		}
 		ids, err := decodeRememberBucket(p.Value)
 		if err != nil {
@@ -442,11 +448,11 @@ func isBucketName(s string) bool {
 // than the one written.
 func checkTypeName(typeName string) error {
 	if typeName == "" {
-		return fmt.Errorf("%w: empty entity type name", errInvalidUpdate)
+		return fmt.Errorf("%w: empty entity type name", shardactor.ErrInvalidUpdate)
 	}
 	for seg := range strings.SplitSeq(typeName, "/") {
 		if seg == "" || seg == "." || seg == ".." {
-			return fmt.Errorf("%w: entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", errInvalidUpdate, typeName)
+			return fmt.Errorf("%w: entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", shardactor.ErrInvalidUpdate, typeName)
 		}
 	}
 	return nil
@@ -465,11 +471,11 @@ func checkTypeName(typeName string) error {
 func consulPermanence(err error) error {
 	var status api.StatusError
 	if errors.As(err, &status) && (status.Code == http.StatusBadRequest || status.Code == http.StatusRequestEntityTooLarge) {
-		return fmt.Errorf("%w: %w", ErrPermanent, err)
+		return fmt.Errorf("%w: %w", shardactor.ErrPermanent, err)
 	}
 	if text := err.Error(); strings.HasPrefix(text, "Failed request: ") &&
 		(strings.Contains(text, "too large") || strings.Contains(text, "too many operations")) {
-		return fmt.Errorf("%w: %w", ErrPermanent, err)
+		return fmt.Errorf("%w: %w", shardactor.ErrPermanent, err)
 	}
 	return err
 }
@@ -478,8 +484,8 @@ func consulPermanence(err error) error {
 // buckets read to the state Update asks for, sorted by key; none when
 // nothing changes. It fails, before anything is written, when a bucket
 // would outgrow its capacity.
-func (s *ConsulRememberEntitiesStore) plan(shardID string, buckets map[string]*storedBucket, started, stopped []string) (api.TxnOps, error) {
-	prefix := ConsulRememberEntitiesPrefix(s.typeName, shardID)
+func (s *RememberEntitiesStore) plan(shardID string, buckets map[string]*storedBucket, started, stopped []string) (api.TxnOps, error) {
+	prefix := RememberEntitiesPrefix(s.typeName, shardID)
 	// Visiting the home bucket first finds an ID at once in the usual case;
 	// the others matter only after the number of buckets changed.
 	ordered := make([]*storedBucket, 0, len(buckets))
@@ -560,11 +566,11 @@ func (s *ConsulRememberEntitiesStore) plan(shardID string, buckets map[string]*s
 		}
 		value, err := proto.Marshal(&messages.RememberedEntities{EntityIds: ids})
 		if err != nil {
-			return nil, fmt.Errorf("encoding bucket %s: %w: %w", key, errInvalidUpdate, err)
+			return nil, fmt.Errorf("encoding bucket %s: %w: %w", key, shardactor.ErrInvalidUpdate, err)
 		}
 		if len(value) > s.cfg.maxBucketBytes {
 			return nil, fmt.Errorf("bucket %s would hold %d IDs in %d bytes, over its limit of %d bytes (%d buckets per shard): %w",
-				key, len(ids), len(value), s.cfg.maxBucketBytes, s.cfg.buckets, ErrTooManyRememberedEntities)
+				key, len(ids), len(value), s.cfg.maxBucketBytes, s.cfg.buckets, shardactor.ErrTooManyRememberedEntities)
 		}
 		// A CAS at index 0 creates the key only if it does not exist, which
 		// is what "no bucket was read" means.
@@ -573,11 +579,11 @@ func (s *ConsulRememberEntitiesStore) plan(shardID string, buckets map[string]*s
 	return ops, nil
 }
 
-// pack splits ops into transactions of at most consulMaxTxnOps operations
+// pack splits ops into transactions of at most maxTxnOps operations
 // whose JSON bodies stay within maxTxnBytes. Sizes are those of the body
 // the Consul client sends (encoding/json, one op after the other in an
 // array, plus a newline).
-func (s *ConsulRememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error) {
+func (s *RememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error) {
 	const frame = len("[]\n")
 	var txns []api.TxnOps
 	var cur api.TxnOps
@@ -585,18 +591,18 @@ func (s *ConsulRememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error)
 	for _, op := range ops {
 		b, err := json.Marshal(op)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the operation on %s: %w: %w", op.KV.Key, errInvalidUpdate, err)
+			return nil, fmt.Errorf("encoding the operation on %s: %w: %w", op.KV.Key, shardactor.ErrInvalidUpdate, err)
 		}
 		n := len(b)
 		if frame+n > s.cfg.maxTxnBytes {
 			return nil, fmt.Errorf("writing bucket %s takes a %d-byte transaction, over the limit of %d bytes (lower the bucket size or raise the transaction size): %w",
-				op.KV.Key, frame+n, s.cfg.maxTxnBytes, ErrTooManyRememberedEntities)
+				op.KV.Key, frame+n, s.cfg.maxTxnBytes, shardactor.ErrTooManyRememberedEntities)
 		}
 		sep := 0
 		if len(cur) > 0 {
 			sep = 1 // the comma
 		}
-		if len(cur) == consulMaxTxnOps || size+sep+n > s.cfg.maxTxnBytes {
+		if len(cur) == maxTxnOps || size+sep+n > s.cfg.maxTxnBytes {
 			txns = append(txns, cur)
 			cur, size, sep = nil, frame, 0
 		}
@@ -627,7 +633,7 @@ func changedSince(buckets map[string]*storedBucket, indexes map[string]uint64) b
 // rememberBucket is the bucket of an entity ID: the 32-bit FNV-1a hash of
 // its bytes modulo the number of buckets. It is part of the stored format:
 // every writer of a shard must compute it the same way (Update still finds
-// IDs in other buckets, see ConsulRememberEntitiesStore).
+// IDs in other buckets, see RememberEntitiesStore).
 func rememberBucket(entityID string, buckets int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(entityID)) // a hash.Hash never fails to write
@@ -641,37 +647,21 @@ func rememberBucket(entityID string, buckets int) int {
 func decodeRememberBucket(value []byte) ([]string, error) {
 	var m messages.RememberedEntities
 	if err := proto.Unmarshal(value, &m); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptRememberedEntities, err)
+		return nil, fmt.Errorf("%w: %w", shardactor.ErrCorruptRememberedEntities, err)
 	}
 	if len(m.ProtoReflect().GetUnknown()) > 0 {
-		return nil, fmt.Errorf("%w: %d bytes of unknown fields", ErrCorruptRememberedEntities, len(m.ProtoReflect().GetUnknown()))
+		return nil, fmt.Errorf("%w: %d bytes of unknown fields", shardactor.ErrCorruptRememberedEntities, len(m.ProtoReflect().GetUnknown()))
 	}
 	ids := m.GetEntityIds()
 	for i, id := range ids {
 		if id == "" {
-			return nil, fmt.Errorf("%w: empty entity ID at position %d", ErrCorruptRememberedEntities, i)
+			return nil, fmt.Errorf("%w: empty entity ID at position %d", shardactor.ErrCorruptRememberedEntities, i)
 		}
 		if i > 0 && ids[i-1] >= id {
-			return nil, fmt.Errorf("%w: entity IDs not sorted and distinct at position %d", ErrCorruptRememberedEntities, i)
+			return nil, fmt.Errorf("%w: entity IDs not sorted and distinct at position %d", shardactor.ErrCorruptRememberedEntities, i)
 		}
 	}
 	return ids, nil
-}
-
-// describeRememberTxnErrors turns the errors of a rolled-back transaction
-// into text. Consul reports a stale index only as text; the store decides
-// by reading the indexes again, not by parsing it.
-func describeRememberTxnErrors(resp *api.TxnResponse) string {
-	if resp == nil || len(resp.Errors) == 0 {
-		return "rolled back, no error given"
-	}
-	parts := make([]string, 0, len(resp.Errors))
-	for _, e := range resp.Errors {
-		if e != nil {
-			parts = append(parts, fmt.Sprintf("op %d: %s", e.OpIndex, e.What))
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // retryBackoff is a random pause before retry number attempt, doubling from
@@ -682,6 +672,6 @@ func retryBackoff(attempt int) time.Duration {
 	return ceiling/2 + rand.N(ceiling/2+1)
 }
 
-func (s *ConsulRememberEntitiesStore) errorf(shardID, format string, args ...any) error {
+func (s *RememberEntitiesStore) errorf(shardID, format string, args ...any) error {
 	return fmt.Errorf("consul remember-entities store %s: shard %q: "+format, append([]any{s.typeName, shardID}, args...)...)
 }

@@ -1,0 +1,14 @@
+// Package consulstore keeps the durable state of Cluster Sharding in
+// Consul KV, so that it survives the nodes and a full restart of the
+// cluster: the coordinator's state (StateStore, a
+// coordinatoractor.StateStore) and the remembered entities of the shards
+// (RememberEntitiesStore, a shardactor.RememberEntitiesStore).
+//
+// It is a package of its own so that users whose nodes all run in one
+// process, with the in-memory stores of coordinatoractor and shardactor,
+// do not link the Consul client.
+//
+// All keys live under protoshard/sharding/<type name>/: the coordinator's
+// state at StateKey, the remembered entities under RememberEntitiesPrefix.
+// The layout is a stored format; the CLI (cmd/protoshard) reads it too.
+package consulstore

@@ -1,0 +1,244 @@
+package consulstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/coordinatoractor/storetest"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+func TestStateStore(t *testing.T) {
+	agent := consulagent.Start(t)
+	client := agent.Client()
+	var n atomic.Int64
+	storetest.Run(t, storetest.Harness{NewStore: func(t *testing.T) (coordinatoractor.StateStore, func(*testing.T, []byte)) {
+		// One agent for all subtests; each gets its own key.
+		key := consulstore.StateKey(fmt.Sprintf("contract-%d", n.Add(1)))
+		s := consulstore.NewStateStore(client, key)
+		if s.Key() != key {
+			t.Fatalf("Key() = %q, want %q", s.Key(), key)
+		}
+		return s, func(t *testing.T, data []byte) {
+			if _, err := client.KV().Put(&api.KVPair{Key: key, Value: data}, nil); err != nil {
+				t.Fatalf("raw put: %v", err)
+			}
+		}
+	}})
+}
+
+func TestStateKey(t *testing.T) {
+	if got, want := consulstore.StateKey("user"), "protoshard/sharding/user/coordinator-state"; got != want {
+		t.Fatalf("StateKey = %q, want %q", got, want)
+	}
+}
+
+func TestStateStoreVersionIsModifyIndex(t *testing.T) {
+	agent := consulagent.Start(t)
+	ctx := context.Background()
+	key := consulstore.StateKey("modify-index")
+	s := consulstore.NewStateStore(agent.Client(), key)
+	for i := range 3 {
+		_, v, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nv, err := s.Save(ctx, storetest.SampleState(t), v)
+		if err != nil {
+			t.Fatalf("Save #%d: %v", i, err)
+		}
+		pair, _, err := agent.Client().KV().Get(key, nil)
+		if err != nil || pair == nil {
+			t.Fatalf("Get: %v, %v", pair, err)
+		}
+		if pair.ModifyIndex != nv {
+			t.Fatalf("Save #%d returned %d, key's ModifyIndex is %d", i, nv, pair.ModifyIndex)
+		}
+	}
+}
+
+func TestStateStoreFencesOtherWriters(t *testing.T) {
+	agent := consulagent.Start(t)
+	ctx := context.Background()
+	kv := agent.Client().KV()
+
+	t.Run("foreign put", func(t *testing.T) {
+		key := consulstore.StateKey("foreign-put")
+		s := consulstore.NewStateStore(agent.Client(), key)
+		v, err := s.Save(ctx, storetest.SampleState(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := coordinatoractor.EncodeState(coordinatoractor.NewState(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(&api.KVPair{Key: key, Value: data}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Save(ctx, storetest.SampleState(t), v); !errors.Is(err, coordinatoractor.ErrVersionConflict) {
+			t.Fatalf("Save after a foreign write = %v, want ErrVersionConflict", err)
+		}
+	})
+
+	t.Run("key deleted", func(t *testing.T) {
+		// Consul lost or someone reset the state: the old version is gone,
+		// and writing it back would resurrect a stale state.
+		key := consulstore.StateKey("deleted")
+		s := consulstore.NewStateStore(agent.Client(), key)
+		v, err := s.Save(ctx, storetest.SampleState(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Delete(key, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Save(ctx, storetest.SampleState(t), v)
+		if !errors.Is(err, coordinatoractor.ErrVersionConflict) {
+			t.Fatalf("Save after delete = %v, want ErrVersionConflict", err)
+		}
+		if !strings.Contains(err.Error(), "stored version is 0") {
+			t.Errorf("error %q does not name the stored version", err)
+		}
+		if pair, _, err := kv.Get(key, nil); err != nil || pair != nil {
+			t.Fatalf("key after refused Save: %v, %v; want absent", pair, err)
+		}
+	})
+}
+
+func TestStateStoreSaveCancelledContext(t *testing.T) {
+	agent := consulagent.Start(t)
+	s := consulstore.NewStateStore(agent.Client(), consulstore.StateKey("cancelled"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Save(ctx, storetest.SampleState(t), 0)
+	if err == nil {
+		t.Fatal("Save with a cancelled context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Save error %v does not wrap context.Canceled", err)
+	}
+	if _, _, err := s.Load(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Load with a cancelled context = %v, want context.Canceled", err)
+	}
+	if _, v, err := s.Load(context.Background()); err != nil || v != 0 {
+		t.Fatalf("Load = version %d, %v; want nothing stored", v, err)
+	}
+}
+
+func TestStateStoreStoppedAgent(t *testing.T) {
+	agent := consulagent.Start(t)
+	s := consulstore.NewStateStore(agent.Client(), consulstore.StateKey("stopped"))
+	v, err := s.Save(context.Background(), storetest.SampleState(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Stop()
+
+	const deadline = 2 * time.Second
+	for name, op := range map[string]func(context.Context) error{
+		"Load": func(ctx context.Context) error { _, _, err := s.Load(ctx); return err },
+		"Save": func(ctx context.Context) error { _, err := s.Save(ctx, storetest.SampleState(t), v); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		start := time.Now()
+		err := op(ctx)
+		elapsed := time.Since(start)
+		cancel()
+		if err == nil {
+			t.Errorf("%s against a stopped agent succeeded", name)
+		} else if errors.Is(err, coordinatoractor.ErrVersionConflict) {
+			t.Errorf("%s against a stopped agent = %v, must not be a version conflict", name, err)
+		}
+		if elapsed > deadline+time.Second {
+			t.Errorf("%s took %v, ctx deadline was %v", name, elapsed, deadline)
+		}
+	}
+}
+
+func TestStateStoreOversizedStateIsNoConflict(t *testing.T) {
+	agent := consulagent.Start(t)
+	ctx := context.Background()
+	s := consulstore.NewStateStore(agent.Client(), consulstore.StateKey("oversized"))
+	v, err := s.Save(ctx, coordinatoractor.NewState(false), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Beyond Consul's default 512 KiB value limit.
+	big := coordinatoractor.NewState(false)
+	shards := make([]string, 0, 70_000)
+	for i := range cap(shards) {
+		shards = append(shards, fmt.Sprintf("shard-%06d", i))
+	}
+	big.Regions[coordinatoractor.RegionKey(actor.NewPID("n1", "r"))] = coordinatoractor.RegionEntry{PID: actor.NewPID("n1", "r"), Shards: shards}
+	_, err = s.Save(ctx, big, v)
+	if err == nil {
+		t.Fatal("Save of an oversized state succeeded")
+	}
+	if errors.Is(err, coordinatoractor.ErrVersionConflict) || !errors.Is(err, coordinatoractor.ErrStateTooLarge) {
+		t.Fatalf("Save of an oversized state = %v, want coordinatoractor.ErrStateTooLarge, not a version conflict", err)
+	}
+	t.Logf("oversized Save: %.300s", err)
+	if _, lv, err := s.Load(ctx); err != nil || lv != v {
+		t.Fatalf("Load = version %d, %v; want %d", lv, err, v)
+	}
+}
+
+// TestStateStoreRolledBackWithoutConflict fakes Consul's HTTP API to
+// reach what a dev agent without ACLs cannot produce: a CAS transaction
+// rolled back for another reason than a moved index. Only a moved index is
+// a conflict; anything else is a plain error the coordinator may retry.
+func TestStateStoreRolledBackWithoutConflict(t *testing.T) {
+	const key = "protoshard/sharding/fake/coordinator-state"
+	const stored = 5
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPut && r.URL.Path == "/v1/txn":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"Results":null,"Errors":[{"OpIndex":0,"What":"Permission denied"}]}`)
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key:
+			if _, ok := r.URL.Query()["consistent"]; !ok {
+				t.Errorf("read without ?consistent: %s", r.URL)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Consul-Index", strconv.Itoa(stored))
+			fmt.Fprintf(w, `[{"Key":%q,"CreateIndex":1,"ModifyIndex":%d,"Value":null}]`, key, stored)
+		default:
+			t.Errorf("unexpected request %s %s", r.Method, r.URL)
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cfg := api.DefaultConfig()
+	cfg.Address = strings.TrimPrefix(srv.URL, "http://")
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := consulstore.NewStateStore(client, key)
+	ctx := context.Background()
+
+	_, err = s.Save(ctx, coordinatoractor.NewState(false), stored)
+	if err == nil || errors.Is(err, coordinatoractor.ErrVersionConflict) || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("Save at the stored version = %v, want a non-conflict error naming the cause", err)
+	}
+	_, err = s.Save(ctx, coordinatoractor.NewState(false), stored-1)
+	if !errors.Is(err, coordinatoractor.ErrVersionConflict) {
+		t.Fatalf("Save at an old version = %v, want ErrVersionConflict", err)
+	}
+}
