@@ -8,36 +8,29 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// exampleNode starts a one-node cluster with sharding, as Example does in
-// full, and returns a function that stops it.
+// exampleNode starts a one-node cluster with sharding, as Example does,
+// and returns a function that stops it.
 func exampleNode() (*actor.ActorSystem, *actorsharding.Sharding, func(), error) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
-	r.Start()
-	stop := func() {
-		r.Shutdown(false)
-		system.Shutdown()
-	}
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := cluster.Join(ctx); err != nil {
-		stop()
+	sharding, err := actorsharding.Join(ctx, system, actorsharding.WithMembership(local.NewRegistry().Provider()))
+	if err != nil {
+		system.Shutdown()
 		return nil, nil, nil, err
 	}
-	sharding, err := actorsharding.New(system, cluster)
-	if err != nil {
-		stop()
-		return nil, nil, nil, err
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sharding.Leave(ctx)
+		system.Shutdown()
 	}
 	return system, sharding, stop, nil
 }

@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/management"
-	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 )
 
@@ -25,17 +23,15 @@ func ExampleNewHandler() {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
 	defer system.Shutdown()
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
-	r.Start()
-	defer r.Shutdown(false)
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := cluster.Join(ctx); err != nil {
+	// A node of its own in-process cluster.
+	sharding, err := actorsharding.Join(ctx, system, actorsharding.WithMembership(local.NewRegistry().Provider()))
+	if err != nil {
 		fmt.Println("join:", err)
 		return
 	}
-	sharding, _ := actorsharding.New(system, cluster)
+	defer sharding.Leave(ctx)
 	if _, err := sharding.StartRegion("Counter", actor.PropsFromFunc(func(actor.Context) {}),
 		actorsharding.NewHashCodeMessageExtractor(100)); err != nil {
 		fmt.Println("start region:", err)
