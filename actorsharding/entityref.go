@@ -23,6 +23,9 @@ type EntityRef struct {
 	id        string
 	region    *actor.PID
 	extractor MessageExtractor
+	router    *regionProcess
+	// route caches the entity's route, shared by the copies of the ref.
+	route *atomic.Pointer[entityRoute]
 }
 
 // ErrDropped is wrapped by the error of a request whose message protoshard
@@ -47,7 +50,8 @@ func (s *Sharding) EntityRefFor(typeName, entityID string) (EntityRef, error) {
 	if !ok {
 		return EntityRef{}, fmt.Errorf("actorsharding: EntityRefFor %s %q: %w", typeName, entityID, ErrNotStarted)
 	}
-	return EntityRef{sharding: s, typeName: typeName, id: entityID, region: r.pid, extractor: r.extractor}, nil
+	return EntityRef{sharding: s, typeName: typeName, id: entityID, region: r.pid, extractor: r.extractor,
+		router: r.router, route: &atomic.Pointer[entityRoute]{}}, nil
 }
 
 // EntityID is the entity's ID.
@@ -65,8 +69,47 @@ func (e EntityRef) Send(msg any) error {
 	if err != nil {
 		return err
 	}
-	e.sharding.system.Root.Send(e.region, m)
+	if !e.direct(nil, msg, m) {
+		e.sharding.system.Root.Send(e.region, m)
+		e.cacheRoute(m)
+	}
 	return nil
+}
+
+// direct sends m (packed from msg) straight to the entity's mailbox, as
+// the region's router would, through the route the ref cached; false: m
+// must go through the region. The router's rules hold: the route is open,
+// and none of the shard's messages is still on the slow way.
+func (e EntityRef) direct(env *actor.MessageEnvelope, msg, m any) bool {
+	r := e.route.Load()
+	if r == nil || !e.asItIs(msg, m) || !r.shard.open.Load() || !r.shard.drained() || e.router.cluster.Stale() {
+		return false
+	}
+	um, err := e.extractor.UnwrapMessage(m)
+	if err != nil || um == nil {
+		return false
+	}
+	return r.send(e.sharding.system.Root, env, um)
+}
+
+// asItIs: pack kept msg as it is (no envelope), so the router would take
+// the entity's message from it with the extractor.
+func (e EntityRef) asItIs(msg, m any) bool {
+	_, env := m.(*messages.ShardingEnvelope)
+	return !env && e.router != nil && e.router.hosting && !isRegionMessage(m)
+}
+
+// cacheRoute notes the entity's route, if it has one now, for the next
+// sends of a message that goes as it is.
+func (e EntityRef) cacheRoute(m any) {
+	if !e.asItIs(m, m) {
+		return
+	}
+	if r := e.router.table.entities.get(e.id); r != nil {
+		e.route.Store(r)
+	} else {
+		e.route.Store(nil)
+	}
 }
 
 // Request sends msg to the entity and waits up to timeout for its answer
@@ -83,7 +126,10 @@ func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
 	f := actor.NewFuture(system, timeout)
 	note := e.sharding.requests.watch(f.PID())
 	defer e.sharding.requests.forget(f.PID())
-	system.Root.RequestWithCustomSender(e.region, m, f.PID())
+	if !e.direct(&actor.MessageEnvelope{Sender: f.PID()}, msg, m) {
+		system.Root.RequestWithCustomSender(e.region, m, f.PID())
+		e.cacheRoute(m)
+	}
 	res, err := f.Result()
 	if err == nil {
 		return res, nil

@@ -48,6 +48,21 @@ func TestEntityRef(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, func() bool { return len(w.received.get("")) == 2 }, "the sent Ping to arrive")
 
+	// An entity on this node: once it runs and has a route (from its
+	// second message on), the ref sends straight to its mailbox.
+	local, err := sharding.EntityRefFor(typeName, w.entityOn(a, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		_, err := local.Request(&testpb.Ping{EntityId: local.EntityID(), Seq: 5}, 10*time.Second)
+		return err == nil && actorsharding.EntityRefCached(local)
+	}, "the ref to cache the route of %s", local.EntityID())
+	res, err := local.Request(&testpb.Ping{EntityId: local.EntityID(), Seq: 6}, 10*time.Second)
+	if pong, ok := res.(*testpb.Pong); err != nil || !ok || pong.Seq != 6 || pong.Node != a.Address() {
+		t.Fatalf("request through the cached route: %v %v", res, err)
+	}
+
 	// Dropped on this node, with a typed reason.
 	_, err = ref.Request(&testpb.Ping{EntityId: id, From: strings.Repeat("x", 128<<10)}, 10*time.Second)
 	for _, want := range []error{actorsharding.ErrDropped, actorsharding.ErrMessageTooLarge, actor.ErrDeadLetter} {

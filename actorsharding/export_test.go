@@ -18,3 +18,6 @@ func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string)
 	rp, ok := p.(*regionProcess)
 	return ok && has(rp.table.types.of(memberID), protoreflect.FullName(name))
 }
+
+// EntityRefCached reports whether ref has cached its entity's route.
+func EntityRefCached(ref EntityRef) bool { return ref.route != nil && ref.route.Load() != nil }

@@ -15,7 +15,8 @@ import (
 // running yet go through the region and the shard, later ones straight to
 // the entity; messages after a passivation go through the shard again to
 // the next incarnation. Whatever way each took, every entity receives each
-// sender's messages once and in order.
+// sender's messages once and in order, an EntityRef's too (it caches the
+// entity's route).
 func TestOneHopKeepsEachSendersOrder(t *testing.T) {
 	w := newLocalWorld(t)
 	a, b := w.startNode(false), w.startNode(false)
@@ -26,29 +27,48 @@ func TestOneHopKeepsEachSendersOrder(t *testing.T) {
 	senders := []*loadSender{
 		{index: 1, node: a, sent: map[string]int64{}},
 		{index: 2, node: b, sent: map[string]int64{}},
+		{index: 3, node: a, sent: map[string]int64{}}, // through EntityRefs
+	}
+	sharding, err := actorsharding.New(a.System, a.Membership)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]actorsharding.EntityRef{}
+	for _, id := range ids {
+		if refs[id], err = sharding.EntityRefFor(typeName, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	done := make(chan struct{})
 	for _, s := range senders {
 		go func(s *loadSender) {
 			defer func() { done <- struct{}{} }()
 			region := w.region(s.node)
+			send := func(id string, seq int64) {
+				if s.index != 3 {
+					s.node.System.Root.Send(region, pingMsg(id, seq))
+				} else if err := refs[id].Send(pingMsg(id, seq)); err != nil {
+					t.Error(err)
+				}
+			}
 			for n := int64(1); n <= perEntity; n++ {
 				for _, id := range ids {
 					s.sent[id] = n
-					s.node.System.Root.Send(region, pingMsg(id, s.index<<loadSenderShift|n))
+					send(id, s.index<<loadSenderShift|n)
 				}
 				if n%100 == 0 {
 					// Passivate every entity: what follows goes to the next
 					// incarnation, through the shard again.
 					for _, id := range ids {
-						s.node.System.Root.Send(region, pingMsg(id, passivateSeq))
+						send(id, passivateSeq)
 					}
 				}
 			}
 		}(s)
 	}
-	<-done
-	<-done
+	for range senders {
+		<-done
+	}
 	want := len(senders) * perEntity * len(ids)
 	var v loadVerdict
 	testkit.WaitFor(t, 60*time.Second, func() bool {

@@ -51,6 +51,8 @@ type startedRegion struct {
 	proxy   bool
 	role    string
 	stopped chan struct{}
+	// router routes on the senders' goroutines (EntityRef uses its routes).
+	router *regionProcess
 	// What it was started with, to tell a second start that differs.
 	entityProps *actor.Props
 	extractor   MessageExtractor
@@ -243,7 +245,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
 	}
-	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, role: settings.Role, stopped: stopped,
+	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, role: settings.Role, stopped: stopped, router: router,
 		entityProps: requestedProps, extractor: extractor, settings: asked}
 	if entityProps != nil {
 		s.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/local"
 )
 
@@ -37,21 +39,52 @@ func benchLocal(ctx context.Context, cfg config, rep *report) error {
 	if err := requestAll(n.system, msgs, func(i int) *actor.PID { return direct[i] }); err != nil {
 		return fmt.Errorf("warm-up of the plain actors: %w", err)
 	}
-	var regionRates, directRates series
+	refs := make([]actorsharding.EntityRef, len(msgs))
+	for i, m := range msgs {
+		if refs[i], err = n.sharding.EntityRefFor("BenchLocal", m.EntityId); err != nil {
+			return err
+		}
+	}
+	var regionRates, refRates, directRates series
 	err = interleave(cfg.reps, regionRates.side("through the region", func() (float64, error) {
 		return sendRate(ctx, n.system, count, cfg.messages, msgs, func(int) *actor.PID { return region })
+	}), refRates.side("through EntityRefs", func() (float64, error) {
+		return refRate(ctx, count, cfg.messages, msgs, refs)
 	}), directRates.side("direct", func() (float64, error) {
 		return sendRate(ctx, n.system, count, cfg.messages, msgs, func(i int) *actor.PID { return direct[i] })
 	}))
 	if err != nil {
 		return err
 	}
-	rep.add(paired(figure{
-		Section:        "local",
-		Workload:       fmt.Sprintf("fire-and-forget to %d entities, one node, %s", cfg.entities, runsText(cfg.reps)),
-		Unit:           "msgs/s",
-		BaselineName:   "direct Send to the actors' PIDs",
-		HigherIsBetter: true,
-	}, regionRates, directRates))
+	for _, f := range []struct {
+		how   string
+		rates series
+	}{{"", regionRates}, {" through EntityRefs", refRates}} {
+		rep.add(paired(figure{
+			Section:        "local",
+			Workload:       fmt.Sprintf("fire-and-forget%s to %d entities, one node, %s", f.how, cfg.entities, runsText(cfg.reps)),
+			Unit:           "msgs/s",
+			BaselineName:   "direct Send to the actors' PIDs",
+			HigherIsBetter: true,
+		}, f.rates, directRates))
+	}
 	return nil
+}
+
+// refRate is sendRate through an EntityRef per entity.
+func refRate(ctx context.Context, count *counter, n int, msgs []*testpb.Ping, refs []actorsharding.EntityRef) (float64, error) {
+	done := count.expect(int64(n))
+	start := time.Now()
+	for i := range n {
+		e := i % len(msgs)
+		if err := refs[e].Send(msgs[e]); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("only %d of %d messages arrived: %w", count.n.Load(), n, ctx.Err())
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
 }
