@@ -50,7 +50,7 @@ func TestShortRun(t *testing.T) {
 	}
 	// The figures each section must produce.
 	// (the grains and grains-remote sections both add "vs grains" figures.)
-	want := map[string]int{"local": 1, "latency": 3, "remote": 3, "vs grains": 6, "failover": 2, "recovery": 1, "memory": 1}
+	want := map[string]int{"local": 2, "latency": 3, "remote": 3, "vs grains": 6, "failover": 2, "recovery": 1, "memory": 1}
 	for _, section := range []string{"remote", "grains-remote", "failover", "recovery"} {
 		if _, err := consulagent.Binary(); err != nil {
 			if _, ok := rep.Skipped[section]; !ok {
