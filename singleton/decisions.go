@@ -286,3 +286,24 @@ func decideLeaseRetry(current, requestInProgress, singletonAlive bool) leaseRetr
 		return acquireLeaseNow
 	}
 }
+
+// restartDueDecision is what an Oldest manager does when its singleton's
+// restart back-off has passed.
+type restartDueDecision int
+
+const (
+	// startAgainNow: no lease, or the holding the previous singleton ran
+	// under is still held: start it again under it (same fencing token).
+	startAgainNow restartDueDecision = iota
+	// acquireLeaseBeforeRestart: the holding has been lost meanwhile: go to
+	// AcquiringLease; the singleton starts once the lease is held again,
+	// with a new token.
+	acquireLeaseBeforeRestart
+)
+
+func decideRestartDue(useLease, leaseHeld bool) restartDueDecision {
+	if useLease && !leaseHeld {
+		return acquireLeaseBeforeRestart
+	}
+	return startAgainNow
+}

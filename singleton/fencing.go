@@ -16,6 +16,10 @@ import (
 //
 // The token stays the same for the whole life of the singleton actor; a
 // singleton started again after its lease was lost gets a new, larger one.
+// A singleton started again after it stopped on its own
+// (Settings.SingletonRestartMinBackoff) while its member still holds the
+// lease runs under the same holding, so it gets the same token as the one
+// before it, which has terminated by then.
 func FencingToken(ctx actor.Context) (token uint64, ok bool) {
 	parent := ctx.Parent()
 	if parent == nil {

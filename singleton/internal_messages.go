@@ -69,6 +69,10 @@ type leaseLost struct {
 	reason error
 }
 
+// restartSingleton is the singleton's restart back-off timer, number gen
+// (singletonRestarts).
+type restartSingleton struct{ gen int }
+
 // leaseRetry is AcquiringLease's timer (Akka's LeaseRetry).
 type leaseRetry struct{ gen int }
 

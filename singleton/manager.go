@@ -96,12 +96,15 @@ type manager struct {
 	// singleton runs here (the hand-over time).
 	becameOldest time.Time
 
-	self       membership.Member
-	buffer     *actor.PID
-	singleton  *actor.PID // the running (or stopping) singleton; nil when none
-	removed    map[string]bool
-	selfExited bool
-	selfGone   bool // this incarnation was removed
+	self      membership.Member
+	buffer    *actor.PID
+	singleton *actor.PID // the running (or stopping) singleton; nil when none
+	restarts  singletonRestarts
+	// managerStopping: the manager itself stops; so does its singleton.
+	managerStopping bool
+	removed         map[string]bool
+	selfExited      bool
+	selfGone        bool // this incarnation was removed
 
 	previousOldest []membership.Member // Younger, BecomingOldest: most recent first
 	newOldest      *membership.Member  // WasOldest
@@ -123,6 +126,7 @@ type manager struct {
 	leaseGen       int             // number of the latest acquisition asked for
 	leaseRequested bool            // AcquiringLease: the latest acquisition is unanswered
 	leaseMayHold   bool            // an acquisition was asked for and no release since
+	leaseToken     uint64          // the fencing token of the holding the singleton started under
 	leaseRetryGen  int             // re-armed by each retry timer
 	leaseOpsTail   chan struct{}   // closed when the last queued operation is over
 	leaseCtx       context.Context // canceled when the manager has stopped
@@ -141,6 +145,7 @@ func newManager(cluster *membership.Cluster, props *actor.Props, name string, se
 		settings:    settings,
 		behavior:    actor.NewBehavior(),
 		removed:     map[string]bool{},
+		restarts:    newSingletonRestarts(settings),
 		leaseCtx:    leaseCtx,
 		cancelLease: cancelLease,
 	}
@@ -157,6 +162,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.askNext(ctx)
 		return
 	case *actor.Stopping:
+		m.managerStopping = true // the singleton stops with it, for good
 		m.cluster.Unsubscribe(ctx.Self())
 		return
 	case *actor.Stopped:
@@ -172,6 +178,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			m.clearFencingToken(ctx)
+			m.singletonTerminated(ctx)
 		}
 	case releaseLeaseResult:
 		m.logReleaseResult(ctx, msg)
@@ -328,13 +335,56 @@ func (m *manager) oldest(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
-			ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka)")
-			m.singleton = nil
+			m.singleton = nil // singletonTerminated has planned what follows
 		}
+	case restartSingleton:
+		m.onRestartDue(ctx, msg)
 	case leaseLost:
 		m.onLeaseLost(ctx, msg)
 	default:
 		m.unhandled(ctx)
+	}
+}
+
+// singletonTerminated books the singleton's termination; one that stopped
+// on its own while this member is the oldest (and not leaving) starts again
+// after the back-off. Every other state asked it to stop, or hands it over.
+func (m *manager) singletonTerminated(ctx actor.Context) {
+	restartable := m.state == StateOldest && !m.selfExited && !m.selfGone && !m.managerStopping
+	plan, err := m.restarts.stopped(time.Now(), restartable)
+	switch {
+	case err != nil:
+		ctx.Logger().Error("singleton: singleton actor terminated", slog.String("state", m.state), slog.Any("error", err))
+	case plan.restart:
+		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; starting it again after the back-off",
+			slog.String("state", m.state), slog.Int("restart", plan.attempt), slog.Duration("backoff", plan.delay))
+		m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
+	case restartable:
+		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka: SingletonRestartMinBackoff is negative)",
+			slog.String("state", m.state))
+	}
+}
+
+// onRestartDue starts the singleton again once its back-off has passed,
+// under the lease holding it ran under before, or after acquiring the lease
+// again if that holding is gone.
+func (m *manager) onRestartDue(ctx actor.Context, msg restartSingleton) {
+	attempt, ok := m.restarts.due(msg.gen)
+	if !ok {
+		return // cancelled meanwhile
+	}
+	useLease := m.settings.UseLease != nil
+	switch decideRestartDue(useLease, m.lease != nil && m.lease.CheckLease()) {
+	case startAgainNow:
+		ctx.Logger().Info("singleton: back-off passed; starting the singleton actor again",
+			slog.String("state", m.state), slog.Int("restart", attempt))
+		m.gotoOldest(ctx, m.leaseToken, useLease)
+	case acquireLeaseBeforeRestart:
+		ctx.Logger().Warn("singleton: back-off passed but the lease is no longer held; acquiring it before starting the singleton again",
+			slog.String("state", m.state), slog.Int("restart", attempt))
+		m.become(ctx, StateAcquiringLease, m.acquiringLease)
+		m.askNext(ctx)
+		m.tryAcquireLease(ctx)
 	}
 }
 
@@ -544,6 +594,7 @@ func (m *manager) unhandled(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case leaving:
 		m.selfExited = true
+		m.cancelRestart(ctx, "this member is leaving")
 		ctx.Send(m.buffer, selfExiting{})
 		if ctx.Sender() != nil {
 			m.leaveWaiters = append(m.leaveWaiters, ctx.Sender())
@@ -569,7 +620,7 @@ func (m *manager) unhandled(ctx actor.Context) {
 	case *oldestChanged:
 		// Not asked for in this state; the buffer only sends on getNext.
 		ctx.Logger().Warn("singleton: unexpected OldestChanged", slog.String("state", m.state))
-	case handOverRetry, takeOverRetry, handOverDoneRetry, drained, leaseRetry:
+	case handOverRetry, takeOverRetry, handOverDoneRetry, drained, leaseRetry, restartSingleton:
 		// stale timer
 	case acquireLeaseResult:
 		// An acquisition answered after the manager left AcquiringLease.
@@ -594,10 +645,22 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 		ctx.Logger().Info("singleton manager state change", slog.String("from", m.state), slog.String("to", name),
 			slog.String("member", m.self.ID), slog.String("manager", ctx.Self().Id))
 	}
+	if name != StateOldest {
+		m.cancelRestart(ctx, "left "+StateOldest+" for "+name)
+	}
 	m.state = name
 	m.behavior.Become(receive)
 	m.record(name)
 	m.answerLeaveWaitersIfIdle(ctx)
+}
+
+// cancelRestart drops a pending restart of the singleton: this member no
+// longer runs it (hand-over, leave, removal, lease loss).
+func (m *manager) cancelRestart(ctx actor.Context, why string) {
+	if m.restarts.cancel() {
+		ctx.Logger().Info("singleton: pending restart of the singleton actor cancelled", slog.String("state", m.state),
+			slog.String("why", why))
+	}
 }
 
 // record reports the state in metrics, and the hand-over time once the
@@ -635,7 +698,12 @@ func (m *manager) tryGotoOldest(ctx actor.Context) {
 // gotoOldest starts the singleton; leased: under a lease holding whose
 // fencing token is token.
 func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
+	if err := m.restarts.started(time.Now()); err != nil {
+		ctx.Logger().Error("singleton: not starting the singleton actor", slog.String("state", m.state), slog.Any("error", err))
+		return
+	}
 	if leased {
+		m.leaseToken = token
 		m.setFencingToken(ctx, token)
 	}
 	pid, err := ctx.SpawnNamed(m.props, m.settings.SingletonName)
@@ -643,6 +711,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		// Only possible if the previous instance is still registered,
 		// which the states rule out; never run a second one.
 		m.clearFencingToken(ctx)
+		_, _ = m.restarts.stopped(time.Now(), false) // started above: cannot fail
 		ctx.Logger().Error("singleton: could not start the singleton actor", slog.Any("error", err))
 		return
 	}
@@ -745,6 +814,12 @@ func (m *manager) sendHandOverDone(ctx actor.Context) {
 }
 
 func (m *manager) gotoEnd(ctx actor.Context) {
+	// Held messages that no hand-over carried: this member was removed
+	// before a singleton ran here again.
+	for _, env := range m.envelopes {
+		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster before the singleton ran here: %w", deadletter.ErrMemberRemoved))
+	}
+	m.envelopes = nil
 	m.releaseLease(ctx, "the singleton has terminated", false)
 	m.armDrain(ctx)
 	m.become(ctx, StateEnd, m.end)
@@ -787,6 +862,10 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		// In WasOldest the singleton has not been told to stop yet; the
 		// termination message will come after this one, from this actor.
 		if m.singleton == nil {
+			if m.state == StateOldest && m.restarts.pending() {
+				m.hold(ctx, env) // until it starts again after its back-off
+				return
+			}
 			m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
 			return
 		}
@@ -801,12 +880,7 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		}
 		ctx.Send(m.singleton, msg)
 	case StateStart, StateBecomingOldest, StateAcquiringLease, StateHandingOver:
-		if len(m.envelopes) >= m.settings.BufferSize {
-			dropped := m.envelopes[0]
-			m.envelopes = m.envelopes[1:]
-			m.dropError(ctx, dropped, fmt.Errorf("buffer is full (%d), dropping the oldest message: %w", m.settings.BufferSize, deadletter.ErrBufferFull))
-		}
-		m.envelopes = append(m.envelopes, env)
+		m.hold(ctx, env)
 	case StateYounger:
 		var to *actor.PID
 		if len(m.previousOldest) > 0 {
@@ -819,6 +893,17 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 	default:
 		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster: %w", deadletter.ErrMemberRemoved))
 	}
+}
+
+// hold keeps a proxied message until a singleton runs here, dropping the
+// oldest held one when the buffer is full.
+func (m *manager) hold(ctx actor.Context, env *messages.SingletonEnvelope) {
+	if len(m.envelopes) >= m.settings.BufferSize {
+		dropped := m.envelopes[0]
+		m.envelopes = m.envelopes[1:]
+		m.dropError(ctx, dropped, fmt.Errorf("buffer is full (%d), dropping the oldest message: %w", m.settings.BufferSize, deadletter.ErrBufferFull))
+	}
+	m.envelopes = append(m.envelopes, env)
 }
 
 func (m *manager) passOn(ctx actor.Context, to *actor.PID, env *messages.SingletonEnvelope, reason string) {

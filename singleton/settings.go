@@ -11,6 +11,7 @@ package singleton
 import (
 	"time"
 
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/lease"
 )
 
@@ -63,6 +64,27 @@ type Settings struct {
 	// LeaseRetryInterval is Akka's lease-retry-interval: how long after a
 	// failed acquisition the manager tries again. Default 5s.
 	LeaseRetryInterval time.Duration
+	// SingletonRestartMinBackoff is the first delay after which the oldest
+	// starts the singleton again when it terminated on its own (it stopped
+	// itself, or failed more often than its supervisor restarts it in
+	// place) and no hand-over, leave or removal asked it to stop; further
+	// stops soon after a start double the delay up to
+	// SingletonRestartMaxBackoff, as Akka's BackoffSupervisor. A restarted
+	// singleton runs under the lease holding of the one before it (the same
+	// fencing token) while that holding lasts. Default 1s. Negative: never
+	// start it again (Akka's ClusterSingletonManager: the singleton stays
+	// stopped until the next oldest takes over).
+	SingletonRestartMinBackoff time.Duration
+	// SingletonRestartMaxBackoff caps the restart back-off (before jitter).
+	// Default 30s; below the minimum: the minimum.
+	SingletonRestartMaxBackoff time.Duration
+	// SingletonRestartRandomFactor stretches each restart delay by a random
+	// fraction up to it (Akka's random-factor). Default 0.2; negative: none.
+	SingletonRestartRandomFactor float64
+	// SingletonRestartResetAfter is how long a singleton must have run for
+	// its next stop to wait the minimum again (Akka's AutoReset). Zero (the
+	// default): SingletonRestartMinBackoff, as Akka.
+	SingletonRestartResetAfter time.Duration
 }
 
 // LeaseName is the name of the lease a singleton's managers share:
@@ -77,6 +99,10 @@ func DefaultSettings() Settings {
 		MinNumberOfHandOverRetries: 15,
 		BufferSize:                 1000,
 		LeaseRetryInterval:         5 * time.Second,
+
+		SingletonRestartMinBackoff:   time.Second,
+		SingletonRestartMaxBackoff:   30 * time.Second,
+		SingletonRestartRandomFactor: 0.2,
 	}
 }
 
@@ -97,7 +123,32 @@ func (s Settings) withDefaults() Settings {
 	if s.LeaseRetryInterval <= 0 {
 		s.LeaseRetryInterval = d.LeaseRetryInterval
 	}
+	if s.SingletonRestartMinBackoff == 0 {
+		s.SingletonRestartMinBackoff = d.SingletonRestartMinBackoff
+	}
+	if s.SingletonRestartMaxBackoff <= 0 {
+		s.SingletonRestartMaxBackoff = d.SingletonRestartMaxBackoff
+	}
+	switch {
+	case s.SingletonRestartRandomFactor == 0:
+		s.SingletonRestartRandomFactor = d.SingletonRestartRandomFactor
+	case s.SingletonRestartRandomFactor < 0:
+		s.SingletonRestartRandomFactor = 0
+	}
 	return s
+}
+
+// singletonRestartBackoff is the restart back-off of the settings (after
+// withDefaults); ok is false when the singleton is never started again.
+func (s Settings) singletonRestartBackoff() (b backoff.Series, ok bool) {
+	if s.SingletonRestartMinBackoff < 0 {
+		return backoff.Series{}, false
+	}
+	return backoff.Series{
+		Exponential: backoff.Exponential{Min: s.SingletonRestartMinBackoff, Max: s.SingletonRestartMaxBackoff,
+			RandomFactor: s.SingletonRestartRandomFactor},
+		ResetAfter: s.SingletonRestartResetAfter,
+	}, true
 }
 
 // ProxySettings of a ClusterSingletonProxy, with Akka's names and defaults.

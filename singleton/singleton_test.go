@@ -120,6 +120,8 @@ type fixture struct {
 	leases   *leaseKit // nil: no lease
 	proxies  map[*testkit.Node]*actor.PID
 	managers map[*testkit.Node]*actor.PID
+	// singletonProps makes the singleton of a node; nil: a counter.
+	singletonProps func(n *testkit.Node) *actor.Props
 
 	mu       sync.Mutex
 	received map[string]int
@@ -190,6 +192,9 @@ func (f *fixture) startNode() *testkit.Node {
 	node := f.cluster.StartNode()
 	inc := incarnation(node)
 	props := actor.PropsFromProducer(func() actor.Actor { return &counter{f: f, incarnation: inc} })
+	if f.singletonProps != nil {
+		props = f.singletonProps(node)
+	}
 	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.settings)
 	require.NoError(f.t, err)
 	f.managers[node] = mgr

@@ -35,6 +35,47 @@ func (b Exponential) Delay(attempt int) time.Duration {
 	return max(d, 0)
 }
 
+// Series is the bookkeeping of Akka's BackoffSupervisor for one child: the
+// delay before each start again grows while the child keeps stopping soon
+// after it started, and starts over from Min once the child ran for
+// ResetAfter (Akka's AutoReset).
+type Series struct {
+	Exponential
+	// ResetAfter is how long the child must have run for its stop to count
+	// as the first of a new series. Zero: Min (Akka's default,
+	// AutoReset(minBackoff)).
+	ResetAfter time.Duration
+
+	attempt   int
+	startedAt time.Time
+}
+
+// Started records that the child started at now.
+func (s *Series) Started(now time.Time) { s.startedAt = now }
+
+// Stopped records that the child stopped at now and returns the delay
+// before it is started again and the number of that start in the series
+// (1 for the first).
+func (s *Series) Stopped(now time.Time) (delay time.Duration, attempt int) {
+	resetAfter := s.ResetAfter
+	if resetAfter <= 0 {
+		resetAfter = s.Min
+	}
+	if !s.startedAt.IsZero() && now.Sub(s.startedAt) >= resetAfter {
+		s.attempt = 0
+	}
+	s.startedAt = time.Time{}
+	delay = s.Delay(s.attempt)
+	s.attempt++
+	return delay, s.attempt
+}
+
+// Reset starts a new series: the next stop waits Min again.
+func (s *Series) Reset() {
+	s.attempt = 0
+	s.startedAt = time.Time{}
+}
+
 // Sleep waits d, or until ctx ends, whichever comes first; it returns
 // ctx's error in the second case.
 func Sleep(ctx context.Context, d time.Duration) error {

@@ -1,0 +1,292 @@
+package singleton_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/singleton"
+	"github.com/protoshard/protoshard/testkit"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// life records the lives of the flaky singletons of one test: when each
+// incarnation started and ended, and how many were stopped for good (by
+// themselves, or by their supervisor after too many failures).
+type life struct {
+	f          *fixture
+	seq        atomic.Int32
+	panicsLeft atomic.Int32 // Started panics while this is positive
+
+	mu          sync.Mutex
+	starts      []time.Time
+	ends        []time.Time
+	tokens      []uint64
+	terminated  int
+	terminateCh chan struct{}
+}
+
+func newLife(f *fixture) *life {
+	l := &life{f: f, terminateCh: make(chan struct{}, 100)}
+	f.singletonProps = func(n *testkit.Node) *actor.Props {
+		return actor.PropsFromProducer(func() actor.Actor { return &flaky{l: l, node: incarnation(n)} })
+	}
+	return l
+}
+
+func (l *life) started(inc string, token uint64, leased bool) {
+	l.f.ledger.Started(key, inc)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.starts = append(l.starts, time.Now())
+	if leased {
+		l.tokens = append(l.tokens, token)
+	}
+}
+
+func (l *life) ended(inc string, terminated bool) {
+	if inc != "" {
+		l.f.ledger.Stopped(key, inc)
+		l.mu.Lock()
+		l.ends = append(l.ends, time.Now())
+		l.mu.Unlock()
+	}
+	if terminated {
+		l.mu.Lock()
+		l.terminated++
+		l.mu.Unlock()
+		l.terminateCh <- struct{}{}
+	}
+}
+
+// gap is the time from the end of incarnation i to the start of i+1.
+func (l *life) gap(i int) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.starts[i+1].Sub(l.ends[i])
+}
+
+func (l *life) counts() (starts, ends, terminated int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.starts), len(l.ends), l.terminated
+}
+
+// flaky is a singleton that stops itself on "stop", panics on "panic" (and
+// in Started while life.panicsLeft is positive), and otherwise answers with
+// its incarnation: node/member#n, each life (a restart in place too) a new
+// n.
+type flaky struct {
+	l           *life
+	node        string
+	incarnation string
+}
+
+func (a *flaky) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		if a.l.panicsLeft.Load() > 0 { // one incarnation at a time: no race
+			a.l.panicsLeft.Add(-1)
+			panic("flaky singleton: failing in Started")
+		}
+		a.incarnation = fmt.Sprintf("%s#%d", a.node, a.l.seq.Add(1))
+		token, leased := singleton.FencingToken(ctx)
+		a.l.started(a.incarnation, token, leased)
+	case *actor.Restarting:
+		a.l.ended(a.incarnation, false)
+		a.incarnation = ""
+	case *actor.Stopped:
+		a.l.ended(a.incarnation, true)
+		a.incarnation = ""
+	case *wrapperspb.StringValue:
+		switch msg.Value {
+		case "stop":
+			ctx.Stop(ctx.Self())
+		case "panic":
+			panic("flaky singleton: asked to fail")
+		default:
+			a.l.f.record(msg.Value)
+			if ctx.Sender() != nil {
+				ctx.Respond(wrapperspb.String(a.incarnation))
+			}
+		}
+	}
+}
+
+// restartSettings: a short, visible back-off whose series never resets
+// within a test.
+func restartSettings(f *fixture, minBackoff time.Duration) {
+	f.settings.SingletonRestartMinBackoff = minBackoff
+	f.settings.SingletonRestartMaxBackoff = 20 * minBackoff
+	f.settings.SingletonRestartResetAfter = time.Hour
+}
+
+// startFlaky starts n nodes running flaky singletons (f.settings as set
+// before) and waits until the oldest runs it and every proxy reaches it.
+func startFlaky(f *fixture, n int) (*life, []*testkit.Node) {
+	f.t.Helper()
+	l := newLife(f)
+	nodes := f.startNodes(n)
+	f.waitSingletonOn(nodes[0])
+	f.allProxiesReach(nodes[0])
+	return l, nodes
+}
+
+// tell sends value to the singleton through the proxy of n.
+func (f *fixture) tell(n *testkit.Node, value string) {
+	n.System.Root.Send(f.proxies[n], wrapperspb.String(value))
+}
+
+// waitTerminated waits for the n-th stop for good of a singleton incarnation.
+func (l *life) waitTerminated(t *testing.T, n int) {
+	t.Helper()
+	testkit.WaitFor(t, deadline, func() bool { _, _, terminated := l.counts(); return terminated >= n },
+		"%d singleton incarnation(s) to stop for good", n)
+}
+
+// waitStarts waits until n incarnations have started and one of them runs.
+func (l *life) waitStarts(t *testing.T, n int) {
+	t.Helper()
+	l.f.ledger.WaitFor(t, deadline, func() bool {
+		starts, _, _ := l.counts()
+		return starts >= n && len(l.f.ledger.Active(key)) == 1
+	}, "%d singleton incarnation(s) to have started, one running (active: %v)", n, func() []string { return l.f.ledger.Active(key) })
+}
+
+// ask sends a request through the proxy of n and waits for the answer.
+func (f *fixture) ask(n *testkit.Node, value string) (string, error) {
+	res, err := n.System.Root.RequestFuture(f.proxies[n], wrapperspb.String(value), deadline).Result()
+	if err != nil {
+		return "", err
+	}
+	return res.(*wrapperspb.StringValue).Value, nil
+}
+
+// The singleton stops itself twice in a row while its node stays the
+// oldest: it starts again each time, after at least the minimum back-off and
+// then at least twice it; a request sent through a proxy while it is down
+// is answered by the restarted one. Under a lease the restarted singletons
+// run under the same holding (the same fencing token).
+func TestSingletonStoppedIsStartedAgainAfterBackoff(t *testing.T) {
+	for _, withLease := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lease=%v", withLease), func(t *testing.T) {
+			backend := testkit.NewLocalBackend()
+			f := newFixture(t, backend, 0)
+			if withLease {
+				f.useLease(memoryLeases(t, backend))
+			}
+			const minBackoff = 500 * time.Millisecond
+			restartSettings(f, minBackoff)
+			l, nodes := startFlaky(f, 2)
+			oldest, younger := nodes[0], nodes[1]
+
+			f.tell(younger, "stop")
+			l.waitTerminated(t, 1)
+			l.waitStarts(t, 2)
+			require.GreaterOrEqual(t, l.gap(0), minBackoff, "the first restart waits the minimum back-off")
+			f.allProxiesReach(oldest)
+
+			f.tell(younger, "stop")
+			l.waitTerminated(t, 2)
+			sent := time.Now()
+			answer, err := f.ask(younger, "asked while it is down")
+			require.NoError(t, err)
+			l.waitStarts(t, 3)
+			require.GreaterOrEqual(t, l.gap(1), 2*minBackoff, "a stop soon after a restart doubles the back-off")
+			l.mu.Lock()
+			restarted := l.starts[2]
+			l.mu.Unlock()
+			require.True(t, sent.Before(restarted), "the request was sent during the back-off")
+			require.Equal(t, fmt.Sprintf("%s#3", incarnation(oldest)), answer, "the restarted singleton answered")
+			require.Equal(t, 1, f.count("asked while it is down"))
+			require.Equal(t, singleton.StateOldest, f.managerState(oldest))
+			if withLease {
+				l.mu.Lock()
+				require.Len(t, l.tokens, 3)
+				require.Equal(t, l.tokens[0], l.tokens[1], "a restart under the same holding keeps its token")
+				require.Equal(t, l.tokens[0], l.tokens[2])
+				l.mu.Unlock()
+			}
+		})
+	}
+}
+
+// A panic loop exhausts the supervisor's restarts in place (proto.actor's
+// default OneForOne: ten within ten seconds) twice in a row: the manager
+// starts the singleton again after a back-off each time, growing, and never
+// runs two incarnations at once (the ledger).
+func TestSingletonFailingPastItsSupervisorIsStartedAgain(t *testing.T) {
+	f := newFixture(t, testkit.NewLocalBackend(), 0)
+	const minBackoff = 300 * time.Millisecond
+	restartSettings(f, minBackoff)
+	l, nodes := startFlaky(f, 2)
+
+	// The "panic" message is the first failure, ten restarts in place fail
+	// in Started: the supervisor stops it. The manager's restart fails in
+	// Started eleven times: stopped again. The second restart runs.
+	l.panicsLeft.Store(10 + 11)
+	stoppedAt := time.Now()
+	f.tell(nodes[1], "panic")
+	l.waitTerminated(t, 2)
+	l.waitStarts(t, 2)
+	require.Zero(t, l.panicsLeft.Load(), "every planned failure happened")
+	starts, _, terminated := l.counts()
+	require.Equal(t, 2, starts, "only the second restart ran")
+	require.Equal(t, 2, terminated)
+	l.mu.Lock()
+	restartedAfter := l.starts[1].Sub(stoppedAt)
+	l.mu.Unlock()
+	require.GreaterOrEqual(t, restartedAfter, minBackoff+2*minBackoff, "two back-offs, the second twice the first")
+	f.allProxiesReach(nodes[0])
+	require.Empty(t, f.ledger.Overlaps())
+}
+
+// With SingletonRestartMinBackoff negative the manager keeps Akka's
+// behaviour: a singleton that stopped itself stays stopped while its node is
+// the oldest, and proxied messages are dropped.
+func TestSingletonStoppedStaysStoppedWithoutRestart(t *testing.T) {
+	f := newFixture(t, testkit.NewLocalBackend(), 0)
+	f.settings.SingletonRestartMinBackoff = -1
+	l, nodes := startFlaky(f, 2)
+
+	f.tell(nodes[1], "stop")
+	l.waitTerminated(t, 1)
+	// Several times the default back-off.
+	time.Sleep(3 * singleton.DefaultSettings().SingletonRestartMinBackoff)
+	_, err := nodes[1].System.Root.RequestFuture(f.proxies[nodes[1]], wrapperspb.String("anyone?"), time.Second).Result()
+	require.Error(t, err, "nothing answers")
+	starts, _, _ := l.counts()
+	require.Equal(t, 1, starts, "never started again")
+	require.Empty(t, f.ledger.Active(key))
+	require.Equal(t, singleton.StateOldest, f.managerState(nodes[0]))
+}
+
+// The oldest leaves while its singleton's restart is pending: it does not
+// start it again, and the next oldest runs it, once.
+func TestSingletonHandOverCancelsPendingRestart(t *testing.T) {
+	f := newFixture(t, testkit.NewLocalBackend(), 0)
+	const minBackoff = 3 * time.Second
+	restartSettings(f, minBackoff)
+	l, nodes := startFlaky(f, 3)
+	oldest, next := nodes[0], nodes[1]
+
+	f.tell(next, "stop")
+	l.waitTerminated(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	require.NoError(t, oldest.Leave(ctx))
+	f.waitSingletonOn(next)
+	// Past the back-off the old oldest would have waited.
+	time.Sleep(minBackoff + time.Second)
+	starts, _, _ := l.counts()
+	require.Equal(t, 2, starts, "the singleton started once more, on the next oldest")
+	active := f.ledger.Active(key)
+	require.Len(t, active, 1)
+	require.Equal(t, incarnation(next)+"#2", active[0])
+	f.allProxiesReach(next)
+}
