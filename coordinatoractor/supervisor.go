@@ -49,7 +49,10 @@ func SupervisorProps(coordinator *actor.Props, failureBackoff time.Duration) *ac
 	if failureBackoff <= 0 {
 		failureBackoff = DefaultSettings().CoordinatorFailureBackoff
 	}
-	b := backoff.Exponential{Min: failureBackoff, Max: backoffFactor * failureBackoff, RandomFactor: 0.2}
+	// A coordinator that ran for the longest back-off stopped for a new
+	// reason: its series starts afresh.
+	b := backoff.Series{Exponential: backoff.Exponential{Min: failureBackoff, Max: backoffFactor * failureBackoff, RandomFactor: 0.2},
+		ResetAfter: backoffFactor * failureBackoff}
 	// A coordinator that fails is stopped, not restarted in place: a fresh
 	// one reads and claims the state again, after the back-off.
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
@@ -61,15 +64,13 @@ func SupervisorProps(coordinator *actor.Props, failureBackoff time.Duration) *ac
 // supervisor is Akka's ShardCoordinatorSupervisor with BackoffOpts.onStop.
 type supervisor struct {
 	props   *actor.Props
-	backoff backoff.Exponential
+	backoff backoff.Series // the coordinator's stops in a row
 
-	behavior  actor.Behavior
-	state     string
-	child     *actor.PID
-	startedAt time.Time
-	attempt   int // stops in a row, each soon after its start
-	timers    *scheduler.TimerScheduler
-	stopping  bool
+	behavior actor.Behavior
+	state    string
+	child    *actor.PID
+	timers   *scheduler.TimerScheduler
+	stopping bool
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
@@ -100,13 +101,9 @@ func (s *supervisor) running(ctx actor.Context) {
 			return
 		}
 		s.child = nil
-		if time.Since(s.startedAt) >= s.backoff.Max {
-			s.attempt = 0 // it ran long enough: the next stop starts afresh
-		}
-		delay := s.backoff.Delay(s.attempt)
-		s.attempt++
+		delay, attempt := s.backoff.Stopped(time.Now())
 		ctx.Logger().Warn("shard coordinator stopped; starting a new one after the back-off",
-			slog.Duration("backoff", delay), slog.Int("attempt", s.attempt))
+			slog.Duration("backoff", delay), slog.Int("attempt", attempt))
 		s.become(ctx, StateCoordinatorBackoff, s.waiting)
 		s.timers.SendOnce(delay, ctx.Self(), startCoordinator{})
 	case startCoordinator:
@@ -133,11 +130,12 @@ func (s *supervisor) start(ctx actor.Context) {
 		// Terminated rules out: try again after the back-off.
 		ctx.Logger().Error("shard coordinator supervisor: cannot start the coordinator", slog.Any("error", err))
 		s.become(ctx, StateCoordinatorBackoff, s.waiting)
-		s.timers.SendOnce(s.backoff.Delay(s.attempt), ctx.Self(), startCoordinator{})
+		delay, _ := s.backoff.Stopped(time.Now())
+		s.timers.SendOnce(delay, ctx.Self(), startCoordinator{})
 		return
 	}
 	s.child = pid
-	s.startedAt = time.Now()
+	s.backoff.Started(time.Now())
 	s.become(ctx, StateCoordinatorRunning, s.running)
 }
 
