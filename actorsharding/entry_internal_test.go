@@ -2,9 +2,12 @@ package actorsharding
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -147,5 +150,24 @@ func TestSendsAsItIs(t *testing.T) {
 		if got := sendsAsItIs(ex, c.id, c.msg); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestUndeliveredDeliverReleasesItsMark: a Deliver that reaches a shard
+// that stopped meanwhile no longer keeps its shard off the direct route.
+func TestUndeliveredDeliverReleasesItsMark(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	system.EventStream.Subscribe(releaseUndelivered)
+	var pending atomic.Int64
+	d := &shardproto.Deliver{EntityID: "e", Message: &testpb.Ping{}, Pending: shardproto.NewPending(&pending)}
+	gone := actor.NewPID(system.Address(), "a-shard-that-stopped")
+	system.Root.Send(gone, d)
+	deadline := time.Now().Add(10 * time.Second)
+	for pending.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending %d after the Deliver became a dead letter, want 0", pending.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -78,6 +78,7 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
 	system.Extensions.Register(s)
 	deadletter.ReportUndelivered(system, undeliveredReason(system))
+	system.EventStream.Subscribe(releaseUndelivered)
 	system.EventStream.Subscribe(s.requests.observe)
 	return s, nil
 }
@@ -104,6 +105,17 @@ func undeliveredReason(system *actor.ActorSystem) func(*actor.DeadLetterEvent) s
 				dl.PID.GetAddress())
 		}
 		return fmt.Sprintf("sharding: %v stopped before the message reached it", dl.PID)
+	}
+}
+
+// releaseUndelivered ends the pending mark of a Deliver that proto.actor
+// could not deliver (its shard stopped meanwhile): left pending, it would
+// keep the shard's later messages off the direct route for good.
+func releaseUndelivered(evt any) {
+	if dl, ok := evt.(*actor.DeadLetterEvent); ok {
+		if d, ok := dl.Message.(*shardproto.Deliver); ok {
+			d.Pending.Release()
+		}
 	}
 }
 
