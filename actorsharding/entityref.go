@@ -69,20 +69,20 @@ func (e EntityRef) Send(msg any) error {
 	if err != nil {
 		return err
 	}
-	if !e.direct(nil, msg, m) {
+	if !e.direct(nil, m) {
 		e.sharding.system.Root.Send(e.region, m)
 		e.cacheRoute(m)
 	}
 	return nil
 }
 
-// direct sends m (packed from msg) straight to the entity's mailbox, as
+// direct sends m (what pack made) straight to the entity's mailbox, as
 // the region's router would, through the route the ref cached; false: m
 // must go through the region. The router's rules hold: the route is open,
 // and none of the shard's messages is still on the slow way.
-func (e EntityRef) direct(env *actor.MessageEnvelope, msg, m any) bool {
+func (e EntityRef) direct(env *actor.MessageEnvelope, m any) bool {
 	r := e.route.Load()
-	if r == nil || !e.asItIs(msg, m) || !r.shard.open.Load() || !r.shard.drained() || e.router.cluster.Stale() {
+	if r == nil || !e.asItIs(m) || !r.shard.open.Load() || !r.shard.drained() || e.router.cluster.Stale() {
 		return false
 	}
 	um, err := e.extractor.UnwrapMessage(m)
@@ -92,9 +92,9 @@ func (e EntityRef) direct(env *actor.MessageEnvelope, msg, m any) bool {
 	return r.send(e.sharding.system.Root, env, um)
 }
 
-// asItIs: pack kept msg as it is (no envelope), so the router would take
-// the entity's message from it with the extractor.
-func (e EntityRef) asItIs(msg, m any) bool {
+// asItIs: pack kept the message as it is (m is no envelope), so the
+// router would take the entity's message from it with the extractor.
+func (e EntityRef) asItIs(m any) bool {
 	_, env := m.(*messages.ShardingEnvelope)
 	return !env && e.router != nil && e.router.hosting && !isRegionMessage(m)
 }
@@ -102,7 +102,7 @@ func (e EntityRef) asItIs(msg, m any) bool {
 // cacheRoute notes the entity's route, if it has one now, for the next
 // sends of a message that goes as it is.
 func (e EntityRef) cacheRoute(m any) {
-	if !e.asItIs(m, m) {
+	if !e.asItIs(m) {
 		return
 	}
 	if r := e.router.table.entities.get(e.id); r != nil {
@@ -126,7 +126,7 @@ func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
 	f := actor.NewFuture(system, timeout)
 	note := e.sharding.requests.watch(f.PID())
 	defer e.sharding.requests.forget(f.PID())
-	if !e.direct(&actor.MessageEnvelope{Sender: f.PID()}, msg, m) {
+	if !e.direct(&actor.MessageEnvelope{Sender: f.PID()}, m) {
 		system.Root.RequestWithCustomSender(e.region, m, f.PID())
 		e.cacheRoute(m)
 	}
