@@ -14,6 +14,9 @@ func TestIsProtocol(t *testing.T) {
 		{&StartEntity{}, true},
 		{&ShardingEnvelope{}, true},
 		{&HandOverToMe{}, true}, // singleton.proto, same package
+		// Reliable delivery's messages go to entities: not the region's.
+		{&SequencedMessage{}, false},
+		{&Request{}, false},
 		{wrapperspb.String("x"), false},
 		{"not proto", false},
 		{nil, false},
