@@ -35,6 +35,7 @@ func TestInProcessPackagesDoNotLinkConsul(t *testing.T) {
 	}
 	inProcess := []string{
 		"github.com/protoshard/protoshard/actorsharding",
+		"github.com/protoshard/protoshard/actorsharding/delivery",
 		"github.com/protoshard/protoshard/coordinatoractor",
 		"github.com/protoshard/protoshard/shardactor",
 		"github.com/protoshard/protoshard/singleton",
