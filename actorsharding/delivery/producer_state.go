@@ -157,17 +157,26 @@ func (o *outState) confirm(c int64, now time.Time, out *outOutput) {
 		out.confirmed = append(out.confirmed, confirmation{entityID: o.entityID, seqNr: o.acks[n]})
 		n++
 	}
-	o.acks = o.acks[n:]
+	o.acks = dropFront(o.acks, n)
 	n = 0
 	for n < len(o.unconfirmed) && o.unconfirmed[n].SeqNr <= c {
 		n++
 	}
-	o.unconfirmed = o.unconfirmed[n:]
+	o.unconfirmed = dropFront(o.unconfirmed, n)
 	if c > o.confirmedSeqNr {
 		out.confirmedCount += c - o.confirmedSeqNr
 		o.confirmedSeqNr = c
 		o.usedAt = now
 	}
+}
+
+// dropFront drops the first n of s; an emptied slice is released, so its
+// array no longer holds on to messages already confirmed or sent.
+func dropFront[T any](s []T, n int) []T {
+	if n >= len(s) {
+		return nil
+	}
+	return s[n:]
 }
 
 // onRequest: the entity confirmed up to confirmed_seq_nr and grants demand up
@@ -214,7 +223,7 @@ func (o *outState) releaseBuffered(now time.Time, out *outOutput) {
 		n++
 	}
 	if n > 0 {
-		o.buffered = o.buffered[n:]
+		o.buffered = dropFront(o.buffered, n)
 		o.usedAt = now
 	}
 }
