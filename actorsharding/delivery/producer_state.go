@@ -1,0 +1,603 @@
+package delivery
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// ErrBufferFull: the producer already holds BufferSize messages that wait
+// for demand from their entities (Pekko throws here). It wraps
+// deadletter.ErrBufferFull, so a drop for it is classed as one.
+var ErrBufferFull = fmt.Errorf("delivery: producer buffer full: %w", deadletter.ErrBufferFull)
+
+// ErrProducerStopped: the producer stopped accepting messages, or stopped
+// before the entity confirmed a message. It wraps deadletter.ErrShuttingDown.
+var ErrProducerStopped = fmt.Errorf("delivery: producer stopped: %w", deadletter.ErrShuttingDown)
+
+// Reasons the producer refuses or ignores input. The actor logs them; none
+// reaches a caller of the public API.
+var (
+	errUnknownEntity    = errors.New("no out-state for the entity (never sent to, or cleaned up)")
+	errStaleIncarnation = errors.New("stale producer incarnation")
+	errInvalidRequest   = errors.New("invalid Request")
+	errSeqNrOutOfRange  = errors.New("seqNr out of range")
+	errInvalidMessage   = errors.New("invalid message")
+)
+
+// confirmation: a message sent with ack (SendWithConfirmation) that the
+// entity confirmed; the actor answers its sender.
+type confirmation struct {
+	entityID string
+	seqNr    int64
+}
+
+// outOutput is what a transition asks the actor to do. The actor sends resend
+// before send: resent messages are always older.
+type outOutput struct {
+	send      []*messages.SequencedMessage // sent for the first time, seq order
+	resend    []*messages.SequencedMessage // sent again, seq order per entity
+	confirmed []confirmation               // ack'ed messages now confirmed
+	// confirmedCount is how many seqNrs became confirmed (for stats).
+	confirmedCount int64
+	// demandChanged: the entity's demand or buffered count changed, so a
+	// RequestNext to the producer would read differently.
+	demandChanged bool
+}
+
+func (o *outOutput) merge(other outOutput) {
+	o.send = append(o.send, other.send...)
+	o.resend = append(o.resend, other.resend...)
+	o.confirmed = append(o.confirmed, other.confirmed...)
+	o.confirmedCount += other.confirmedCount
+	o.demandChanged = o.demandChanged || other.demandChanged
+}
+
+// outState is one entity's numbering: Pekko's ShardingProducerController
+// OutState and its child ProducerControllerImpl.State merged, since there is
+// no child actor per entity. SeqNrs are assigned at accept, so buffered
+// messages already carry theirs.
+type outState struct {
+	entityID    string
+	producerID  string
+	controller  *actor.PID // where the entity sends Request, Resend and Ack
+	incarnation uint64     // names this numbering; another one is "producer changed"
+
+	currentSeqNr   int64 // next to assign
+	confirmedSeqNr int64 // all up to it processed by the entity
+	requestedSeqNr int64 // may send up to it; starts at currentSeqNr: the first goes without demand
+	firstSeqNr     int64 // first of this numbering, sent with first=true until confirmed
+	supportResend  bool  // false: the entity is only-flow-control, nothing is kept for resend
+
+	unconfirmed []*messages.SequencedMessage // sent, not confirmed, seq order
+	buffered    []*messages.SequencedMessage // accepted, seq > requestedSeqNr, seq order
+	acks        []int64                      // ack'ed seqNrs not yet confirmed, in order
+	usedAt      time.Time
+}
+
+func newOutState(entityID, producerID string, controller *actor.PID, incarnation uint64, now time.Time) *outState {
+	return &outState{
+		entityID:       entityID,
+		producerID:     producerID,
+		controller:     controller,
+		incarnation:    incarnation,
+		currentSeqNr:   1,
+		requestedSeqNr: 1,
+		firstSeqNr:     1,
+		supportResend:  true,
+		usedAt:         now,
+	}
+}
+
+// sentSeqNr is the highest seqNr sent so far (0: none).
+func (o *outState) sentSeqNr() int64 { return o.currentSeqNr - 1 - int64(len(o.buffered)) }
+
+// hasDemand: the next accepted message goes out at once.
+func (o *outState) hasDemand() bool { return o.currentSeqNr <= o.requestedSeqNr }
+
+type demandView struct {
+	hasDemand bool
+	buffered  int
+}
+
+func (o *outState) demand() demandView {
+	return demandView{hasDemand: o.hasDemand(), buffered: len(o.buffered)}
+}
+
+// accept numbers payload and sends it if the entity's demand allows,
+// buffers it otherwise.
+func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput {
+	var out outOutput
+	before := o.demand()
+	seq := &messages.SequencedMessage{
+		EntityId:            o.entityID,
+		ProducerId:          o.producerID,
+		ProducerIncarnation: o.incarnation,
+		SeqNr:               o.currentSeqNr,
+		First:               o.currentSeqNr == o.firstSeqNr,
+		Ack:                 ack,
+		ProducerController:  o.controller,
+		Message:             payload,
+	}
+	o.currentSeqNr++
+	o.usedAt = now
+	if ack {
+		o.acks = append(o.acks, seq.SeqNr)
+	}
+	if seq.SeqNr <= o.requestedSeqNr {
+		o.sendNew(seq, &out)
+	} else {
+		o.buffered = append(o.buffered, seq)
+	}
+	out.demandChanged = before != o.demand()
+	return out
+}
+
+func (o *outState) sendNew(seq *messages.SequencedMessage, out *outOutput) {
+	if o.supportResend {
+		o.unconfirmed = append(o.unconfirmed, seq)
+	}
+	out.send = append(out.send, seq)
+}
+
+// confirm is Pekko's onAck: everything up to c is processed.
+func (o *outState) confirm(c int64, now time.Time, out *outOutput) {
+	n := 0
+	for n < len(o.acks) && o.acks[n] <= c {
+		out.confirmed = append(out.confirmed, confirmation{entityID: o.entityID, seqNr: o.acks[n]})
+		n++
+	}
+	o.acks = dropFront(o.acks, n)
+	n = 0
+	for n < len(o.unconfirmed) && o.unconfirmed[n].SeqNr <= c {
+		n++
+	}
+	o.unconfirmed = dropFront(o.unconfirmed, n)
+	if c > o.confirmedSeqNr {
+		out.confirmedCount += c - o.confirmedSeqNr
+		o.confirmedSeqNr = c
+		o.usedAt = now
+	}
+}
+
+// dropFront drops the first n of s; an emptied slice is released, so its
+// array no longer holds on to messages already confirmed or sent.
+func dropFront[T any](s []T, n int) []T {
+	if n >= len(s) {
+		return nil
+	}
+	return s[n:]
+}
+
+// onRequest: the entity confirmed up to confirmed_seq_nr and grants demand up
+// to request_up_to_seq_nr.
+func (o *outState) onRequest(r *messages.Request, now time.Time) (outOutput, error) {
+	var out outOutput
+	c, upTo := r.GetConfirmedSeqNr(), r.GetRequestUpToSeqNr()
+	if c < 0 || c > upTo {
+		return out, fmt.Errorf("%w: confirmed %d, requestUpTo %d", errInvalidRequest, c, upTo)
+	}
+	if c > o.sentSeqNr() {
+		return out, fmt.Errorf("%w: Request confirms %d, only up to %d sent", errSeqNrOutOfRange, c, o.sentSeqNr())
+	}
+	before := o.demand()
+	o.confirm(c, now, &out)
+	o.supportResend = r.GetSupportResend()
+	if !o.supportResend {
+		o.unconfirmed = nil
+	}
+	// A Request by timeout means the last message or the last Request was
+	// lost; confirming the first means messages after it may have been
+	// discarded before the entity took the first. Either way: resend.
+	if (r.GetViaTimeout() || c == o.firstSeqNr) && o.supportResend {
+		out.resend = append(out.resend, o.unconfirmed...)
+	}
+	// Only-flow-control cannot resend: a window at or below what was sent
+	// means all of it was probably lost, so it is moved past it (as Pekko).
+	if next := o.sentSeqNr() + 1; !o.supportResend && upTo <= next {
+		upTo = next + (upTo - c)
+	}
+	if upTo > o.requestedSeqNr {
+		o.requestedSeqNr = upTo
+		o.releaseBuffered(now, &out)
+	}
+	out.demandChanged = before != o.demand()
+	return out, nil
+}
+
+// releaseBuffered sends the buffered messages that the demand now covers.
+func (o *outState) releaseBuffered(now time.Time, out *outOutput) {
+	n := 0
+	for n < len(o.buffered) && o.buffered[n].SeqNr <= o.requestedSeqNr {
+		o.sendNew(o.buffered[n], out)
+		n++
+	}
+	if n > 0 {
+		o.buffered = dropFront(o.buffered, n)
+		o.usedAt = now
+	}
+}
+
+// onAck: the entity confirmed up to confirmed_seq_nr, without new demand.
+func (o *outState) onAck(a *messages.Ack, now time.Time) (outOutput, error) {
+	var out outOutput
+	c := a.GetConfirmedSeqNr()
+	if c < 0 || c > o.sentSeqNr() {
+		return out, fmt.Errorf("%w: Ack confirms %d, only up to %d sent", errSeqNrOutOfRange, c, o.sentSeqNr())
+	}
+	confirmsFirst := c == o.firstSeqNr
+	o.confirm(c, now, &out)
+	if confirmsFirst {
+		out.resend = append(out.resend, o.unconfirmed...)
+	}
+	return out, nil
+}
+
+// onResend: the entity missed from_seq_nr; 0 means it has no numbering of
+// ours (a new entity incarnation), so the head goes out marked first.
+func (o *outState) onResend(r *messages.Resend) (outOutput, error) {
+	var out outOutput
+	from := r.GetFromSeqNr()
+	if from < 0 || from > o.sentSeqNr() {
+		return out, fmt.Errorf("%w: Resend from %d, only up to %d sent", errSeqNrOutOfRange, from, o.sentSeqNr())
+	}
+	// Pekko marks the head after resending it, so the entity takes it only
+	// at its next Resend(0); marking it first saves that round.
+	if from == 0 && len(o.unconfirmed) > 0 && !o.unconfirmed[0].GetFirst() {
+		o.unconfirmed[0] = asFirst(o.unconfirmed[0])
+	}
+	for _, m := range o.unconfirmed {
+		if m.GetSeqNr() >= from {
+			out.resend = append(out.resend, m)
+		}
+	}
+	return out, nil
+}
+
+// asFirst is a copy of m with first set: a message already handed to the
+// actor is never modified.
+func asFirst(m *messages.SequencedMessage) *messages.SequencedMessage {
+	return &messages.SequencedMessage{
+		EntityId:            m.GetEntityId(),
+		ProducerId:          m.GetProducerId(),
+		ProducerIncarnation: m.GetProducerIncarnation(),
+		SeqNr:               m.GetSeqNr(),
+		First:               true,
+		Ack:                 m.GetAck(),
+		ProducerController:  m.GetProducerController(),
+		Message:             m.GetMessage(),
+	}
+}
+
+// needsResendFirst: the first message of this numbering is sent and not
+// confirmed (Pekko keeps its ResendFirst timer while this holds).
+func (o *outState) needsResendFirst() bool {
+	return len(o.unconfirmed) > 0 && o.unconfirmed[0].GetSeqNr() == o.firstSeqNr
+}
+
+// onResendFirstTick is Pekko's resendFirst: the first message again, marked
+// first, while it is unconfirmed.
+func (o *outState) onResendFirstTick() outOutput {
+	var out outOutput
+	if o.needsResendFirst() {
+		out.resend = append(out.resend, o.unconfirmed[0])
+	}
+	return out
+}
+
+// onIdleTick is Pekko's ResendFirstUnconfirmed: the oldest unconfirmed
+// message again when the entity has been idle for idleTimeout, to wake up an
+// entity that stopped (crash, hand-off, passivation).
+func (o *outState) onIdleTick(now time.Time, idleTimeout time.Duration) outOutput {
+	var out outOutput
+	if len(o.unconfirmed) > 0 && now.Sub(o.usedAt) >= idleTimeout {
+		out.resend = append(out.resend, o.unconfirmed[0])
+	}
+	return out
+}
+
+// unused: nothing to resend or send and idle for cleanupAfter, so the
+// out-state can be forgotten (the next message starts a new incarnation).
+func (o *outState) unused(now time.Time, cleanupAfter time.Duration) bool {
+	return len(o.unconfirmed) == 0 && len(o.buffered) == 0 && now.Sub(o.usedAt) >= cleanupAfter
+}
+
+// check reports a broken invariant: contiguous seqNrs, unconfirmed within
+// (confirmed, requested], buffered beyond requested.
+func (o *outState) check() error {
+	next := o.confirmedSeqNr + 1
+	if len(o.unconfirmed) > 0 {
+		next = o.unconfirmed[0].GetSeqNr()
+	}
+	if next <= o.confirmedSeqNr {
+		return fmt.Errorf("entity %q: unconfirmed from %d, confirmed %d", o.entityID, next, o.confirmedSeqNr)
+	}
+	for _, m := range o.unconfirmed {
+		if m.GetSeqNr() != next {
+			return fmt.Errorf("entity %q: unconfirmed seqNr %d, want %d", o.entityID, m.GetSeqNr(), next)
+		}
+		next++
+	}
+	if n := int64(len(o.unconfirmed)); n > o.requestedSeqNr-o.confirmedSeqNr {
+		return fmt.Errorf("entity %q: %d unconfirmed beyond the window (%d, %d]", o.entityID, n, o.confirmedSeqNr, o.requestedSeqNr)
+	}
+	if len(o.buffered) > 0 {
+		if first := o.buffered[0].GetSeqNr(); first != o.sentSeqNr()+1 || first <= o.requestedSeqNr {
+			return fmt.Errorf("entity %q: buffered from %d, sent %d, requested %d", o.entityID, first, o.sentSeqNr(), o.requestedSeqNr)
+		}
+		for i, m := range o.buffered {
+			if m.GetSeqNr() != o.buffered[0].GetSeqNr()+int64(i) {
+				return fmt.Errorf("entity %q: buffered seqNr %d not contiguous", o.entityID, m.GetSeqNr())
+			}
+		}
+	}
+	if o.sentSeqNr() > o.requestedSeqNr {
+		return fmt.Errorf("entity %q: sent %d beyond requested %d", o.entityID, o.sentSeqNr(), o.requestedSeqNr)
+	}
+	return nil
+}
+
+// ProducerStats describes a producer controller.
+type ProducerStats struct {
+	// Entities is how many entities have an out-state (a numbering).
+	Entities int
+	// Unconfirmed is how many messages are sent and not yet confirmed.
+	Unconfirmed int
+	// Buffered is how many accepted messages wait for demand.
+	Buffered int
+	// Accepted, Sent, Resent and Confirmed count messages since the start:
+	// accepted from the producer, sent for the first time, sent again, and
+	// confirmed by their entities.
+	Accepted, Sent, Resent, Confirmed int64
+}
+
+// producerState is Pekko's ShardingProducerControllerImpl.State: the
+// out-states of one producer and the buffer they share.
+type producerState struct {
+	producerID     string
+	controller     *actor.PID
+	settings       ProducerSettings
+	newIncarnation func() (uint64, error)
+
+	outs     map[string]*outState
+	buffered int // over all out-states, <= settings.BufferSize
+	stopping bool
+	counters ProducerStats // Accepted, Sent, Resent, Confirmed
+}
+
+// newProducerState: newIncarnation nil draws them from crypto/rand.
+func newProducerState(producerID string, controller *actor.PID, settings ProducerSettings, newIncarnation func() (uint64, error)) *producerState {
+	if newIncarnation == nil {
+		newIncarnation = randomIncarnation
+	}
+	return &producerState{
+		producerID:     producerID,
+		controller:     controller,
+		settings:       settings.withDefaults(),
+		newIncarnation: newIncarnation,
+		outs:           make(map[string]*outState),
+	}
+}
+
+// randomIncarnation is a random non-zero uint64: 0 is what a message
+// without an incarnation reads as.
+func randomIncarnation() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("producer incarnation: %w", err)
+		}
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v, nil
+		}
+	}
+}
+
+// accept takes msg for entityID: sent at once when the entity has demand or
+// is new, buffered otherwise while the shared buffer has room.
+func (p *producerState) accept(entityID string, msg proto.Message, ack bool, now time.Time) (outOutput, error) {
+	if p.stopping {
+		return outOutput{}, ErrProducerStopped
+	}
+	if entityID == "" {
+		return outOutput{}, fmt.Errorf("%w: empty entity ID", errInvalidMessage)
+	}
+	if msg == nil {
+		return outOutput{}, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
+	}
+	o := p.outs[entityID]
+	if o != nil && !o.hasDemand() && p.buffered >= p.settings.BufferSize {
+		return outOutput{}, fmt.Errorf("entity %q has no demand, %d buffered: %w", entityID, p.buffered, ErrBufferFull)
+	}
+	payload, err := anypb.New(msg)
+	if err != nil {
+		return outOutput{}, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
+	}
+	if o == nil {
+		inc, err := p.newIncarnation()
+		if err != nil {
+			return outOutput{}, fmt.Errorf("entity %q: %w", entityID, err)
+		}
+		if inc == 0 {
+			return outOutput{}, fmt.Errorf("entity %q: zero producer incarnation", entityID)
+		}
+		o = newOutState(entityID, p.producerID, p.controller, inc, now)
+		p.outs[entityID] = o
+	}
+	p.counters.Accepted++
+	before := len(o.buffered)
+	return p.account(o, before, o.accept(payload, ack, now)), nil
+}
+
+// account keeps the shared buffer count and the counters after a transition.
+func (p *producerState) account(o *outState, bufferedBefore int, out outOutput) outOutput {
+	p.buffered += len(o.buffered) - bufferedBefore
+	p.counters.Sent += int64(len(out.send))
+	p.counters.Resent += int64(len(out.resend))
+	p.counters.Confirmed += out.confirmedCount
+	return out
+}
+
+// lookup finds the out-state a reply from an entity is for: a reply for an
+// unknown entity or another incarnation is from before a cleanup or a
+// restart of this producer, and is ignored.
+func (p *producerState) lookup(kind, entityID string, incarnation uint64) (*outState, error) {
+	o := p.outs[entityID]
+	if o == nil {
+		return nil, fmt.Errorf("%s for entity %q: %w", kind, entityID, errUnknownEntity)
+	}
+	if o.incarnation != incarnation {
+		return nil, fmt.Errorf("%s for entity %q: incarnation %d, current %d: %w", kind, entityID, incarnation, o.incarnation, errStaleIncarnation)
+	}
+	return o, nil
+}
+
+func (p *producerState) onRequest(r *messages.Request, now time.Time) (outOutput, error) {
+	o, err := p.lookup("Request", r.GetEntityId(), r.GetProducerIncarnation())
+	if err != nil {
+		return outOutput{}, err
+	}
+	before := len(o.buffered)
+	out, err := o.onRequest(r, now)
+	if err != nil {
+		return outOutput{}, fmt.Errorf("entity %q: %w", o.entityID, err)
+	}
+	return p.account(o, before, out), nil
+}
+
+func (p *producerState) onAck(a *messages.Ack, now time.Time) (outOutput, error) {
+	o, err := p.lookup("Ack", a.GetEntityId(), a.GetProducerIncarnation())
+	if err != nil {
+		return outOutput{}, err
+	}
+	out, err := o.onAck(a, now)
+	if err != nil {
+		return outOutput{}, fmt.Errorf("entity %q: %w", o.entityID, err)
+	}
+	return p.account(o, len(o.buffered), out), nil
+}
+
+func (p *producerState) onResend(r *messages.Resend) (outOutput, error) {
+	o, err := p.lookup("Resend", r.GetEntityId(), r.GetProducerIncarnation())
+	if err != nil {
+		return outOutput{}, err
+	}
+	out, err := o.onResend(r)
+	if err != nil {
+		return outOutput{}, fmt.Errorf("entity %q: %w", o.entityID, err)
+	}
+	return p.account(o, len(o.buffered), out), nil
+}
+
+// sortedOuts are the out-states in entity ID order, so that the outputs of
+// ticks are deterministic.
+func (p *producerState) sortedOuts(keep func(*outState) bool) []*outState {
+	var outs []*outState
+	for _, o := range p.outs {
+		if keep(o) {
+			outs = append(outs, o)
+		}
+	}
+	sort.Slice(outs, func(i, j int) bool { return outs[i].entityID < outs[j].entityID })
+	return outs
+}
+
+// needsResendFirst: some first message is unconfirmed, so the actor keeps
+// its ResendFirstInterval timer.
+func (p *producerState) needsResendFirst() bool {
+	for _, o := range p.outs {
+		if o.needsResendFirst() {
+			return true
+		}
+	}
+	return false
+}
+
+// onResendFirstTick runs every ResendFirstInterval.
+func (p *producerState) onResendFirstTick() outOutput {
+	var out outOutput
+	for _, o := range p.sortedOuts((*outState).needsResendFirst) {
+		out.merge(p.account(o, len(o.buffered), o.onResendFirstTick()))
+	}
+	return out
+}
+
+// onIdleTick runs every half ResendFirstUnconfirmedIdleTimeout.
+func (p *producerState) onIdleTick(now time.Time) outOutput {
+	var out outOutput
+	idle := p.settings.ResendFirstUnconfirmedIdleTimeout
+	for _, o := range p.sortedOuts(func(o *outState) bool { return len(o.unconfirmed) > 0 }) {
+		out.merge(p.account(o, len(o.buffered), o.onIdleTick(now, idle)))
+	}
+	return out
+}
+
+// cleanup forgets the out-states unused for CleanupUnusedAfter and returns
+// their entity IDs in order.
+func (p *producerState) cleanup(now time.Time) []string {
+	after := p.settings.CleanupUnusedAfter
+	var removed []string
+	for _, o := range p.sortedOuts(func(o *outState) bool { return o.unused(now, after) }) {
+		delete(p.outs, o.entityID)
+		removed = append(removed, o.entityID)
+	}
+	return removed
+}
+
+// stop refuses further messages (ErrProducerStopped); what is unconfirmed
+// or buffered is still delivered until the actor gives up.
+func (p *producerState) stop() { p.stopping = true }
+
+// undelivered lists, in entity and seq order, what was accepted and not
+// confirmed: what becomes dead letters when the producer stops without a
+// durable queue. With only-flow-control entities the sent ones are not kept
+// and cannot be listed.
+func (p *producerState) undelivered() []*messages.SequencedMessage {
+	var ms []*messages.SequencedMessage
+	for _, o := range p.sortedOuts(func(o *outState) bool { return len(o.unconfirmed)+len(o.buffered) > 0 }) {
+		ms = append(ms, o.unconfirmed...)
+		ms = append(ms, o.buffered...)
+	}
+	return ms
+}
+
+// entitiesWithDemand is RequestNext's entitiesWithDemand: the entities a
+// message would go to at once, in order.
+func (p *producerState) entitiesWithDemand() []string {
+	var ids []string
+	for _, o := range p.sortedOuts((*outState).hasDemand) {
+		ids = append(ids, o.entityID)
+	}
+	return ids
+}
+
+// bufferedForEntitiesWithoutDemand is RequestNext's map of the same name.
+func (p *producerState) bufferedForEntitiesWithoutDemand() map[string]int {
+	m := make(map[string]int)
+	for id, o := range p.outs {
+		if len(o.buffered) > 0 {
+			m[id] = len(o.buffered)
+		}
+	}
+	return m
+}
+
+func (p *producerState) stats() ProducerStats {
+	s := p.counters
+	s.Entities = len(p.outs)
+	s.Buffered = p.buffered
+	for _, o := range p.outs {
+		s.Unconfirmed += len(o.unconfirmed)
+	}
+	return s
+}

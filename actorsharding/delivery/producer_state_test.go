@@ -1,0 +1,551 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// Incarnations handed out by the fake source: entities created first get
+// incA, then incB, ...
+const (
+	incA uint64 = 101
+	incB uint64 = 102
+	incC uint64 = 103
+)
+
+type harness struct {
+	p   *producerState
+	now time.Time
+	n   int64 // messages accepted, numbers the Ping payloads
+}
+
+func newHarness(settings ProducerSettings) *harness {
+	next := uint64(100)
+	inc := func() (uint64, error) { next++; return next, nil }
+	pid := actor.NewPID("nonhost", "producer-controller")
+	return &harness{p: newProducerState("prod", pid, settings, inc), now: time.Unix(1000, 0)}
+}
+
+// step drives one input and states the whole output it must produce.
+// Messages read "entity/seq", with "*" when first and "!" when ack.
+type step struct {
+	name      string
+	run       func(h *harness) (outOutput, error)
+	send      []string
+	resend    []string
+	confirmed []string
+	changed   bool
+	err       error // errors.Is; output must then be empty
+	check     func(t *testing.T, h *harness)
+}
+
+func render(ms []*messages.SequencedMessage) []string {
+	var out []string
+	for _, m := range ms {
+		s := fmt.Sprintf("%s/%d", m.GetEntityId(), m.GetSeqNr())
+		if m.GetFirst() {
+			s += "*"
+		}
+		if m.GetAck() {
+			s += "!"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func renderConfirmed(cs []confirmation) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s/%d", c.entityID, c.seqNr))
+	}
+	return out
+}
+
+func send(entity string) func(*harness) (outOutput, error) { return acceptStep(entity, false) }
+
+func sendAck(entity string) func(*harness) (outOutput, error) { return acceptStep(entity, true) }
+
+func acceptStep(entity string, ack bool) func(*harness) (outOutput, error) {
+	return func(h *harness) (outOutput, error) {
+		h.n++
+		return h.p.accept(entity, &testpb.Ping{EntityId: entity, Seq: h.n}, ack, h.now)
+	}
+}
+
+// cleanup runs producerState.cleanup; removing other entities than want is
+// the step's error.
+func cleanup(want ...string) func(*harness) (outOutput, error) {
+	return func(h *harness) (outOutput, error) {
+		if got := h.p.cleanup(h.now); !reflect.DeepEqual(got, want) {
+			return outOutput{}, fmt.Errorf("cleaned %v, want %v", got, want)
+		}
+		return outOutput{}, nil
+	}
+}
+
+func request(entity string, inc uint64, confirmed, upTo int64) func(*harness) (outOutput, error) {
+	return requestWith(&messages.Request{EntityId: entity, ProducerIncarnation: inc,
+		ConfirmedSeqNr: confirmed, RequestUpToSeqNr: upTo, SupportResend: true})
+}
+
+func requestWith(r *messages.Request) func(*harness) (outOutput, error) {
+	return func(h *harness) (outOutput, error) { return h.p.onRequest(r, h.now) }
+}
+
+func ack(entity string, inc uint64, confirmed int64) func(*harness) (outOutput, error) {
+	return func(h *harness) (outOutput, error) {
+		return h.p.onAck(&messages.Ack{EntityId: entity, ProducerIncarnation: inc, ConfirmedSeqNr: confirmed}, h.now)
+	}
+}
+
+func resend(entity string, inc uint64, from int64) func(*harness) (outOutput, error) {
+	return func(h *harness) (outOutput, error) {
+		return h.p.onResend(&messages.Resend{EntityId: entity, ProducerIncarnation: inc, FromSeqNr: from})
+	}
+}
+
+func firstTick(h *harness) (outOutput, error) { return h.p.onResendFirstTick(), nil }
+
+func idleTick(h *harness) (outOutput, error) { return h.p.onIdleTick(h.now), nil }
+
+// advance moves the clock; no output.
+func advance(d time.Duration) func(*harness) (outOutput, error) {
+	return func(h *harness) (outOutput, error) { h.now = h.now.Add(d); return outOutput{}, nil }
+}
+
+func wantStats(want ProducerStats) func(*testing.T, *harness) {
+	return func(t *testing.T, h *harness) {
+		t.Helper()
+		if got := h.p.stats(); got != want {
+			t.Errorf("stats = %+v, want %+v", got, want)
+		}
+	}
+}
+
+func wantDemand(entities []string, buffered map[string]int) func(*testing.T, *harness) {
+	return func(t *testing.T, h *harness) {
+		t.Helper()
+		if got := h.p.entitiesWithDemand(); !reflect.DeepEqual(got, entities) {
+			t.Errorf("entitiesWithDemand = %v, want %v", got, entities)
+		}
+		if got := h.p.bufferedForEntitiesWithoutDemand(); !reflect.DeepEqual(got, buffered) {
+			t.Errorf("bufferedForEntitiesWithoutDemand = %v, want %v", got, buffered)
+		}
+	}
+}
+
+func wantResendFirst(want bool) func(*testing.T, *harness) {
+	return func(t *testing.T, h *harness) {
+		t.Helper()
+		if got := h.p.needsResendFirst(); got != want {
+			t.Errorf("needsResendFirst = %v, want %v", got, want)
+		}
+	}
+}
+
+func runSteps(t *testing.T, settings ProducerSettings, steps []step) *harness {
+	t.Helper()
+	h := newHarness(settings)
+	for i, s := range steps {
+		out, err := s.run(h)
+		where := fmt.Sprintf("step %d (%s)", i, s.name)
+		if s.err != nil {
+			if !errors.Is(err, s.err) {
+				t.Fatalf("%s: err = %v, want %v", where, err, s.err)
+			}
+		} else if err != nil {
+			t.Fatalf("%s: unexpected err %v", where, err)
+		}
+		if got := render(out.send); !reflect.DeepEqual(got, s.send) {
+			t.Errorf("%s: send = %v, want %v", where, got, s.send)
+		}
+		if got := render(out.resend); !reflect.DeepEqual(got, s.resend) {
+			t.Errorf("%s: resend = %v, want %v", where, got, s.resend)
+		}
+		if got := renderConfirmed(out.confirmed); !reflect.DeepEqual(got, s.confirmed) {
+			t.Errorf("%s: confirmed = %v, want %v", where, got, s.confirmed)
+		}
+		if out.demandChanged != s.changed {
+			t.Errorf("%s: demandChanged = %v, want %v", where, out.demandChanged, s.changed)
+		}
+		for _, o := range h.p.outs {
+			if err := o.check(); err != nil {
+				t.Fatalf("%s: invariant: %v", where, err)
+			}
+		}
+		total := 0
+		for _, o := range h.p.outs {
+			total += len(o.buffered)
+		}
+		if total != h.p.buffered {
+			t.Fatalf("%s: shared buffer count %d, out-states hold %d", where, h.p.buffered, total)
+		}
+		if s.check != nil {
+			s.check(t, h)
+		}
+	}
+	return h
+}
+
+func TestProducerStateSteps(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings ProducerSettings
+		steps    []step
+	}{
+		{
+			name: "first message goes without demand, the second waits",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true,
+					check: wantDemand(nil, map[string]int{})},
+				{name: "second buffered", run: send("a"), changed: true,
+					check: wantDemand(nil, map[string]int{"a": 1})},
+				{name: "third buffered", run: send("a"), changed: true,
+					check: wantStats(ProducerStats{Entities: 1, Unconfirmed: 1, Buffered: 2, Accepted: 3, Sent: 1})},
+			},
+		},
+		{
+			name: "request releases buffered messages in order up to the window",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "buffer 2", run: send("a"), changed: true},
+				{name: "buffer 3", run: send("a"), changed: true},
+				{name: "buffer 4", run: send("a"), changed: true},
+				// confirming the first resends what is unconfirmed after it
+				// (nothing here) and opens the window to 3
+				{name: "window to 3", run: request("a", incA, 1, 3), send: []string{"a/2", "a/3"}, changed: true,
+					check: wantDemand(nil, map[string]int{"a": 1})},
+				{name: "window to 5", run: request("a", incA, 3, 5), send: []string{"a/4"}, changed: true,
+					check: wantDemand([]string{"a"}, map[string]int{})},
+				{name: "fifth goes at once", run: send("a"), send: []string{"a/5"}, changed: true,
+					check: wantDemand(nil, map[string]int{})},
+				{name: "sixth waits", run: send("a"), changed: true,
+					check: wantStats(ProducerStats{Entities: 1, Unconfirmed: 2, Buffered: 1, Accepted: 6, Sent: 5, Confirmed: 3})},
+			},
+		},
+		{
+			name: "request that confirms the first resends the unconfirmed after it",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "window to 3", run: request("a", incA, 0, 3), changed: true},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third", run: send("a"), send: []string{"a/3"}, changed: true},
+				{name: "confirm first", run: request("a", incA, 1, 3), resend: []string{"a/2", "a/3"}},
+			},
+		},
+		{
+			name: "request via timeout resends all unconfirmed",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "confirm first", run: request("a", incA, 1, 4), changed: true},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third", run: send("a"), send: []string{"a/3"}},
+				{name: "plain request", run: request("a", incA, 2, 4)},
+				{name: "via timeout", run: requestWith(&messages.Request{EntityId: "a", ProducerIncarnation: incA,
+					ConfirmedSeqNr: 2, RequestUpToSeqNr: 4, SupportResend: true, ViaTimeout: true}),
+					resend: []string{"a/3"}},
+				{name: "stats", run: advance(0),
+					check: wantStats(ProducerStats{Entities: 1, Unconfirmed: 1, Accepted: 3, Sent: 3, Resent: 1, Confirmed: 2})},
+			},
+		},
+		{
+			name: "ack removes unconfirmed and confirms ack'ed messages",
+			steps: []step{
+				{name: "first with ack", run: sendAck("a"), send: []string{"a/1*!"}, changed: true},
+				{name: "window to 5", run: request("a", incA, 0, 5), changed: true},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third with ack", run: sendAck("a"), send: []string{"a/3!"}},
+				{name: "ack 1 resends after the first", run: ack("a", incA, 1), confirmed: []string{"a/1"},
+					resend: []string{"a/2", "a/3!"}},
+				{name: "ack 3", run: ack("a", incA, 3), confirmed: []string{"a/3"},
+					check: wantStats(ProducerStats{Entities: 1, Accepted: 3, Sent: 3, Resent: 2, Confirmed: 3})},
+				{name: "stale ack is a no-op", run: ack("a", incA, 2)},
+				{name: "ack beyond sent", run: ack("a", incA, 4), err: errSeqNrOutOfRange},
+			},
+		},
+		{
+			name: "resend from a seqNr, and from 0 with the head marked first",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "confirm first, window to 5", run: request("a", incA, 1, 5), changed: true},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third", run: send("a"), send: []string{"a/3"}},
+				{name: "fourth", run: send("a"), send: []string{"a/4"}},
+				{name: "resend from 3", run: resend("a", incA, 3), resend: []string{"a/3", "a/4"}},
+				{name: "new entity incarnation", run: resend("a", incA, 0), resend: []string{"a/2*", "a/3", "a/4"}},
+				{name: "head stays first", run: resend("a", incA, 2), resend: []string{"a/2*", "a/3", "a/4"}},
+				{name: "resend beyond sent", run: resend("a", incA, 5), err: errSeqNrOutOfRange},
+				{name: "negative", run: resend("a", incA, -1), err: errSeqNrOutOfRange},
+			},
+		},
+		{
+			name: "resend-first only while the first is unconfirmed",
+			steps: []step{
+				{name: "nothing yet", run: firstTick, check: wantResendFirst(false)},
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true, check: wantResendFirst(true)},
+				{name: "tick", run: firstTick, resend: []string{"a/1*"}},
+				{name: "tick again", run: firstTick, resend: []string{"a/1*"}},
+				{name: "grant without confirming", run: request("a", incA, 0, 2), changed: true},
+				{name: "second", run: send("a"), send: []string{"a/2"}, changed: true},
+				{name: "tick still resends only the first", run: firstTick, resend: []string{"a/1*"}},
+				{name: "first confirmed", run: ack("a", incA, 1), resend: []string{"a/2"}, check: wantResendFirst(false)},
+				{name: "tick after", run: firstTick},
+			},
+		},
+		{
+			name:     "idle tick resends the oldest unconfirmed after the idle timeout",
+			settings: ProducerSettings{ResendFirstUnconfirmedIdleTimeout: 10 * time.Second},
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "window", run: request("a", incA, 1, 3), changed: true},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third", run: send("a"), send: []string{"a/3"}, changed: true},
+				{name: "not idle yet", run: advance(9 * time.Second)},
+				{name: "tick before timeout", run: idleTick},
+				{name: "idle", run: advance(time.Second)},
+				{name: "tick at timeout", run: idleTick, resend: []string{"a/2"}},
+				{name: "confirm 2 is use", run: ack("a", incA, 2)},
+				{name: "tick after use", run: idleTick},
+			},
+		},
+		{
+			name: "replies from a stale incarnation or an unknown entity are ignored",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "request of another incarnation", run: request("a", incB, 1, 10), err: errStaleIncarnation},
+				{name: "ack of zero incarnation", run: ack("a", 0, 1), err: errStaleIncarnation},
+				{name: "resend of another incarnation", run: resend("a", 7, 0), err: errStaleIncarnation},
+				{name: "unknown entity", run: request("z", incA, 0, 10), err: errUnknownEntity},
+				{name: "state unchanged", run: advance(0), check: wantStats(ProducerStats{Entities: 1, Unconfirmed: 1, Accepted: 1, Sent: 1})},
+			},
+		},
+		{
+			name: "invalid requests are refused and change nothing",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "confirmed beyond requested", run: request("a", incA, 3, 2), err: errInvalidRequest},
+				{name: "negative confirmed", run: request("a", incA, -1, 2), err: errInvalidRequest},
+				{name: "confirms more than sent", run: request("a", incA, 2, 5), err: errSeqNrOutOfRange},
+				{name: "state unchanged", run: advance(0), check: wantStats(ProducerStats{Entities: 1, Unconfirmed: 1, Accepted: 1, Sent: 1})},
+				{name: "valid one still works", run: request("a", incA, 1, 2), changed: true},
+			},
+		},
+		{
+			name: "a lower window never shrinks demand",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "window to 3", run: request("a", incA, 1, 3), changed: true},
+				{name: "lower window", run: request("a", incA, 1, 2)},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third", run: send("a"), send: []string{"a/3"}, changed: true},
+			},
+		},
+		{
+			name: "only-flow-control keeps nothing and moves a spent window past what was sent",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "flow control only", run: requestWith(&messages.Request{EntityId: "a", ProducerIncarnation: incA,
+					ConfirmedSeqNr: 0, RequestUpToSeqNr: 1}), changed: true,
+					// upTo 1 <= next 2: expanded to 2 + (1 - 0) = 3
+					check: wantStats(ProducerStats{Entities: 1, Accepted: 1, Sent: 1})},
+				{name: "second", run: send("a"), send: []string{"a/2"}},
+				{name: "third", run: send("a"), send: []string{"a/3"}, changed: true},
+				{name: "resend has nothing", run: resend("a", incA, 0)},
+				{name: "first tick has nothing", run: firstTick},
+			},
+		},
+		{
+			name:     "buffer is shared by all entities",
+			settings: ProducerSettings{BufferSize: 2},
+			steps: []step{
+				{name: "a first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
+				{name: "a buffered", run: send("a"), changed: true},
+				{name: "b buffered", run: send("b"), changed: true,
+					check: wantDemand(nil, map[string]int{"a": 1, "b": 1})},
+				{name: "a full", run: send("a"), err: ErrBufferFull},
+				{name: "b full", run: send("b"), err: ErrBufferFull},
+				// a new entity's first message needs no buffer
+				{name: "c first despite full", run: send("c"), send: []string{"c/1*"}, changed: true},
+				{name: "c full", run: send("c"), err: ErrBufferFull,
+					check: wantStats(ProducerStats{Entities: 3, Unconfirmed: 3, Buffered: 2, Accepted: 5, Sent: 3})},
+				{name: "b demand frees a place", run: request("b", incB, 1, 2), send: []string{"b/2"}, changed: true,
+					check: wantDemand(nil, map[string]int{"a": 1})},
+				{name: "c buffered now", run: send("c"), changed: true},
+				{name: "full again", run: send("b"), send: nil, err: ErrBufferFull},
+				{name: "c demand", run: request("c", incC, 1, 5), send: []string{"c/2"}, changed: true,
+					check: wantDemand([]string{"c"}, map[string]int{"a": 1})},
+			},
+		},
+		{
+			name:     "cleanup forgets only idle out-states with nothing unconfirmed or buffered",
+			settings: ProducerSettings{CleanupUnusedAfter: time.Minute},
+			steps: []step{
+				{name: "a first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
+				{name: "a confirmed", run: request("a", incA, 1, 5), changed: true},
+				{name: "later", run: advance(59 * time.Second)},
+				{name: "cleanup too early", run: cleanup()},
+				{name: "idle", run: advance(time.Second)},
+				{name: "cleanup a, b still unconfirmed", run: cleanup("a"),
+					check: wantStats(ProducerStats{Entities: 1, Unconfirmed: 1, Accepted: 2, Sent: 2, Confirmed: 1})},
+				{name: "old reply for a", run: request("a", incA, 1, 6), err: errUnknownEntity},
+				{name: "a starts a new incarnation", run: send("a"), send: []string{"a/1*"}, changed: true,
+					check: func(t *testing.T, h *harness) {
+						if got := h.p.outs["a"].incarnation; got != incC {
+							t.Errorf("incarnation = %d, want %d", got, incC)
+						}
+					}},
+				{name: "reply of the old incarnation", run: request("a", incA, 1, 6), err: errStaleIncarnation},
+			},
+		},
+		{
+			name: "stop refuses new messages and lists what is undelivered",
+			steps: []step{
+				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
+				{name: "buffered", run: send("a"), changed: true},
+				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
+				{name: "stop", run: func(h *harness) (outOutput, error) { h.p.stop(); return outOutput{}, nil },
+					check: func(t *testing.T, h *harness) {
+						if got, want := render(h.p.undelivered()), []string{"a/1*", "a/2", "b/1*"}; !reflect.DeepEqual(got, want) {
+							t.Errorf("undelivered = %v, want %v", got, want)
+						}
+					}},
+				{name: "refused", run: send("a"), err: ErrProducerStopped},
+				{name: "still delivers", run: request("a", incA, 1, 2), send: []string{"a/2"}, changed: true},
+			},
+		},
+		{
+			name: "invalid messages are refused",
+			steps: []step{
+				{name: "empty entity ID", run: send(""), err: errInvalidMessage},
+				{name: "nil message", run: func(h *harness) (outOutput, error) {
+					return h.p.accept("a", nil, false, h.now)
+				}, err: deadletter.ErrNilMessage, check: wantStats(ProducerStats{})},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runSteps(t, tt.settings, tt.steps) })
+	}
+}
+
+func TestProducerStateSequencedMessageFields(t *testing.T) {
+	h := newHarness(ProducerSettings{})
+	out, err := h.p.accept("e1", &testpb.Ping{EntityId: "e1", Seq: 7}, true, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.send) != 1 {
+		t.Fatalf("send = %v", render(out.send))
+	}
+	m := out.send[0]
+	if m.GetEntityId() != "e1" || m.GetProducerId() != "prod" || m.GetProducerIncarnation() != incA ||
+		m.GetSeqNr() != 1 || !m.GetFirst() || !m.GetAck() {
+		t.Errorf("fields: %v", m)
+	}
+	if !proto.Equal(m.GetProducerController(), h.p.controller) {
+		t.Errorf("producer_controller = %v, want %v", m.GetProducerController(), h.p.controller)
+	}
+	got, err := m.GetMessage().UnmarshalNew()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, &testpb.Ping{EntityId: "e1", Seq: 7}) {
+		t.Errorf("payload = %v", got)
+	}
+}
+
+func TestResendZeroDoesNotModifySentMessage(t *testing.T) {
+	h := newHarness(ProducerSettings{})
+	if _, err := h.p.accept("a", &testpb.Ping{}, false, h.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.p.onRequest(&messages.Request{EntityId: "a", ProducerIncarnation: incA, ConfirmedSeqNr: 1, RequestUpToSeqNr: 3, SupportResend: true}, h.now); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.p.accept("a", &testpb.Ping{}, false, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := out.send[0]
+	re, err := h.p.onResend(&messages.Resend{EntityId: "a", ProducerIncarnation: incA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.GetFirst() {
+		t.Error("Resend(0) set first on the message already sent")
+	}
+	if !re.resend[0].GetFirst() || re.resend[0].GetSeqNr() != 2 {
+		t.Errorf("resend = %v, want [a/2*]", render(re.resend))
+	}
+}
+
+func TestRandomIncarnation(t *testing.T) {
+	h := &harness{p: newProducerState("prod", nil, ProducerSettings{}, nil), now: time.Unix(0, 0)}
+	seen := map[uint64]bool{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, err := h.p.accept(id, &testpb.Ping{}, false, h.now); err != nil {
+			t.Fatal(err)
+		}
+		inc := h.p.outs[id].incarnation
+		if inc == 0 || seen[inc] {
+			t.Fatalf("incarnation %d for %s (seen %v)", inc, id, seen)
+		}
+		seen[inc] = true
+	}
+}
+
+func TestIncarnationSourceFailure(t *testing.T) {
+	boom := errors.New("no entropy")
+	for _, tc := range []struct {
+		name string
+		inc  func() (uint64, error)
+	}{
+		{"error", func() (uint64, error) { return 0, boom }},
+		{"zero", func() (uint64, error) { return 0, nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProducerState("prod", nil, ProducerSettings{}, tc.inc)
+			if _, err := p.accept("a", &testpb.Ping{}, false, time.Unix(0, 0)); err == nil {
+				t.Fatal("accepted without an incarnation")
+			}
+			if s := p.stats(); s != (ProducerStats{}) {
+				t.Errorf("stats = %+v, want zero", s)
+			}
+		})
+	}
+}
+
+func TestProducerErrors(t *testing.T) {
+	if !errors.Is(ErrBufferFull, deadletter.ErrBufferFull) {
+		t.Error("ErrBufferFull does not wrap deadletter.ErrBufferFull")
+	}
+	if !errors.Is(ErrProducerStopped, deadletter.ErrShuttingDown) {
+		t.Error("ErrProducerStopped does not wrap deadletter.ErrShuttingDown")
+	}
+}
+
+func TestProducerSettingsDefaults(t *testing.T) {
+	got := ProducerSettings{BufferSize: -1, CleanupUnusedAfter: time.Minute}.withDefaults()
+	want := ProducerSettings{
+		BufferSize:                        1000,
+		CleanupUnusedAfter:                time.Minute,
+		ResendFirstUnconfirmedIdleTimeout: 10 * time.Second,
+		ResendFirstInterval:               time.Second,
+	}
+	if got != want {
+		t.Errorf("withDefaults = %+v, want %+v", got, want)
+	}
+}
