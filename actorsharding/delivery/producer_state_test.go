@@ -36,9 +36,9 @@ func newHarness(settings ProducerSettings) *harness {
 	return &harness{p: newProducerState("prod", pid, settings, inc), now: time.Unix(1000, 0)}
 }
 
-// step drives one input and states the whole output it must produce.
+// producerStep drives one input and states the whole output it must produce.
 // Messages read "entity/seq", with "*" when first and "!" when ack.
-type step struct {
+type producerStep struct {
 	name      string
 	run       func(h *harness) (outOutput, error)
 	send      []string
@@ -154,7 +154,7 @@ func wantResendFirst(want bool) func(*testing.T, *harness) {
 	}
 }
 
-func runSteps(t *testing.T, settings ProducerSettings, steps []step) *harness {
+func runSteps(t *testing.T, settings ProducerSettings, steps []producerStep) *harness {
 	t.Helper()
 	h := newHarness(settings)
 	for i, s := range steps {
@@ -202,11 +202,11 @@ func TestProducerStateSteps(t *testing.T) {
 	tests := []struct {
 		name     string
 		settings ProducerSettings
-		steps    []step
+		steps    []producerStep
 	}{
 		{
 			name: "first message goes without demand, the second waits",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true,
 					check: wantDemand(nil, map[string]int{})},
 				{name: "second buffered", run: send("a"), changed: true,
@@ -217,7 +217,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "request releases buffered messages in order up to the window",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "buffer 2", run: send("a"), changed: true},
 				{name: "buffer 3", run: send("a"), changed: true},
@@ -236,7 +236,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "request that confirms the first resends the unconfirmed after it",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "window to 3", run: request("a", incA, 0, 3), changed: true},
 				{name: "second", run: send("a"), send: []string{"a/2"}},
@@ -246,7 +246,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "request via timeout resends all unconfirmed",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "confirm first", run: request("a", incA, 1, 4), changed: true},
 				{name: "second", run: send("a"), send: []string{"a/2"}},
@@ -261,7 +261,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "ack removes unconfirmed and confirms ack'ed messages",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first with ack", run: sendAck("a"), send: []string{"a/1*!"}, changed: true},
 				{name: "window to 5", run: request("a", incA, 0, 5), changed: true},
 				{name: "second", run: send("a"), send: []string{"a/2"}},
@@ -276,7 +276,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "resend from a seqNr, and from 0 with the head marked first",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "confirm first, window to 5", run: request("a", incA, 1, 5), changed: true},
 				{name: "second", run: send("a"), send: []string{"a/2"}},
@@ -291,7 +291,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "resend-first only while the first is unconfirmed",
-			steps: []step{
+			steps: []producerStep{
 				{name: "nothing yet", run: firstTick, check: wantResendFirst(false)},
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true, check: wantResendFirst(true)},
 				{name: "tick", run: firstTick, resend: []string{"a/1*"}},
@@ -306,7 +306,7 @@ func TestProducerStateSteps(t *testing.T) {
 		{
 			name:     "idle tick resends the oldest unconfirmed after the idle timeout",
 			settings: ProducerSettings{ResendFirstUnconfirmedIdleTimeout: 10 * time.Second},
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "window", run: request("a", incA, 1, 3), changed: true},
 				{name: "second", run: send("a"), send: []string{"a/2"}},
@@ -321,7 +321,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "replies from a stale incarnation or an unknown entity are ignored",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "request of another incarnation", run: request("a", incB, 1, 10), err: errStaleIncarnation},
 				{name: "ack of zero incarnation", run: ack("a", 0, 1), err: errStaleIncarnation},
@@ -332,7 +332,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "invalid requests are refused and change nothing",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "confirmed beyond requested", run: request("a", incA, 3, 2), err: errInvalidRequest},
 				{name: "negative confirmed", run: request("a", incA, -1, 2), err: errInvalidRequest},
@@ -343,7 +343,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "a lower window never shrinks demand",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "window to 3", run: request("a", incA, 1, 3), changed: true},
 				{name: "lower window", run: request("a", incA, 1, 2)},
@@ -353,7 +353,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "only-flow-control keeps nothing and moves a spent window past what was sent",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "flow control only", run: requestWith(&messages.Request{EntityId: "a", ProducerIncarnation: incA,
 					ConfirmedSeqNr: 0, RequestUpToSeqNr: 1}), changed: true,
@@ -368,7 +368,7 @@ func TestProducerStateSteps(t *testing.T) {
 		{
 			name:     "buffer is shared by all entities",
 			settings: ProducerSettings{BufferSize: 2},
-			steps: []step{
+			steps: []producerStep{
 				{name: "a first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
 				{name: "a buffered", run: send("a"), changed: true},
@@ -391,7 +391,7 @@ func TestProducerStateSteps(t *testing.T) {
 		{
 			name:     "cleanup forgets only idle out-states with nothing unconfirmed or buffered",
 			settings: ProducerSettings{CleanupUnusedAfter: time.Minute},
-			steps: []step{
+			steps: []producerStep{
 				{name: "a first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
 				{name: "a confirmed", run: request("a", incA, 1, 5), changed: true},
@@ -412,7 +412,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "stop refuses new messages and lists what is undelivered",
-			steps: []step{
+			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "buffered", run: send("a"), changed: true},
 				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
@@ -428,7 +428,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name: "invalid messages are refused",
-			steps: []step{
+			steps: []producerStep{
 				{name: "empty entity ID", run: send(""), err: errInvalidMessage},
 				{name: "nil message", run: func(h *harness) (outOutput, error) {
 					return h.p.accept("a", nil, false, h.now)
