@@ -7,7 +7,7 @@
 // asked for (flow control). The entity's side delivers each message once and
 // in order, and asks for more.
 //
-// The package holds the bookkeeping of both sides as plain values with
-// checked transitions; the actors that carry out their outputs come with it
-// later.
+// This version holds the bookkeeping of both sides, as plain values with
+// checked transitions, and no controller actors: applications cannot use
+// it yet.
 package delivery
