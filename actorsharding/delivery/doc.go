@@ -7,7 +7,16 @@
 // asked for (flow control). The entity's side delivers each message once and
 // in order, and asks for more.
 //
-// This version holds the bookkeeping of both sides, as plain values with
-// checked transitions, and no controller actors: applications cannot use
-// it yet.
+// A producer starts a ShardingProducerController and sends through it; an
+// entity holds a ShardingConsumerController, passes it its messages in
+// Receive, and confirms what it processed. An entity that stores
+// ProgressAfter with its own state in one write processes no message twice,
+// even across a crash; one that does not may process again, after it
+// restarted, what its earlier incarnation processed but had not yet
+// confirmed to the producer.
+//
+// Not yet: a durable producer queue (a producer that stops loses what its
+// entities have not confirmed, with a dead-letter event each), Akka's
+// RequestNext protocol for producers that are actors, and Send waiting for
+// room in a full buffer (it fails with ErrBufferFull).
 package delivery

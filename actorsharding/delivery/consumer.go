@@ -1,0 +1,188 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/proto"
+)
+
+// Delivery is one message a producer sent reliably, handed to the entity
+// (Akka's ConsumerController.Delivery). The entity confirms it with
+// ShardingConsumerController.Confirm once it processed it.
+type Delivery struct {
+	// Message is the producer's message.
+	Message proto.Message
+	// ProducerID and SeqNr name it: the SeqNr-th message of the producer
+	// to this entity.
+	ProducerID string
+	SeqNr      int64
+}
+
+// retryTick is the consumer's timer: it asks again for what it waits for.
+type retryTick struct{}
+
+// ShardingConsumerController is the entity's side of reliable delivery
+// (Akka's ShardingConsumerController), held by the entity actor. It takes
+// the producers' SequencedMessages in Receive, hands each message to the
+// entity once and in order per producer, one at a time (deliver), and asks
+// the producer for more, or to resend what went missing, when the entity
+// confirms. It is not safe for concurrent use: call it from the entity's
+// Receive only.
+//
+// Without restored progress, an entity that restarted (passivation, a
+// hand-off, a crash) may get again the messages its earlier incarnation
+// processed but whose confirmation did not reach the producer, at most a
+// window per producer. An entity that stores ProgressAfter with its own
+// state, in the same write, and gives it back to
+// NewShardingConsumerController processes none twice.
+type ShardingConsumerController struct {
+	settings ConsumerSettings
+	state    *consumers
+	deliver  func(ctx actor.Context, d Delivery)
+	timers   *scheduler.TimerScheduler
+	armed    bool
+	// heard is when a SequencedMessage last came: the retry asks again
+	// only after ResendIntervalMin without one (Akka resets its timer).
+	heard time.Time
+	// handing: deliver is running; confirmations made meanwhile wait in
+	// confirms, so the next message is never delivered from inside it.
+	handing  bool
+	confirms []Delivery
+}
+
+// NewShardingConsumerController returns the controller of an entity.
+// restored is the progress the entity stored with its state (nil: none).
+// deliver is called for each message, from Receive or Confirm.
+func NewShardingConsumerController(settings ConsumerSettings, restored *messages.ConsumerProgress,
+	deliver func(ctx actor.Context, d Delivery)) (*ShardingConsumerController, error) {
+	if deliver == nil {
+		return nil, errors.New("delivery: NewShardingConsumerController needs a deliver function")
+	}
+	settings = settings.withDefaults()
+	st, err := newConsumers(settings, restored)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: restored progress: %w", err)
+	}
+	return &ShardingConsumerController{settings: settings, state: st, deliver: deliver}, nil
+}
+
+// Receive handles ctx.Message() if it is reliable delivery's, and reports
+// whether it was; the entity handles the other messages itself.
+func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
+	switch m := ctx.Message().(type) {
+	case *messages.SequencedMessage:
+		c.heard = time.Now()
+		c.carryOut(ctx, c.state.onSequenced(m, c.heard))
+		c.arm(ctx, c.settings.ResendIntervalMin)
+		return true
+	case retryTick:
+		c.armed = false
+		now := time.Now()
+		if quiet := now.Sub(c.heard); quiet < c.settings.ResendIntervalMin {
+			c.arm(ctx, c.settings.ResendIntervalMin-quiet)
+			return true
+		}
+		for _, out := range c.state.onRetry() {
+			c.carryOut(ctx, out)
+		}
+		c.state.forgetIdle(now)
+		if len(c.state.byProducer) > 0 {
+			c.arm(ctx, c.settings.ResendIntervalMin)
+		}
+		return true
+	}
+	return false
+}
+
+// Confirm tells that d is processed (Akka's Confirmed): the producer may
+// forget it, and the producer's next message is delivered.
+func (c *ShardingConsumerController) Confirm(ctx actor.Context, d Delivery) error {
+	if c.handing {
+		c.confirms = append(c.confirms, d)
+		return nil
+	}
+	out, err := c.state.onConfirmed(d.ProducerID, d.SeqNr, time.Now())
+	if err != nil {
+		return fmt.Errorf("delivery: confirm: %w", err)
+	}
+	c.carryOut(ctx, out)
+	return nil
+}
+
+// ProgressAfter is what the entity stores with d's effects, in the same
+// write, to process no message twice after a restart.
+func (c *ShardingConsumerController) ProgressAfter(d Delivery) *messages.ConsumerProgress {
+	return c.state.progressAfter(d.ProducerID, d.SeqNr, time.Now())
+}
+
+// carryOut sends what a transition asks for, then delivers; confirmations
+// made while delivering are taken afterwards, in order.
+func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOutput) {
+	for {
+		for _, d := range out.drops {
+			deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), d.msg, nil, fmt.Errorf("delivery consumer: %w", d.err))
+		}
+		if out.to != nil {
+			for _, m := range []proto.Message{out.request, out.resend, out.ack} {
+				if !isNil(m) {
+					ctx.Send(out.to, m)
+				}
+			}
+		}
+		if out.deliver != nil {
+			msg, err := out.deliver.GetMessage().UnmarshalNew()
+			if err != nil {
+				// The producer's message type is not linked here: it can
+				// never be processed; confirm it so the rest can come.
+				deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), out.deliver, nil,
+					fmt.Errorf("delivery consumer: producer %q seqNr %d: %w: %w", out.deliver.GetProducerId(), out.deliver.GetSeqNr(), deadletter.ErrNotSerializable, err))
+				c.confirms = append(c.confirms, Delivery{ProducerID: out.deliver.GetProducerId(), SeqNr: out.deliver.GetSeqNr()})
+			} else {
+				c.handing = true
+				c.deliver(ctx, Delivery{Message: msg, ProducerID: out.deliver.GetProducerId(), SeqNr: out.deliver.GetSeqNr()})
+				c.handing = false
+			}
+		}
+		if len(c.confirms) == 0 {
+			return
+		}
+		d := c.confirms[0]
+		c.confirms = c.confirms[1:]
+		next, err := c.state.onConfirmed(d.ProducerID, d.SeqNr, time.Now())
+		if err != nil {
+			ctx.Logger().Warn("delivery consumer: confirmation refused", "producer", d.ProducerID, "seqNr", d.SeqNr, "error", err)
+			next = consumerOutput{}
+		}
+		out = next
+	}
+}
+
+func isNil(m proto.Message) bool {
+	switch v := m.(type) {
+	case *messages.Request:
+		return v == nil
+	case *messages.Resend:
+		return v == nil
+	case *messages.Ack:
+		return v == nil
+	}
+	return m == nil
+}
+
+// arm starts the retry timer, to fire after d, unless it runs.
+func (c *ShardingConsumerController) arm(ctx actor.Context, d time.Duration) {
+	if c.armed {
+		return
+	}
+	if c.timers == nil {
+		c.timers = scheduler.NewTimerScheduler(ctx)
+	}
+	c.timers.SendOnce(d, ctx.Self(), retryTick{})
+	c.armed = true
+}

@@ -1,0 +1,205 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/membership/local"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/testkit"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// ledger is what the entities processed, and, for the entities that store
+// their progress, that progress: both written together, as an entity's
+// own store would.
+type ledger struct {
+	mu        sync.Mutex
+	processed map[string][]int64 // entity -> seqNrs in the order processed
+	progress  map[string]*messages.ConsumerProgress
+	starts    int // entity incarnations started
+}
+
+func (l *ledger) seqs(id string) []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.processed[id])
+}
+
+// entity is a sharded entity that takes reliable deliveries; with
+// storeProgress it stores its progress with each message's effect and
+// restores it when it starts.
+type entity struct {
+	l             *ledger
+	storeProgress bool
+	consumer      *delivery.ShardingConsumerController
+}
+
+func (e *entity) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		id, _ := actorsharding.EntityID(ctx)
+		var restored *messages.ConsumerProgress
+		e.l.mu.Lock()
+		e.l.starts++
+		if e.storeProgress {
+			restored = e.l.progress[id]
+		}
+		e.l.mu.Unlock()
+		var err error
+		e.consumer, err = delivery.NewShardingConsumerController(delivery.ConsumerSettings{FlowControlWindow: 8}, restored,
+			func(ctx actor.Context, d delivery.Delivery) {
+				e.l.mu.Lock()
+				e.l.processed[id] = append(e.l.processed[id], d.SeqNr)
+				if e.storeProgress {
+					e.l.progress[id] = e.consumer.ProgressAfter(d)
+				}
+				e.l.mu.Unlock()
+				if err := e.consumer.Confirm(ctx, d); err != nil {
+					panic(err) // the test entity confirms only what it got
+				}
+			})
+		if err != nil {
+			panic(err)
+		}
+		return
+	}
+	if e.consumer != nil {
+		e.consumer.Receive(ctx)
+	}
+}
+
+// runRebalance sends perEntity messages to each of n entities from a
+// producer on the first of two nodes while a third node joins and takes
+// shards; it returns the ledger once every message is confirmed.
+func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
+	t.Helper()
+	if testkit.RaceEnabled {
+		t.Skip("several remotes in one process race on grpc's global logger")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	registry := local.NewRegistry()
+	l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+	props := actor.PropsFromProducer(func() actor.Actor { return &entity{l: l, storeProgress: storeProgress} })
+	start := func() *actorsharding.Sharding {
+		system := actor.NewActorSystem()
+		t.Cleanup(system.Shutdown)
+		s, err := actorsharding.Join(ctx, system, actorsharding.WithMembership(registry.Provider()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Leave(context.Background()) })
+		if _, err := s.StartRegion("Reliable", props, actorsharding.NewHashCodeMessageExtractor(20),
+			actorsharding.WithRebalanceInterval(100*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := start()
+	start()
+	producer, err := delivery.StartShardingProducerController(a, "Reliable", "p1", delivery.ProducerSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = producer.Stop(context.Background()) })
+	send := func(from, to int) {
+		for seq := from; seq <= to; seq++ {
+			for i := range n {
+				for {
+					err := producer.Send(ctx, fmt.Sprintf("e-%d", i), wrapperspb.Int64(int64(seq)))
+					if err == nil {
+						break
+					}
+					if ctx.Err() != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(5 * time.Millisecond) // the buffer is full: the entities catch up
+				}
+			}
+		}
+	}
+	// Half the rounds; then a third node joins, and the other half goes
+	// on while shards move to it: their entities start again there.
+	send(1, perEntity/2)
+	// Every entity runs (so its shard has its home) before the third node
+	// joins: what it gets, it gets by moves.
+	testkit.WaitFor(t, 60*time.Second, func() bool {
+		for i := range n {
+			if len(l.seqs(fmt.Sprintf("e-%d", i))) == 0 {
+				return false
+			}
+		}
+		return true
+	}, "every entity to process a message")
+	start()
+	// The coordinator moves shards to it (a rebalance round every 100ms);
+	// a moved shard starts again at the new node on its next message.
+	for seq := perEntity/2 + 1; seq <= perEntity; seq++ {
+		send(seq, seq)
+		time.Sleep(50 * time.Millisecond)
+	}
+	total := int64(n * perEntity)
+	var st delivery.ProducerStats
+	testkit.WaitFor(t, 90*time.Second, func() bool {
+		st, _ = producer.Stats(ctx)
+		return st.Confirmed >= total
+	}, "all %d messages confirmed: %+v", total, testkit.Lazy(func() any { return st }))
+	t.Logf("producer: %+v", st)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.starts <= n {
+		t.Fatalf("%d entity incarnations for %d entities: no entity moved, the test shows nothing", l.starts, n)
+	}
+	t.Logf("%d entity incarnations for %d entities", l.starts, n)
+	return l
+}
+
+// judge checks that each entity processed 1..perEntity, each new one in
+// order; it returns how many were processed again.
+func judge(t *testing.T, l *ledger, n, perEntity int) (again int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("e-%d", i)
+		seqs := l.seqs(id)
+		var high int64
+		for _, s := range seqs {
+			switch {
+			case s == high+1:
+				high = s
+			case s <= high:
+				again++
+			default:
+				t.Errorf("%s processed %d after %d (none of %d..%d): %v", id, s, high, high+1, s-1, seqs)
+				return again
+			}
+		}
+		if high != int64(perEntity) {
+			t.Errorf("%s processed up to %d of %d: %v", id, high, perEntity, seqs)
+		}
+	}
+	return again
+}
+
+// TestReliableDeliveryAcrossRebalance: every message reaches its entity in
+// order although shards move; processed again only what an entity that
+// moved had processed but not yet confirmed to the producer.
+func TestReliableDeliveryAcrossRebalance(t *testing.T) {
+	l := runRebalance(t, false, 30, 40)
+	t.Logf("processed again after moves: %d", judge(t, l, 30, 40))
+}
+
+// TestReliableDeliveryWithStoredProgress: an entity that stores its
+// progress with its effects processes no message twice.
+func TestReliableDeliveryWithStoredProgress(t *testing.T) {
+	l := runRebalance(t, true, 30, 40)
+	if again := judge(t, l, 30, 40); again != 0 {
+		t.Fatalf("%d messages processed twice with stored progress", again)
+	}
+}
