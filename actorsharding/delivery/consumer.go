@@ -126,6 +126,12 @@ func (c *ShardingConsumerController) ProgressAfter(d Delivery) *messages.Consume
 func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOutput) {
 	for {
 		for _, d := range out.drops {
+			if errors.Is(d.err, ErrDuplicate) || errors.Is(d.err, ErrOutOfOrder) {
+				// Nothing is lost: the message was processed already, or
+				// the producer sends it again (Akka logs these at debug).
+				ctx.Logger().Debug("delivery consumer: message discarded", "reason", d.err)
+				continue
+			}
 			deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), d.msg, nil, fmt.Errorf("delivery consumer: %w", d.err))
 		}
 		if out.to != nil {

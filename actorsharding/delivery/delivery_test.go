@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
@@ -24,7 +25,8 @@ type ledger struct {
 	mu        sync.Mutex
 	processed map[string][]int64 // entity -> seqNrs in the order processed
 	progress  map[string]*messages.ConsumerProgress
-	starts    int // entity incarnations started
+	starts    int      // entity incarnations started
+	dropped   []string // the dead letters' reasons
 }
 
 func (l *ledger) seqs(id string) []int64 {
@@ -77,7 +79,9 @@ func (e *entity) Receive(ctx actor.Context) {
 
 // runRebalance sends perEntity messages to each of n entities from a
 // producer on the first of two nodes while a third node joins and takes
-// shards; it returns the ledger once every message is confirmed.
+// shards; it returns the ledger once every message is confirmed. No
+// message becomes a dead letter: planned moves lose none, and what the
+// consumers discard (duplicates, out of order) the producer sent again.
 func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	t.Helper()
 	if testkit.RaceEnabled {
@@ -90,6 +94,13 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	props := actor.PropsFromProducer(func() actor.Actor { return &entity{l: l, storeProgress: storeProgress} })
 	start := func() *actorsharding.Sharding {
 		system := actor.NewActorSystem()
+		system.EventStream.Subscribe(func(e any) {
+			if d, ok := e.(*deadletter.Event); ok {
+				l.mu.Lock()
+				l.dropped = append(l.dropped, d.Reason)
+				l.mu.Unlock()
+			}
+		})
 		t.Cleanup(system.Shutdown)
 		s, err := actorsharding.Join(ctx, system, actorsharding.WithMembership(registry.Provider()))
 		if err != nil {
@@ -158,6 +169,9 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 		t.Fatalf("%d entity incarnations for %d entities: no entity moved, the test shows nothing", l.starts, n)
 	}
 	t.Logf("%d entity incarnations for %d entities", l.starts, n)
+	if len(l.dropped) > 0 {
+		t.Errorf("%d dead letters, first: %s", len(l.dropped), l.dropped[0])
+	}
 	return l
 }
 
