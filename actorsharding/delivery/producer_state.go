@@ -78,6 +78,10 @@ type outState struct {
 	requestedSeqNr int64 // may send up to it; starts at currentSeqNr: the first goes without demand
 	firstSeqNr     int64 // first of this numbering, sent with first=true until confirmed
 	supportResend  bool  // false: the entity is only-flow-control, nothing is kept for resend
+	// requested: a Request of this numbering came. The consumer asks at
+	// first contact, before it confirms the first message, and what the
+	// producer sends on that demand is not lost when the first is confirmed.
+	requested bool
 
 	unconfirmed []*messages.SequencedMessage // sent, not confirmed, seq order
 	buffered    []*messages.SequencedMessage // accepted, seq > requestedSeqNr, seq order
@@ -197,11 +201,13 @@ func (o *outState) onRequest(r *messages.Request, now time.Time) (outOutput, err
 		o.unconfirmed = nil
 	}
 	// A Request by timeout means the last message or the last Request was
-	// lost; confirming the first means messages after it may have been
-	// discarded before the entity took the first. Either way: resend.
-	if (r.GetViaTimeout() || c == o.firstSeqNr) && o.supportResend {
+	// lost; confirming the first, when no Request came before, means
+	// messages after it may have been discarded before the entity took the
+	// first. Either way: resend.
+	if (r.GetViaTimeout() || (c == o.firstSeqNr && !o.requested)) && o.supportResend {
 		out.resend = append(out.resend, o.unconfirmed...)
 	}
+	o.requested = true
 	// Only-flow-control cannot resend: a window at or below what was sent
 	// means all of it was probably lost, so it is moved past it (as Pekko).
 	if next := o.sentSeqNr() + 1; !o.supportResend && upTo <= next {
