@@ -135,10 +135,14 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 			deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), d.msg, nil, fmt.Errorf("delivery consumer: %w", d.err))
 		}
 		if out.to != nil {
-			for _, m := range []proto.Message{out.request, out.resend, out.ack} {
-				if !isNil(m) {
-					ctx.Send(out.to, m)
-				}
+			if out.request != nil {
+				ctx.Send(out.to, out.request)
+			}
+			if out.resend != nil {
+				ctx.Send(out.to, out.resend)
+			}
+			if out.ack != nil {
+				ctx.Send(out.to, out.ack)
 			}
 		}
 		if out.deliver != nil {
@@ -167,18 +171,6 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 		}
 		out = next
 	}
-}
-
-func isNil(m proto.Message) bool {
-	switch v := m.(type) {
-	case *messages.Request:
-		return v == nil
-	case *messages.Resend:
-		return v == nil
-	case *messages.Ack:
-		return v == nil
-	}
-	return m == nil
 }
 
 // arm starts the retry timer, to fire after d, unless it runs.
