@@ -217,3 +217,92 @@ func TestReliableDeliveryWithStoredProgress(t *testing.T) {
 		t.Fatalf("%d messages processed twice with stored progress", again)
 	}
 }
+
+// TestReliableDeliveryAcrossCrash: a node hosting entities crashes while
+// a producer on another node sends; its entities start again elsewhere,
+// and the producer resends what they had not confirmed. Nothing is lost,
+// each entity's messages come in order, and entities that store their
+// progress with their effects process none twice.
+func TestReliableDeliveryAcrossCrash(t *testing.T) {
+	for _, storeProgress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stored progress %v", storeProgress), func(t *testing.T) {
+			const n, perEntity = 30, 40
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+			props := actor.PropsFromProducer(func() actor.Actor { return &entity{l: l, storeProgress: storeProgress} })
+			cluster := testkit.NewCluster(t, nil)
+			var shardings []*actorsharding.Sharding
+			for range 3 {
+				node := cluster.StartNode()
+				s, err := actorsharding.New(node.System, node.Membership)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.StartRegion("Reliable", props, actorsharding.NewHashCodeMessageExtractor(20)); err != nil {
+					t.Fatal(err)
+				}
+				shardings = append(shardings, s)
+			}
+			cluster.WaitConverged(t, 30*time.Second)
+			// Every region registered, so that shards go to all three.
+			region0, _ := shardings[0].Region("Reliable")
+			testkit.WaitFor(t, 30*time.Second, func() bool {
+				res, err := shardings[0].System().Root.RequestFuture(region0, &messages.GetCurrentRegions{}, 5*time.Second).Result()
+				regions, ok := res.(*messages.CurrentRegions)
+				return err == nil && ok && len(regions.GetAddresses()) == 3
+			}, "three regions registered")
+			// The producer on the oldest node, which also runs the
+			// coordinator: the crash takes the youngest.
+			producer, err := delivery.StartShardingProducerController(shardings[0], "Reliable", "p1", delivery.ProducerSettings{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer producer.Stop(context.Background())
+			for seq := 1; seq <= perEntity; seq++ {
+				for i := range n {
+					for {
+						err := producer.Send(ctx, fmt.Sprintf("e-%d", i), wrapperspb.Int64(int64(seq)))
+						if err == nil {
+							break
+						}
+						if ctx.Err() != nil {
+							t.Fatal(err)
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+				if seq == perEntity/2 {
+					// The younger node that hosts more shards.
+					victim, most := 1, -1
+					for i := 1; i < 3; i++ {
+						region, _ := shardings[i].Region("Reliable")
+						res, err := shardings[i].System().Root.RequestFuture(region, &messages.GetShardRegionStats{}, 5*time.Second).Result()
+						if st, ok := res.(*messages.ShardRegionStats); err == nil && ok && len(st.GetStats()) > most {
+							victim, most = i, len(st.GetStats())
+						}
+					}
+					t.Logf("crashing node %d (%d shards)", victim, most)
+					cluster.Nodes()[victim].Crash()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			var st delivery.ProducerStats
+			testkit.WaitFor(t, 90*time.Second, func() bool {
+				st, _ = producer.Stats(ctx)
+				return st.Confirmed >= n*perEntity
+			}, "all %d messages confirmed: %+v", n*perEntity, testkit.Lazy(func() any { return st }))
+			l.mu.Lock()
+			starts := l.starts
+			l.mu.Unlock()
+			if starts <= n {
+				t.Fatalf("%d entity incarnations for %d entities: no entity lived on the crashed node", starts, n)
+			}
+			again := judge(t, l, n, perEntity)
+			t.Logf("producer: %+v; %d incarnations; processed again: %d", st, starts, again)
+			if storeProgress && again != 0 {
+				t.Fatalf("%d messages processed twice with stored progress", again)
+			}
+		})
+	}
+}
