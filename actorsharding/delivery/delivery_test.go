@@ -224,6 +224,22 @@ func TestReliableDeliveryWithStoredProgress(t *testing.T) {
 // each entity's messages come in order, and entities that store their
 // progress with their effects process none twice.
 func TestReliableDeliveryAcrossCrash(t *testing.T) {
+	testReliableDeliveryAcross(t, "crash", func(t *testing.T, n *testkit.Node) { n.Crash() })
+}
+
+// TestReliableDeliveryAcrossLeave: the same with a graceful leave of the
+// node instead of a crash.
+func TestReliableDeliveryAcrossLeave(t *testing.T) {
+	testReliableDeliveryAcross(t, "leave", func(t *testing.T, n *testkit.Node) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := n.Leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func testReliableDeliveryAcross(t *testing.T, fault string, inject func(*testing.T, *testkit.Node)) {
 	for _, storeProgress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stored progress %v", storeProgress), func(t *testing.T) {
 			const n, perEntity = 30, 40
@@ -282,8 +298,8 @@ func TestReliableDeliveryAcrossCrash(t *testing.T) {
 							victim, most = i, len(st.GetStats())
 						}
 					}
-					t.Logf("crashing node %d (%d shards)", victim, most)
-					cluster.Nodes()[victim].Crash()
+					t.Logf("%s of node %d (%d shards)", fault, victim, most)
+					inject(t, cluster.Nodes()[victim])
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
@@ -296,7 +312,7 @@ func TestReliableDeliveryAcrossCrash(t *testing.T) {
 			starts := l.starts
 			l.mu.Unlock()
 			if starts <= n {
-				t.Fatalf("%d entity incarnations for %d entities: no entity lived on the crashed node", starts, n)
+				t.Fatalf("%d entity incarnations for %d entities: no entity lived on the node of the %s", starts, n, fault)
 			}
 			again := judge(t, l, n, perEntity)
 			t.Logf("producer: %+v; %d incarnations; processed again: %d", st, starts, again)
