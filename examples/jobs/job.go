@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/examples/jobs/jobspb"
+	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -87,15 +90,23 @@ type jobEntity struct {
 	store     *jobStore
 	scheduler *actor.PID // this node's scheduler proxy
 	rec       *jobspb.Job
+	// consumer takes the CreateJobs the submitter sends by reliable
+	// delivery; its progress is stored in the record.
+	consumer *delivery.ShardingConsumerController
 }
 
 // storeTimeout bounds a store call; an entity must not hang on its store.
 const storeTimeout = 5 * time.Second
 
 func (e *jobEntity) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		e.start(ctx)
+		return
+	}
+	if e.consumer != nil && e.consumer.Receive(ctx) {
+		return
+	}
 	switch msg := ctx.Message().(type) {
-	case *jobspb.CreateJob:
-		e.onCreate(ctx, msg)
 	case *jobspb.Assign:
 		e.onAssign(ctx, msg)
 	case *jobspb.Report:
@@ -108,8 +119,35 @@ func (e *jobEntity) Receive(ctx actor.Context) {
 	}
 }
 
-// load reads the record on the first message: the entity does not know its
-// ID before. A missing record is a job not created yet.
+// start loads the record and restores the delivery progress stored in it,
+// so that a CreateJob this job processed in an earlier incarnation (before
+// it moved, or before its node crashed) is recognised if the submitter
+// sends it again. A job that cannot read its record stops: the submitter
+// resends what the job has not confirmed, and the next message starts it
+// again.
+func (e *jobEntity) start(ctx actor.Context) {
+	id, err := actorsharding.EntityID(ctx)
+	if err == nil {
+		err = e.load(ctx, id)
+	}
+	var progress *messages.ConsumerProgress
+	if err == nil && len(e.rec.DeliveryProgress) > 0 {
+		progress = &messages.ConsumerProgress{}
+		if uerr := proto.Unmarshal(e.rec.DeliveryProgress, progress); uerr != nil {
+			err = fmt.Errorf("job %s: stored delivery progress: %w", id, uerr)
+		}
+	}
+	if err == nil {
+		e.consumer, err = delivery.NewShardingConsumerController(delivery.ConsumerSettings{}, progress, e.onCreate)
+	}
+	if err != nil {
+		ctx.Logger().Error("job: cannot start", slog.String("actor", ctx.Self().GetId()), slog.Any("error", err))
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// load reads the record, if the entity has none in memory. A missing
+// record is a job not created yet.
 func (e *jobEntity) load(ctx actor.Context, id string) error {
 	if e.rec != nil {
 		return nil
@@ -142,29 +180,49 @@ func (e *jobEntity) save(ctx actor.Context) error {
 	return nil
 }
 
-func (e *jobEntity) onCreate(ctx actor.Context, msg *jobspb.CreateJob) {
-	if err := e.load(ctx, msg.EntityId); err != nil {
+// onCreate processes a CreateJob delivered by the submitter. The record and
+// the delivery progress after this message go in one write, and only then
+// is the message confirmed: a job that crashed before the write gets it
+// again, one that crashed after it drops the resent copy as a duplicate.
+func (e *jobEntity) onCreate(ctx actor.Context, d delivery.Delivery) {
+	msg, ok := d.Message.(*jobspb.CreateJob)
+	if !ok || msg.Steps < 1 {
+		// Confirmed all the same: the submitter would resend it for ever.
+		ctx.Logger().Warn("job: a submission that creates nothing", slog.String("producer", d.ProducerID),
+			slog.Int64("seqNr", d.SeqNr), slog.String("message", fmt.Sprintf("%T %v", d.Message, d.Message)))
+		_ = e.consumer.Confirm(ctx, d)
 		return
 	}
-	existed := e.rec.Status != jobspb.Status_STATUS_UNSPECIFIED
-	if !existed {
-		if msg.Steps < 1 {
-			ctx.Logger().Warn("job: CreateJob without steps", slog.String("job", msg.EntityId))
-			return
-		}
-		e.rec.Steps = msg.Steps
-		e.rec.Status = jobspb.Status_PENDING
-		if err := e.save(ctx); err != nil {
-			return
-		}
+	if err := e.load(ctx, msg.EntityId); err != nil {
+		ctx.Stop(ctx.Self()) // unconfirmed: the submitter resends it
+		return
+	}
+	progress, err := proto.Marshal(e.consumer.ProgressAfter(d))
+	if err != nil {
+		ctx.Logger().Error("job: cannot encode its delivery progress", slog.String("job", msg.EntityId), slog.Any("error", err))
+		ctx.Stop(ctx.Self())
+		return
+	}
+	next := proto.Clone(e.rec).(*jobspb.Job)
+	if next.Status == jobspb.Status_STATUS_UNSPECIFIED {
+		next.Steps = msg.Steps
+		next.Status = jobspb.Status_PENDING
+	}
+	next.CreateDeliveries++
+	next.DeliveryProgress = progress
+	e.rec = next
+	if err := e.save(ctx); err != nil {
+		ctx.Stop(ctx.Self()) // never confirm what is not stored
+		return
 	}
 	if e.rec.Status == jobspb.Status_PENDING {
-		// Told again on a retried CreateJob: the scheduler may have missed
-		// it (it was moving). If it missed it for good, it still finds
-		// the job in the store when it starts.
+		// The scheduler may miss this (it is moving); if it does, it
+		// still finds the job in the store when it starts.
 		ctx.Send(e.scheduler, &jobspb.JobPending{Job: e.rec.Id})
 	}
-	ctx.Respond(&jobspb.JobCreated{Job: e.rec.Id, Existed: existed})
+	if err := e.consumer.Confirm(ctx, d); err != nil {
+		ctx.Logger().Error("job: cannot confirm a submission", slog.String("job", e.rec.Id), slog.Any("error", err))
+	}
 }
 
 func (e *jobEntity) onAssign(ctx actor.Context, msg *jobspb.Assign) {

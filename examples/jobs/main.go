@@ -8,7 +8,11 @@
 //     worker with Assign{job, worker, epoch}, through the Job region, with
 //     an epoch above the job's current one;
 //   - workers (plain actors, two per node) heartbeat to the scheduler and
-//     report each step of their jobs to the job entities through the region.
+//     report each step of their jobs to the job entities through the region;
+//   - jobs are submitted by reliable delivery: a ShardingProducerController
+//     (the submitter) sends each CreateJob until its job confirms it, and
+//     the job stores the delivery progress with its record, so no
+//     submission is lost or processed twice, even while the job moves.
 //
 // The story: one worker freezes (a long GC pause) and loses its link to the
 // scheduler; the scheduler declares it dead and gives its jobs to others
@@ -42,6 +46,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/examples/jobs/jobspb"
 	"github.com/protoshard/protoshard/membership"
@@ -145,6 +150,7 @@ type node struct {
 	system    *actor.ActorSystem
 	remote    *remote.Remote
 	cluster   *membership.Cluster
+	sharding  *actorsharding.Sharding
 	region    *actor.PID
 	scheduler *actor.PID // proxy
 	workers   map[string]*actor.PID
@@ -174,6 +180,10 @@ type result struct {
 	jobs    []*jobspb.Job
 	workers map[string]workerCounters
 	took    time.Duration
+	// submitted is how many jobs were submitted, duringLeave how many of
+	// them while the oldest node left; submitter is the submitter's stats.
+	submitted, duringLeave int
+	submitter              delivery.ProducerStats
 }
 
 // simulate runs the story, printing it on out, and returns what happened
@@ -214,17 +224,24 @@ func simulate(ctx context.Context, out io.Writer, cfg config) (*result, error) {
 	}
 	d.story.printf("3 nodes up, 2 workers each; the scheduler runs on %s (the oldest)", where)
 
-	// Jobs are created through the Job region; the job tells the
-	// scheduler, which assigns it.
+	// Jobs are submitted by reliable delivery, from node-b (which stays):
+	// the job stores itself and tells the scheduler, which assigns it.
+	// Half now; the others while the oldest node leaves.
+	submitter, err := delivery.StartShardingProducerController(d.nodes[1].sharding, jobType, "submitter", delivery.ProducerSettings{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = submitter.Stop(context.Background()) }()
 	ids := make([]string, cfg.jobs)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("job-%02d", i+1)
-		n := d.running()[i%len(d.running())]
-		if _, err := d.ask(ctx, n, &jobspb.CreateJob{EntityId: ids[i], Steps: cfg.steps}); err != nil {
-			return nil, fmt.Errorf("create %s: %w", ids[i], err)
-		}
 	}
-	d.story.printf("%d jobs of %d steps created (a step every %v)", cfg.jobs, cfg.steps, cfg.timing.step)
+	// At least three jobs first, so that the zombie gets one.
+	first := min(cfg.jobs, max(3, cfg.jobs/2))
+	if err := d.submit(ctx, submitter, ids[:first], 0); err != nil {
+		return nil, err
+	}
+	d.story.printf("%d jobs of %d steps submitted and confirmed by their jobs (a step every %v)", first, cfg.steps, cfg.timing.step)
 
 	// The zombie.
 	var held []heldJob
@@ -243,22 +260,33 @@ func simulate(ctx context.Context, out io.Writer, cfg config) (*result, error) {
 	d.story.printf("%s wakes up: it still believes it owns %s and goes on reporting", zombieID, heldString(held))
 	d.wake()
 
-	// The oldest node leaves; its workers go with it.
+	// The oldest node leaves; its workers go with it. Meanwhile the other
+	// jobs are submitted, a step apart: their shards may be handing off.
 	leaving := d.nodes[0]
-	d.story.printf("%s leaves gracefully; its workers %s stop mid-job", leaving.name, strings.Join(sortedKeys(leaving.workers), ", "))
+	d.story.printf("%s leaves gracefully; its workers %s stop mid-job; the submitter sends the other %d jobs meanwhile",
+		leaving.name, strings.Join(sortedKeys(leaving.workers), ", "), cfg.jobs-first)
+	submitted := make(chan error, 1)
+	go func() { submitted <- d.submit(ctx, submitter, ids[first:], cfg.timing.step/2) }()
 	if err := d.leave(ctx, leaving); err != nil {
+		return nil, err
+	}
+	if err := <-submitted; err != nil {
 		return nil, err
 	}
 	if where, err = d.schedulerNode(ctx); err != nil {
 		return nil, err
 	}
-	d.story.printf("%s left; the scheduler runs on %s now", leaving.name, where)
+	d.story.printf("%s left; the scheduler runs on %s now; all %d jobs confirmed their submission", leaving.name, where, cfg.jobs)
 
 	jobs, err := d.waitAllDone(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	res := &result{jobs: jobs, workers: map[string]workerCounters{}, took: time.Since(d.story.start)}
+	res := &result{jobs: jobs, workers: map[string]workerCounters{}, took: time.Since(d.story.start),
+		submitted: cfg.jobs, duringLeave: cfg.jobs - first}
+	if res.submitter, err = submitter.Stats(ctx); err != nil {
+		return nil, fmt.Errorf("submitter stats: %w", err)
+	}
 	for id, st := range d.stats {
 		res.workers[id] = st.snapshot()
 	}
@@ -314,6 +342,7 @@ func (d *demo) startNode(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	n.sharding = sharding
 	jobProps := actor.PropsFromProducer(func() actor.Actor { return &jobEntity{store: d.jobs, scheduler: n.scheduler} })
 	n.region, err = sharding.StartRegion(jobType, jobProps, actorsharding.NewHashCodeMessageExtractor(d.cfg.shards),
 		actorsharding.WithStateStore(d.coord),
@@ -389,6 +418,35 @@ func (d *demo) ask(ctx context.Context, n *node, msg any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("%T through %s: %w", msg, n.name, lastErr)
+}
+
+// submit sends a CreateJob for each job through the submitter, every gap
+// (none: all at once), and waits until each job confirmed it: stored it
+// with its delivery progress. Nothing is retried here: the submitter
+// resends what a job did not confirm, and the job drops what it already
+// processed.
+func (d *demo) submit(ctx context.Context, submitter *delivery.ShardingProducerController, ids []string, gap time.Duration) error {
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.timing.deadline)
+	defer cancel()
+	errs := make(chan error, len(ids))
+	for i, id := range ids {
+		if i > 0 && gap > 0 {
+			if err := sleep(sctx, gap); err != nil {
+				return fmt.Errorf("submit %s: %w", id, err)
+			}
+		}
+		go func() {
+			errs <- submitter.SendWithConfirmation(sctx, id, &jobspb.CreateJob{EntityId: id, Steps: d.cfg.steps})
+		}()
+	}
+	var all []error
+	for range ids {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		return fmt.Errorf("submit jobs: %w", err)
+	}
+	return nil
 }
 
 // waitFor polls cond until it holds, for at most the configured deadline.
@@ -549,6 +607,13 @@ func (r *result) verify(out io.Writer) error {
 		stale += j.RejectedStale
 		doneRejected += j.RejectedDone
 	}
+	var created int64
+	for _, j := range r.jobs {
+		created += j.CreateDeliveries
+		if j.CreateDeliveries != 1 {
+			problems = append(problems, fmt.Sprintf("%s: its submission was processed %d times", j.Id, j.CreateDeliveries))
+		}
+	}
 	var dup workerCounters
 	for _, c := range r.workers {
 		dup.DuplicatesSent += c.DuplicatesSent
@@ -568,6 +633,8 @@ func (r *result) verify(out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "\n%d of %d jobs done in %.1fs\n", countDone(r.jobs), len(r.jobs), r.took.Seconds())
+	fmt.Fprintf(out, "submissions: %d jobs (%d during the leave) by reliable delivery, %d processed by the jobs; the submitter sent %d, resent %d\n",
+		r.submitted, r.duringLeave, created, r.submitter.Sent, r.submitter.Resent)
 	fmt.Fprintf(out, "assignments: %d (%d of them reassignments under a higher epoch)\n", assigned, reassigned)
 	fmt.Fprintf(out, "reports: %d accepted; rejected: %d fenced (not the owner, or an old epoch), %d stale (seq not above the last accepted), %d for a finished job\n",
 		accepted, fenced, stale, doneRejected)
@@ -582,7 +649,7 @@ func (r *result) verify(out io.Writer) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("%d problems", len(problems))
 	}
-	fmt.Fprintln(out, "histories checked: every accepted report came from the owner of the moment, under its epoch, with a step above the last")
+	fmt.Fprintln(out, "histories checked: every job created by exactly one submission; every accepted report came from the owner of the moment, under its epoch, with a step above the last")
 	return nil
 }
 

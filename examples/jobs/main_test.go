@@ -12,7 +12,8 @@ import (
 )
 
 // TestShortRun runs the example as `go run ./examples/jobs -short` does and
-// checks what the story claims: every job reached done, no stale report
+// checks what the story claims: every job was created by exactly one of
+// its reliably delivered submissions, every job reached done, no stale report
 // was accepted, and every report the zombie sent after it woke up was
 // rejected.
 func TestShortRun(t *testing.T) {
@@ -43,6 +44,18 @@ func TestShortRun(t *testing.T) {
 		if j.Status != jobspb.Status_DONE || j.LastSeq != int64(j.Steps) {
 			t.Errorf("%s: status %v, last step %d of %d", j.Id, j.Status, j.LastSeq, j.Steps)
 		}
+	}
+
+	// Every job processed exactly one submission, half of them sent while
+	// the oldest node left, and the submitter saw every one confirmed.
+	for _, j := range res.jobs {
+		if j.CreateDeliveries != 1 {
+			t.Errorf("%s: its CreateJob was processed %d times, want once", j.Id, j.CreateDeliveries)
+		}
+	}
+	if res.duringLeave == 0 || res.submitter.Confirmed != int64(cfg.jobs) || res.submitter.Unconfirmed != 0 {
+		t.Errorf("submissions: %d during the leave, submitter stats %+v; want some during the leave and all %d confirmed",
+			res.duringLeave, res.submitter, cfg.jobs)
 	}
 
 	// No stale report accepted: within each job the accepted steps only
@@ -102,6 +115,7 @@ func TestShortRun(t *testing.T) {
 	story := out.String()
 	for _, want := range []string{
 		zombieID + " freezes",
+		"the submitter sends the other",
 		"declared dead",
 		zombieID + " (zombie): step",
 		"scheduler starts on node-b",

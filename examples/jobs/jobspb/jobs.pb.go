@@ -182,12 +182,13 @@ func (x Event_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_Kind.Descriptor instead.
 func (Event_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{9, 0}
+	return file_jobs_proto_rawDescGZIP(), []int{8, 0}
 }
 
-// CreateJob creates the job entity_id with that many steps; the answer is
-// JobCreated. Creating an existing job changes nothing, so a client may
-// retry it.
+// CreateJob creates the job entity_id with that many steps. It comes by
+// reliable delivery (a ShardingProducerController): the job entity confirms
+// it once the job's record, with the delivery progress, is stored.
+// Creating an existing job changes nothing.
 type CreateJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EntityId      string                 `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
@@ -240,59 +241,6 @@ func (x *CreateJob) GetSteps() int32 {
 	return 0
 }
 
-// JobCreated answers CreateJob.
-type JobCreated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	Existed       bool                   `protobuf:"varint,2,opt,name=existed,proto3" json:"existed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *JobCreated) Reset() {
-	*x = JobCreated{}
-	mi := &file_jobs_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JobCreated) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JobCreated) ProtoMessage() {}
-
-func (x *JobCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JobCreated.ProtoReflect.Descriptor instead.
-func (*JobCreated) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *JobCreated) GetJob() string {
-	if x != nil {
-		return x.Job
-	}
-	return ""
-}
-
-func (x *JobCreated) GetExisted() bool {
-	if x != nil {
-		return x.Existed
-	}
-	return false
-}
-
 // Assign makes worker the job's owner under epoch, the job's fencing token.
 // It is accepted only if epoch is above the job's current epoch (or equal,
 // for the same worker: a retried Assign). The answer is an AssignResult.
@@ -310,7 +258,7 @@ type Assign struct {
 
 func (x *Assign) Reset() {
 	*x = Assign{}
-	mi := &file_jobs_proto_msgTypes[2]
+	mi := &file_jobs_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +270,7 @@ func (x *Assign) String() string {
 func (*Assign) ProtoMessage() {}
 
 func (x *Assign) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[2]
+	mi := &file_jobs_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +283,7 @@ func (x *Assign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assign.ProtoReflect.Descriptor instead.
 func (*Assign) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{2}
+	return file_jobs_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Assign) GetEntityId() string {
@@ -382,7 +330,7 @@ type AssignResult struct {
 
 func (x *AssignResult) Reset() {
 	*x = AssignResult{}
-	mi := &file_jobs_proto_msgTypes[3]
+	mi := &file_jobs_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +342,7 @@ func (x *AssignResult) String() string {
 func (*AssignResult) ProtoMessage() {}
 
 func (x *AssignResult) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[3]
+	mi := &file_jobs_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +355,7 @@ func (x *AssignResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResult.ProtoReflect.Descriptor instead.
 func (*AssignResult) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{3}
+	return file_jobs_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AssignResult) GetJob() string {
@@ -467,7 +415,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_jobs_proto_msgTypes[4]
+	mi := &file_jobs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +427,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[4]
+	mi := &file_jobs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +440,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{4}
+	return file_jobs_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Report) GetEntityId() string {
@@ -541,7 +489,7 @@ type Accepted struct {
 
 func (x *Accepted) Reset() {
 	*x = Accepted{}
-	mi := &file_jobs_proto_msgTypes[5]
+	mi := &file_jobs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +501,7 @@ func (x *Accepted) String() string {
 func (*Accepted) ProtoMessage() {}
 
 func (x *Accepted) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[5]
+	mi := &file_jobs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +514,7 @@ func (x *Accepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Accepted.ProtoReflect.Descriptor instead.
 func (*Accepted) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{5}
+	return file_jobs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Accepted) GetJob() string {
@@ -599,7 +547,7 @@ type Rejected struct {
 
 func (x *Rejected) Reset() {
 	*x = Rejected{}
-	mi := &file_jobs_proto_msgTypes[6]
+	mi := &file_jobs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +559,7 @@ func (x *Rejected) String() string {
 func (*Rejected) ProtoMessage() {}
 
 func (x *Rejected) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[6]
+	mi := &file_jobs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +572,7 @@ func (x *Rejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejected.ProtoReflect.Descriptor instead.
 func (*Rejected) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{6}
+	return file_jobs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Rejected) GetJob() string {
@@ -679,7 +627,7 @@ type GetJob struct {
 
 func (x *GetJob) Reset() {
 	*x = GetJob{}
-	mi := &file_jobs_proto_msgTypes[7]
+	mi := &file_jobs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +639,7 @@ func (x *GetJob) String() string {
 func (*GetJob) ProtoMessage() {}
 
 func (x *GetJob) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[7]
+	mi := &file_jobs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +652,7 @@ func (x *GetJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJob.ProtoReflect.Descriptor instead.
 func (*GetJob) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{7}
+	return file_jobs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetJob) GetEntityId() string {
@@ -728,14 +676,22 @@ type Job struct {
 	RejectedStale  int64                  `protobuf:"varint,9,opt,name=rejected_stale,json=rejectedStale,proto3" json:"rejected_stale,omitempty"`
 	RejectedDone   int64                  `protobuf:"varint,10,opt,name=rejected_done,json=rejectedDone,proto3" json:"rejected_done,omitempty"`
 	// history lists the assignments and the accepted reports, in order.
-	History       []*Event `protobuf:"bytes,11,rep,name=history,proto3" json:"history,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	History []*Event `protobuf:"bytes,11,rep,name=history,proto3" json:"history,omitempty"`
+	// delivery_progress is the job's reliable-delivery progress (an encoded
+	// protoshard.delivery.ConsumerProgress), stored with the record in one
+	// write, so that the job processes no CreateJob twice, even after it
+	// moved or its node crashed.
+	DeliveryProgress []byte `protobuf:"bytes,12,opt,name=delivery_progress,json=deliveryProgress,proto3" json:"delivery_progress,omitempty"`
+	// create_deliveries counts the CreateJob deliveries the job processed:
+	// one, when no submission reached it twice.
+	CreateDeliveries int64 `protobuf:"varint,13,opt,name=create_deliveries,json=createDeliveries,proto3" json:"create_deliveries,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +703,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[8]
+	mi := &file_jobs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +716,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{8}
+	return file_jobs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Job) GetId() string {
@@ -840,6 +796,20 @@ func (x *Job) GetHistory() []*Event {
 	return nil
 }
 
+func (x *Job) GetDeliveryProgress() []byte {
+	if x != nil {
+		return x.DeliveryProgress
+	}
+	return nil
+}
+
+func (x *Job) GetCreateDeliveries() int64 {
+	if x != nil {
+		return x.CreateDeliveries
+	}
+	return 0
+}
+
 // Event is one entry of a job's history.
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -854,7 +824,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +836,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[9]
+	mi := &file_jobs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +849,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{9}
+	return file_jobs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Event) GetKind() Event_Kind {
@@ -931,7 +901,7 @@ type RunJob struct {
 
 func (x *RunJob) Reset() {
 	*x = RunJob{}
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +913,7 @@ func (x *RunJob) String() string {
 func (*RunJob) ProtoMessage() {}
 
 func (x *RunJob) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[10]
+	mi := &file_jobs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +926,7 @@ func (x *RunJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJob.ProtoReflect.Descriptor instead.
 func (*RunJob) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{10}
+	return file_jobs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunJob) GetJob() string {
@@ -999,7 +969,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +981,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[11]
+	mi := &file_jobs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +994,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{11}
+	return file_jobs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Heartbeat) GetWorker() string {
@@ -1058,7 +1028,7 @@ type JobPending struct {
 
 func (x *JobPending) Reset() {
 	*x = JobPending{}
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1040,7 @@ func (x *JobPending) String() string {
 func (*JobPending) ProtoMessage() {}
 
 func (x *JobPending) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[12]
+	mi := &file_jobs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1053,7 @@ func (x *JobPending) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPending.ProtoReflect.Descriptor instead.
 func (*JobPending) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{12}
+	return file_jobs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobPending) GetJob() string {
@@ -1103,7 +1073,7 @@ type JobDone struct {
 
 func (x *JobDone) Reset() {
 	*x = JobDone{}
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1085,7 @@ func (x *JobDone) String() string {
 func (*JobDone) ProtoMessage() {}
 
 func (x *JobDone) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[13]
+	mi := &file_jobs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1098,7 @@ func (x *JobDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobDone.ProtoReflect.Descriptor instead.
 func (*JobDone) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{13}
+	return file_jobs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *JobDone) GetJob() string {
@@ -1148,7 +1118,7 @@ type GetSchedulerState struct {
 
 func (x *GetSchedulerState) Reset() {
 	*x = GetSchedulerState{}
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1130,7 @@ func (x *GetSchedulerState) String() string {
 func (*GetSchedulerState) ProtoMessage() {}
 
 func (x *GetSchedulerState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[14]
+	mi := &file_jobs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1143,7 @@ func (x *GetSchedulerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSchedulerState.ProtoReflect.Descriptor instead.
 func (*GetSchedulerState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{14}
+	return file_jobs_proto_rawDescGZIP(), []int{13}
 }
 
 // SchedulerState answers GetSchedulerState.
@@ -1190,7 +1160,7 @@ type SchedulerState struct {
 
 func (x *SchedulerState) Reset() {
 	*x = SchedulerState{}
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1172,7 @@ func (x *SchedulerState) String() string {
 func (*SchedulerState) ProtoMessage() {}
 
 func (x *SchedulerState) ProtoReflect() protoreflect.Message {
-	mi := &file_jobs_proto_msgTypes[15]
+	mi := &file_jobs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1185,7 @@ func (x *SchedulerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerState.ProtoReflect.Descriptor instead.
 func (*SchedulerState) Descriptor() ([]byte, []int) {
-	return file_jobs_proto_rawDescGZIP(), []int{15}
+	return file_jobs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SchedulerState) GetNode() string {
@@ -1261,11 +1231,7 @@ const file_jobs_proto_rawDesc = "" +
 	"jobs.proto\x12\x18protoshard.examples.jobs\">\n" +
 	"\tCreateJob\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x14\n" +
-	"\x05steps\x18\x02 \x01(\x05R\x05steps\"8\n" +
-	"\n" +
-	"JobCreated\x12\x10\n" +
-	"\x03job\x18\x01 \x01(\tR\x03job\x12\x18\n" +
-	"\aexisted\x18\x02 \x01(\bR\aexisted\"z\n" +
+	"\x05steps\x18\x02 \x01(\x05R\x05steps\"z\n" +
 	"\x06Assign\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12%\n" +
@@ -1295,7 +1261,7 @@ const file_jobs_proto_rawDesc = "" +
 	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12\x19\n" +
 	"\blast_seq\x18\x06 \x01(\x03R\alastSeq\"%\n" +
 	"\x06GetJob\x12\x1b\n" +
-	"\tentity_id\x18\x01 \x01(\tR\bentityId\"\x81\x03\n" +
+	"\tentity_id\x18\x01 \x01(\tR\bentityId\"\xdb\x03\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05steps\x18\x02 \x01(\x05R\x05steps\x128\n" +
@@ -1308,7 +1274,9 @@ const file_jobs_proto_rawDesc = "" +
 	"\x0erejected_stale\x18\t \x01(\x03R\rrejectedStale\x12#\n" +
 	"\rrejected_done\x18\n" +
 	" \x01(\x03R\frejectedDone\x129\n" +
-	"\ahistory\x18\v \x03(\v2\x1f.protoshard.examples.jobs.EventR\ahistory\"\xf5\x01\n" +
+	"\ahistory\x18\v \x03(\v2\x1f.protoshard.examples.jobs.EventR\ahistory\x12+\n" +
+	"\x11delivery_progress\x18\f \x01(\fR\x10deliveryProgress\x12+\n" +
+	"\x11create_deliveries\x18\r \x01(\x03R\x10createDeliveries\"\xf5\x01\n" +
 	"\x05Event\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.protoshard.examples.jobs.Event.KindR\x04kind\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\tR\x06worker\x12\x14\n" +
@@ -1366,34 +1334,33 @@ func file_jobs_proto_rawDescGZIP() []byte {
 }
 
 var file_jobs_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_jobs_proto_goTypes = []any{
 	(Status)(0),               // 0: protoshard.examples.jobs.Status
 	(RejectKind)(0),           // 1: protoshard.examples.jobs.RejectKind
 	(Event_Kind)(0),           // 2: protoshard.examples.jobs.Event.Kind
 	(*CreateJob)(nil),         // 3: protoshard.examples.jobs.CreateJob
-	(*JobCreated)(nil),        // 4: protoshard.examples.jobs.JobCreated
-	(*Assign)(nil),            // 5: protoshard.examples.jobs.Assign
-	(*AssignResult)(nil),      // 6: protoshard.examples.jobs.AssignResult
-	(*Report)(nil),            // 7: protoshard.examples.jobs.Report
-	(*Accepted)(nil),          // 8: protoshard.examples.jobs.Accepted
-	(*Rejected)(nil),          // 9: protoshard.examples.jobs.Rejected
-	(*GetJob)(nil),            // 10: protoshard.examples.jobs.GetJob
-	(*Job)(nil),               // 11: protoshard.examples.jobs.Job
-	(*Event)(nil),             // 12: protoshard.examples.jobs.Event
-	(*RunJob)(nil),            // 13: protoshard.examples.jobs.RunJob
-	(*Heartbeat)(nil),         // 14: protoshard.examples.jobs.Heartbeat
-	(*JobPending)(nil),        // 15: protoshard.examples.jobs.JobPending
-	(*JobDone)(nil),           // 16: protoshard.examples.jobs.JobDone
-	(*GetSchedulerState)(nil), // 17: protoshard.examples.jobs.GetSchedulerState
-	(*SchedulerState)(nil),    // 18: protoshard.examples.jobs.SchedulerState
+	(*Assign)(nil),            // 4: protoshard.examples.jobs.Assign
+	(*AssignResult)(nil),      // 5: protoshard.examples.jobs.AssignResult
+	(*Report)(nil),            // 6: protoshard.examples.jobs.Report
+	(*Accepted)(nil),          // 7: protoshard.examples.jobs.Accepted
+	(*Rejected)(nil),          // 8: protoshard.examples.jobs.Rejected
+	(*GetJob)(nil),            // 9: protoshard.examples.jobs.GetJob
+	(*Job)(nil),               // 10: protoshard.examples.jobs.Job
+	(*Event)(nil),             // 11: protoshard.examples.jobs.Event
+	(*RunJob)(nil),            // 12: protoshard.examples.jobs.RunJob
+	(*Heartbeat)(nil),         // 13: protoshard.examples.jobs.Heartbeat
+	(*JobPending)(nil),        // 14: protoshard.examples.jobs.JobPending
+	(*JobDone)(nil),           // 15: protoshard.examples.jobs.JobDone
+	(*GetSchedulerState)(nil), // 16: protoshard.examples.jobs.GetSchedulerState
+	(*SchedulerState)(nil),    // 17: protoshard.examples.jobs.SchedulerState
 }
 var file_jobs_proto_depIdxs = []int32{
 	0,  // 0: protoshard.examples.jobs.AssignResult.status:type_name -> protoshard.examples.jobs.Status
 	0,  // 1: protoshard.examples.jobs.Report.status:type_name -> protoshard.examples.jobs.Status
 	1,  // 2: protoshard.examples.jobs.Rejected.kind:type_name -> protoshard.examples.jobs.RejectKind
 	0,  // 3: protoshard.examples.jobs.Job.status:type_name -> protoshard.examples.jobs.Status
-	12, // 4: protoshard.examples.jobs.Job.history:type_name -> protoshard.examples.jobs.Event
+	11, // 4: protoshard.examples.jobs.Job.history:type_name -> protoshard.examples.jobs.Event
 	2,  // 5: protoshard.examples.jobs.Event.kind:type_name -> protoshard.examples.jobs.Event.Kind
 	0,  // 6: protoshard.examples.jobs.Event.status:type_name -> protoshard.examples.jobs.Status
 	7,  // [7:7] is the sub-list for method output_type
@@ -1414,7 +1381,7 @@ func file_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobs_proto_rawDesc), len(file_jobs_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
