@@ -211,6 +211,13 @@ func (s *consumerState) handle(m *messages.SequencedMessage, out *consumerOutput
 			out.request = s.request(s.confirmedSeqNr, s.confirmedSeqNr+int64(s.window), false)
 		} else if m.GetFirst() {
 			out.request = s.retryRequest()
+		} else {
+			// The producer resends what this consumer processed: its
+			// confirmation was lost, or not sent yet (no Request before
+			// half the window). Tell it now: waiting for the retry timer
+			// would never end while the producer's idle resends keep the
+			// consumer from being quiet.
+			out.ack = &messages.Ack{EntityId: s.entityID, ProducerIncarnation: s.incarnation, ConfirmedSeqNr: s.confirmedSeqNr}
 		}
 	}
 }

@@ -197,6 +197,17 @@ func TestConsumerState(t *testing.T) {
 			{c1("p", 1), "deliver 1:2; request 1:1-4@pc1"},
 			{seqMsg(1, 6), ""},
 		}},
+		{name: "a resent message already confirmed is acknowledged", settings: window4, steps: []step{
+			{seqMsg(1, 1, "first"), "deliver 1:1; request 1:0-4@pc1"},
+			{c1("p", 1), "request 1:1-4@pc1"},
+			{seqMsg(1, 2), "deliver 1:2"},
+			{c1("p", 2), "request 1:2-6@pc1"},
+			{seqMsg(1, 3), "deliver 1:3"},
+			{c1("p", 3), ""},
+			{seqMsg(1, 3), "ack 1:3@pc1; drop 1:3 duplicate"},
+			{seqMsg(1, 2), "ack 1:3@pc1; drop 1:2 duplicate"},
+			{seqMsg(1, 4), "deliver 1:4"},
+		}},
 		{name: "gap asks a resend and resumes", settings: window4, steps: []step{
 			{seqMsg(1, 1, "first"), "deliver 1:1; request 1:0-4@pc1"},
 			{c1("p", 1), "request 1:1-4@pc1"},
@@ -248,7 +259,7 @@ func TestConsumerState(t *testing.T) {
 			restored: restored(pp("p", 7, 5)), steps: []step{
 				{retry{}, ""},
 				{seqMsg(7, 4, "first"), "request 7:5-9@pc7; drop 7:4 duplicate"},
-				{seqMsg(7, 5), "drop 7:5 duplicate"},
+				{seqMsg(7, 5), "ack 7:5@pc7; drop 7:5 duplicate"},
 				{seqMsg(7, 6), "deliver 7:6"},
 				{c1("p", 6), ""},
 				{seqMsg(7, 7), "deliver 7:7"},
