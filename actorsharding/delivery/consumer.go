@@ -81,6 +81,11 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 		c.carryOut(ctx, c.state.onSequenced(m, c.heard))
 		c.arm(ctx, c.settings.ResendIntervalMin)
 		return true
+	case *actor.Stopping:
+		for _, out := range c.state.onStopping() {
+			c.carryOut(ctx, out)
+		}
+		return false // the entity's too
 	case retryTick:
 		c.armed = false
 		now := time.Now()

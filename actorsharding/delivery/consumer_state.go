@@ -430,6 +430,23 @@ func (c *consumers) onRetry() []consumerOutput {
 	return outs
 }
 
+// onStopping is Pekko's postStop: a best-effort Ack of what is confirmed,
+// to every producer in contact, so that it does not resend to the next
+// incarnation what this one processed but had not confirmed to it yet
+// (below half the window a confirmation waits for the retry timer).
+func (c *consumers) onStopping() []consumerOutput {
+	var outs []consumerOutput
+	for _, id := range c.producerIDs() {
+		s := c.byProducer[id]
+		if !s.contact || s.producer == nil || s.confirmedSeqNr < 1 {
+			continue
+		}
+		outs = append(outs, consumerOutput{to: s.producer,
+			ack: &messages.Ack{EntityId: s.entityID, ProducerIncarnation: s.incarnation, ConfirmedSeqNr: s.confirmedSeqNr}})
+	}
+	return outs
+}
+
 func (c *consumers) producerIDs() []string { return slices.Sorted(maps.Keys(c.byProducer)) }
 
 // progressAfter is the progress the entity stores with the effects of the

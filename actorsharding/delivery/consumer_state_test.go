@@ -458,3 +458,29 @@ func TestConsumerSettingsDefaults(t *testing.T) {
 		t.Fatalf("max below min kept: %v", got.ResendIntervalMax)
 	}
 }
+
+// TestConsumersStoppingAcks: a stopping entity acknowledges what it
+// confirmed to each producer it is in contact with, and to no other.
+func TestConsumersStoppingAcks(t *testing.T) {
+	c, err := newConsumers(ConsumerSettings{FlowControlWindow: 4}, restored(pp("r", 9, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c, []step{
+		{seqMsg(1, 1, "first"), "deliver 1:1; request 1:0-4@pc1"},
+		{c1("p", 1), "request 1:1-4@pc1"},
+		{seqMsg(1, 2), "deliver 1:2"},
+		{c1("p", 2), "request 1:2-6@pc1"},
+		{seqMsg(1, 3), "deliver 1:3"},
+		{seqMsg(2, 1, "first", "producer=q"), "deliver q/2:1; request 2:0-4@pc2"},
+	})
+	var got []string
+	for _, o := range c.onStopping() {
+		got = append(got, summary(o))
+	}
+	// p confirmed 2 (3 is being processed); q confirmed nothing; r, restored,
+	// was never in contact.
+	if want := []string{"ack 1:2@pc1"}; strings.Join(got, " | ") != strings.Join(want, " | ") {
+		t.Fatalf("stopping: %q, want %q", got, want)
+	}
+}
