@@ -319,7 +319,8 @@ func TestEntityGoneForLong(t *testing.T) {
 // TestReliableDeliveryAcrossPassivation: entities passivated when idle
 // (200ms) between bursts start again on their next message; with stored
 // progress each message is processed once, in order, and nothing is
-// lost or resent.
+// lost. A passivated entity acknowledges what it confirmed as it stops: the
+// producer learns it without waiting for its idle resend (a minute here).
 func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 	if testkit.RaceEnabled {
 		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
@@ -340,7 +341,8 @@ func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 		actorsharding.WithPassivationIdleTimeout(200*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	producer, err := delivery.StartShardingProducerController(s, "Idle", "p1", delivery.ProducerSettings{})
+	producer, err := delivery.StartShardingProducerController(s, "Idle", "p1",
+		delivery.ProducerSettings{ResendFirstUnconfirmedIdleTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +358,7 @@ func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 		}
 	}
 	var st delivery.ProducerStats
-	testkit.WaitFor(t, 60*time.Second, func() bool {
+	testkit.WaitFor(t, 30*time.Second, func() bool {
 		st, _ = producer.Stats(ctx)
 		return st.Confirmed == n*perEntity
 	}, "every message confirmed: %+v", testkit.Lazy(func() any { return st }))
@@ -368,11 +370,6 @@ func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 	}
 	if again := judge(t, l, n, perEntity); again != 0 {
 		t.Fatalf("%d messages processed twice with stored progress", again)
-	}
-	// A passivated entity acknowledges what it confirmed as it stops, so
-	// the producer has nothing to resend to the next incarnation.
-	if st.Resent != 0 {
-		t.Fatalf("producer resent %d messages across passivations: %+v", st.Resent, st)
 	}
 	t.Logf("producer: %+v; %d incarnations", st, starts)
 }
