@@ -24,6 +24,13 @@
 //     every message crosses the wire. Against the remote section's region
 //     (its peer runs too). Skipped, with the reason, when no Consul binary
 //     is found.
+//   - delivery: reliable delivery (package actorsharding/delivery) against
+//     at-most-once EntityRefs to the same entities: messages/s until the
+//     producer counts every message confirmed vs until the entities
+//     received every message, and the latency of SendWithConfirmation vs
+//     EntityRef.Request, on one node and to 1,000 entities in a peer
+//     process (-role=delivery-peer; skipped, with the reason, when no
+//     Consul binary is found).
 //   - failover: two nodes in two OS processes with Consul membership and
 //     the coordinator's state in Consul KV; the peer (-role=failover-peer)
 //     joins first, so it is the oldest and runs the coordinator. The time
@@ -73,9 +80,7 @@ import (
 // config is what a run measures; parseFlags fills it.
 type config struct {
 	short bool
-	// sections to run, in this order of execution: local, latency, remote,
-	// grains, grains-remote, failover, recovery, memory (memory last: its
-	// million entities would weigh on the others' garbage collection).
+	// sections to run; run lists their order of execution.
 	sections map[string]bool
 
 	entities          int           // entities of the local, remote and grain workloads
@@ -87,6 +92,8 @@ type config struct {
 	rebalanceInterval time.Duration // the coordinator's rebalance interval there
 	remoteMessages    int           // fire-and-forget messages per remote measurement
 	remoteSamples     int           // requests per remote latency measurement
+	deliveryMessages  int           // reliable (and at-most-once) messages per delivery measurement, local and remote
+	deliverySamples   int           // confirmed sends (and requests) per delivery latency measurement
 	failoverRounds    int           // kills of the coordinator's node in the failover section
 	recoveryShards    int           // remembered shards allocated again in the recovery section
 	recoveryRounds    int           // rounds of the recovery section (each store), the median counts
@@ -103,7 +110,7 @@ type config struct {
 	service    string
 }
 
-var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "failover", "recovery"}
+var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "delivery", "failover", "recovery"}
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
@@ -119,6 +126,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	rebalanceInterval := fs.Duration("rebalance-interval", 100*time.Millisecond, "the coordinator's rebalance interval in the rebalance workload")
 	remoteMessages := fs.Int("remote-messages", 0, "fire-and-forget messages per remote measurement (default 200000, 30000 with -short)")
 	remoteSamples := fs.Int("remote-samples", 0, "requests per remote latency measurement (default 5000, 1000 with -short)")
+	deliveryMessages := fs.Int("delivery-messages", 0, "messages per delivery throughput measurement, rounded up to whole flow-control half-windows per entity (default 200000, 25000 with -short)")
+	deliverySamples := fs.Int("delivery-samples", 0, "confirmed sends per delivery latency measurement (default 5000, 500 with -short)")
 	failoverRounds := fs.Int("failover-rounds", 0, "kills of the coordinator's node in the failover section, the median counts (default 3, 1 with -short)")
 	recoveryShards := fs.Int("recovery-shards", 0, "remembered shards allocated again in the recovery section (default 1000, 200 with -short)")
 	recoveryRounds := fs.Int("recovery-rounds", 0, "rounds of the recovery section with each store, the median counts (default 5, 1 with -short)")
@@ -127,7 +136,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (each peer process writes its own, named with its role appended)")
-	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, grainsRole}, ", ")+")")
+	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, grainsRole, deliveryRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
 	if err := fs.Parse(args); err != nil {
@@ -158,6 +167,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		rebalanceInterval: *rebalanceInterval,
 		remoteMessages:    pick(*remoteMessages, 200_000, 30_000),
 		remoteSamples:     pick(*remoteSamples, 5000, 1000),
+		deliveryMessages:  pick(*deliveryMessages, 200_000, 25_000),
+		deliverySamples:   pick(*deliverySamples, 5000, 500),
 		failoverRounds:    pick(*failoverRounds, 3, 1),
 		recoveryShards:    pick(*recoveryShards, 1000, 200),
 		recoveryRounds:    pick(*recoveryRounds, 5, 1),
@@ -186,6 +197,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	}
 	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
 		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 ||
+		cfg.deliveryMessages < 1 || cfg.deliverySamples < 1 ||
 		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 || cfg.reps < 1 {
 		return config{}, errors.New("every count must be positive (rebalance-shards at least 3) and the rebalance interval above zero")
 	}
@@ -315,6 +327,8 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			"rebalance_interval": cfg.rebalanceInterval.String(),
 			"remote_messages":    cfg.remoteMessages,
 			"remote_samples":     cfg.remoteSamples,
+			"delivery_messages":  cfg.deliveryMessages,
+			"delivery_samples":   cfg.deliverySamples,
 			"failover_rounds":    cfg.failoverRounds,
 			"recovery_shards":    cfg.recoveryShards,
 			"recovery_rounds":    cfg.recoveryRounds,
@@ -339,6 +353,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"remote", benchRemote},
 		{"grains", benchGrains},
 		{"grains-remote", benchGrainsRemote},
+		{"delivery", benchDelivery},
 		{"failover", benchFailover},
 		{"recovery", benchRecovery},
 	} {

@@ -50,8 +50,10 @@ func TestShortRun(t *testing.T) {
 	}
 	// The figures each section must produce.
 	// (the grains and grains-remote sections both add "vs grains" figures.)
-	want := map[string]int{"local": 2, "latency": 3, "remote": 3, "vs grains": 6, "failover": 2, "recovery": 1, "memory": 1}
-	for _, section := range []string{"remote", "grains-remote", "failover", "recovery"} {
+	want := map[string]int{"local": 2, "latency": 3, "remote": 3, "vs grains": 6, "delivery": 6, "failover": 2, "recovery": 1, "memory": 1}
+	// The delivery section's rows to another process are skipped without
+	// Consul, its one-node rows are not.
+	for _, section := range []string{"remote", "grains-remote", "delivery", "failover", "recovery"} {
 		if _, err := consulagent.Binary(); err != nil {
 			if _, ok := rep.Skipped[section]; !ok {
 				t.Errorf("no Consul binary (%v), but the %s section was not skipped", err, section)
@@ -68,6 +70,7 @@ func TestShortRun(t *testing.T) {
 		delete(want, "failover")
 		delete(want, "recovery")
 		want["vs grains"] = 3 // the one-node figures only
+		want["delivery"] = 3
 		wantExtra = 3
 	}
 	got := map[string]int{}
@@ -78,7 +81,7 @@ func TestShortRun(t *testing.T) {
 		}
 		// The throughput and latency figures are medians of cfg.reps
 		// interleaved runs (failover, recovery and memory count their own).
-		if contains([]string{"local", "latency", "remote", "vs grains"}, f.Section) && f.Reps != cfg.reps {
+		if contains([]string{"local", "latency", "remote", "vs grains", "delivery"}, f.Section) && f.Reps != cfg.reps {
 			t.Errorf("%s: %s: %d runs, want %d", f.Section, f.Workload, f.Reps, cfg.reps)
 		}
 	}
@@ -128,8 +131,11 @@ func TestParseFlags(t *testing.T) {
 	if !cfg.sections["local"] || !cfg.sections["grains"] || cfg.sections["memory"] || cfg.memEntities != 1_000_000 || cfg.reps != 5 {
 		t.Errorf("parsed %+v", cfg)
 	}
-	if cfg, err := parseFlags([]string{"-short"}, os.Stderr); err != nil || cfg.reps != 3 {
-		t.Errorf("-short: %d runs (%v), want 3", cfg.reps, err)
+	if cfg.deliveryMessages != 200_000 || cfg.deliverySamples != 5000 {
+		t.Errorf("delivery: %d messages, %d samples, want 200000, 5000", cfg.deliveryMessages, cfg.deliverySamples)
+	}
+	if cfg, err := parseFlags([]string{"-short"}, os.Stderr); err != nil || cfg.reps != 3 || cfg.deliveryMessages != 25_000 || cfg.deliverySamples != 500 {
+		t.Errorf("-short: %d runs, %d delivery messages, %d samples (%v), want 3, 25000, 500", cfg.reps, cfg.deliveryMessages, cfg.deliverySamples, err)
 	}
 	if cfg, err := parseFlags([]string{"-short", "-reps", "7"}, os.Stderr); err != nil || cfg.reps != 7 {
 		t.Errorf("-short -reps 7: %d runs (%v), want 7", cfg.reps, err)

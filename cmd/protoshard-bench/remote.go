@@ -35,8 +35,8 @@ const (
 // in two processes on loopback, with membership through a Consul agent.
 // This process runs a proxy (it hosts nothing), the peer process the
 // region with every entity, so every message crosses the wire. The peer
-// also runs plain actors of the entity type (raw) and the stats actor
-// that counts the Pings they all receive.
+// also runs the stats actor that counts the Pings its actors receive and,
+// in the remote section's role, plain actors of the entity type (raw).
 type remoteRegion struct {
 	node  *node
 	proxy *actor.PID
@@ -46,9 +46,16 @@ type remoteRegion struct {
 	msgs  []*testpb.Ping
 }
 
-// startRemoteRegion starts the remoteRegion and warms it up: every entity
-// and raw actor has answered a request. Its stop ends both nodes.
+// startRemoteRegion starts the remote section's remoteRegion and warms it
+// up: every entity and raw actor has answered a request. Its stop ends
+// both nodes.
 func startRemoteRegion(ctx context.Context, cfg config, agent *consulAgent) (*remoteRegion, error) {
+	return startRemoteRegionOf(ctx, cfg, agent, remoteType, remoteRole)
+}
+
+// startRemoteRegionOf starts a remoteRegion of typeName whose peer plays
+// role; the peer of remoteRole also runs the raw actors.
+func startRemoteRegionOf(ctx context.Context, cfg config, agent *consulAgent, typeName, role string) (*remoteRegion, error) {
 	service := fmt.Sprintf("protoshard-bench-%d", os.Getpid())
 	provider, err := consul.New(consul.Config{Client: agent.client, ServiceName: service, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -59,20 +66,22 @@ func startRemoteRegion(ctx context.Context, cfg config, agent *consulAgent) (*re
 		return nil, err
 	}
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	proxy, err := n.sharding.StartProxy(remoteType, ex, remoteStateStore(agent.client))
+	proxy, err := n.sharding.StartProxy(typeName, ex, remoteStateStore(agent.client, typeName))
 	if err != nil {
 		n.stop()
 		return nil, fmt.Errorf("start proxy: %w", err)
 	}
-	peer, err := startPeer(ctx, cfg, remoteRole, agent.addr, service)
+	peer, err := startPeer(ctx, cfg, role, agent.addr, service)
 	if err != nil {
 		n.stop()
 		return nil, err
 	}
 	r := &remoteRegion{node: n, proxy: proxy, peer: peer, stats: actor.NewPID(peer.address, statsName), msgs: pings("remote", cfg.entities)}
-	r.raw = make([]*actor.PID, len(r.msgs))
-	for i := range r.raw {
-		r.raw[i] = actor.NewPID(peer.address, fmt.Sprintf("%s%d", rawPrefix, i))
+	if role == remoteRole {
+		r.raw = make([]*actor.PID, len(r.msgs))
+		for i := range r.raw {
+			r.raw[i] = actor.NewPID(peer.address, fmt.Sprintf("%s%d", rawPrefix, i))
+		}
 	}
 	if err := r.warmUp(ctx); err != nil {
 		r.stop()
@@ -87,6 +96,9 @@ func (r *remoteRegion) warmUp(ctx context.Context) error {
 	}
 	if err := requestAll(r.node.system, r.msgs, func(int) *actor.PID { return r.proxy }); err != nil {
 		return fmt.Errorf("warm-up through the region: %w", err)
+	}
+	if r.raw == nil {
+		return nil
 	}
 	if err := requestAll(r.node.system, r.msgs, func(i int) *actor.PID { return r.raw[i] }); err != nil {
 		return fmt.Errorf("warm-up of the raw actors: %w", err)
@@ -232,6 +244,9 @@ const (
 	// grainsRole is a member of proto.actor's own cluster hosting the
 	// grains of the grains-remote section, and the stats actor.
 	grainsRole = "grains-peer"
+	// deliveryRole hosts the delivery section's region, whose entities
+	// take reliable deliveries, and the stats actor.
+	deliveryRole = "delivery-peer"
 )
 
 // peerProcess is the second node: this program run again with -role=<role>.
@@ -333,7 +348,9 @@ func peerMain(cfg config) int {
 	)
 	switch cfg.role {
 	case remoteRole:
-		address, stop, err = served(remotePeer(cfg, client))
+		address, stop, err = served(remotePeer(cfg, client, spawnRemotePeerActors))
+	case deliveryRole:
+		address, stop, err = served(remotePeer(cfg, client, spawnDeliveryPeerActors))
 	case failoverRole, failoverLeaseRole:
 		address, stop, err = served(failoverPeer(cfg, client, cfg.role == failoverLeaseRole))
 	case grainsRole:
@@ -358,10 +375,9 @@ func served(n *node, err error) (string, func(), error) {
 	return n.system.Address(), n.stop, nil
 }
 
-// remotePeer starts the remote section's peer node: a region hosting every
-// entity of the remote workload, cfg.entities plain actors named raw-<i>
-// with the same props, and the stats actor.
-func remotePeer(cfg config, client *api.Client) (*node, error) {
+// remotePeer starts a peer node of a two-process workload and spawns its
+// actors (spawnRemotePeerActors, spawnDeliveryPeerActors).
+func remotePeer(cfg config, client *api.Client, spawn func(*node, config, *api.Client) error) (*node, error) {
 	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
@@ -370,24 +386,27 @@ func remotePeer(cfg config, client *api.Client) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spawnRemotePeerActors(n, cfg, client); err != nil {
+	if err := spawn(n, cfg, client); err != nil {
 		n.stop()
 		return nil, err
 	}
 	return n, nil
 }
 
-// remoteStateStore is the coordinator's state store of the remote section:
-// the two processes must share one (the coordinator may run in either), so
-// it is in the section's Consul agent.
-func remoteStateStore(client *api.Client) actorsharding.Option {
-	return actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(remoteType)))
+// remoteStateStore is the coordinator's state store of a two-process
+// workload's typeName: the two processes must share one (the coordinator
+// may run in either), so it is in the section's Consul agent.
+func remoteStateStore(client *api.Client, typeName string) actorsharding.Option {
+	return actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(typeName)))
 }
 
+// spawnRemotePeerActors spawns the remote section's peer actors: a region
+// hosting every entity of the remote workload, cfg.entities plain actors
+// named raw-<i> with the same props, and the stats actor.
 func spawnRemotePeerActors(n *node, cfg config, client *api.Client) error {
 	var count atomic.Int64
 	props := countingProps(&count)
-	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client)); err != nil {
+	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client, remoteType)); err != nil {
 		return fmt.Errorf("start region: %w", err)
 	}
 	for i := range cfg.entities {
