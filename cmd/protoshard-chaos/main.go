@@ -133,6 +133,9 @@ type config struct {
 	jsonPath string
 	dir      string
 	netns    bool
+	// reliable: the senders send through reliable delivery and the
+	// entities store their progress with their effects.
+	reliable bool
 	// analyzeDir: judge an earlier run's ledgers instead of running.
 	analyzeDir string
 
@@ -167,6 +170,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file")
 	dir := fs.String("dir", "", "directory for the ledgers and logs (default: a new temporary directory)")
 	netns := fs.Bool("netns", true, "run nodes in network namespaces (needs root) so that the partition fault can run")
+	reliable := fs.Bool("reliable", false, "send through reliable delivery to entities that store their progress; judge exactly-once processing")
 	analyzeDir := fs.String("analyze", "", "judge the ledgers an earlier run left in this directory again, instead of running (with that run's -ttl)")
 	role := fs.String("role", "", "internal: the role of this process ("+roleNode+", "+roleLoadgen+")")
 	name := fs.String("name", "", "internal: the name of this process")
@@ -182,7 +186,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	cfg := config{
 		short: *short, nodes: *nodes, senders: *senders, entities: *entities, rate: *rate, shards: *shards,
 		duration: *duration, seed: *seed, ttl: *ttl, quiet: *quiet, jsonPath: *jsonPath, dir: *dir, netns: *netns,
-		analyzeDir: *analyzeDir, role: *role, name: *name, bind: *bind, consulAddr: *consulAddr, service: *service,
+		reliable: *reliable, analyzeDir: *analyzeDir, role: *role, name: *name, bind: *bind, consulAddr: *consulAddr, service: *service,
 	}
 	if cfg.entities == 0 {
 		cfg.entities = 2000
