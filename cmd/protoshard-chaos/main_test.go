@@ -129,9 +129,9 @@ func shortRun(t *testing.T, args ...string) *Report {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("output:\n%s", out.String())
+			t.Logf("seed %d, output:\n%s", rep.Seed, out.String())
 		} else {
-			t.Logf("took %v", took.Round(time.Second))
+			t.Logf("seed %d, took %v", rep.Seed, took.Round(time.Second))
 		}
 	})
 	f := rep.Findings
