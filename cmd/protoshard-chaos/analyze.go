@@ -374,7 +374,9 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 				m.sent = r.T
 			}
 		case evDrop:
-			if r.Snd == "" {
+			if r.Snd == "" || r.Src == srcConsumer {
+				// A probe, or a copy a reliable entity discarded: the
+				// message itself is not lost.
 				continue
 			}
 			m := getMsg(msgKey{r.Snd, r.Ent, r.Seq})

@@ -11,6 +11,8 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // base is the time of the hand-made ledgers; at(s) is s seconds later.
@@ -297,7 +299,13 @@ func TestNumbered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []any{p, env, &shardproto.Deliver{EntityID: "e", Message: p}, &actor.MessageEnvelope{Message: env}} {
+	payload, err := anypb.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqMsg := &messages.SequencedMessage{EntityId: "e", ProducerId: "s2", ProducerIncarnation: 9, SeqNr: 1, Message: payload}
+	for _, m := range []any{p, env, &shardproto.Deliver{EntityID: "e", Message: p}, &actor.MessageEnvelope{Message: env},
+		seqMsg, &shardproto.Deliver{EntityID: "e", Message: seqMsg}} {
 		got := numbered(m, 0)
 		if got == nil || got.From != "s2" || got.Seq != 4 {
 			t.Errorf("numbered(%T) = %v", m, got)

@@ -45,6 +45,10 @@ type Record struct {
 	// Addr is a proto.actor address; Member a membership member id.
 	Addr   string `json:"addr,omitempty"`
 	Member string `json:"member,omitempty"`
+	// Unconfirmed and Resent are the reliable producers' counts at the
+	// end of the drain (evDrained).
+	Unconfirmed int64 `json:"unconfirmed,omitempty"`
+	Resent      int64 `json:"resent,omitempty"`
 }
 
 // Time returns T as a time.Time.
@@ -64,6 +68,11 @@ const (
 	evMember  = "member" // a membership event seen by the node; Reason (kind), Addr, Member
 	evLeaving = "leaving"
 	evLeft    = "left" // the graceful leave finished; Reason holds an error if it failed
+	// evFenced: a reliable entity's incarnation stopped without applying
+	// or confirming a message because its record's write failed (another
+	// incarnation wrote since: it was a zombie; or the lock stayed busy);
+	// Ent, Inc, Snd, Seq, Reason.
+	evFenced = "fenced"
 
 	// Written by every process that runs an actor system.
 	evDrop = "drop" // a dead-letter event naming a numbered message; Src, Reason, Snd, Ent, Seq
@@ -71,6 +80,12 @@ const (
 	// Written by the load generator.
 	evSent   = "sent"   // a numbered message, just before it was sent; Snd, Ent, Seq
 	evAnswer = "answer" // a probe answer arrived; Ent, Inc, Probe
+	// In a reliable run a message is recorded as sent once the producer
+	// accepted it. evUnsure: a Send whose outcome is unknown (it timed
+	// out); Snd, Ent, Seq, Reason. evDrained: the senders stopped and the
+	// producers were drained; Unconfirmed (with the buffered ones), Resent.
+	evUnsure  = "unsure"
+	evDrained = "drained"
 
 	// Written by the orchestrator about node processes (Node) and Consul.
 	evSpawn       = "spawn"  // a node process started; PID
@@ -86,12 +101,29 @@ const (
 	evFault       = "fault"     // a fault began; Fault, Reason (its kind), Node (its target)
 	evFaultEnd    = "fault-end" // and ended; Fault, Reason (what happened, or why it could not be injected)
 	evEnd         = "end"       // the end of the observation: later records are ignored
+	evRun         = "run"       // the run began; Reason: its mode (modeReliable or modeAtMostOnce)
+)
+
+// Modes of a run (evRun).
+const (
+	modeAtMostOnce = "at-most-once"
+	modeReliable   = "reliable"
 )
 
 // Where a drop was reported.
 const (
 	srcDeadletter = "deadletter" // protoshard's *deadletter.Event, with a reason
 	srcProto      = "proto"      // proto.actor's *actor.DeadLetterEvent, without one
+	// srcConsumer: a reliable entity's ShardingConsumerController
+	// discarded the message (no dead letter: nothing is lost), with
+	// reasonDuplicate or reasonNotYetApplied.
+	srcConsumer = "consumer"
+)
+
+// Reasons of the drops by a reliable entity's consumer.
+const (
+	reasonDuplicate     = "duplicate of a message the entity applied"
+	reasonNotYetApplied = "out of order, not applied yet (resent)"
 )
 
 // ledger appends records to a file. Each record is one write(2) of one

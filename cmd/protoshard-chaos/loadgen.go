@@ -16,6 +16,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 )
 
@@ -36,6 +38,10 @@ type loadgen struct {
 	m     *member
 	proxy *actor.PID
 
+	// producers are the senders' reliable delivery controllers, by sender
+	// name (a reliable run only).
+	producers map[string]*delivery.ShardingProducerController
+
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	senders sync.WaitGroup
@@ -49,6 +55,9 @@ type loadgen struct {
 //	send              start the senders                  -> SENDING
 //	stop              stop the senders                   -> STOPPED <messages sent>
 //	probe <n> <ms>    ask every entity until it answered  -> PROBED <n> <answered> <total> <last answer, Unix ns>
+//	                  or <ms> passed
+//	drain <ms>        (reliable run) wait until the producers -> DRAINED <unconfirmed and buffered left> <resent>
+//	                  hold nothing unconfirmed or buffered,
 //	                  or <ms> passed
 //
 // It exits when stdin closes.
@@ -70,6 +79,17 @@ func loadgenMain(cfg config) int {
 		return 1
 	}
 	g := &loadgen{cfg: cfg, m: m, proxy: proxy}
+	if cfg.reliable {
+		g.producers = map[string]*delivery.ShardingProducerController{}
+		for i := 1; i <= cfg.senders; i++ {
+			p, err := delivery.StartShardingProducerController(sharding, typeName, senderName(i), producerSettings)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.name, err)
+				return 1
+			}
+			g.producers[senderName(i)] = p
+		}
+	}
 	m.ledger.write(Record{Ev: evReady, Addr: m.system.Address(), Member: m.cluster.Self().ID})
 	fmt.Printf("READY %s %s\n", m.system.Address(), m.cluster.Self().ID)
 
@@ -96,6 +116,16 @@ func loadgenMain(cfg config) int {
 			}
 			answered, last := g.probe(n, time.Duration(ms)*time.Millisecond)
 			fmt.Printf("PROBED %d %d %d %d\n", n, answered, cfg.entities, last.UnixNano())
+		case "drain":
+			ms, err := strconv.Atoi(get(f, 1))
+			if err != nil || g.producers == nil {
+				fmt.Fprintf(os.Stderr, "%s: bad command %q (a reliable run drains, with a time in ms)\n", cfg.name, sc.Text())
+				fmt.Println("DRAINED -1 0")
+				continue
+			}
+			left, resent := g.drain(time.Duration(ms) * time.Millisecond)
+			m.ledger.write(Record{Ev: evDrained, Unconfirmed: left, Resent: resent})
+			fmt.Printf("DRAINED %d %d\n", left, resent)
 		default:
 			fmt.Fprintf(os.Stderr, "%s: unknown command %q\n", cfg.name, sc.Text())
 		}
@@ -126,7 +156,7 @@ func (g *loadgen) startSenders() {
 		g.senders.Add(1)
 		go func() {
 			defer g.senders.Done()
-			g.send(ctx, senderName(i), rand.New(rand.NewPCG(uint64(g.cfg.seed), uint64(i))))
+			g.send(ctx, senderName(i), rand.New(rand.NewPCG(uint64(g.cfg.seed), uint64(i))), g.producers[senderName(i)])
 		}()
 	}
 }
@@ -144,7 +174,9 @@ func (g *loadgen) stopSenders() {
 
 // send is one sender. Its messages to one entity are numbered 1, 2, ...
 // and all pass the one proxy region, so they must arrive in that order.
-func (g *loadgen) send(ctx context.Context, name string, rng *rand.Rand) {
+// In a reliable run they go through the sender's producer controller p
+// (see sendReliably); otherwise each is recorded, then sent.
+func (g *loadgen) send(ctx context.Context, name string, rng *rand.Rand, p *delivery.ShardingProducerController) {
 	seq := make([]int64, g.cfg.entities)
 	t := time.NewTicker(time.Second / time.Duration(g.cfg.rate))
 	defer t.Stop()
@@ -155,11 +187,79 @@ func (g *loadgen) send(ctx context.Context, name string, rng *rand.Rand) {
 		case <-t.C:
 		}
 		e := rng.IntN(g.cfg.entities)
+		msg := &testpb.Ping{EntityId: entityID(e), Seq: seq[e] + 1, From: name}
+		if p != nil {
+			if g.sendReliably(ctx, p, msg) {
+				seq[e]++
+			}
+			continue
+		}
 		seq[e]++
-		msg := &testpb.Ping{EntityId: entityID(e), Seq: seq[e], From: name}
 		g.m.ledger.write(Record{Ev: evSent, Snd: name, Ent: msg.EntityId, Seq: msg.Seq})
 		g.m.system.Root.Send(g.proxy, msg)
 		g.sent.Add(1)
+	}
+}
+
+// Reliable sends: a Send is bounded by sendTimeout, which only a stuck
+// controller reaches; a full buffer is retried after bufferFullRetry.
+const (
+	sendTimeout     = 5 * time.Second
+	bufferFullRetry = 100 * time.Millisecond
+)
+
+// producerSettings: an entity that stopped with unconfirmed messages (its
+// node killed) gets the first of them again after 2s without traffic,
+// which starts it elsewhere.
+var producerSettings = delivery.ProducerSettings{ResendFirstUnconfirmedIdleTimeout: 2 * time.Second}
+
+// sendReliably sends msg through p and reports whether its seq is used. A
+// message counts as sent (is recorded) once the controller accepted it. A
+// full buffer (entities whose node died have no demand) refuses it: the
+// sender waits, and the seq stays free. Send has a context of its own, not
+// ctx: a Send cut short by the stop would leave unknown whether it was
+// accepted.
+func (g *loadgen) sendReliably(ctx context.Context, p *delivery.ShardingProducerController, msg *testpb.Ping) bool {
+	sctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	err := p.Send(sctx, msg.EntityId, msg)
+	cancel()
+	switch {
+	case err == nil:
+		g.m.ledger.write(Record{Ev: evSent, Snd: msg.From, Ent: msg.EntityId, Seq: msg.Seq})
+		g.sent.Add(1)
+		return true
+	case errors.Is(err, delivery.ErrBufferFull):
+		_ = backoff.Sleep(ctx, bufferFullRetry)
+		return false
+	default:
+		// Perhaps accepted: the seq is used, and the judge reports it.
+		g.m.ledger.write(Record{Ev: evUnsure, Snd: msg.From, Ent: msg.EntityId, Seq: msg.Seq, Reason: err.Error()})
+		return true
+	}
+}
+
+// drain waits until no producer holds unconfirmed or buffered messages,
+// or d passed, and returns how many they still hold (-1: a controller did
+// not answer) and how many they resent in all.
+func (g *loadgen) drain(d time.Duration) (left, resent int64) {
+	deadline := time.Now().Add(d)
+	for {
+		left, resent = 0, 0
+		for name, p := range g.producers {
+			ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+			st, err := p.Stats(ctx)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: stats of %s: %v\n", g.cfg.name, name, err)
+				return -1, resent
+			}
+			left += int64(st.Unconfirmed + st.Buffered)
+			resent += st.Resent
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return left, resent
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -177,8 +177,8 @@ func recordDrop(l *ledger, evt any) {
 }
 
 // numbered finds the run's message inside whatever a drop event carries:
-// the message itself, a ShardingEnvelope, a shard's Deliver, or
-// proto.actor's envelope.
+// the message itself, a ShardingEnvelope, a shard's Deliver, reliable
+// delivery's SequencedMessage, or proto.actor's envelope.
 func numbered(msg any, depth int) *testpb.Ping {
 	if depth > 4 {
 		return nil
@@ -194,6 +194,12 @@ func numbered(msg any, depth int) *testpb.Ping {
 		return numbered(inner, depth+1)
 	case *shardproto.Deliver:
 		return numbered(m.Message, depth+1)
+	case *messages.SequencedMessage:
+		inner, err := m.GetMessage().UnmarshalNew()
+		if err != nil {
+			return nil
+		}
+		return numbered(inner, depth+1)
 	case *actor.MessageEnvelope:
 		return numbered(m.Message, depth+1)
 	}
@@ -231,13 +237,19 @@ func (e *entity) Receive(ctx actor.Context) {
 		e.ledger.write(Record{Ev: evStop, Ent: e.id, Inc: e.inc})
 	case *testpb.Ping:
 		if msg.From == probeSender {
-			e.ledger.write(Record{Ev: evProbe, Ent: e.id, Inc: e.inc, Probe: int(msg.Seq)})
-			if ctx.Sender() != nil {
-				ctx.Respond(&testpb.Pong{EntityId: msg.EntityId, Seq: msg.Seq, Node: e.node, Incarnation: e.inc})
-			}
+			answerProbe(ctx, e.ledger, e.node, e.id, e.inc, msg)
 			return
 		}
 		e.ledger.write(Record{Ev: evRecv, Ent: msg.EntityId, Inc: e.inc, Snd: msg.From, Seq: msg.Seq})
+	}
+}
+
+// answerProbe records a probe as the activity of incarnation inc of
+// entity id and answers it with the incarnation.
+func answerProbe(ctx actor.Context, l *ledger, node, id, inc string, msg *testpb.Ping) {
+	l.write(Record{Ev: evProbe, Ent: id, Inc: inc, Probe: int(msg.Seq)})
+	if ctx.Sender() != nil {
+		ctx.Respond(&testpb.Pong{EntityId: msg.EntityId, Seq: msg.Seq, Node: node, Incarnation: inc})
 	}
 }
 
@@ -263,7 +275,8 @@ func (s *singletonActor) Receive(ctx actor.Context) {
 }
 
 // nodeMain is a node process: a member with the node role, a region of
-// the entity type and the singleton's manager. It prints "READY <address>"
+// the entity type (its entity a reliableEntity in a reliable run) and the
+// singleton's manager. It prints "READY <address>"
 // once it serves, and on SIGTERM leaves the cluster gracefully (handing
 // off its shards and the singleton) and exits.
 func nodeMain(cfg config) int {
@@ -281,6 +294,15 @@ func nodeMain(cfg config) int {
 		return 1
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &entity{node: cfg.name, ledger: m.ledger} })
+	if cfg.reliable {
+		store, err := openCASStore(entityStoreDir(cfg.dir), storeLockWait)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.name, err)
+			m.stop()
+			return 1
+		}
+		props = actor.PropsFromProducer(func() actor.Actor { return &reliableEntity{node: cfg.name, ledger: m.ledger, store: store} })
+	}
 	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, cfg.ttl)...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start region: %v\n", cfg.name, err)
 		m.stop()

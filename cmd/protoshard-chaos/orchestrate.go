@@ -121,7 +121,12 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 	if o.labSkip != "" {
 		rep.Skipped[faultPartition] = o.labSkip
 	}
-	o.printf("seed %d; ledgers and logs in %s", cfg.seed, o.dir)
+	mode := modeAtMostOnce
+	if cfg.reliable {
+		mode = modeReliable
+	}
+	o.ledger.write(Record{Ev: evRun, Reason: mode})
+	o.printf("seed %d; %s; ledgers and logs in %s", cfg.seed, mode, o.dir)
 	if o.lab != nil {
 		o.printf("nodes run in network namespaces on %s.0/24", labSubnet)
 	} else {
@@ -153,7 +158,15 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.printf("senders stopped after %s messages; quiet for %v", lines, cfg.quiet)
+	o.printf("senders stopped after %s messages", lines)
+	if cfg.reliable {
+		left, resent, err := o.drain()
+		if err != nil {
+			return nil, err
+		}
+		o.printf("drained: %d messages unconfirmed or buffered left, %d resent", left, resent)
+	}
+	o.printf("quiet for %v", cfg.quiet)
 	if err := backoff.Sleep(ctx, cfg.quiet); err != nil {
 		return nil, err
 	}
@@ -178,8 +191,19 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 	}
 	rep.Findings = analyze(recs, starts, crashNoticeWindow(cfg.ttl))
 	rep.Findings.BadLines = bad
+	if cfg.reliable || reliableRun(recs) {
+		rel, err := judgeReliable(rep.Dir, recs, starts)
+		if err != nil {
+			return err
+		}
+		rep.Reliable = &rel
+		rep.Settings.Reliable = true
+	}
 	for i, f := range rep.Faults {
 		f.Counts = rep.Findings.PerFault[i]
+		if rep.Reliable != nil {
+			f.Reliable = &rep.Reliable.PerFault[i]
+		}
 		if f.Kind == faultKillCoordinator && f.Error == "" {
 			// The singleton runs where the coordinator does: on the
 			// oldest node. The kill must have hit it.
@@ -361,6 +385,9 @@ func (o *orchestrator) spawn(ctx context.Context, role, name string, n int) (*pr
 		"-dir="+o.dir, "-ttl="+o.cfg.ttl.String(), "-shards="+strconv.Itoa(o.cfg.shards),
 		"-entities="+strconv.Itoa(o.cfg.entities), "-senders="+strconv.Itoa(o.cfg.senders),
 		"-rate="+strconv.Itoa(o.cfg.rate), "-seed="+strconv.FormatInt(o.cfg.seed, 10))
+	if o.cfg.reliable {
+		argv = append(argv, "-reliable")
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	logf, err := os.Create(filepath.Join(o.dir, name+".log"))
 	if err != nil {
@@ -842,6 +869,30 @@ func (o *orchestrator) stopSenders() (string, error) {
 		return "", err
 	}
 	return strings.TrimPrefix(line, "STOPPED "), nil
+}
+
+// drainTimeout bounds the wait for the producers of a reliable run to
+// have every message confirmed once the senders stopped.
+func (o *orchestrator) drainTimeout() time.Duration {
+	if o.cfg.short {
+		return 30 * time.Second
+	}
+	return 60 * time.Second
+}
+
+// drain makes the load generator wait until its producers hold nothing
+// unconfirmed (a reliable run) and returns what they still hold and how
+// many they resent.
+func (o *orchestrator) drain() (left, resent int64, err error) {
+	d := o.drainTimeout()
+	line, err := o.commandLine(fmt.Sprintf("drain %d", d.Milliseconds()), "DRAINED", d+answerSlack)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(line, "DRAINED %d %d", &left, &resent); err != nil {
+		return 0, 0, fmt.Errorf("load generator: bad answer %q: %w", line, err)
+	}
+	return left, resent, nil
 }
 
 // stopProcesses ends the load generator and the nodes at the end of the
