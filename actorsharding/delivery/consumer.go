@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -48,8 +49,12 @@ type ShardingConsumerController struct {
 	timers   *scheduler.TimerScheduler
 	armed    bool
 	// heard is when a SequencedMessage last came: the retry asks again
-	// only after ResendIntervalMin without one (Akka resets its timer).
-	heard time.Time
+	// only after ResendIntervalMin without one (Akka resets its timer),
+	// and then at growing intervals up to ResendIntervalMax (retries is
+	// how many it made since), so an idle entity costs its producers one
+	// Request each per ResendIntervalMax.
+	heard   time.Time
+	retries int
 	// handing: deliver is running; confirmations made meanwhile wait in
 	// confirms, so the next message is never delivered from inside it.
 	handing  bool
@@ -78,6 +83,7 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *messages.SequencedMessage:
 		c.heard = time.Now()
+		c.retries = 0
 		c.carryOut(ctx, c.state.onSequenced(m, c.heard))
 		c.arm(ctx, c.settings.ResendIntervalMin)
 		return true
@@ -89,16 +95,18 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 	case retryTick:
 		c.armed = false
 		now := time.Now()
-		if quiet := now.Sub(c.heard); quiet < c.settings.ResendIntervalMin {
-			c.arm(ctx, c.settings.ResendIntervalMin-quiet)
+		interval := c.retryBackoff().Delay(c.retries)
+		if quiet := now.Sub(c.heard); quiet < interval {
+			c.arm(ctx, interval-quiet)
 			return true
 		}
 		for _, out := range c.state.onRetry() {
 			c.carryOut(ctx, out)
 		}
+		c.retries++
 		c.state.forgetIdle(now)
 		if len(c.state.byProducer) > 0 {
-			c.arm(ctx, c.settings.ResendIntervalMin)
+			c.arm(ctx, c.retryBackoff().Delay(c.retries))
 		}
 		return true
 	}
@@ -176,6 +184,13 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 		}
 		out = next
 	}
+}
+
+// retryBackoff is the retry's interval: from ResendIntervalMin, doubling
+// while nothing arrives, up to ResendIntervalMax (Pekko grows it by 1.5),
+// with jitter so that entities started together do not retry together.
+func (c *ShardingConsumerController) retryBackoff() backoff.Exponential {
+	return backoff.Exponential{Min: c.settings.ResendIntervalMin, Max: c.settings.ResendIntervalMax, RandomFactor: 0.1}
 }
 
 // arm starts the retry timer, to fire after d, unless it runs.

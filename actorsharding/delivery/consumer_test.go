@@ -1,0 +1,63 @@
+package delivery
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// TestConsumerRetryBacksOff: an entity that got and confirmed everything
+// asks its producer again (a last message may have been lost) at growing
+// intervals, from ResendIntervalMin up to ResendIntervalMax, not every
+// ResendIntervalMin for ever.
+func TestConsumerRetryBacksOff(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	var mu sync.Mutex
+	var requests []time.Time
+	producer := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*messages.Request); ok {
+			mu.Lock()
+			requests = append(requests, time.Now())
+			mu.Unlock()
+		}
+	}))
+	settings := ConsumerSettings{ResendIntervalMin: 50 * time.Millisecond, ResendIntervalMax: 400 * time.Millisecond}
+	entity := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		var c *ShardingConsumerController
+		return actor.ReceiveFunc(func(ctx actor.Context) {
+			if _, ok := ctx.Message().(*actor.Started); ok {
+				c, _ = NewShardingConsumerController(settings, nil, func(ctx actor.Context, d Delivery) { _ = c.Confirm(ctx, d) })
+				return
+			}
+			c.Receive(ctx)
+		})
+	}))
+	payload, err := anypb.New(wrapperspb.Int64(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	system.Root.Send(entity, &messages.SequencedMessage{EntityId: "e", ProducerId: "p", ProducerIncarnation: 1, SeqNr: 1,
+		First: true, ProducerController: producer, Message: payload})
+	time.Sleep(2 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	// Two Requests for the first message (accepted, confirmed), then the
+	// retries: after 50, 100, 200, 400, 400, ... ms of quiet (+10% jitter),
+	// about 6 in two seconds; at the minimum they would be about 40.
+	retries := len(requests) - 2
+	if retries < 3 || retries > 9 {
+		t.Fatalf("%d retry Requests in %v, want 3 to 9", retries, time.Since(start).Round(time.Millisecond))
+	}
+	for i := 5; i < len(requests); i++ { // from the fourth retry on
+		if gap := requests[i].Sub(requests[i-1]); gap < 300*time.Millisecond {
+			t.Fatalf("retry %d came %v after the one before; want the interval grown to about 400ms", i-2, gap)
+		}
+	}
+}
