@@ -1,0 +1,22 @@
+package delivery_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/actorsharding/delivery/queuetest"
+)
+
+func TestMemoryQueueContract(t *testing.T) {
+	var mu sync.Mutex
+	queues := map[string]*delivery.MemoryQueue{}
+	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, name string) (delivery.DurableProducerQueue, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if queues[name] == nil {
+			queues[name] = delivery.NewMemoryQueue()
+		}
+		return queues[name], nil
+	}})
+}
