@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 )
@@ -215,7 +216,7 @@ func NewRememberEntitiesStore(client *api.Client, typeName string, opts ...Remem
 // RememberEntitiesPrefix returns the KV prefix (ending in '/') under
 // which the Consul store of typeName keeps the buckets of shardID.
 func RememberEntitiesPrefix(typeName, shardID string) string {
-	return rememberEntitiesTypePrefix(typeName) + escapeKeySegment(shardID) + "/"
+	return rememberEntitiesTypePrefix(typeName) + pathseg.Escape(shardID) + "/"
 }
 
 // RememberedBucket is one stored bucket of a RememberEntitiesStore,
@@ -260,7 +261,7 @@ func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket
 			continue
 		}
 		shardID, err := url.PathUnescape(segment)
-		if err != nil || shardID == "" || escapeKeySegment(shardID) != segment {
+		if err != nil || shardID == "" || pathseg.Escape(shardID) != segment {
 			continue
 		}
 		b := RememberedBucket{Key: p.Key, ModifyIndex: p.ModifyIndex, ShardID: shardID}
@@ -277,18 +278,6 @@ func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket
 // typeName.
 func rememberEntitiesTypePrefix(typeName string) string {
 	return "protoshard/sharding/" + typeName + "/entities/"
-}
-
-// escapeKeySegment makes s one KV path segment that survives the HTTP
-// round trip unchanged: url.PathEscape escapes '/', '%', '?', spaces and
-// non-ASCII bytes, and a leading '.' is escaped too so that "." and ".."
-// never appear as segments, which HTTP path cleaning would resolve.
-func escapeKeySegment(s string) string {
-	e := url.PathEscape(s)
-	if strings.HasPrefix(e, ".") {
-		e = "%2E" + e[1:]
-	}
-	return e
 }
 
 // Writes returns the number of write requests (transactions, including

@@ -125,15 +125,46 @@ func (s *queueState) touch(touched map[string]*queueEntity, id string) *queueEnt
 	return nil
 }
 
-// storeSent adds the batch, all or none, and returns the messages it did
-// not hold yet, in order.
-func (s *queueState) storeSent(batch []*messages.MessageSent) ([]*messages.MessageSent, error) {
-	// The batch is checked against copies of the entities it touches.
+// queueChange is a write checked against a queueState and not yet
+// applied: the entities it touches as they become, and what is new.
+type queueChange struct {
+	touched   map[string]*queueEntity
+	added     []*messages.MessageSent // not held before, in order
+	confirmed []*messages.Confirmed   // that change the content, in order
+}
+
+// commit applies a change planned on s (and nothing since).
+func (s *queueState) commit(c queueChange) {
+	for id, e := range c.touched {
+		s.entities[id] = e
+	}
+}
+
+// storeSent adds the batch, all or none.
+func (s *queueState) storeSent(batch []*messages.MessageSent) (queueChange, error) {
+	c, err := s.planSent(batch)
+	if err == nil {
+		s.commit(c)
+	}
+	return c, err
+}
+
+// storeConfirmed applies the confirmations, all or none.
+func (s *queueState) storeConfirmed(batch []*messages.Confirmed) (queueChange, error) {
+	c, err := s.planConfirmed(batch)
+	if err == nil {
+		s.commit(c)
+	}
+	return c, err
+}
+
+// planSent checks the batch against copies of the entities it touches.
+func (s *queueState) planSent(batch []*messages.MessageSent) (queueChange, error) {
 	touched := make(map[string]*queueEntity)
 	var added []*messages.MessageSent
 	for _, m := range batch {
 		if err := checkSent(m); err != nil {
-			return nil, err
+			return queueChange{}, err
 		}
 		id := m.GetEntityId()
 		e := s.touch(touched, id)
@@ -141,7 +172,7 @@ func (s *queueState) storeSent(batch []*messages.MessageSent) ([]*messages.Messa
 		switch {
 		case e == nil || e.incarnation != m.GetProducerIncarnation():
 			if seq != 1 {
-				return nil, fmt.Errorf("%w: entity %q: incarnation %d starts at seqNr %d, not 1", errQueueWrite, id, m.GetProducerIncarnation(), seq)
+				return queueChange{}, fmt.Errorf("%w: entity %q: incarnation %d starts at seqNr %d, not 1", errQueueWrite, id, m.GetProducerIncarnation(), seq)
 			}
 			e = &queueEntity{incarnation: m.GetProducerIncarnation(), unconfirmed: []*messages.MessageSent{m}}
 			added = append(added, m)
@@ -149,30 +180,27 @@ func (s *queueState) storeSent(batch []*messages.MessageSent) ([]*messages.Messa
 			// Confirmed already: a retry of a write that succeeded.
 		case seq <= e.last():
 			if stored := e.unconfirmed[seq-e.confirmed-1]; !proto.Equal(stored, m) {
-				return nil, fmt.Errorf("%w: entity %q seqNr %d is stored with another content", errQueueWrite, id, seq)
+				return queueChange{}, fmt.Errorf("%w: entity %q seqNr %d is stored with another content", errQueueWrite, id, seq)
 			}
 		case seq == e.last()+1:
 			e.unconfirmed = append(e.unconfirmed[:len(e.unconfirmed):len(e.unconfirmed)], m)
 			added = append(added, m)
 		default:
-			return nil, fmt.Errorf("%w: entity %q: seqNr %d after %d", errQueueWrite, id, seq, e.last())
+			return queueChange{}, fmt.Errorf("%w: entity %q: seqNr %d after %d", errQueueWrite, id, seq, e.last())
 		}
 		touched[id] = e
 	}
-	for id, e := range touched {
-		s.entities[id] = e
-	}
-	return added, nil
+	return queueChange{touched: touched, added: added}, nil
 }
 
-// storeConfirmed applies the confirmations, all or none, and returns those
-// that changed the content, in order.
-func (s *queueState) storeConfirmed(batch []*messages.Confirmed) ([]*messages.Confirmed, error) {
+// planConfirmed checks the confirmations against copies of the entities
+// they touch.
+func (s *queueState) planConfirmed(batch []*messages.Confirmed) (queueChange, error) {
 	touched := make(map[string]*queueEntity)
 	var changed []*messages.Confirmed
 	for _, c := range batch {
 		if c == nil {
-			return nil, fmt.Errorf("%w: nil Confirmed", errQueueWrite)
+			return queueChange{}, fmt.Errorf("%w: nil Confirmed", errQueueWrite)
 		}
 		id := c.GetEntityId()
 		e := s.touch(touched, id)
@@ -180,7 +208,7 @@ func (s *queueState) storeConfirmed(batch []*messages.Confirmed) ([]*messages.Co
 			continue // another numbering, or confirmed already
 		}
 		if c.GetSeqNr() > e.last() {
-			return nil, fmt.Errorf("%w: entity %q: confirmed %d, only up to %d stored", errQueueWrite, id, c.GetSeqNr(), e.last())
+			return queueChange{}, fmt.Errorf("%w: entity %q: confirmed %d, only up to %d stored", errQueueWrite, id, c.GetSeqNr(), e.last())
 		}
 		e.unconfirmed = e.unconfirmed[c.GetSeqNr()-e.confirmed:]
 		if len(e.unconfirmed) == 0 {
@@ -190,10 +218,7 @@ func (s *queueState) storeConfirmed(batch []*messages.Confirmed) ([]*messages.Co
 		touched[id] = e
 		changed = append(changed, c)
 	}
-	for id, e := range touched {
-		s.entities[id] = e
-	}
-	return changed, nil
+	return queueChange{touched: touched, confirmed: changed}, nil
 }
 
 // cleanup forgets the entities and returns those it held, in order.

@@ -20,3 +20,11 @@ func TestMemoryQueueContract(t *testing.T) {
 		return queues[name], nil
 	}})
 }
+
+func TestFileQueueContract(t *testing.T) {
+	dir := t.TempDir()
+	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, name string) (delivery.DurableProducerQueue, error) {
+		// A small limit, so that the oversize test stays small.
+		return delivery.OpenFileQueue(dir, name, delivery.FileQueueOptions{MaxMessageSentBytes: 4 << 10})
+	}})
+}
