@@ -147,61 +147,55 @@ func crashProducer(t *testing.T, node *testkit.Node, dir string) {
 }
 
 // TestDurableQueueProducerCrash: a producer with a file queue crashes
-// while its messages are on their way; a new producer with the same queue
+// while its messages are on their way. A new producer with the same queue
 // sends what was not confirmed under its stored numbers before its own
-// messages. Entities that store their progress lose none and process none
-// twice.
+// messages: entities that store their progress lose none and process none
+// twice. A new producer whose queue is empty (lost with its disk) numbers
+// anew, under new incarnations, and the entities take none of its
+// messages for one they processed.
 func TestDurableQueueProducerCrash(t *testing.T) {
-	const n, perEntity = 20, 30
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := newQueueCluster(t)
-	dir := t.TempDir()
-	node1, p1 := c.producerNode(t, dir)
-	sendRounds(ctx, t, p1, n, 1, perEntity/2)
-	st, _ := p1.Stats(ctx)
-	t.Logf("first producer before its crash: %+v", st)
-	crashProducer(t, node1, dir)
+	for _, wiped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("queue wiped %v", wiped), func(t *testing.T) {
+			const n, perEntity = 20, 30
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			c := newQueueCluster(t)
+			dir := t.TempDir()
+			node1, p1 := c.producerNode(t, dir)
+			sendRounds(ctx, t, p1, n, 1, perEntity/2)
+			// Every entity has progress of the first producer's numbering.
+			c.waitProcessed(t, n, 1, 1)
+			st, _ := p1.Stats(ctx)
+			t.Logf("first producer before its crash: %+v", st)
+			crashProducer(t, node1, dir)
 
-	_, p2 := c.producerNode(t, dir)
-	defer p2.Stop(context.Background())
-	sendRounds(ctx, t, p2, n, perEntity/2+1, perEntity)
-	c.waitProcessed(t, n, 1, perEntity)
-	st, _ = p2.Stats(ctx)
-	t.Logf("second producer: %+v", st)
-	if st.Resent+st.Sent <= int64(n*perEntity/2) {
-		t.Errorf("the second producer sent nothing of the first's (%+v): the test shows nothing", st)
-	}
-	// The numbering continued: every entity's seqNrs are its values.
-	if again := judge(t, c.l, n, perEntity); again != 0 {
-		t.Errorf("%d messages processed twice by seqNr", again)
-	}
-	if again := c.twice(n); again != 0 {
-		t.Errorf("%d messages processed twice", again)
-	}
-}
-
-// TestDurableQueueWiped: the same crash, but the new producer's queue is
-// empty (lost with its disk): it numbers anew, under new incarnations, and
-// the entities take none of its messages for one they processed.
-func TestDurableQueueWiped(t *testing.T) {
-	const n, perEntity = 20, 20
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := newQueueCluster(t)
-	dir := t.TempDir()
-	node1, p1 := c.producerNode(t, dir)
-	sendRounds(ctx, t, p1, n, 1, perEntity/2)
-	// Every entity has progress of the first producer's numbering.
-	c.waitProcessed(t, n, 1, 1)
-	crashProducer(t, node1, dir)
-
-	_, p2 := c.producerNode(t, t.TempDir())
-	defer p2.Stop(context.Background())
-	sendRounds(ctx, t, p2, n, perEntity/2+1, perEntity)
-	c.waitProcessed(t, n, perEntity/2+1, perEntity)
-	if again := c.twice(n); again != 0 {
-		t.Errorf("%d messages processed twice", again)
+			if wiped {
+				dir = t.TempDir()
+			}
+			_, p2 := c.producerNode(t, dir)
+			defer p2.Stop(context.Background())
+			sendRounds(ctx, t, p2, n, perEntity/2+1, perEntity)
+			st, _ = p2.Stats(ctx)
+			t.Logf("second producer: %+v", st)
+			if wiped {
+				c.waitProcessed(t, n, perEntity/2+1, perEntity)
+			} else {
+				c.waitProcessed(t, n, 1, perEntity)
+			}
+			if again := c.twice(n); again != 0 {
+				t.Errorf("%d messages processed twice", again)
+			}
+			if wiped {
+				return
+			}
+			if st.Resent+st.Sent <= int64(n*perEntity/2) {
+				t.Errorf("the second producer sent nothing of the first's (%+v): the test shows nothing", st)
+			}
+			// The numbering continued: every entity's seqNrs are its values.
+			if again := judge(t, c.l, n, perEntity); again != 0 {
+				t.Errorf("%d messages processed twice by seqNr", again)
+			}
+		})
 	}
 }
 
