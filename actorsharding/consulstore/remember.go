@@ -569,36 +569,70 @@ func (s *RememberEntitiesStore) plan(shardID string, buckets map[string]*storedB
 }
 
 // pack splits ops into transactions of at most maxTxnOps operations
-// whose JSON bodies stay within maxTxnBytes. Sizes are those of the body
-// the Consul client sends (encoding/json, one op after the other in an
-// array, plus a newline).
+// whose JSON bodies stay within maxTxnBytes.
 func (s *RememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error) {
+	txns, err := packTxns(nil, ops, s.cfg.maxTxnBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w (lower the bucket size or raise the transaction size): %w", err, shardactor.ErrTooManyRememberedEntities)
+	}
+	return txns, nil
+}
+
+// packTxns splits ops into transactions that each begin with head (a
+// check the whole transaction depends on), of at most maxTxnOps
+// operations, whose JSON bodies stay within maxBytes. Sizes are those of
+// the body the Consul client sends (encoding/json, one op after the other
+// in an array, plus a newline).
+func packTxns(head, ops api.TxnOps, maxBytes int) ([]api.TxnOps, error) {
 	const frame = len("[]\n")
-	var txns []api.TxnOps
-	var cur api.TxnOps
-	size := frame
-	for _, op := range ops {
+	sizeOf := func(op *api.TxnOp) (int, error) {
 		b, err := json.Marshal(op)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the operation on %s: %w: %w", op.KV.Key, shardactor.ErrInvalidUpdate, err)
+			return 0, fmt.Errorf("encoding the operation on %s: %w", op.KV.Key, err)
 		}
-		n := len(b)
-		if frame+n > s.cfg.maxTxnBytes {
-			return nil, fmt.Errorf("writing bucket %s takes a %d-byte transaction, over the limit of %d bytes (lower the bucket size or raise the transaction size): %w",
-				op.KV.Key, frame+n, s.cfg.maxTxnBytes, shardactor.ErrTooManyRememberedEntities)
+		return len(b), nil
+	}
+	// The size of a transaction holding head alone.
+	empty := frame
+	for i, op := range head {
+		n, err := sizeOf(op)
+		if err != nil {
+			return nil, err
+		}
+		empty += n
+		if i > 0 {
+			empty++ // the comma
+		}
+	}
+	var txns []api.TxnOps
+	cur, size := append(api.TxnOps(nil), head...), empty
+	for _, op := range ops {
+		n, err := sizeOf(op)
+		if err != nil {
+			return nil, err
 		}
 		sep := 0
-		if len(cur) > 0 {
-			sep = 1 // the comma
+		if len(head) > 0 {
+			sep = 1
 		}
-		if len(cur) == maxTxnOps || size+sep+n > s.cfg.maxTxnBytes {
+		if empty+sep+n > maxBytes {
+			return nil, fmt.Errorf("writing %s takes a %d-byte transaction, over the limit of %d bytes", op.KV.Key, empty+sep+n, maxBytes)
+		}
+		if len(cur) > 0 {
+			sep = 1
+		}
+		if len(cur) == maxTxnOps || size+sep+n > maxBytes {
 			txns = append(txns, cur)
-			cur, size, sep = nil, frame, 0
+			cur, size = append(api.TxnOps(nil), head...), empty
+			sep = 0
+			if len(cur) > 0 {
+				sep = 1
+			}
 		}
 		cur = append(cur, op)
 		size += sep + n
 	}
-	if len(cur) > 0 {
+	if len(cur) > len(head) {
 		txns = append(txns, cur)
 	}
 	return txns, nil

@@ -405,12 +405,7 @@ func (q *FileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*mess
 // Cleanup implements DurableProducerQueue.
 func (q *FileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 	return q.write(ctx, func() error {
-		var held []string
-		for _, id := range entityIDs {
-			if _, ok := q.state.entities[id]; ok {
-				held = append(held, id)
-			}
-		}
+		held := (&QueueContent{state: q.state}).Held(entityIDs)
 		if len(held) == 0 {
 			return nil
 		}
