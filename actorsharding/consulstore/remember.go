@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 )
@@ -215,7 +216,7 @@ func NewRememberEntitiesStore(client *api.Client, typeName string, opts ...Remem
 // RememberEntitiesPrefix returns the KV prefix (ending in '/') under
 // which the Consul store of typeName keeps the buckets of shardID.
 func RememberEntitiesPrefix(typeName, shardID string) string {
-	return rememberEntitiesTypePrefix(typeName) + escapeKeySegment(shardID) + "/"
+	return rememberEntitiesTypePrefix(typeName) + pathseg.Escape(shardID) + "/"
 }
 
 // RememberedBucket is one stored bucket of a RememberEntitiesStore,
@@ -260,7 +261,7 @@ func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket
 			continue
 		}
 		shardID, err := url.PathUnescape(segment)
-		if err != nil || shardID == "" || escapeKeySegment(shardID) != segment {
+		if err != nil || shardID == "" || pathseg.Escape(shardID) != segment {
 			continue
 		}
 		b := RememberedBucket{Key: p.Key, ModifyIndex: p.ModifyIndex, ShardID: shardID}
@@ -277,18 +278,6 @@ func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket
 // typeName.
 func rememberEntitiesTypePrefix(typeName string) string {
 	return "protoshard/sharding/" + typeName + "/entities/"
-}
-
-// escapeKeySegment makes s one KV path segment that survives the HTTP
-// round trip unchanged: url.PathEscape escapes '/', '%', '?', spaces and
-// non-ASCII bytes, and a leading '.' is escaped too so that "." and ".."
-// never appear as segments, which HTTP path cleaning would resolve.
-func escapeKeySegment(s string) string {
-	e := url.PathEscape(s)
-	if strings.HasPrefix(e, ".") {
-		e = "%2E" + e[1:]
-	}
-	return e
 }
 
 // Writes returns the number of write requests (transactions, including
@@ -580,36 +569,70 @@ func (s *RememberEntitiesStore) plan(shardID string, buckets map[string]*storedB
 }
 
 // pack splits ops into transactions of at most maxTxnOps operations
-// whose JSON bodies stay within maxTxnBytes. Sizes are those of the body
-// the Consul client sends (encoding/json, one op after the other in an
-// array, plus a newline).
+// whose JSON bodies stay within maxTxnBytes.
 func (s *RememberEntitiesStore) pack(ops api.TxnOps) ([]api.TxnOps, error) {
+	txns, err := packTxns(nil, ops, s.cfg.maxTxnBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w (lower the bucket size or raise the transaction size): %w", err, shardactor.ErrTooManyRememberedEntities)
+	}
+	return txns, nil
+}
+
+// packTxns splits ops into transactions that each begin with head (a
+// check the whole transaction depends on), of at most maxTxnOps
+// operations, whose JSON bodies stay within maxBytes. Sizes are those of
+// the body the Consul client sends (encoding/json, one op after the other
+// in an array, plus a newline).
+func packTxns(head, ops api.TxnOps, maxBytes int) ([]api.TxnOps, error) {
 	const frame = len("[]\n")
-	var txns []api.TxnOps
-	var cur api.TxnOps
-	size := frame
-	for _, op := range ops {
+	sizeOf := func(op *api.TxnOp) (int, error) {
 		b, err := json.Marshal(op)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the operation on %s: %w: %w", op.KV.Key, shardactor.ErrInvalidUpdate, err)
+			return 0, fmt.Errorf("encoding the operation on %s: %w", op.KV.Key, err)
 		}
-		n := len(b)
-		if frame+n > s.cfg.maxTxnBytes {
-			return nil, fmt.Errorf("writing bucket %s takes a %d-byte transaction, over the limit of %d bytes (lower the bucket size or raise the transaction size): %w",
-				op.KV.Key, frame+n, s.cfg.maxTxnBytes, shardactor.ErrTooManyRememberedEntities)
+		return len(b), nil
+	}
+	// The size of a transaction holding head alone.
+	empty := frame
+	for i, op := range head {
+		n, err := sizeOf(op)
+		if err != nil {
+			return nil, err
+		}
+		empty += n
+		if i > 0 {
+			empty++ // the comma
+		}
+	}
+	var txns []api.TxnOps
+	cur, size := append(api.TxnOps(nil), head...), empty
+	for _, op := range ops {
+		n, err := sizeOf(op)
+		if err != nil {
+			return nil, err
 		}
 		sep := 0
-		if len(cur) > 0 {
-			sep = 1 // the comma
+		if len(head) > 0 {
+			sep = 1
 		}
-		if len(cur) == maxTxnOps || size+sep+n > s.cfg.maxTxnBytes {
+		if empty+sep+n > maxBytes {
+			return nil, fmt.Errorf("writing %s takes a %d-byte transaction, over the limit of %d bytes", op.KV.Key, empty+sep+n, maxBytes)
+		}
+		if len(cur) > 0 {
+			sep = 1
+		}
+		if len(cur) == maxTxnOps || size+sep+n > maxBytes {
 			txns = append(txns, cur)
-			cur, size, sep = nil, frame, 0
+			cur, size = append(api.TxnOps(nil), head...), empty
+			sep = 0
+			if len(cur) > 0 {
+				sep = 1
+			}
 		}
 		cur = append(cur, op)
 		size += sep + n
 	}
-	if len(cur) > 0 {
+	if len(cur) > len(head) {
 		txns = append(txns, cur)
 	}
 	return txns, nil

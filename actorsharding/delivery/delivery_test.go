@@ -24,6 +24,7 @@ import (
 type ledger struct {
 	mu        sync.Mutex
 	processed map[string][]int64 // entity -> seqNrs in the order processed
+	payloads  map[string][]int64 // entity -> the messages' values, in the same order
 	progress  map[string]*messages.ConsumerProgress
 	starts    int      // entity incarnations started
 	dropped   []string // the dead letters' reasons
@@ -59,6 +60,12 @@ func (e *entity) Receive(ctx actor.Context) {
 			func(ctx actor.Context, d delivery.Delivery) {
 				e.l.mu.Lock()
 				e.l.processed[id] = append(e.l.processed[id], d.SeqNr)
+				if v, ok := d.Message.(*wrapperspb.Int64Value); ok {
+					if e.l.payloads == nil {
+						e.l.payloads = map[string][]int64{}
+					}
+					e.l.payloads[id] = append(e.l.payloads[id], v.GetValue())
+				}
 				if e.storeProgress {
 					e.l.progress[id] = e.consumer.ProgressAfter(d)
 				}

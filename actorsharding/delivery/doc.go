@@ -15,8 +15,14 @@
 // restarted, what its earlier incarnation processed but had not yet
 // confirmed to the producer.
 //
-// Not yet: a durable producer queue (a producer that stops loses what its
-// entities have not confirmed, with a dead-letter event each), Akka's
-// RequestNext protocol for producers that are actors, and Send waiting for
-// room in a full buffer (it fails with ErrBufferFull).
+// Without a durable queue, a producer that stops loses what its entities
+// have not confirmed, with a dead-letter event each. With one
+// (ProducerSettings.DurableQueue: NewMemoryQueue, OpenFileQueue, or the
+// Consul queue of actorsharding/consulstore), Send returns once the
+// message is stored, and a controller started again with the queue sends
+// what was not confirmed, under its stored numbers, before anything new:
+// an entity that stores its progress drops what it processed already.
+//
+// Not yet: Akka's RequestNext protocol for producers that are actors, and
+// Send waiting for room in a full buffer (it fails with ErrBufferFull).
 package delivery

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,19 +17,35 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// StateActive is the producer controller's only state; it appears in logs.
-const StateActive = "active"
+// The producer controller's states; they appear in logs.
+const (
+	// StateLoading: the controller claims and reads its durable queue;
+	// Sends wait.
+	StateLoading = "loading"
+	// StateActive: the controller sends.
+	StateActive = "active"
+	// StateStopping: the controller stopped accepting and finishes its
+	// writes to the durable queue before it closes it.
+	StateStopping = "stopping"
+)
 
 // ShardingProducerController sends one producer's messages to the entities
 // of one type, at least once and in order per entity (Akka's
 // ShardingProducerController): it numbers them per entity, keeps each until
 // the entity's ShardingConsumerController confirms it, sends no more than
 // the entity asked for, and resends what the entity did not get (it
-// restarted, moved, or a message was lost). Its methods are safe for
-// concurrent use.
+// restarted, moved, or a message was lost). With a durable queue
+// (ProducerSettings.DurableQueue) it stores each message before it sends
+// it, so that a controller started again continues where this one
+// stopped. Its methods are safe for concurrent use.
 type ShardingProducerController struct {
 	system *actor.ActorSystem
 	pid    *actor.PID
+	// stopped is closed when the controller stopped; stopErr, set before,
+	// says why (ErrProducerStopped, or the durable queue's error).
+	stopped  chan struct{}
+	stopErr  error
+	stopOnce sync.Once
 }
 
 // StartShardingProducerController starts the controller of producer
@@ -43,15 +60,19 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, actorsharding.ErrNotStarted)
 	}
 	system := s.System()
+	p := &ShardingProducerController{system: system, stopped: make(chan struct{})}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings.withDefaults(),
-			refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}}
+		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings.withDefaults(),
+			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior()}
+		c.behavior.Become(c.active) // until Started picks the first state
+		return c
 	}, guard.WithMailbox())
 	pid, err := system.Root.SpawnNamed(props, "delivery/"+typeName+"/"+producerID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery: start producer %q of %s: %w", producerID, typeName, err)
 	}
-	return &ShardingProducerController{system: system, pid: pid}, nil
+	p.pid = pid
+	return p, nil
 }
 
 // sendRequest is a Send or SendWithConfirmation for the actor.
@@ -63,54 +84,98 @@ type sendRequest struct {
 }
 
 // Send hands msg to the controller for entityID. nil: accepted, numbered,
-// and sent or buffered until the entity asks for it; it is delivered
-// unless this producer stops first. ErrBufferFull: the entity asked for
-// nothing and BufferSize messages already wait; try again later.
+// stored when there is a durable queue, and sent or buffered until the
+// entity asks for it; it is delivered unless this producer stops first
+// without a durable queue. ErrBufferFull: the entity asked for nothing and
+// BufferSize messages already wait; try again later. ErrQueueFenced,
+// ErrQueueFailed: the durable queue stopped the controller.
 func (p *ShardingProducerController) Send(ctx context.Context, entityID string, msg proto.Message) error {
 	return p.send(ctx, entityID, msg, false)
 }
 
 // SendWithConfirmation is Send that returns once the entity confirmed msg
-// (Akka's askNextTo), or ctx ended.
+// (Akka's askNextTo), or ctx ended. With a durable queue it returns once
+// msg is stored, as Akka's does.
 func (p *ShardingProducerController) SendWithConfirmation(ctx context.Context, entityID string, msg proto.Message) error {
 	return p.send(ctx, entityID, msg, true)
 }
 
 func (p *ShardingProducerController) send(ctx context.Context, entityID string, msg proto.Message, ack bool) error {
+	if err := p.stoppedErr(); err != nil {
+		return fmt.Errorf("delivery: send to %q: %w", entityID, err)
+	}
 	r := &sendRequest{entityID: entityID, msg: msg, ack: ack, done: make(chan error, 1)}
 	p.system.Root.Send(p.pid, r)
 	select {
 	case err := <-r.done:
 		return err
+	case <-p.stopped:
+		// The controller answers every Send it took before it stops.
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return fmt.Errorf("delivery: send to %q: %w", entityID, p.stopErr)
+		}
 	case <-ctx.Done():
 		return fmt.Errorf("delivery: send to %q: %w", entityID, ctx.Err())
 	}
 }
 
+// stoppedErr is why the controller stopped, nil while it runs.
+func (p *ShardingProducerController) stoppedErr() error {
+	select {
+	case <-p.stopped:
+		return p.stopErr
+	default:
+		return nil
+	}
+}
+
+// finish records that the controller stopped because of err; the first
+// reason counts.
+func (p *ShardingProducerController) finish(err error) {
+	p.stopOnce.Do(func() {
+		p.stopErr = err
+		close(p.stopped)
+	})
+}
+
 type getStats struct{ done chan ProducerStats }
 
-// Stats reports the controller's counts.
+// Stats reports the controller's counts; after it stopped, why it
+// stopped.
 func (p *ShardingProducerController) Stats(ctx context.Context) (ProducerStats, error) {
+	if err := p.stoppedErr(); err != nil {
+		return ProducerStats{}, err
+	}
 	r := &getStats{done: make(chan ProducerStats, 1)}
 	p.system.Root.Send(p.pid, r)
 	select {
 	case st := <-r.done:
 		return st, nil
+	case <-p.stopped:
+		return ProducerStats{}, p.stopErr
 	case <-ctx.Done():
 		return ProducerStats{}, ctx.Err()
 	}
 }
 
-type stopProducer struct{ done chan struct{} }
+type stopProducer struct{}
 
-// Stop stops the controller. Messages the entities have not confirmed yet
-// are dropped, each with a dead-letter event (ErrProducerStopped); a
-// SendWithConfirmation still waiting fails with ErrProducerStopped.
+// Stop stops the controller. Without a durable queue, messages the
+// entities have not confirmed yet are dropped, each with a dead-letter
+// event (ErrProducerStopped), and a SendWithConfirmation still waiting
+// fails with ErrProducerStopped. With one, they stay stored for the next
+// controller: Stop returns once the writes under way are done and the
+// queue is closed.
 func (p *ShardingProducerController) Stop(ctx context.Context) error {
-	r := &stopProducer{done: make(chan struct{})}
-	p.system.Root.Send(p.pid, r)
+	if p.stoppedErr() != nil {
+		return nil
+	}
+	p.system.Root.Send(p.pid, &stopProducer{})
 	select {
-	case <-r.done:
+	case <-p.stopped:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -124,22 +189,53 @@ type (
 	cleanupTick     struct{}
 )
 
+// Results of the durable queue's calls, run off the mailbox.
+type (
+	loadResult struct {
+		state *messages.DurableProducerQueueState
+		err   error
+	}
+	queueClosed struct{ err error }
+)
+
 // producerController is the actor: it carries out what producerState
-// decides.
+// decides, and runs the durable queue's calls off its mailbox, one at a
+// time, each result coming back as a message.
 type producerController struct {
 	sharding   *actorsharding.Sharding
 	typeName   string
 	producerID string
 	settings   ProducerSettings
+	handle     *ShardingProducerController
 
-	state   *producerState
-	refs    map[string]actorsharding.EntityRef
-	waiting map[confirmation]chan error // SendWithConfirmation by entity and seqNr
-	timers  *scheduler.TimerScheduler
-	cancels []scheduler.CancelFunc
+	behavior  actor.Behavior
+	stateName string
+	state     *producerState
+	refs      map[string]actorsharding.EntityRef
+	waiting   map[confirmation]chan error // SendWithConfirmation by entity and seqNr, without a queue
+	timers    *scheduler.TimerScheduler
+	cancels   []scheduler.CancelFunc
+
+	held        []*sendRequest // Sends that came while loading
+	loadAttempt int
+	loading     bool  // a LoadState runs
+	closing     bool  // the queue's Close was called
+	stopErr     error // why the controller stops (stopping)
 }
 
-func (c *producerController) Receive(ctx actor.Context) {
+func (c *producerController) Receive(ctx actor.Context) { c.behavior.Receive(ctx) }
+
+func (c *producerController) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
+	if c.stateName != "" && c.stateName != name {
+		ctx.Logger().Info("delivery: producer controller state change", slog.String("type", c.typeName),
+			slog.String("producer", c.producerID), slog.String("from", c.stateName), slog.String("to", name))
+	}
+	c.stateName = name
+	c.behavior.Become(receive)
+}
+
+// common handles what every state handles alike; false: not one of those.
+func (c *producerController) common(ctx actor.Context) bool {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		c.state = newProducerState(c.producerID, ctx.Self(), c.settings, nil)
@@ -148,11 +244,113 @@ func (c *producerController) Receive(ctx actor.Context) {
 			c.timers.SendRepeatedly(c.settings.ResendFirstInterval, c.settings.ResendFirstInterval, ctx.Self(), resendFirstTick{}),
 			c.timers.SendRepeatedly(c.settings.ResendFirstUnconfirmedIdleTimeout/2, c.settings.ResendFirstUnconfirmedIdleTimeout/2, ctx.Self(), idleCheckTick{}),
 			c.timers.SendRepeatedly(c.settings.CleanupUnusedAfter, c.settings.CleanupUnusedAfter, ctx.Self(), cleanupTick{}))
-		ctx.Logger().Info("delivery: producer controller started", c.attrs()...)
+		if c.settings.DurableQueue != nil {
+			c.become(ctx, StateLoading, c.loadingState)
+			c.load(ctx, 0)
+		} else {
+			c.become(ctx, StateActive, c.active)
+		}
+		ctx.Logger().Info("delivery: producer controller started", append(c.attrs(), slog.Bool("durable", c.settings.DurableQueue != nil))...)
 	case *actor.Stopping:
 		for _, cancel := range c.cancels {
 			cancel()
 		}
+	case *actor.Stopped:
+		// Stopped from outside (the actor system shuts down): what waits
+		// is told, and the queue's claim released.
+		if q := c.settings.DurableQueue; q != nil && !c.closing {
+			c.closing = true
+			go func() { _ = q.Close() }()
+		}
+		c.handle.finish(ErrProducerStopped)
+	case *getStats:
+		msg.done <- c.state.stats()
+	case *actor.Restarting, resendFirstTick, idleCheckTick, cleanupTick:
+	default:
+		return false
+	}
+	return true
+}
+
+func (c *producerController) unknown(ctx actor.Context) {
+	msg := ctx.Message()
+	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
+		fmt.Sprintf("delivery producer %s: %T is no message of this controller (state %s)", c.producerID, msg, c.stateName))
+}
+
+// loadingState: the durable queue's content is read; Sends wait, replies
+// of entities to an earlier controller are ignored (they ask again).
+func (c *producerController) loadingState(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *sendRequest:
+		if len(c.held) >= c.settings.BufferSize {
+			msg.done <- fmt.Errorf("delivery: producer %s, entity %q: loading its durable queue, %d sends wait: %w",
+				c.producerID, msg.entityID, len(c.held), ErrBufferFull)
+			return
+		}
+		c.held = append(c.held, msg)
+	case *loadResult:
+		c.onLoaded(ctx, msg)
+	case *stopProducer:
+		c.stopErr = ErrProducerStopped
+		c.become(ctx, StateStopping, c.stopping)
+		c.failHeld(ErrProducerStopped)
+	case *messages.Request, *messages.Ack, *messages.Resend:
+	default:
+		if !c.common(ctx) {
+			c.unknown(ctx)
+		}
+	}
+}
+
+// load runs LoadState off the mailbox after delay.
+func (c *producerController) load(ctx actor.Context, delay time.Duration) {
+	self, root, q, timeout := ctx.Self(), ctx.ActorSystem().Root, c.settings.DurableQueue, c.settings.DurableQueueRequestTimeout
+	c.loading = true
+	c.loadAttempt++
+	go func() {
+		time.Sleep(delay)
+		lctx, cancel := context.WithTimeout(context.Background(), timeout)
+		st, err := q.LoadState(lctx)
+		cancel()
+		root.Send(self, &loadResult{state: st, err: err})
+	}()
+}
+
+func (c *producerController) onLoaded(ctx actor.Context, r *loadResult) {
+	c.loading = false
+	if r.err != nil {
+		delay, err := c.settings.queueRetry().next(c.loadAttempt, r.err)
+		if err == nil {
+			ctx.Logger().Warn("delivery: loading the durable queue failed, retrying", append(c.attrs(),
+				slog.Int("attempt", c.loadAttempt), slog.Duration("delay", delay), slog.Any("error", r.err))...)
+			c.load(ctx, delay)
+			return
+		}
+		c.fail(ctx, err)
+		return
+	}
+	out, err := c.state.load(r.state, time.Now())
+	if err != nil {
+		// Claimed but unusable: closed again by fail.
+		c.fail(ctx, fmt.Errorf("%w: %w", ErrQueueFailed, err))
+		return
+	}
+	ctx.Logger().Info("delivery: durable queue loaded", append(c.attrs(), slog.Int("entities", len(r.state.GetEntities())),
+		slog.Int("unconfirmed", len(r.state.GetUnconfirmed())))...)
+	c.become(ctx, StateActive, c.active)
+	c.carryOut(ctx, out, nil, nil)
+	held := c.held
+	c.held = nil
+	for _, h := range held {
+		c.onSend(ctx, h)
+	}
+	c.writes(ctx)
+}
+
+// active: the controller sends.
+func (c *producerController) active(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
 	case *sendRequest:
 		c.onSend(ctx, msg)
 	case *messages.Request:
@@ -174,35 +372,178 @@ func (c *producerController) Receive(ctx actor.Context) {
 		for _, id := range c.state.cleanup(time.Now()) {
 			delete(c.refs, id)
 		}
-	case *getStats:
-		msg.done <- c.state.stats()
+	case *storeResult:
+		c.onStored(ctx, msg)
+		return
 	case *stopProducer:
-		c.stop(ctx)
-		close(msg.done)
-	case *actor.Stopped, *actor.Restarting:
+		if c.settings.DurableQueue == nil {
+			c.stop(ctx)
+			return
+		}
+		c.state.stop()
+		c.stopErr = ErrProducerStopped
+		c.become(ctx, StateStopping, c.stopping)
+		c.closeWhenIdle(ctx)
+		return
 	default:
-		deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
-			fmt.Sprintf("delivery producer %s: %T is no message of this controller (state %s)", c.producerID, msg, StateActive))
+		if !c.common(ctx) {
+			c.unknown(ctx)
+		}
+		return
+	}
+	c.writes(ctx)
+}
+
+// stopping: no more Sends; the writes under way finish, then the durable
+// queue is closed and the actor stops.
+func (c *producerController) stopping(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *sendRequest:
+		msg.done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, msg.entityID, c.stopErr)
+	case *storeResult:
+		c.onStored(ctx, msg)
+	case *loadResult:
+		c.loading = false
+		c.closeWhenIdle(ctx)
+	case *queueClosed:
+		if msg.err != nil {
+			ctx.Logger().Warn("delivery: closing the durable queue failed", append(c.attrs(), slog.Any("error", msg.err))...)
+		}
+		c.handle.finish(c.stopErr)
+		ctx.Stop(ctx.Self())
+	case *stopProducer, *messages.Request, *messages.Ack, *messages.Resend:
+	default:
+		if !c.common(ctx) {
+			c.unknown(ctx)
+		}
 	}
 }
 
 func (c *producerController) attrs() []any {
-	return []any{slog.String("type", c.typeName), slog.String("producer", c.producerID), slog.String("state", StateActive)}
+	return []any{slog.String("type", c.typeName), slog.String("producer", c.producerID), slog.String("state", c.stateName)}
 }
 
 func (c *producerController) onSend(ctx actor.Context, r *sendRequest) {
-	out, err := c.state.accept(r.entityID, r.msg, r.ack, time.Now())
+	out, err := c.state.accept(r, time.Now())
 	if err != nil {
 		r.done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, r.entityID, err)
 		return
 	}
-	if r.ack {
+	switch {
+	case c.state.durable:
+		// Answered once stored.
+	case r.ack:
 		// accept numbered it last: its seqNr is the one before the next.
 		c.waiting[confirmation{entityID: r.entityID, seqNr: c.state.outs[r.entityID].currentSeqNr - 1}] = r.done
-	} else {
+	default:
 		r.done <- nil
 	}
 	c.carryOut(ctx, out, nil, nil)
+}
+
+// writes starts the next write to the durable queue, if one is due.
+func (c *producerController) writes(ctx actor.Context) {
+	if !c.state.durable {
+		return
+	}
+	w := c.state.store.begin(time.Now())
+	if w == nil {
+		return
+	}
+	self, root, q, timeout := ctx.Self(), ctx.ActorSystem().Root, c.settings.DurableQueue, c.settings.DurableQueueRequestTimeout
+	go func() {
+		time.Sleep(w.delay)
+		r := &storeResult{write: w}
+		call := func(f func(context.Context) error) error {
+			cctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			return f(cctx)
+		}
+		if len(w.cleanup) > 0 && !w.cleanupDone {
+			if r.err = call(func(ctx context.Context) error { return q.Cleanup(ctx, w.cleanup) }); r.err != nil {
+				root.Send(self, r)
+				return
+			}
+			r.cleanupDone = true
+		}
+		if len(w.sent) > 0 && !w.sentDone {
+			if r.err = call(func(ctx context.Context) error { return q.StoreMessageSent(ctx, w.sent) }); r.err != nil {
+				root.Send(self, r)
+				return
+			}
+			r.sentDone = true
+		}
+		if len(w.confirmed) > 0 && !w.confirmedDone {
+			r.err = call(func(ctx context.Context) error { return q.StoreMessageConfirmed(ctx, w.confirmed) })
+			r.confirmedDone = r.err == nil
+		}
+		root.Send(self, r)
+	}()
+}
+
+// onStored carries out a write's result: stored messages are sent (or
+// buffered) and their Sends answered; a queue that failed stops the
+// controller.
+func (c *producerController) onStored(ctx actor.Context, r *storeResult) {
+	so, err := c.state.onStored(*r, time.Now())
+	if err != nil {
+		c.fail(ctx, fmt.Errorf("%w: %w", ErrQueueFailed, err))
+		return
+	}
+	for _, reply := range so.stored {
+		reply.done <- nil
+	}
+	if c.stateName == StateActive {
+		c.carryOut(ctx, so.out, nil, nil)
+	}
+	if so.failed != nil {
+		for _, reply := range so.unstored {
+			reply.done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, reply.entityID, so.failed)
+		}
+		c.fail(ctx, so.failed)
+		return
+	}
+	if r.err != nil {
+		ctx.Logger().Warn("delivery: writing to the durable queue failed, retrying", append(c.attrs(),
+			slog.Int("attempt", r.write.attempt-1), slog.Duration("delay", r.write.delay), slog.Any("error", r.err))...)
+	}
+	c.writes(ctx)
+	if c.stateName == StateStopping {
+		c.closeWhenIdle(ctx)
+	}
+}
+
+// fail stops the controller because its durable queue failed or was
+// fenced: every Send waiting and every later one fails with err.
+func (c *producerController) fail(ctx actor.Context, err error) {
+	ctx.Logger().Error("delivery: producer controller stops: its durable queue failed", append(c.attrs(), slog.Any("error", err))...)
+	c.state.stop()
+	c.failHeld(err)
+	c.stopErr = err
+	c.become(ctx, StateStopping, c.stopping)
+	c.closeWhenIdle(ctx)
+}
+
+func (c *producerController) failHeld(err error) {
+	for _, h := range c.held {
+		h.done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, h.entityID, err)
+	}
+	c.held = nil
+}
+
+// closeWhenIdle closes the durable queue once no call to it runs and no
+// write waits (or the queue failed), then the actor stops (queueClosed).
+func (c *producerController) closeWhenIdle(ctx actor.Context) {
+	store := &c.state.store
+	if c.loading || (store.flight != nil && store.flight.running) || (store.failed == nil && !store.idle()) {
+		return
+	}
+	if c.closing {
+		return
+	}
+	c.closing = true
+	self, root, q := ctx.Self(), ctx.ActorSystem().Root, c.settings.DurableQueue
+	go func() { root.Send(self, &queueClosed{err: q.Close()}) }()
 }
 
 // carryOut sends what a transition asks for; err is the transition's
@@ -245,8 +586,9 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 	}
 }
 
-// stop drops what is not confirmed, with a dead-letter event each, fails
-// the waiting SendWithConfirmations, and stops the actor.
+// stop, without a durable queue, drops what is not confirmed, with a
+// dead-letter event each, fails the waiting SendWithConfirmations, and
+// stops the actor.
 func (c *producerController) stop(ctx actor.Context) {
 	c.state.stop()
 	for _, m := range c.state.undelivered() {
@@ -257,5 +599,6 @@ func (c *producerController) stop(ctx actor.Context) {
 		done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, cf.entityID, ErrProducerStopped)
 		delete(c.waiting, cf)
 	}
+	c.handle.finish(ErrProducerStopped)
 	ctx.Stop(ctx.Self())
 }

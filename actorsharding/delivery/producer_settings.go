@@ -1,6 +1,10 @@
 package delivery
 
-import "time"
+import (
+	"time"
+
+	"github.com/protoshard/protoshard/internal/backoff"
+)
 
 // ProducerSettings are Pekko's reliable-delivery.sharding.producer-controller
 // settings for one producer. A zero or negative field takes Pekko's default.
@@ -19,6 +23,21 @@ type ProducerSettings struct {
 	// ResendFirstInterval resends the first message of a numbering until
 	// it is confirmed (default 1s; Pekko's durable-queue.resend-first-interval).
 	ResendFirstInterval time.Duration
+	// DurableQueue keeps what the controller accepted until the entities
+	// confirmed it, so that a controller started again with it (after a
+	// stop or a crash) loses nothing: Send returns once the message is
+	// stored. nil: none, and what is unconfirmed when the controller stops
+	// is lost. The controller claims the queue when it starts (a second
+	// controller with the same queue fails with ErrQueueFenced, or fences
+	// the first) and closes it when it stops.
+	DurableQueue DurableProducerQueue
+	// DurableQueueRequestTimeout bounds each call to the durable queue
+	// (default 3s).
+	DurableQueueRequestTimeout time.Duration
+	// DurableQueueRetryAttempts is how often a call to the durable queue
+	// is tried, with a back-off from 100ms to 3s between tries, before the
+	// controller stops with ErrQueueFailed (default 10).
+	DurableQueueRetryAttempts int
 }
 
 // defaultProducerSettings are Pekko's reference.conf values.
@@ -28,6 +47,17 @@ func defaultProducerSettings() ProducerSettings {
 		CleanupUnusedAfter:                120 * time.Second,
 		ResendFirstUnconfirmedIdleTimeout: 10 * time.Second,
 		ResendFirstInterval:               time.Second,
+		DurableQueueRequestTimeout:        3 * time.Second,
+		DurableQueueRetryAttempts:         10,
+	}
+}
+
+// queueRetry is Akka's durable-queue retry: DurableQueueRetryAttempts
+// tries, with a back-off between them.
+func (s ProducerSettings) queueRetry() queueRetry {
+	return queueRetry{
+		Exponential: backoff.Exponential{Min: 100 * time.Millisecond, Max: 3 * time.Second, RandomFactor: 0.2},
+		attempts:    s.DurableQueueRetryAttempts,
 	}
 }
 
@@ -44,6 +74,12 @@ func (s ProducerSettings) withDefaults() ProducerSettings {
 	}
 	if s.ResendFirstInterval <= 0 {
 		s.ResendFirstInterval = d.ResendFirstInterval
+	}
+	if s.DurableQueueRequestTimeout <= 0 {
+		s.DurableQueueRequestTimeout = d.DurableQueueRequestTimeout
+	}
+	if s.DurableQueueRetryAttempts <= 0 {
+		s.DurableQueueRetryAttempts = d.DurableQueueRetryAttempts
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -85,7 +86,14 @@ type outState struct {
 
 	unconfirmed []*messages.SequencedMessage // sent, not confirmed, seq order
 	buffered    []*messages.SequencedMessage // accepted, seq > requestedSeqNr, seq order
-	acks        []int64                      // ack'ed seqNrs not yet confirmed, in order
+	// storing: accepted and numbered, on their way to the durable queue;
+	// they are placed (sent or buffered) once stored. After buffered.
+	storing []*messages.SequencedMessage
+	// loadedSeqNr is the highest seqNr loaded from the durable queue (0:
+	// none): the producer's earlier life may have sent up to it, so the
+	// entity may confirm up to it before this life sent it.
+	loadedSeqNr int64
+	acks        []int64 // ack'ed seqNrs not yet confirmed, in order
 	usedAt      time.Time
 }
 
@@ -104,7 +112,13 @@ func newOutState(entityID, producerID string, controller *actor.PID, incarnation
 }
 
 // sentSeqNr is the highest seqNr sent so far (0: none).
-func (o *outState) sentSeqNr() int64 { return o.currentSeqNr - 1 - int64(len(o.buffered)) }
+func (o *outState) sentSeqNr() int64 {
+	return o.currentSeqNr - 1 - int64(len(o.buffered)) - int64(len(o.storing))
+}
+
+// confirmableSeqNr is the highest seqNr the entity may confirm: sent in
+// this life or, loaded from the durable queue, in an earlier one.
+func (o *outState) confirmableSeqNr() int64 { return max(o.sentSeqNr(), o.loadedSeqNr) }
 
 // hasDemand: the next accepted message goes out at once.
 func (o *outState) hasDemand() bool { return o.currentSeqNr <= o.requestedSeqNr }
@@ -123,6 +137,13 @@ func (o *outState) demand() demandView {
 func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput {
 	var out outOutput
 	before := o.demand()
+	o.place(o.number(payload, ack, now), &out)
+	out.demandChanged = before != o.demand()
+	return out
+}
+
+// number gives payload the next seqNr of the numbering.
+func (o *outState) number(payload *anypb.Any, ack bool, now time.Time) *messages.SequencedMessage {
 	seq := &messages.SequencedMessage{
 		EntityId:            o.entityID,
 		ProducerId:          o.producerID,
@@ -138,13 +159,40 @@ func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput
 	if ack {
 		o.acks = append(o.acks, seq.SeqNr)
 	}
+	return seq
+}
+
+// place sends seq, the next after those sent or buffered, if the demand
+// allows, and buffers it otherwise.
+func (o *outState) place(seq *messages.SequencedMessage, out *outOutput) {
 	if seq.SeqNr <= o.requestedSeqNr {
-		o.sendNew(seq, &out)
+		o.sendNew(seq, out)
 	} else {
 		o.buffered = append(o.buffered, seq)
 	}
+}
+
+// reserve numbers payload for the durable queue: it is placed by stored.
+func (o *outState) reserve(payload *anypb.Any, ack bool, now time.Time) (*messages.SequencedMessage, outOutput) {
+	before := o.demand()
+	seq := o.number(payload, ack, now)
+	o.storing = append(o.storing, seq)
+	return seq, outOutput{demandChanged: before != o.demand()}
+}
+
+// stored places seq, the oldest message on its way to the queue, now
+// that the queue holds it.
+func (o *outState) stored(seq *messages.SequencedMessage, now time.Time) (outOutput, error) {
+	var out outOutput
+	if len(o.storing) == 0 || o.storing[0] != seq {
+		return out, fmt.Errorf("%w: entity %q: seqNr %d stored out of turn", errStoreOrder, o.entityID, seq.GetSeqNr())
+	}
+	before := o.demand()
+	o.storing = dropFront(o.storing, 1)
+	o.place(seq, &out)
+	o.usedAt = now
 	out.demandChanged = before != o.demand()
-	return out
+	return out, nil
 }
 
 func (o *outState) sendNew(seq *messages.SequencedMessage, out *outOutput) {
@@ -167,6 +215,14 @@ func (o *outState) confirm(c int64, now time.Time, out *outOutput) {
 		n++
 	}
 	o.unconfirmed = dropFront(o.unconfirmed, n)
+	// Loaded messages this life has not sent yet, which the earlier one
+	// did: processed already.
+	n = 0
+	for n < len(o.buffered) && o.buffered[n].SeqNr <= c {
+		n++
+	}
+	o.buffered = dropFront(o.buffered, n)
+	o.requestedSeqNr = max(o.requestedSeqNr, c)
 	if c > o.confirmedSeqNr {
 		out.confirmedCount += c - o.confirmedSeqNr
 		o.confirmedSeqNr = c
@@ -191,8 +247,8 @@ func (o *outState) onRequest(r *messages.Request, now time.Time) (outOutput, err
 	if c < 0 || c > upTo {
 		return out, fmt.Errorf("%w: confirmed %d, requestUpTo %d", errInvalidRequest, c, upTo)
 	}
-	if c > o.sentSeqNr() {
-		return out, fmt.Errorf("%w: Request confirms %d, only up to %d sent", errSeqNrOutOfRange, c, o.sentSeqNr())
+	if c > o.confirmableSeqNr() {
+		return out, fmt.Errorf("%w: Request confirms %d, only up to %d sent", errSeqNrOutOfRange, c, o.confirmableSeqNr())
 	}
 	before := o.demand()
 	o.confirm(c, now, &out)
@@ -238,8 +294,8 @@ func (o *outState) releaseBuffered(now time.Time, out *outOutput) {
 func (o *outState) onAck(a *messages.Ack, now time.Time) (outOutput, error) {
 	var out outOutput
 	c := a.GetConfirmedSeqNr()
-	if c < 0 || c > o.sentSeqNr() {
-		return out, fmt.Errorf("%w: Ack confirms %d, only up to %d sent", errSeqNrOutOfRange, c, o.sentSeqNr())
+	if c < 0 || c > o.confirmableSeqNr() {
+		return out, fmt.Errorf("%w: Ack confirms %d, only up to %d sent", errSeqNrOutOfRange, c, o.confirmableSeqNr())
 	}
 	confirmsFirst := c == o.firstSeqNr
 	o.confirm(c, now, &out)
@@ -315,7 +371,7 @@ func (o *outState) onIdleTick(now time.Time, idleTimeout time.Duration) outOutpu
 // unused: nothing to resend or send and idle for cleanupAfter, so the
 // out-state can be forgotten (the next message starts a new incarnation).
 func (o *outState) unused(now time.Time, cleanupAfter time.Duration) bool {
-	return len(o.unconfirmed) == 0 && len(o.buffered) == 0 && now.Sub(o.usedAt) >= cleanupAfter
+	return len(o.unconfirmed) == 0 && len(o.buffered) == 0 && len(o.storing) == 0 && now.Sub(o.usedAt) >= cleanupAfter
 }
 
 // check reports a broken invariant: contiguous seqNrs, unconfirmed within
@@ -345,6 +401,11 @@ func (o *outState) check() error {
 			if m.GetSeqNr() != o.buffered[0].GetSeqNr()+int64(i) {
 				return fmt.Errorf("entity %q: buffered seqNr %d not contiguous", o.entityID, m.GetSeqNr())
 			}
+		}
+	}
+	for i, m := range o.storing {
+		if m.GetSeqNr() != o.currentSeqNr-int64(len(o.storing)-i) {
+			return fmt.Errorf("entity %q: storing seqNr %d not contiguous", o.entityID, m.GetSeqNr())
 		}
 	}
 	if o.sentSeqNr() > o.requestedSeqNr {
@@ -379,6 +440,13 @@ type producerState struct {
 	buffered int // over all out-states, <= settings.BufferSize
 	stopping bool
 	counters ProducerStats // Accepted, Sent, Resent, Confirmed
+
+	// With a durable queue: every message is stored before it is sent,
+	// and its Send answered; confirmations and cleanups are stored behind.
+	durable        bool
+	maxStoredBytes int // the queue's limit on an encoded MessageSent; 0: none
+	store          storePipeline
+	storing        int // over all out-states
 }
 
 // newProducerState: newIncarnation nil draws them from crypto/rand.
@@ -386,13 +454,20 @@ func newProducerState(producerID string, controller *actor.PID, settings Produce
 	if newIncarnation == nil {
 		newIncarnation = randomIncarnation
 	}
-	return &producerState{
+	settings = settings.withDefaults()
+	p := &producerState{
 		producerID:     producerID,
 		controller:     controller,
-		settings:       settings.withDefaults(),
+		settings:       settings,
 		newIncarnation: newIncarnation,
 		outs:           make(map[string]*outState),
+		durable:        settings.DurableQueue != nil,
+		store:          storePipeline{retry: settings.queueRetry()},
 	}
+	if limited, ok := settings.DurableQueue.(interface{ MaxMessageSentBytes() int }); ok {
+		p.maxStoredBytes = limited.MaxMessageSentBytes()
+	}
+	return p
 }
 
 // randomIncarnation is a random non-zero uint64: 0 is what a message
@@ -409,9 +484,15 @@ func randomIncarnation() (uint64, error) {
 	}
 }
 
-// accept takes msg for entityID: sent at once when the entity has demand or
-// is new, buffered otherwise while the shared buffer has room.
-func (p *producerState) accept(entityID string, msg proto.Message, ack bool, now time.Time) (outOutput, error) {
+// accept takes r's message for its entity: sent at once when the entity
+// has demand or is new, buffered otherwise while the shared buffer has
+// room. With a durable queue it is numbered and handed to the store
+// pipeline instead, and placed once stored (onStored), which answers r.
+func (p *producerState) accept(r *sendRequest, now time.Time) (outOutput, error) {
+	entityID, msg, ack := r.entityID, r.msg, r.ack
+	if p.store.failed != nil {
+		return outOutput{}, p.store.failed
+	}
 	if p.stopping {
 		return outOutput{}, ErrProducerStopped
 	}
@@ -422,12 +503,20 @@ func (p *producerState) accept(entityID string, msg proto.Message, ack bool, now
 		return outOutput{}, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
 	}
 	o := p.outs[entityID]
-	if o != nil && !o.hasDemand() && p.buffered >= p.settings.BufferSize {
-		return outOutput{}, fmt.Errorf("entity %q has no demand, %d buffered: %w", entityID, p.buffered, ErrBufferFull)
+	if o != nil && !o.hasDemand() && p.buffered+p.storing >= p.settings.BufferSize {
+		return outOutput{}, fmt.Errorf("entity %q has no demand, %d buffered: %w", entityID, p.buffered+p.storing, ErrBufferFull)
 	}
 	payload, err := anypb.New(msg)
 	if err != nil {
 		return outOutput{}, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
+	}
+	if p.maxStoredBytes > 0 {
+		// Measured with the largest numbers, before it is numbered.
+		largest := &messages.MessageSent{EntityId: entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
+			Ack: true, TimestampMs: math.MaxInt64, Message: payload}
+		if n := proto.Size(largest); n > p.maxStoredBytes {
+			return outOutput{}, fmt.Errorf("entity %q: %d bytes stored, over %d: %w", entityID, n, p.maxStoredBytes, ErrMessageTooLarge)
+		}
 	}
 	if o == nil {
 		inc, err := p.newIncarnation()
@@ -441,8 +530,113 @@ func (p *producerState) accept(entityID string, msg proto.Message, ack bool, now
 		p.outs[entityID] = o
 	}
 	p.counters.Accepted++
+	if p.durable {
+		seq, out := o.reserve(payload, ack, now)
+		p.storing++
+		p.store.addSent(seq, r)
+		return out, nil
+	}
 	before := len(o.buffered)
 	return p.account(o, before, o.accept(payload, ack, now)), nil
+}
+
+// storeOutput is what a store result asks the actor to do.
+type storeOutput struct {
+	out    outOutput
+	stored []*sendRequest // their messages are stored: Send returns nil
+	// failed: the queue failed or was fenced; the controller stops with
+	// it, and unstored are the Sends whose messages it never stored.
+	failed   error
+	unstored []*sendRequest
+}
+
+// onStored takes the result of the write in flight: the messages it
+// stored are placed (sent or buffered) and their Sends answered.
+func (p *producerState) onStored(r storeResult, now time.Time) (storeOutput, error) {
+	var so storeOutput
+	stored, failed := p.store.done(r)
+	for _, s := range stored {
+		o := p.outs[s.seq.GetEntityId()]
+		if o == nil {
+			return so, fmt.Errorf("%w: entity %q has no out-state", errStoreOrder, s.seq.GetEntityId())
+		}
+		before := len(o.buffered)
+		out, err := o.stored(s.seq, now)
+		if err != nil {
+			return so, err
+		}
+		p.storing--
+		so.out.merge(p.account(o, before, out))
+		so.stored = append(so.stored, s.reply)
+	}
+	if failed != nil {
+		if errors.Is(failed, errStoreOrder) {
+			return so, failed
+		}
+		so.failed = failed
+		for _, s := range p.store.unstored() {
+			so.unstored = append(so.unstored, s.reply)
+		}
+	}
+	return so, nil
+}
+
+// load rebuilds the out-states from what the durable queue holds: each
+// entity continues its numbering, its unconfirmed messages wait ahead of
+// new ones, and the oldest goes out at once marked first (the entity may
+// be new, or restored from its own store).
+func (p *producerState) load(st *messages.DurableProducerQueueState, now time.Time) (outOutput, error) {
+	var out outOutput
+	if len(p.outs) > 0 {
+		return out, fmt.Errorf("%w: loaded after messages were accepted", errStoreOrder)
+	}
+	outs := make(map[string]*outState)
+	for _, e := range st.GetEntities() {
+		id, c := e.GetEntityId(), e.GetConfirmedSeqNr()
+		if id == "" || e.GetProducerIncarnation() == 0 || c < 0 || outs[id] != nil {
+			return out, fmt.Errorf("%w: loaded entity %q, incarnation %d, confirmed %d", errInvalidMessage, id, e.GetProducerIncarnation(), c)
+		}
+		o := newOutState(id, p.producerID, p.controller, e.GetProducerIncarnation(), now)
+		o.confirmedSeqNr, o.currentSeqNr, o.requestedSeqNr, o.firstSeqNr, o.loadedSeqNr = c, c+1, c+1, c+1, c
+		outs[id] = o
+	}
+	for _, m := range st.GetUnconfirmed() {
+		o := outs[m.GetEntityId()]
+		if o == nil || o.incarnation != m.GetProducerIncarnation() || m.GetSeqNr() != o.currentSeqNr || m.GetMessage() == nil {
+			return out, fmt.Errorf("%w: loaded message of entity %q, incarnation %d, seqNr %d does not continue its numbering",
+				errInvalidMessage, m.GetEntityId(), m.GetProducerIncarnation(), m.GetSeqNr())
+		}
+		o.buffered = append(o.buffered, &messages.SequencedMessage{
+			EntityId:            o.entityID,
+			ProducerId:          p.producerID,
+			ProducerIncarnation: o.incarnation,
+			SeqNr:               m.GetSeqNr(),
+			First:               m.GetSeqNr() == o.firstSeqNr,
+			Ack:                 m.GetAck(),
+			ProducerController:  p.controller,
+			Message:             m.GetMessage(),
+		})
+		o.currentSeqNr++
+		o.loadedSeqNr = m.GetSeqNr()
+	}
+	p.outs = outs
+	for _, o := range p.sortedOuts(func(o *outState) bool { return len(o.buffered) > 0 }) {
+		var sent outOutput
+		o.releaseBuffered(now, &sent)
+		p.buffered += len(o.buffered)
+		p.counters.Sent += int64(len(sent.send))
+		out.merge(sent)
+	}
+	return out, nil
+}
+
+// confirmedBehind queues the entity's confirmation for the durable queue,
+// written behind.
+func (p *producerState) confirmedBehind(o *outState, out outOutput, now time.Time) {
+	if p.durable && out.confirmedCount > 0 {
+		p.store.addConfirmed(&messages.Confirmed{EntityId: o.entityID, ProducerIncarnation: o.incarnation,
+			SeqNr: o.confirmedSeqNr, TimestampMs: now.UnixMilli()})
+	}
 }
 
 // account keeps the shared buffer count and the counters after a transition.
@@ -478,6 +672,7 @@ func (p *producerState) onRequest(r *messages.Request, now time.Time) (outOutput
 	if err != nil {
 		return outOutput{}, fmt.Errorf("entity %q: %w", o.entityID, err)
 	}
+	p.confirmedBehind(o, out, now)
 	return p.account(o, before, out), nil
 }
 
@@ -486,11 +681,13 @@ func (p *producerState) onAck(a *messages.Ack, now time.Time) (outOutput, error)
 	if err != nil {
 		return outOutput{}, err
 	}
+	before := len(o.buffered)
 	out, err := o.onAck(a, now)
 	if err != nil {
 		return outOutput{}, fmt.Errorf("entity %q: %w", o.entityID, err)
 	}
-	return p.account(o, len(o.buffered), out), nil
+	p.confirmedBehind(o, out, now)
+	return p.account(o, before, out), nil
 }
 
 func (p *producerState) onResend(r *messages.Resend) (outOutput, error) {
@@ -556,6 +753,9 @@ func (p *producerState) cleanup(now time.Time) []string {
 	for _, o := range p.sortedOuts(func(o *outState) bool { return o.unused(now, after) }) {
 		delete(p.outs, o.entityID)
 		removed = append(removed, o.entityID)
+	}
+	if p.durable && len(removed) > 0 {
+		p.store.addCleanup(removed)
 	}
 	return removed
 }

@@ -79,7 +79,7 @@ func sendAck(entity string) func(*harness) (outOutput, error) { return acceptSte
 func acceptStep(entity string, ack bool) func(*harness) (outOutput, error) {
 	return func(h *harness) (outOutput, error) {
 		h.n++
-		return h.p.accept(entity, &testpb.Ping{EntityId: entity, Seq: h.n}, ack, h.now)
+		return h.p.accept(&sendRequest{entityID: entity, msg: &testpb.Ping{EntityId: entity, Seq: h.n}, ack: ack}, h.now)
 	}
 }
 
@@ -154,48 +154,60 @@ func wantResendFirst(want bool) func(*testing.T, *harness) {
 	}
 }
 
+// checkStepOutput fails t unless a step's error and messages are as wanted.
+func checkStepOutput(t *testing.T, where string, out outOutput, err, wantErr error, send, resend []string) {
+	t.Helper()
+	if wantErr != nil {
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("%s: err = %v, want %v", where, err, wantErr)
+		}
+	} else if err != nil {
+		t.Fatalf("%s: unexpected err %v", where, err)
+	}
+	if got := render(out.send); !reflect.DeepEqual(got, send) {
+		t.Errorf("%s: send = %v, want %v", where, got, send)
+	}
+	if got := render(out.resend); !reflect.DeepEqual(got, resend) {
+		t.Errorf("%s: resend = %v, want %v", where, got, resend)
+	}
+}
+
 func runSteps(t *testing.T, settings ProducerSettings, steps []producerStep) *harness {
 	t.Helper()
 	h := newHarness(settings)
 	for i, s := range steps {
 		out, err := s.run(h)
 		where := fmt.Sprintf("step %d (%s)", i, s.name)
-		if s.err != nil {
-			if !errors.Is(err, s.err) {
-				t.Fatalf("%s: err = %v, want %v", where, err, s.err)
-			}
-		} else if err != nil {
-			t.Fatalf("%s: unexpected err %v", where, err)
-		}
-		if got := render(out.send); !reflect.DeepEqual(got, s.send) {
-			t.Errorf("%s: send = %v, want %v", where, got, s.send)
-		}
-		if got := render(out.resend); !reflect.DeepEqual(got, s.resend) {
-			t.Errorf("%s: resend = %v, want %v", where, got, s.resend)
-		}
+		checkStepOutput(t, where, out, err, s.err, s.send, s.resend)
 		if got := renderConfirmed(out.confirmed); !reflect.DeepEqual(got, s.confirmed) {
 			t.Errorf("%s: confirmed = %v, want %v", where, got, s.confirmed)
 		}
 		if out.demandChanged != s.changed {
 			t.Errorf("%s: demandChanged = %v, want %v", where, out.demandChanged, s.changed)
 		}
-		for _, o := range h.p.outs {
-			if err := o.check(); err != nil {
-				t.Fatalf("%s: invariant: %v", where, err)
-			}
-		}
-		total := 0
-		for _, o := range h.p.outs {
-			total += len(o.buffered)
-		}
-		if total != h.p.buffered {
-			t.Fatalf("%s: shared buffer count %d, out-states hold %d", where, h.p.buffered, total)
-		}
+		checkInvariants(t, where, h.p)
 		if s.check != nil {
 			s.check(t, h)
 		}
 	}
 	return h
+}
+
+// checkInvariants fails t unless every out-state holds together and the
+// shared counts match what the out-states hold.
+func checkInvariants(t *testing.T, where string, p *producerState) {
+	t.Helper()
+	buffered, storing := 0, 0
+	for _, o := range p.outs {
+		if err := o.check(); err != nil {
+			t.Fatalf("%s: invariant: %v", where, err)
+		}
+		buffered += len(o.buffered)
+		storing += len(o.storing)
+	}
+	if buffered != p.buffered || storing != p.storing {
+		t.Fatalf("%s: shared counts: %d buffered, %d storing; out-states hold %d, %d", where, p.buffered, p.storing, buffered, storing)
+	}
 }
 
 func TestProducerStateSteps(t *testing.T) {
@@ -433,7 +445,7 @@ func TestProducerStateSteps(t *testing.T) {
 			steps: []producerStep{
 				{name: "empty entity ID", run: send(""), err: errInvalidMessage},
 				{name: "nil message", run: func(h *harness) (outOutput, error) {
-					return h.p.accept("a", nil, false, h.now)
+					return h.p.accept(&sendRequest{entityID: "a", msg: nil, ack: false}, h.now)
 				}, err: deadletter.ErrNilMessage, check: wantStats(ProducerStats{})},
 			},
 		},
@@ -445,7 +457,7 @@ func TestProducerStateSteps(t *testing.T) {
 
 func TestProducerStateSequencedMessageFields(t *testing.T) {
 	h := newHarness(ProducerSettings{})
-	out, err := h.p.accept("e1", &testpb.Ping{EntityId: "e1", Seq: 7}, true, h.now)
+	out, err := h.p.accept(&sendRequest{entityID: "e1", msg: &testpb.Ping{EntityId: "e1", Seq: 7}, ack: true}, h.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,13 +483,13 @@ func TestProducerStateSequencedMessageFields(t *testing.T) {
 
 func TestResendZeroDoesNotModifySentMessage(t *testing.T) {
 	h := newHarness(ProducerSettings{})
-	if _, err := h.p.accept("a", &testpb.Ping{}, false, h.now); err != nil {
+	if _, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{}, ack: false}, h.now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.p.onRequest(&messages.Request{EntityId: "a", ProducerIncarnation: incA, ConfirmedSeqNr: 1, RequestUpToSeqNr: 3, SupportResend: true}, h.now); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.p.accept("a", &testpb.Ping{}, false, h.now)
+	out, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{}, ack: false}, h.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +510,7 @@ func TestRandomIncarnation(t *testing.T) {
 	h := &harness{p: newProducerState("prod", nil, ProducerSettings{}, nil), now: time.Unix(0, 0)}
 	seen := map[uint64]bool{}
 	for _, id := range []string{"a", "b", "c", "d"} {
-		if _, err := h.p.accept(id, &testpb.Ping{}, false, h.now); err != nil {
+		if _, err := h.p.accept(&sendRequest{entityID: id, msg: &testpb.Ping{}, ack: false}, h.now); err != nil {
 			t.Fatal(err)
 		}
 		inc := h.p.outs[id].incarnation
@@ -520,7 +532,7 @@ func TestIncarnationSourceFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProducerState("prod", nil, ProducerSettings{}, tc.inc)
-			if _, err := p.accept("a", &testpb.Ping{}, false, time.Unix(0, 0)); err == nil {
+			if _, err := p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{}, ack: false}, time.Unix(0, 0)); err == nil {
 				t.Fatal("accepted without an incarnation")
 			}
 			if s := p.stats(); s != (ProducerStats{}) {
@@ -546,6 +558,8 @@ func TestProducerSettingsDefaults(t *testing.T) {
 		CleanupUnusedAfter:                time.Minute,
 		ResendFirstUnconfirmedIdleTimeout: 10 * time.Second,
 		ResendFirstInterval:               time.Second,
+		DurableQueueRequestTimeout:        3 * time.Second,
+		DurableQueueRetryAttempts:         10,
 	}
 	if got != want {
 		t.Errorf("withDefaults = %+v, want %+v", got, want)

@@ -1,0 +1,380 @@
+package consulstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/consul/api"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/internal/pathseg"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// MaxQueueMessageBytes is the largest encoded messages.MessageSent the
+// Consul durable producer queue stores: as DefaultRememberMaxBucketBytes,
+// a value base64 encoded in a transaction's JSON must fit Consul's
+// txn_max_req_len (512 KiB by default). A producer with this queue refuses
+// a larger message at Send (delivery.ErrMessageTooLarge).
+const MaxQueueMessageBytes = 360 << 10
+
+// DurableProducerQueuePrefix is the KV prefix (ending in '/') under which
+// the queue of producerID for the entities of typeName lives.
+func DurableProducerQueuePrefix(typeName, producerID string) string {
+	return "protoshard/delivery/" + typeName + "/" + pathseg.Escape(producerID) + "/"
+}
+
+// DurableProducerQueue is a delivery.DurableProducerQueue in Consul KV,
+// so that what a producer accepted survives its node.
+//
+// # Key layout
+//
+// Under DurableProducerQueuePrefix(typeName, producerID):
+//
+//	owner                                   the holder's random ID (the claim)
+//	entities/<escaped entity ID>/meta       messages.DurableProducerQueueEntity
+//	entities/<escaped entity ID>/msg/<seq>  messages.MessageSent, seq as %020d
+//
+// Entity IDs are escaped as the remembered entities' shard IDs. One key
+// per message keeps each value small whatever the window and the message
+// size.
+//
+// # Claim and fencing
+//
+// LoadState writes a fresh holder ID to owner (a check-and-set on what it
+// read), keeps the key's ModifyIndex, and reads the prefix. Every later
+// write is a transaction that begins by checking that index, as the
+// coordinator's state writes do: once another holder loaded the queue,
+// this one's writes fail with delivery.ErrQueueFenced. A holder that
+// crashed needs no release: the next one takes the claim over.
+//
+// # Writes
+//
+// StoreMessageSent sets one key per message (and the entity's meta for a
+// new numbering, after deleting the keys of the one it replaces);
+// StoreMessageConfirmed sets the meta and deletes the keys of the messages
+// confirmed; Cleanup deletes the entity's keys. A write is checked against
+// the content the holder loaded and wrote (delivery.QueueContent) before
+// anything is sent; a write of more than 64 operations or
+// DefaultRememberMaxTxnBytes is split over several transactions, each
+// checking the claim. A split write cut short leaves some of its keys
+// written; the controller retries it, and writing a key again with the
+// same value changes nothing.
+//
+// It is safe for concurrent use.
+type DurableProducerQueue struct {
+	prefix     string
+	client     *api.Client
+	typeName   string
+	producerID string
+
+	mu         sync.Mutex
+	ownerIndex uint64 // 0: not claimed
+	content    *delivery.QueueContent
+}
+
+var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
+
+// NewDurableProducerQueue returns the queue of producerID for the entities
+// of typeName, in the Consul KV of client. typeName must be a clean key
+// path, as for NewRememberEntitiesStore.
+func NewDurableProducerQueue(client *api.Client, typeName, producerID string) *DurableProducerQueue {
+	return &DurableProducerQueue{client: client, typeName: typeName, producerID: producerID,
+		prefix: DurableProducerQueuePrefix(typeName, producerID)}
+}
+
+// MaxMessageSentBytes is MaxQueueMessageBytes.
+func (q *DurableProducerQueue) MaxMessageSentBytes() int { return MaxQueueMessageBytes }
+
+func (q *DurableProducerQueue) errorf(format string, args ...any) error {
+	return fmt.Errorf("consul durable producer queue %s: "+format, append([]any{q.prefix}, args...)...)
+}
+
+func (q *DurableProducerQueue) ownerKey() string { return q.prefix + "owner" }
+
+func (q *DurableProducerQueue) entityPrefix(entityID string) string {
+	return q.prefix + "entities/" + pathseg.Escape(entityID) + "/"
+}
+
+func (q *DurableProducerQueue) msgKey(entityID string, seq int64) string {
+	return fmt.Sprintf("%smsg/%020d", q.entityPrefix(entityID), seq)
+}
+
+// LoadState implements delivery.DurableProducerQueue.
+func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+	if err := checkTypeName(q.typeName); err != nil {
+		return nil, q.errorf("load: %w", err)
+	}
+	if q.producerID == "" {
+		return nil, q.errorf("load: empty producer ID")
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	index, err := q.claim(ctx)
+	if err != nil {
+		return nil, q.errorf("load: %w", err)
+	}
+	content, err := q.read(ctx)
+	if err != nil {
+		return nil, q.errorf("load: %w", err)
+	}
+	q.ownerIndex, q.content = index, content
+	return content.State(), nil
+}
+
+// claim writes a fresh holder ID to the owner key and returns the key's
+// ModifyIndex with it.
+func (q *DurableProducerQueue) claim(ctx context.Context) (uint64, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	holder := []byte(hex.EncodeToString(b[:]))
+	kv := q.client.KV()
+	opts := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
+	pair, _, err := kv.Get(q.ownerKey(), opts)
+	if err != nil {
+		return 0, consulPermanence(err)
+	}
+	var index uint64
+	if pair != nil {
+		index = pair.ModifyIndex
+	}
+	ok, _, err := kv.CAS(&api.KVPair{Key: q.ownerKey(), Value: holder, ModifyIndex: index}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return 0, consulPermanence(err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("another holder claimed the queue at the same time: %w", delivery.ErrQueueFenced)
+	}
+	pair, _, err = kv.Get(q.ownerKey(), opts)
+	if err != nil {
+		return 0, consulPermanence(err)
+	}
+	if pair == nil || string(pair.Value) != string(holder) {
+		return 0, fmt.Errorf("another holder claimed the queue right after: %w", delivery.ErrQueueFenced)
+	}
+	return pair.ModifyIndex, nil
+}
+
+// read lists the prefix, consistently, into the queue's content.
+func (q *DurableProducerQueue) read(ctx context.Context) (*delivery.QueueContent, error) {
+	pairs, _, err := q.client.KV().List(q.prefix+"entities/", (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return nil, consulPermanence(err)
+	}
+	metas := map[string]*messages.DurableProducerQueueEntity{}
+	msgs := map[string][]*messages.MessageSent{}
+	for _, p := range pairs {
+		rest := strings.TrimPrefix(p.Key, q.prefix+"entities/")
+		segment, tail, _ := strings.Cut(rest, "/")
+		entityID, err := url.PathUnescape(segment)
+		if err != nil || pathseg.Escape(entityID) != segment {
+			return nil, fmt.Errorf("key %s: not an escaped entity ID", p.Key)
+		}
+		switch {
+		case tail == "meta":
+			var m messages.DurableProducerQueueEntity
+			if err := proto.Unmarshal(p.Value, &m); err != nil || m.GetEntityId() != entityID {
+				return nil, fmt.Errorf("key %s: not the entity's numbering (%v)", p.Key, err)
+			}
+			metas[entityID] = &m
+		case strings.HasPrefix(tail, "msg/"):
+			seq, err := strconv.ParseInt(strings.TrimPrefix(tail, "msg/"), 10, 64)
+			var m messages.MessageSent
+			if err == nil {
+				err = proto.Unmarshal(p.Value, &m)
+			}
+			if err != nil || m.GetEntityId() != entityID || m.GetSeqNr() != seq {
+				return nil, fmt.Errorf("key %s: not the entity's message %d (%v)", p.Key, seq, err)
+			}
+			msgs[entityID] = append(msgs[entityID], &m)
+		default:
+			return nil, fmt.Errorf("key %s: unknown key", p.Key)
+		}
+	}
+	st := &messages.DurableProducerQueueState{}
+	ids := make([]string, 0, len(metas))
+	for id := range metas {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		meta := metas[id]
+		st.Entities = append(st.Entities, meta)
+		ms := msgs[id]
+		sort.Slice(ms, func(i, j int) bool { return ms[i].GetSeqNr() < ms[j].GetSeqNr() })
+		for _, m := range ms {
+			if m.GetProducerIncarnation() == meta.GetProducerIncarnation() && m.GetSeqNr() > meta.GetConfirmedSeqNr() {
+				st.Unconfirmed = append(st.Unconfirmed, m)
+			}
+		}
+	}
+	return delivery.NewQueueContent(st)
+}
+
+// write runs the operations plan returns while the queue is claimed, in
+// transactions that each check the claim, and then commit.
+func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func(*delivery.QueueContent) (api.TxnOps, func(), error)) error {
+	if err := ctx.Err(); err != nil {
+		return q.errorf("%s: %w", what, err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ownerIndex == 0 {
+		return q.errorf("%s: not claimed (before LoadState or after Close)", what)
+	}
+	ops, commit, err := plan(q.content)
+	if err != nil {
+		return q.errorf("%s: %w", what, err)
+	}
+	if len(ops) == 0 {
+		commit()
+		return nil
+	}
+	check := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: q.ownerKey(), Index: q.ownerIndex}}}
+	txns, err := packTxns(check, ops, DefaultRememberMaxTxnBytes)
+	if err != nil {
+		return q.errorf("%s: %w", what, err)
+	}
+	for _, txn := range txns {
+		ok, resp, _, err := q.client.Txn().Txn(txn, (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return q.errorf("%s: %w", what, consulPermanence(err))
+		}
+		if !ok {
+			var txnErrs api.TxnErrors
+			if resp != nil {
+				txnErrs = resp.Errors
+			}
+			return q.errorf("%s: %w", what, q.rolledBack(ctx, txnErrs))
+		}
+	}
+	commit()
+	return nil
+}
+
+// rolledBack explains a transaction that rolled back: fenced when the
+// owner key changed, else Consul's reasons.
+func (q *DurableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnErrors) error {
+	what := describeTxnErrors(txnErrs)
+	pair, _, err := q.client.KV().Get(q.ownerKey(), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("transaction rolled back (%s), and reading the owner failed: %w", what, err)
+	}
+	if pair == nil || pair.ModifyIndex != q.ownerIndex {
+		return fmt.Errorf("the owner key changed since this holder's claim: %w", delivery.ErrQueueFenced)
+	}
+	return fmt.Errorf("transaction rolled back: %s", what)
+}
+
+func (q *DurableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*api.TxnOp, error) {
+	value, err := proto.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.entityPrefix(e.GetEntityId()) + "meta", Value: value}}, nil
+}
+
+// StoreMessageSent implements delivery.DurableProducerQueue.
+func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+	for _, m := range sent {
+		if n := proto.Size(m); n > MaxQueueMessageBytes {
+			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, MaxQueueMessageBytes, delivery.ErrMessageTooLarge)
+		}
+	}
+	return q.write(ctx, "store messages", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+		ch, err := c.PlanSent(sent)
+		if err != nil {
+			return nil, nil, err
+		}
+		var ops api.TxnOps
+		for _, m := range ch.Added {
+			if m.GetSeqNr() == 1 {
+				// A new numbering: the keys of one it replaces go first.
+				if _, _, held := c.Numbering(m.GetEntityId()); held {
+					ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: q.entityPrefix(m.GetEntityId()) + "msg/"}})
+				}
+				op, err := q.metaOp(&messages.DurableProducerQueueEntity{EntityId: m.GetEntityId(), ProducerIncarnation: m.GetProducerIncarnation()})
+				if err != nil {
+					return nil, nil, err
+				}
+				ops = append(ops, op)
+			}
+			value, err := proto.Marshal(m)
+			if err != nil {
+				return nil, nil, err
+			}
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.msgKey(m.GetEntityId(), m.GetSeqNr()), Value: value}})
+		}
+		return ops, func() { c.Commit(ch) }, nil
+	})
+}
+
+// StoreMessageConfirmed implements delivery.DurableProducerQueue.
+func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+	return q.write(ctx, "store confirmations", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+		ch, err := c.PlanConfirmed(confirmed)
+		if err != nil {
+			return nil, nil, err
+		}
+		var ops api.TxnOps
+		from := map[string]int64{} // confirmed before, per entity, as the batch goes
+		for _, cf := range ch.Confirmed {
+			id := cf.GetEntityId()
+			before, ok := from[id]
+			if !ok {
+				_, before, _ = c.Numbering(id)
+			}
+			from[id] = cf.GetSeqNr()
+			op, err := q.metaOp(&messages.DurableProducerQueueEntity{EntityId: id, ProducerIncarnation: cf.GetProducerIncarnation(),
+				ConfirmedSeqNr: cf.GetSeqNr(), ConfirmedTimestampMs: cf.GetTimestampMs()})
+			if err != nil {
+				return nil, nil, err
+			}
+			ops = append(ops, op)
+			for seq := before + 1; seq <= cf.GetSeqNr(); seq++ {
+				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: q.msgKey(id, seq)}})
+			}
+		}
+		return ops, func() { c.Commit(ch) }, nil
+	})
+}
+
+// Cleanup implements delivery.DurableProducerQueue.
+func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+	return q.write(ctx, "cleanup", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+		held := c.Held(entityIDs)
+		var ops api.TxnOps
+		for _, id := range held {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: q.entityPrefix(id)}})
+		}
+		return ops, func() { c.Cleanup(held) }, nil
+	})
+}
+
+// Close implements delivery.DurableProducerQueue: it deletes the owner key
+// if this holder still has the claim.
+func (q *DurableProducerQueue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ownerIndex == 0 {
+		return nil
+	}
+	index := q.ownerIndex
+	q.ownerIndex, q.content = 0, nil
+	// Another holder's claim stays: a failed check-and-set is no error.
+	_, _, err := q.client.KV().DeleteCAS(&api.KVPair{Key: q.ownerKey(), ModifyIndex: index}, nil)
+	if err != nil {
+		return q.errorf("close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,437 @@
+package delivery
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/pathseg"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// FileQueueOptions configure a FileQueue; zero fields take the defaults.
+type FileQueueOptions struct {
+	// MaxMessageSentBytes is the largest encoded messages.MessageSent the
+	// queue stores (default guard.DefaultMaxMessageSize: a larger message
+	// could not reach an entity on another node anyway).
+	MaxMessageSentBytes int
+	// CompactAfterEvents: the log is rewritten as one snapshot once it
+	// holds more than this many events and more than twice the live ones
+	// (default 1000, Akka's snapshot-every).
+	CompactAfterEvents int
+}
+
+// FileQueue is a DurableProducerQueue in one local file: it survives the
+// process and the machine's crash, not the loss of its disk.
+//
+// The log <dir>/<producer ID>.queue (the ID escaped as one file name) is a
+// sequence of records, each a uvarint length, the CRC-32C of the payload
+// (4 bytes, little endian) and the payload. The first record is a
+// messages.DurableProducerQueueState, the rest each hold the events of one
+// write (length-prefixed messages.DurableProducerQueueEvent), so that a
+// batch is stored all or none. Each write is one append and one fsync. A
+// record cut short by a crash, or whose CRC does not match, ends the log:
+// LoadState truncates it there. Once the log holds more than
+// CompactAfterEvents events and twice the live ones, it is replaced by a
+// snapshot written to <file>.tmp, fsynced and renamed over it.
+//
+// LoadState claims the queue with an exclusive flock on <dir>/<producer
+// ID>.lock, which the kernel releases when the process dies: while it is
+// held, another holder's LoadState fails with ErrQueueFenced. It is safe
+// for concurrent use.
+type FileQueue struct {
+	dir, path, lockPath string
+	maxMessageBytes     int
+	compactAfter        int
+
+	mu        sync.Mutex
+	lock      *os.File // the claim; nil before LoadState and after Close
+	log       *os.File
+	size      int64 // bytes of the log
+	logEvents int   // events the log holds, its snapshot's included
+	state     *queueState
+	// broken: a failed write could not be undone; the log's tail is
+	// unknown, so nothing more is written until a new holder loads it.
+	broken error
+}
+
+var _ DurableProducerQueue = (*FileQueue)(nil)
+
+// OpenFileQueue returns the queue of producerID in dir, creating dir if
+// needed. The queue is claimed, and its file read, by LoadState.
+func OpenFileQueue(dir, producerID string, opts FileQueueOptions) (*FileQueue, error) {
+	if producerID == "" {
+		return nil, errors.New("delivery: file queue: empty producer ID")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("delivery: file queue of %q: %w", producerID, err)
+	}
+	if opts.MaxMessageSentBytes <= 0 {
+		opts.MaxMessageSentBytes = guard.DefaultMaxMessageSize
+	}
+	if opts.CompactAfterEvents <= 0 {
+		opts.CompactAfterEvents = 1000
+	}
+	name := pathseg.Escape(producerID)
+	return &FileQueue{
+		dir:             dir,
+		path:            filepath.Join(dir, name+".queue"),
+		lockPath:        filepath.Join(dir, name+".lock"),
+		maxMessageBytes: opts.MaxMessageSentBytes,
+		compactAfter:    opts.CompactAfterEvents,
+	}, nil
+}
+
+// MaxMessageSentBytes is the largest encoded MessageSent the queue stores.
+func (q *FileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
+
+// errCorruptQueue: a record whose CRC matches does not decode or does not
+// fit what came before: not a torn write, so LoadState refuses the file
+// rather than cutting it.
+var errCorruptQueue = errors.New("delivery: corrupt durable producer queue file")
+
+// castagnoli is CRC-32C, as the records carry it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendRecord appends one record holding payload to buf.
+func appendRecord(buf, payload []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(payload)))
+	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(payload, castagnoli))
+	return append(buf, payload...)
+}
+
+// nextRecord reads the record at the start of data; ok is false when
+// data ends before it does or its CRC does not match (a torn tail).
+func nextRecord(data []byte) (payload []byte, n int, ok bool) {
+	length, ln := binary.Uvarint(data)
+	if ln <= 0 || length > uint64(len(data)-ln) || uint64(len(data)-ln)-length < 4 {
+		return nil, 0, false
+	}
+	crc := binary.LittleEndian.Uint32(data[ln:])
+	payload = data[ln+4 : ln+4+int(length)]
+	if crc32.Checksum(payload, castagnoli) != crc {
+		return nil, 0, false
+	}
+	return payload, ln + 4 + int(length), true
+}
+
+// LoadState implements DurableProducerQueue: it takes the flock, reads the
+// log, and cuts a torn tail off it.
+func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lock != nil {
+		return nil, fmt.Errorf("delivery: file queue %s: loaded already", q.path)
+	}
+	lock, err := claimFile(q.lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: file queue %s: %w", q.path, err)
+	}
+	if err := q.load(); err != nil {
+		q.release()
+		_ = lock.Close()
+		return nil, fmt.Errorf("delivery: file queue %s: %w", q.path, err)
+	}
+	q.lock = lock
+	return proto.Clone(q.state.snapshot()).(*messages.DurableProducerQueueState), nil
+}
+
+// load reads the log into q.state, creating it when there is none.
+func (q *FileQueue) load() error {
+	// A snapshot that was never renamed is a compaction cut short.
+	if err := os.Remove(q.path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	data, err := os.ReadFile(q.path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := q.writeSnapshot(newQueueState()); err != nil {
+			return err
+		}
+		data, err = os.ReadFile(q.path)
+	}
+	if err != nil {
+		return err
+	}
+	header, n, ok := nextRecord(data)
+	if !ok {
+		return fmt.Errorf("%w: no complete snapshot at its start", errCorruptQueue)
+	}
+	var snap messages.DurableProducerQueueState
+	if err := proto.Unmarshal(header, &snap); err != nil {
+		return fmt.Errorf("%w: snapshot: %w", errCorruptQueue, err)
+	}
+	state := newQueueState()
+	if err := state.restore(&snap); err != nil {
+		return fmt.Errorf("%w: snapshot: %w", errCorruptQueue, err)
+	}
+	events := state.events()
+	off := n
+	for off < len(data) {
+		payload, n, ok := nextRecord(data[off:])
+		if !ok {
+			break
+		}
+		count, err := replay(state, payload)
+		if err != nil {
+			return fmt.Errorf("%w: record at offset %d: %w", errCorruptQueue, off, err)
+		}
+		events += count
+		off += n
+	}
+	log, err := os.OpenFile(q.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if off < len(data) {
+		// A write cut short: it was never acknowledged, so it is dropped.
+		if err := log.Truncate(int64(off)); err != nil {
+			_ = log.Close()
+			return fmt.Errorf("cutting the torn tail at offset %d: %w", off, err)
+		}
+		if err := log.Sync(); err != nil {
+			_ = log.Close()
+			return err
+		}
+	}
+	q.log, q.size, q.logEvents, q.state, q.broken = log, int64(off), events, state, nil
+	return nil
+}
+
+// replay applies the events of one record and returns how many it held.
+func replay(state *queueState, payload []byte) (int, error) {
+	n := 0
+	for len(payload) > 0 {
+		event, ln := protowire.ConsumeBytes(payload)
+		if ln < 0 {
+			return n, protowire.ParseError(ln)
+		}
+		payload = payload[ln:]
+		var ev messages.DurableProducerQueueEvent
+		if err := proto.Unmarshal(event, &ev); err != nil {
+			return n, err
+		}
+		var err error
+		switch e := ev.GetEvent().(type) {
+		case *messages.DurableProducerQueueEvent_MessageSent:
+			_, err = state.storeSent([]*messages.MessageSent{e.MessageSent})
+		case *messages.DurableProducerQueueEvent_Confirmed:
+			_, err = state.storeConfirmed([]*messages.Confirmed{e.Confirmed})
+		case *messages.DurableProducerQueueEvent_Cleanup:
+			state.cleanup(e.Cleanup.GetEntityIds())
+		default:
+			err = fmt.Errorf("unknown event %T", e)
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// writeSnapshot replaces the log by one holding state's snapshot only:
+// written aside, fsynced, renamed over it, and the directory fsynced, so
+// that a crash leaves the old log or the new one.
+func (q *FileQueue) writeSnapshot(state *queueState) error {
+	payload, err := proto.Marshal(state.snapshot())
+	if err != nil {
+		return err
+	}
+	tmp := q.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(appendRecord(nil, payload))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, q.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return syncDir(q.dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// append writes events as one record and fsyncs, then commit changes the
+// content; a failed append is cut off again, so the log's tail stays whole.
+func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit func()) error {
+	if len(events) == 0 {
+		return nil
+	}
+	var payload []byte
+	for _, ev := range events {
+		b, err := proto.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		payload = protowire.AppendBytes(payload, b)
+	}
+	record := appendRecord(nil, payload)
+	_, err := q.log.WriteAt(record, q.size)
+	if err == nil {
+		err = q.log.Sync()
+	}
+	if err != nil {
+		if terr := q.log.Truncate(q.size); terr != nil {
+			q.broken = fmt.Errorf("a failed write (%w) could not be cut off: %w", err, terr)
+		}
+		return err
+	}
+	q.size += int64(len(record))
+	q.logEvents += len(events)
+	commit()
+	if q.logEvents > q.compactAfter && q.logEvents > 2*q.state.events() {
+		// A compaction that fails leaves the log as it is; the next write
+		// tries again.
+		_ = q.compact()
+	}
+	return nil
+}
+
+// compact replaces the log by a snapshot of the content and reopens it.
+func (q *FileQueue) compact() error {
+	if err := q.writeSnapshot(q.state); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(q.path, os.O_RDWR, 0)
+	if err != nil {
+		q.broken = fmt.Errorf("reopening the log after compaction: %w", err)
+		return err
+	}
+	size, err := log.Seek(0, io.SeekEnd)
+	if err != nil {
+		_ = log.Close()
+		q.broken = fmt.Errorf("reopening the log after compaction: %w", err)
+		return err
+	}
+	_ = q.log.Close()
+	q.log, q.size, q.logEvents = log, size, q.state.events()
+	return nil
+}
+
+// write runs f while the queue is claimed and whole.
+func (q *FileQueue) write(ctx context.Context, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.lock == nil:
+		return fmt.Errorf("file queue %s: %w", q.path, errQueueNotClaimed)
+	case q.broken != nil:
+		return fmt.Errorf("delivery: file queue %s: %w", q.path, q.broken)
+	}
+	if err := f(); err != nil {
+		return fmt.Errorf("delivery: file queue %s: %w", q.path, err)
+	}
+	return nil
+}
+
+// StoreMessageSent implements DurableProducerQueue.
+func (q *FileQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+	for _, m := range sent {
+		if n := proto.Size(m); n > q.maxMessageBytes {
+			return fmt.Errorf("delivery: file queue %s: entity %q seqNr %d: %d bytes, over %d: %w", q.path,
+				m.GetEntityId(), m.GetSeqNr(), n, q.maxMessageBytes, ErrMessageTooLarge)
+		}
+	}
+	clones := make([]*messages.MessageSent, len(sent))
+	for i, m := range sent {
+		if m != nil {
+			clones[i] = proto.Clone(m).(*messages.MessageSent)
+		}
+	}
+	return q.write(ctx, func() error {
+		change, err := q.state.planSent(clones)
+		if err != nil {
+			return err
+		}
+		events := make([]*messages.DurableProducerQueueEvent, len(change.added))
+		for i, m := range change.added {
+			events[i] = &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_MessageSent{MessageSent: m}}
+		}
+		return q.append(events, func() { q.state.commit(change) })
+	})
+}
+
+// StoreMessageConfirmed implements DurableProducerQueue.
+func (q *FileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+	return q.write(ctx, func() error {
+		change, err := q.state.planConfirmed(confirmed)
+		if err != nil {
+			return err
+		}
+		events := make([]*messages.DurableProducerQueueEvent, len(change.confirmed))
+		for i, c := range change.confirmed {
+			events[i] = &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_Confirmed{Confirmed: c}}
+		}
+		return q.append(events, func() { q.state.commit(change) })
+	})
+}
+
+// Cleanup implements DurableProducerQueue.
+func (q *FileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+	return q.write(ctx, func() error {
+		held := (&QueueContent{state: q.state}).Held(entityIDs)
+		if len(held) == 0 {
+			return nil
+		}
+		ev := &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_Cleanup{Cleanup: &messages.Cleanup{EntityIds: held}}}
+		return q.append([]*messages.DurableProducerQueueEvent{ev}, func() { q.state.cleanup(held) })
+	})
+}
+
+// release closes the log.
+func (q *FileQueue) release() {
+	if q.log != nil {
+		_ = q.log.Close()
+	}
+	q.log, q.state = nil, nil
+}
+
+// Close implements DurableProducerQueue: it closes the log and releases
+// the flock.
+func (q *FileQueue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lock == nil {
+		return nil
+	}
+	q.release()
+	err := q.lock.Close() // closing the file releases its flock
+	q.lock = nil
+	return err
+}

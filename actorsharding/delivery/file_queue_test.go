@@ -1,0 +1,218 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/protoshard/protoshard/messages"
+)
+
+func sentFor(entity string, seq int64) *messages.MessageSent {
+	a, _ := anypb.New(wrapperspb.String(fmt.Sprintf("%s-%d", entity, seq)))
+	return &messages.MessageSent{EntityId: entity, ProducerIncarnation: 5, SeqNr: seq, TimestampMs: seq, Message: a}
+}
+
+func openLoaded(t *testing.T, dir string, opts FileQueueOptions) (*FileQueue, *messages.DurableProducerQueueState) {
+	t.Helper()
+	q, err := OpenFileQueue(dir, "p/1", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := q.LoadState(context.Background())
+	if err != nil {
+		t.Fatalf("LoadState: %v", err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q, st
+}
+
+func seqsOf(st *messages.DurableProducerQueueState) []string {
+	var out []string
+	for _, m := range st.GetUnconfirmed() {
+		out = append(out, fmt.Sprintf("%s/%d", m.GetEntityId(), m.GetSeqNr()))
+	}
+	return out
+}
+
+// A write cut short by a crash is dropped at load, the log is cut there,
+// and later writes append after the cut.
+func TestFileQueueTornTail(t *testing.T) {
+	ctx := context.Background()
+	for _, damage := range []struct {
+		name string
+		do   func(t *testing.T, path string, size int64)
+	}{
+		{"record cut short", func(t *testing.T, path string, size int64) {
+			if err := os.Truncate(path, size-3); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"bytes of the last record changed", func(t *testing.T, path string, size int64) {
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte{0xff, 0xfe}, size-5); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage appended", func(t *testing.T, path string, size int64) {
+			f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write([]byte{0x80, 0x80, 0x80}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := t.TempDir()
+			q, _ := openLoaded(t, dir, FileQueueOptions{})
+			if err := q.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", 1), sentFor("b", 1)}); err != nil {
+				t.Fatal(err)
+			}
+			sizeBefore := q.size
+			if err := q.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", 2), sentFor("a", 3)}); err != nil {
+				t.Fatal(err)
+			}
+			size := q.size
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			damage.do(t, q.path, size)
+			want := []string{"a/1", "a/2", "a/3", "b/1"}
+			wantSize := size
+			if damage.name != "garbage appended" {
+				// The last batch goes as a whole.
+				want, wantSize = []string{"a/1", "b/1"}, sizeBefore
+			}
+			q2, st := openLoaded(t, dir, FileQueueOptions{})
+			if got := seqsOf(st); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("loaded %v, want %v", got, want)
+			}
+			if fi, err := os.Stat(q.path); err != nil || fi.Size() != wantSize {
+				t.Fatalf("log of %v bytes (%v), want cut to %d", fi.Size(), err, wantSize)
+			}
+			next := int64(len(want)) // want holds b/1 and a/1.., so a continues at len(want)
+			if err := q2.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", next)}); err != nil {
+				t.Fatal(err)
+			}
+			_ = q2.Close()
+			_, st = openLoaded(t, dir, FileQueueOptions{})
+			if got := len(st.GetUnconfirmed()); got != len(want)+1 {
+				t.Fatalf("after a write behind the cut: %v", seqsOf(st))
+			}
+		})
+	}
+}
+
+// A damaged snapshot is no torn tail: the file is refused, not emptied.
+func TestFileQueueCorruptSnapshotIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	q, _ := openLoaded(t, dir, FileQueueOptions{})
+	_ = q.Close()
+	if err := os.WriteFile(q.path, []byte{0x05, 1, 2, 3}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q2, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q2.LoadState(context.Background()); !errors.Is(err, errCorruptQueue) {
+		t.Fatalf("LoadState of a damaged snapshot: %v, want errCorruptQueue", err)
+	}
+	// The failed load released the claim.
+	_ = os.WriteFile(q.path, nil, 0o644)
+	if err := os.Remove(q.path); err != nil {
+		t.Fatal(err)
+	}
+	openLoaded(t, dir, FileQueueOptions{})
+}
+
+// The log is rewritten as a snapshot once it holds more than
+// CompactAfterEvents events and twice the live ones; the content stays,
+// and a compaction cut short before its rename is ignored.
+func TestFileQueueCompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := FileQueueOptions{CompactAfterEvents: 20}
+	q, _ := openLoaded(t, dir, opts)
+	maxSize := int64(0)
+	for seq := int64(1); seq <= 200; seq++ {
+		if err := q.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", seq), sentFor("b", seq)}); err != nil {
+			t.Fatal(err)
+		}
+		if seq > 1 {
+			if err := q.StoreMessageConfirmed(ctx, []*messages.Confirmed{{EntityId: "a", ProducerIncarnation: 5, SeqNr: seq - 1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		maxSize = max(maxSize, q.size)
+	}
+	// Live: a/200 and b/1..200 = 203 events; the log never holds much more
+	// than twice that.
+	if q.logEvents > 2*q.state.events()+3 {
+		t.Fatalf("log holds %d events for %d live", q.logEvents, q.state.events())
+	}
+	one := int64(proto.Size(sentFor("b", 100)))
+	if maxSize > 3*203*(one+8) {
+		t.Fatalf("log grew to %d bytes for 203 live events of about %d bytes", maxSize, one)
+	}
+	_ = q.Close()
+	// A snapshot left aside by a crash before its rename.
+	if err := os.WriteFile(q.path+".tmp", []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, st := openLoaded(t, dir, opts)
+	if n := len(st.GetUnconfirmed()); n != 201 {
+		t.Fatalf("loaded %d unconfirmed, want 201", n)
+	}
+	if st.GetEntities()[0].GetConfirmedSeqNr() != 199 || st.GetUnconfirmed()[0].GetSeqNr() != 200 {
+		t.Fatalf("entity a: %v, first unconfirmed %v", st.GetEntities()[0], st.GetUnconfirmed()[0])
+	}
+	if _, err := os.Stat(q.path + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the leftover snapshot is still there: %v", err)
+	}
+}
+
+// The flock fences a second holder until the first closes, and a holder
+// that did not load cannot write.
+func TestFileQueueClaim(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	first, _ := openLoaded(t, dir, FileQueueOptions{})
+	second, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", 1)}); err == nil {
+		t.Fatal("a write without LoadState succeeded")
+	}
+	if _, err := second.LoadState(ctx); !errors.Is(err, ErrQueueFenced) {
+		t.Fatalf("second LoadState: %v, want ErrQueueFenced", err)
+	}
+	// Another producer ID is another queue.
+	other, err := OpenFileQueue(dir, "p/2", FileQueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.LoadState(ctx); err != nil {
+		t.Fatalf("LoadState of another producer's queue: %v", err)
+	}
+	_ = other.Close()
+	_ = first.Close()
+	if _, err := second.LoadState(ctx); err != nil {
+		t.Fatalf("LoadState after the first closed: %v", err)
+	}
+	_ = second.Close()
+}
