@@ -67,9 +67,10 @@ var ErrQueueFenced = errors.New("delivery: durable producer queue claimed by ano
 // it stops, and every Send fails with it (wrapping the last error).
 var ErrQueueFailed = errors.New("delivery: durable producer queue failed")
 
-// ErrMessageTooLarge: the message is larger than its durable queue stores.
-// It wraps deadletter.ErrMessageTooLarge.
-var ErrMessageTooLarge = fmt.Errorf("delivery: message too large for the durable queue: %w", deadletter.ErrMessageTooLarge)
+// ErrMessageTooLarge: Send refused a message larger than
+// ProducerSettings.MaxMessageSize allows to send, or than its durable queue
+// stores. It wraps deadletter.ErrMessageTooLarge.
+var ErrMessageTooLarge = fmt.Errorf("delivery: message too large: %w", deadletter.ErrMessageTooLarge)
 
 // errQueueWrite: a write that does not fit the queue's content (a gap in a
 // numbering, another message under a stored seqNr...). The controller

@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -216,6 +217,9 @@ type producerController struct {
 	timers    *scheduler.TimerScheduler
 	cancels   []scheduler.CancelFunc
 
+	metrics  *metrics.Delivery // nil without a MetricsProvider
+	reported ProducerStats     // what the metrics have been told
+
 	held        []*sendRequest // Sends that came while loading
 	loadAttempt int
 	loading     bool  // a LoadState runs
@@ -223,7 +227,34 @@ type producerController struct {
 	stopErr     error // why the controller stops (stopping)
 }
 
-func (c *producerController) Receive(ctx actor.Context) { c.behavior.Receive(ctx) }
+func (c *producerController) Receive(ctx actor.Context) {
+	c.behavior.Receive(ctx)
+	c.report(ctx.Message())
+}
+
+// report adds what the counters gained since the last report to the
+// metrics and, on the idle check (every half of
+// ResendFirstUnconfirmedIdleTimeout) and when the controller stops, moves
+// the gauges: counting the unconfirmed messages visits every entity.
+func (c *producerController) report(msg any) {
+	if c.metrics == nil || c.state == nil {
+		return
+	}
+	now := c.state.counters
+	c.metrics.Counted(now.Sent-c.reported.Sent, now.Resent-c.reported.Resent, now.Confirmed-c.reported.Confirmed)
+	c.reported.Sent, c.reported.Resent, c.reported.Confirmed = now.Sent, now.Resent, now.Confirmed
+	var unconfirmed, buffered int
+	switch msg.(type) {
+	case idleCheckTick:
+		st := c.state.stats()
+		unconfirmed, buffered = st.Unconfirmed, st.Buffered
+	case *actor.Stopped:
+	default:
+		return
+	}
+	c.metrics.Pending(int64(unconfirmed-c.reported.Unconfirmed), int64(buffered-c.reported.Buffered))
+	c.reported.Unconfirmed, c.reported.Buffered = unconfirmed, buffered
+}
 
 func (c *producerController) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
 	if c.stateName != "" && c.stateName != name {
@@ -239,6 +270,7 @@ func (c *producerController) common(ctx actor.Context) bool {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		c.state = newProducerState(c.producerID, ctx.Self(), c.settings, nil)
+		c.metrics = metrics.For(ctx.ActorSystem()).Delivery(c.typeName)
 		c.timers = scheduler.NewTimerScheduler(ctx)
 		c.cancels = append(c.cancels,
 			c.timers.SendRepeatedly(c.settings.ResendFirstInterval, c.settings.ResendFirstInterval, ctx.Self(), resendFirstTick{}),

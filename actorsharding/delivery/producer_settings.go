@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/guard"
 )
 
 // ProducerSettings are Pekko's reliable-delivery.sharding.producer-controller
@@ -23,6 +24,12 @@ type ProducerSettings struct {
 	// ResendFirstInterval resends the first message of a numbering until
 	// it is confirmed (default 1s; Pekko's durable-queue.resend-first-interval).
 	ResendFirstInterval time.Duration
+	// MaxMessageSize bounds a message as sent to its entity: its encoded
+	// SequencedMessage, with room for the ShardingEnvelope that carries it
+	// to another node. A larger message could never arrive (the region
+	// drops it), so Send refuses it with ErrMessageTooLarge. Keep it at the
+	// region's MaxMessageSize (default: the same, 4 MiB less 64 KiB).
+	MaxMessageSize int
 	// DurableQueue keeps what the controller accepted until the entities
 	// confirmed it, so that a controller started again with it (after a
 	// stop or a crash) loses nothing: Send returns once the message is
@@ -49,6 +56,7 @@ func defaultProducerSettings() ProducerSettings {
 		ResendFirstInterval:               time.Second,
 		DurableQueueRequestTimeout:        3 * time.Second,
 		DurableQueueRetryAttempts:         10,
+		MaxMessageSize:                    guard.DefaultMaxMessageSize,
 	}
 }
 
@@ -65,6 +73,9 @@ func (s ProducerSettings) withDefaults() ProducerSettings {
 	d := defaultProducerSettings()
 	if s.BufferSize <= 0 {
 		s.BufferSize = d.BufferSize
+	}
+	if s.MaxMessageSize <= 0 {
+		s.MaxMessageSize = d.MaxMessageSize
 	}
 	if s.CleanupUnusedAfter <= 0 {
 		s.CleanupUnusedAfter = d.CleanupUnusedAfter

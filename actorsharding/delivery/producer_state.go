@@ -470,6 +470,11 @@ func newProducerState(producerID string, controller *actor.PID, settings Produce
 	return p
 }
 
+// envelopeMargin is room for the ShardingEnvelope around a
+// SequencedMessage sent to another node (its Any's type URL, the member ID
+// it is for), besides a second copy of the entity ID.
+const envelopeMargin = 1 << 10
+
 // randomIncarnation is a random non-zero uint64: 0 is what a message
 // without an incarnation reads as.
 func randomIncarnation() (uint64, error) {
@@ -510,8 +515,13 @@ func (p *producerState) accept(r *sendRequest, now time.Time) (outOutput, error)
 	if err != nil {
 		return outOutput{}, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
 	}
+	// Measured with the largest numbers, before it is numbered.
+	largestSent := &messages.SequencedMessage{EntityId: entityID, ProducerId: p.producerID, ProducerIncarnation: math.MaxUint64,
+		SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: p.controller, Message: payload}
+	if n := proto.Size(largestSent) + envelopeMargin + len(entityID); n > p.settings.MaxMessageSize {
+		return outOutput{}, fmt.Errorf("entity %q: %d bytes to send, over %d: %w", entityID, n, p.settings.MaxMessageSize, ErrMessageTooLarge)
+	}
 	if p.maxStoredBytes > 0 {
-		// Measured with the largest numbers, before it is numbered.
 		largest := &messages.MessageSent{EntityId: entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
 			Ack: true, TimestampMs: math.MaxInt64, Message: payload}
 		if n := proto.Size(largest); n > p.maxStoredBytes {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -560,8 +562,27 @@ func TestProducerSettingsDefaults(t *testing.T) {
 		ResendFirstInterval:               time.Second,
 		DurableQueueRequestTimeout:        3 * time.Second,
 		DurableQueueRetryAttempts:         10,
+		MaxMessageSize:                    guard.DefaultMaxMessageSize,
 	}
 	if got != want {
 		t.Errorf("withDefaults = %+v, want %+v", got, want)
+	}
+}
+
+// TestProducerRefusesWhatCannotArrive: a message whose SequencedMessage (in
+// its envelope) exceeds MaxMessageSize is refused before it is numbered;
+// one that fits is taken; nothing of the refused one stays.
+func TestProducerRefusesWhatCannotArrive(t *testing.T) {
+	h := newHarness(ProducerSettings{MaxMessageSize: 4 << 10})
+	_, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{From: strings.Repeat("x", 4<<10)}}, h.now)
+	if !errors.Is(err, ErrMessageTooLarge) || !errors.Is(err, deadletter.ErrMessageTooLarge) {
+		t.Fatalf("accept over MaxMessageSize: %v, want ErrMessageTooLarge", err)
+	}
+	if st := h.p.stats(); st.Entities != 0 || st.Accepted != 0 {
+		t.Fatalf("after the refusal: %+v, want nothing", st)
+	}
+	out, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{From: strings.Repeat("x", 2<<10)}}, h.now)
+	if err != nil || !reflect.DeepEqual(render(out.send), []string{"a/1*"}) {
+		t.Fatalf("accept within MaxMessageSize: %v, %v; want a/1 sent, first", render(out.send), err)
 	}
 }

@@ -31,17 +31,22 @@ const Scope = "github.com/protoshard/protoshard"
 // The instruments' names, as OpenTelemetry names them; the Prometheus
 // exporter appends _total to counters and _seconds to the histograms.
 const (
-	NameShards          = "protoshard_region_shards"
-	NameEntities        = "protoshard_region_entities"
-	NameBuffered        = "protoshard_region_buffered_messages"
-	NameDrops           = "protoshard_dropped_messages"
-	NameHandOff         = "protoshard_handoff_duration"
-	NameRebalance       = "protoshard_rebalance_duration"
-	NameAllocations     = "protoshard_shard_allocations"
-	NameStateWrites     = "protoshard_coordinator_state_writes"
-	NameStateWriteTime  = "protoshard_coordinator_state_write_duration"
-	NameSingletonState  = "protoshard_singleton_state"
-	NameSingletonHandOv = "protoshard_singleton_handover_duration"
+	NameShards              = "protoshard_region_shards"
+	NameEntities            = "protoshard_region_entities"
+	NameBuffered            = "protoshard_region_buffered_messages"
+	NameDrops               = "protoshard_dropped_messages"
+	NameHandOff             = "protoshard_handoff_duration"
+	NameRebalance           = "protoshard_rebalance_duration"
+	NameAllocations         = "protoshard_shard_allocations"
+	NameStateWrites         = "protoshard_coordinator_state_writes"
+	NameStateWriteTime      = "protoshard_coordinator_state_write_duration"
+	NameSingletonState      = "protoshard_singleton_state"
+	NameSingletonHandOv     = "protoshard_singleton_handover_duration"
+	NameDeliverySent        = "protoshard_delivery_sent"
+	NameDeliveryResent      = "protoshard_delivery_resent"
+	NameDeliveryConfirmed   = "protoshard_delivery_confirmed"
+	NameDeliveryUnconfirmed = "protoshard_delivery_unconfirmed"
+	NameDeliveryBuffered    = "protoshard_delivery_buffered"
 )
 
 // secondsBuckets suit the durations measured here, from a local state
@@ -84,10 +89,14 @@ type Metrics struct {
 	stateWrites    metric.Int64Counter
 	stateWriteTime metric.Float64Histogram
 	handOver       metric.Float64Histogram
+	sent           metric.Int64Counter
+	resent         metric.Int64Counter
+	confirmed      metric.Int64Counter
 
 	mu         sync.Mutex
 	types      map[string]*Type
 	singletons map[string]*Singleton
+	deliveries map[string]*Delivery
 }
 
 func newMetrics(system *actor.ActorSystem) (*Metrics, error) {
@@ -97,8 +106,9 @@ func newMetrics(system *actor.ActorSystem) (*Metrics, error) {
 		node:       attribute.String("node", system.Address()),
 		types:      map[string]*Type{},
 		singletons: map[string]*Singleton{},
+		deliveries: map[string]*Delivery{},
 	}
-	var errs [11]error
+	var errs [16]error
 	shards, e0 := meter.Int64ObservableGauge(NameShards, metric.WithUnit("{shard}"),
 		metric.WithDescription("Shards hosted by the region of the entity type on this node"))
 	entities, e1 := meter.Int64ObservableGauge(NameEntities, metric.WithUnit("{entity}"),
@@ -121,7 +131,17 @@ func newMetrics(system *actor.ActorSystem) (*Metrics, error) {
 		metric.WithDescription("Latency of the coordinator's state writes"))
 	m.handOver, errs[10] = meter.Float64Histogram(NameSingletonHandOv, metric.WithUnit("s"), secondsBuckets,
 		metric.WithDescription("Time from becoming the oldest member to the singleton running here (hand-over or take-over)"))
-	errs[0], errs[1], errs[2], errs[3] = e0, e1, e2, e3
+	m.sent, errs[11] = meter.Int64Counter(NameDeliverySent, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages reliable delivery sent to their entities for the first time"))
+	m.resent, errs[12] = meter.Int64Counter(NameDeliveryResent, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages reliable delivery sent again: lost, or the entity restarted or moved"))
+	m.confirmed, errs[13] = meter.Int64Counter(NameDeliveryConfirmed, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages the entities confirmed to reliable delivery's producers"))
+	unconfirmed, e14 := meter.Int64ObservableGauge(NameDeliveryUnconfirmed, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages reliable delivery's producers on this node sent and keep until confirmed"))
+	deliveryBuffered, e15 := meter.Int64ObservableGauge(NameDeliveryBuffered, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages reliable delivery's producers on this node hold until their entity asks for more"))
+	errs[0], errs[1], errs[2], errs[3], errs[14], errs[15] = e0, e1, e2, e3, e14, e15
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -138,8 +158,12 @@ func newMetrics(system *actor.ActorSystem) (*Metrics, error) {
 				o.ObserveInt64(singletonState, 1, metric.WithAttributes(s.name, m.node, attribute.String("state", *state)))
 			}
 		}
+		for _, d := range m.deliveries {
+			o.ObserveInt64(unconfirmed, d.unconfirmed.Load(), d.attrs)
+			o.ObserveInt64(deliveryBuffered, d.buffered.Load(), d.attrs)
+		}
 		return nil
-	}, shards, entities, buffered, singletonState)
+	}, shards, entities, buffered, singletonState, unconfirmed, deliveryBuffered)
 	if err != nil {
 		return nil, fmt.Errorf("register the gauges' callback: %w", err)
 	}
@@ -309,4 +333,53 @@ func (s *Singleton) HandOver(d time.Duration) {
 		return
 	}
 	s.m.handOver.Record(context.Background(), d.Seconds(), s.opts...)
+}
+
+// Delivery returns the reliable-delivery instruments of entity type name
+// on this node, shared by the type's producers here.
+func (m *Metrics) Delivery(name string) *Delivery {
+	if m == nil {
+		return nil
+	}
+	return once(&m.mu, m.deliveries, name, func() *Delivery {
+		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("type", name), m.node))
+		return &Delivery{m: m, attrs: attrs, addOpts: []metric.AddOption{attrs}}
+	})
+}
+
+// Delivery is the reliable-delivery instruments of one entity type on one
+// node.
+type Delivery struct {
+	m           *Metrics
+	attrs       metric.MeasurementOption
+	addOpts     []metric.AddOption
+	unconfirmed atomic.Int64
+	buffered    atomic.Int64
+}
+
+// Counted adds to the sent, resent and confirmed counters.
+func (d *Delivery) Counted(sent, resent, confirmed int64) {
+	if d == nil {
+		return
+	}
+	ctx := context.Background()
+	if sent > 0 {
+		d.m.sent.Add(ctx, sent, d.addOpts...)
+	}
+	if resent > 0 {
+		d.m.resent.Add(ctx, resent, d.addOpts...)
+	}
+	if confirmed > 0 {
+		d.m.confirmed.Add(ctx, confirmed, d.addOpts...)
+	}
+}
+
+// Pending changes the unconfirmed and buffered gauges by the deltas: each
+// producer adds its own changes, so the gauges sum the type's producers.
+func (d *Delivery) Pending(unconfirmed, buffered int64) {
+	if d == nil {
+		return
+	}
+	d.unconfirmed.Add(unconfirmed)
+	d.buffered.Add(buffered)
 }
