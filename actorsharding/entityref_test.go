@@ -93,8 +93,9 @@ func TestEntityRef(t *testing.T) {
 }
 
 // TestStartRegionRefusesMismatches: a second start of a type with other
-// props fails, the same start returns the running region, and a region
-// cannot start before its cluster joined.
+// props fails, the same start returns the running region, a type name
+// must be a non-empty actor name segment, and a region cannot start before
+// its cluster joined.
 func TestStartRegionRefusesMismatches(t *testing.T) {
 	w := newLocalWorld(t)
 	n := w.startNode(false)
@@ -120,6 +121,12 @@ func TestStartRegionRefusesMismatches(t *testing.T) {
 	}
 	if _, err := sharding.StartProxy("Twice", ex); !errors.Is(err, actorsharding.ErrAlreadyStarted) {
 		t.Fatalf("a proxy of a type whose region runs: %v, want ErrAlreadyStarted", err)
+	}
+	// "Twice/x" would be the actor name of the shard "x" of "Twice".
+	for _, name := range []string{"", "Twice/x", "/"} {
+		if _, err := sharding.StartRegion(name, props, ex); err == nil {
+			t.Fatalf("StartRegion(%q): no error", name)
+		}
 	}
 
 	system := actor.NewActorSystem()

@@ -181,6 +181,11 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	if typeName == "" {
 		return nil, errors.New("actorsharding: empty type name")
 	}
+	if strings.Contains(typeName, "/") {
+		// The region is the actor "sharding/<type>" and its shards its
+		// children: type "a/b" would be the shard "b" of type "a".
+		return nil, fmt.Errorf("actorsharding: type name %q holds a '/'", typeName)
+	}
 	if extractor == nil {
 		extractor = NewHashCodeMessageExtractor(DefaultNumberOfShards)
 	}
