@@ -98,8 +98,14 @@ func (e *reliableEntity) start(ctx actor.Context) {
 }
 
 // deliver applies one message: the effect and the progress in one write,
-// then the ledger's receipt, then the confirmation.
+// then the ledger's receipt, then the confirmation. The receipt carries the
+// time the entity began to apply the message: a node frozen in the middle
+// of the write finishes it after the thaw, acting on what it had before the
+// freeze (the compare-and-set decides whether that write still counts),
+// and the judge must not take that for a message the frozen node took up
+// after it resumed.
 func (e *reliableEntity) deliver(ctx actor.Context, d delivery.Delivery) {
+	began := time.Now().UnixNano()
 	e.delivered = d
 	p, ok := d.Message.(*testpb.Ping)
 	if !ok {
@@ -123,7 +129,7 @@ func (e *reliableEntity) deliver(ctx actor.Context, d delivery.Delivery) {
 		return
 	}
 	e.version, e.rec = version, next
-	r := Record{Ev: evRecv, Ent: p.EntityId, Inc: e.inc, Snd: p.From, Seq: p.Seq}
+	r := Record{T: began, Ev: evRecv, Ent: p.EntityId, Inc: e.inc, Snd: p.From, Seq: p.Seq}
 	if outcome != appliedInOrder {
 		r.Reason = string(outcome)
 	}
