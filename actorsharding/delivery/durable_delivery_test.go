@@ -222,3 +222,108 @@ func TestDurableQueueTwoProducersOneID(t *testing.T) {
 	sendRounds(ctx, t, p1, 1, 2, 3)
 	c.waitProcessed(t, 1, 1, 3)
 }
+
+// slowQueue is a MemoryQueue whose StoreMessageSent takes a while, as a
+// Consul write that is retried does.
+type slowQueue struct {
+	*delivery.MemoryQueue
+	delay time.Duration
+}
+
+func (q slowQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+	time.Sleep(q.delay)
+	return q.MemoryQueue.StoreMessageSent(ctx, sent)
+}
+
+// TestSendErrorMeansNotAccepted: a Send whose context ends while its
+// message is being stored waits for the write and reports it stored, and a
+// Send whose context ended before the controller took the message reports
+// an error and the message is never delivered: an error always means "not
+// accepted", so sending again cannot deliver a message twice.
+func TestSendErrorMeansNotAccepted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, h := oneNode(t, ctx)
+	p, err := delivery.StartShardingProducerController(s, "Held", "p1",
+		delivery.ProducerSettings{DurableQueue: slowQueue{delivery.NewMemoryQueue(), 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	start := time.Now()
+	err = p.Send(sctx, "a", wrapperspb.Int64(1))
+	scancel()
+	if err != nil {
+		t.Fatalf("Send whose context ended during the write: %v, want nil once stored", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("Send returned after %v, before the write ended", took)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool { return len(h.seqs("a")) == 1 }, "the stored message processed")
+
+	// Sends with a context that has ended: each is either taken (nil, and
+	// delivered) or given up (an error, and never delivered).
+	ended, cancelEnded := context.WithCancel(ctx)
+	cancelEnded()
+	var accepted int
+	for range 40 {
+		err := p.Send(ended, "b", wrapperspb.Int64(1))
+		switch {
+		case err == nil:
+			accepted++
+		case !errors.Is(err, context.Canceled):
+			t.Fatalf("Send with an ended context: %v", err)
+		}
+	}
+	// The held entity confirms nothing: it processes the first and keeps
+	// the rest stashed (the window is 20), so count what it got by then.
+	if accepted > 0 {
+		testkit.WaitFor(t, 20*time.Second, func() bool { return len(h.seqs("b")) == 1 }, "the first accepted message processed")
+	}
+	st, err := p.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Accepted != int64(1+accepted) {
+		t.Fatalf("%d Sends returned nil, the controller accepted %d: %+v", accepted, st.Accepted-1, st)
+	}
+	t.Logf("with an ended context: %d of 40 accepted", accepted)
+}
+
+// TestFencedControllerKeepsTheHoldersClaim: a controller that could not
+// claim the queue (another holds it) stops without releasing the claim, so
+// a third one is fenced too and the first goes on.
+func TestFencedControllerKeepsTheHoldersClaim(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q := delivery.NewMemoryQueue()
+	// One producer ID on three nodes, one queue.
+	start := func() *delivery.ShardingProducerController {
+		s, _ := oneNode(t, ctx)
+		p, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{DurableQueue: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop(context.Background()) })
+		return p
+	}
+	a := start()
+	if err := a.Send(ctx, "x", wrapperspb.Int64(1)); err != nil {
+		t.Fatal(err)
+	}
+	b := start()
+	if err := b.Send(ctx, "x", wrapperspb.Int64(2)); !errors.Is(err, delivery.ErrQueueFenced) {
+		t.Fatalf("second controller: %v, want ErrQueueFenced", err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := start()
+	if err := c.Send(ctx, "y", wrapperspb.Int64(3)); !errors.Is(err, delivery.ErrQueueFenced) {
+		t.Fatalf("third controller after the second stopped: %v, want ErrQueueFenced", err)
+	}
+	if err := a.Send(ctx, "x", wrapperspb.Int64(4)); err != nil {
+		t.Fatalf("the holder after the others stopped: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,6 +48,7 @@ type ShardingProducerController struct {
 	stopped  chan struct{}
 	stopErr  error
 	stopOnce sync.Once
+	durable  bool // with a durable queue: a Send is answered once stored
 }
 
 // StartShardingProducerController starts the controller of producer
@@ -61,7 +63,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, actorsharding.ErrNotStarted)
 	}
 	system := s.System()
-	p := &ShardingProducerController{system: system, stopped: make(chan struct{})}
+	p := &ShardingProducerController{system: system, stopped: make(chan struct{}), durable: settings.DurableQueue != nil}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings.withDefaults(),
 			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior()}
@@ -82,21 +84,49 @@ type sendRequest struct {
 	msg      proto.Message
 	ack      bool
 	done     chan error // buffered: accepted (or confirmed, with ack) or why not
+	// accepted is closed once the controller numbered the message (ack
+	// only): from then on it is delivered unless the controller stops.
+	accepted chan struct{}
+	// slot decides between the controller taking the request and Send
+	// giving up on it (its context ended) while it waits: whoever moves it
+	// from sendWaiting first. A request Send gave up is never numbered, so
+	// an error from Send means the message was not accepted.
+	slot atomic.Int32
 }
+
+// The states of sendRequest.slot.
+const (
+	sendWaiting int32 = iota
+	sendTaken
+	sendAbandoned
+)
+
+// take is the controller's claim on r; false: Send gave up on it.
+func (r *sendRequest) take() bool { return r.slot.CompareAndSwap(sendWaiting, sendTaken) }
+
+// abandon is Send's; false: the controller took r already.
+func (r *sendRequest) abandon() bool { return r.slot.CompareAndSwap(sendWaiting, sendAbandoned) }
 
 // Send hands msg to the controller for entityID. nil: accepted, numbered,
 // stored when there is a durable queue, and sent or buffered until the
 // entity asks for it; it is delivered unless this producer stops first
-// without a durable queue. ErrBufferFull: the entity asked for nothing and
-// BufferSize messages already wait; try again later. ErrQueueFenced,
-// ErrQueueFailed: the durable queue stopped the controller.
+// without a durable queue. An error means it was not accepted, so sending
+// it again sends it once: ErrBufferFull (the entity asked for nothing and
+// BufferSize messages already wait; try again later), ErrMessageTooLarge,
+// ErrQueueFenced and ErrQueueFailed (the durable queue stopped the
+// controller), or ctx's error if ctx ended before the controller took the
+// message. Once it took it, Send waits for the outcome, which is at once
+// without a durable queue, and bounded by the queue's time-outs and
+// retries with one.
 func (p *ShardingProducerController) Send(ctx context.Context, entityID string, msg proto.Message) error {
 	return p.send(ctx, entityID, msg, false)
 }
 
 // SendWithConfirmation is Send that returns once the entity confirmed msg
-// (Akka's askNextTo), or ctx ended. With a durable queue it returns once
-// msg is stored, as Akka's does.
+// (Akka's askNextTo). With a durable queue it returns once msg is stored,
+// as Akka's does. If ctx ends after the controller accepted msg but before
+// the entity confirmed it, the error wraps ErrUnconfirmed and ctx's error:
+// msg is delivered all the same, so do not send it again.
 func (p *ShardingProducerController) SendWithConfirmation(ctx context.Context, entityID string, msg proto.Message) error {
 	return p.send(ctx, entityID, msg, true)
 }
@@ -106,20 +136,44 @@ func (p *ShardingProducerController) send(ctx context.Context, entityID string, 
 		return fmt.Errorf("delivery: send to %q: %w", entityID, err)
 	}
 	r := &sendRequest{entityID: entityID, msg: msg, ack: ack, done: make(chan error, 1)}
+	if ack {
+		r.accepted = make(chan struct{})
+	}
 	p.system.Root.Send(p.pid, r)
 	select {
 	case err := <-r.done:
 		return err
 	case <-p.stopped:
-		// The controller answers every Send it took before it stops.
-		select {
-		case err := <-r.done:
-			return err
-		default:
-			return fmt.Errorf("delivery: send to %q: %w", entityID, p.stopErr)
-		}
+		return p.afterStop(r)
 	case <-ctx.Done():
-		return fmt.Errorf("delivery: send to %q: %w", entityID, ctx.Err())
+	}
+	if r.abandon() {
+		return fmt.Errorf("delivery: send to %q: not accepted: %w", entityID, ctx.Err())
+	}
+	// The controller took it: it answers at once without a durable queue,
+	// once the write ends with one; only a confirmation may take long.
+	var accepted chan struct{}
+	if ack && !p.durable {
+		accepted = r.accepted
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-accepted:
+		return fmt.Errorf("delivery: send to %q: %w: %w", entityID, ErrUnconfirmed, ctx.Err())
+	case <-p.stopped:
+		return p.afterStop(r)
+	}
+}
+
+// afterStop is Send's answer once the controller stopped: the controller
+// answers every Send it took before it stops.
+func (p *ShardingProducerController) afterStop(r *sendRequest) error {
+	select {
+	case err := <-r.done:
+		return err
+	default:
+		return fmt.Errorf("delivery: send to %q: %w", r.entityID, p.stopErr)
 	}
 }
 
@@ -190,6 +244,13 @@ type (
 	cleanupTick     struct{}
 )
 
+// loadCall decides between a LoadState reporting its result and the
+// controller, stopped meanwhile, leaving it to release what it claimed.
+type loadCall struct{ state atomic.Int32 } // 0 running, 1 reported, 2 abandoned
+
+func (l *loadCall) report() bool  { return l.state.CompareAndSwap(0, 1) }
+func (l *loadCall) abandon() bool { return l.state.CompareAndSwap(0, 2) }
+
 // Results of the durable queue's calls, run off the mailbox.
 type (
 	loadResult struct {
@@ -222,9 +283,11 @@ type producerController struct {
 
 	held        []*sendRequest // Sends that came while loading
 	loadAttempt int
-	loading     bool  // a LoadState runs
-	closing     bool  // the queue's Close was called
-	stopErr     error // why the controller stops (stopping)
+	loading     bool      // a LoadState runs
+	loadRun     *loadCall // the one that runs or ran last
+	claimed     bool      // a LoadState succeeded: the claim is this controller's to release
+	closing     bool      // the queue's Close was called
+	stopErr     error     // why the controller stops (stopping)
 }
 
 func (c *producerController) Receive(ctx actor.Context) {
@@ -289,10 +352,17 @@ func (c *producerController) common(ctx actor.Context) bool {
 		}
 	case *actor.Stopped:
 		// Stopped from outside (the actor system shuts down): what waits
-		// is told, and the queue's claim released.
+		// is told, and the queue's claim released. A LoadState that still
+		// runs releases what it claims itself; one whose result came too
+		// late to be read may have claimed: Close (a queue releases only a
+		// claim it took).
 		if q := c.settings.DurableQueue; q != nil && !c.closing {
-			c.closing = true
-			go func() { _ = q.Close() }()
+			switch {
+			case c.loading && c.loadRun.abandon():
+			case c.loading || c.claimed:
+				c.closing = true
+				go func() { _ = q.Close() }()
+			}
 		}
 		c.handle.finish(ErrProducerStopped)
 	case *getStats:
@@ -340,11 +410,20 @@ func (c *producerController) load(ctx actor.Context, delay time.Duration) {
 	self, root, q, timeout := ctx.Self(), ctx.ActorSystem().Root, c.settings.DurableQueue, c.settings.DurableQueueRequestTimeout
 	c.loading = true
 	c.loadAttempt++
+	call := &loadCall{}
+	c.loadRun = call
 	go func() {
 		time.Sleep(delay)
 		lctx, cancel := context.WithTimeout(context.Background(), timeout)
 		st, err := q.LoadState(lctx)
 		cancel()
+		if !call.report() {
+			// The controller stopped meanwhile: nobody else releases it.
+			if err == nil {
+				_ = q.Close()
+			}
+			return
+		}
 		root.Send(self, &loadResult{state: st, err: err})
 	}()
 }
@@ -362,6 +441,7 @@ func (c *producerController) onLoaded(ctx actor.Context, r *loadResult) {
 		c.fail(ctx, err)
 		return
 	}
+	c.claimed = true
 	out, err := c.state.load(r.state, time.Now())
 	if err != nil {
 		// Claimed but unusable: closed again by fail.
@@ -436,6 +516,7 @@ func (c *producerController) stopping(ctx actor.Context) {
 		c.onStored(ctx, msg)
 	case *loadResult:
 		c.loading = false
+		c.claimed = msg.err == nil
 		c.closeWhenIdle(ctx)
 	case *queueClosed:
 		if msg.err != nil {
@@ -456,17 +537,22 @@ func (c *producerController) attrs() []any {
 }
 
 func (c *producerController) onSend(ctx actor.Context, r *sendRequest) {
+	if !r.take() {
+		return // its Send gave up: not numbered, as it was told
+	}
 	out, err := c.state.accept(r, time.Now())
 	if err != nil {
 		r.done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, r.entityID, err)
 		return
 	}
+	if r.accepted != nil {
+		close(r.accepted)
+	}
 	switch {
 	case c.state.durable:
 		// Answered once stored.
 	case r.ack:
-		// accept numbered it last: its seqNr is the one before the next.
-		c.waiting[confirmation{entityID: r.entityID, seqNr: c.state.outs[r.entityID].currentSeqNr - 1}] = r.done
+		c.waiting[confirmation{entityID: r.entityID, seqNr: c.state.lastAccepted(r.entityID)}] = r.done
 	default:
 		r.done <- nil
 	}
@@ -566,15 +652,17 @@ func (c *producerController) failHeld(err error) {
 // closeWhenIdle closes the durable queue once no call to it runs and no
 // write waits (or the queue failed), then the actor stops (queueClosed).
 func (c *producerController) closeWhenIdle(ctx actor.Context) {
-	store := &c.state.store
-	if c.loading || (store.flight != nil && store.flight.running) || (store.failed == nil && !store.idle()) {
-		return
-	}
-	if c.closing {
+	if c.loading || !c.state.store.quiet() || c.closing {
 		return
 	}
 	c.closing = true
 	self, root, q := ctx.Self(), ctx.ActorSystem().Root, c.settings.DurableQueue
+	if !c.claimed {
+		// Never claimed (LoadState failed or was fenced): the claim, if
+		// any, is another controller's.
+		root.Send(self, &queueClosed{})
+		return
+	}
 	go func() { root.Send(self, &queueClosed{err: q.Close()}) }()
 }
 

@@ -22,6 +22,12 @@ import (
 // deadletter.ErrBufferFull, so a drop for it is classed as one.
 var ErrBufferFull = fmt.Errorf("delivery: producer buffer full: %w", deadletter.ErrBufferFull)
 
+// ErrUnconfirmed: SendWithConfirmation's context ended after the producer
+// accepted the message but before its entity confirmed it. The message is
+// delivered all the same (unless the producer stops without a durable
+// queue): sending it again would send it twice.
+var ErrUnconfirmed = errors.New("delivery: accepted, not confirmed yet")
+
 // ErrProducerStopped: the producer stopped accepting messages, or stopped
 // before the entity confirmed a message. It wraps deadletter.ErrShuttingDown.
 var ErrProducerStopped = fmt.Errorf("delivery: producer stopped: %w", deadletter.ErrShuttingDown)
@@ -647,6 +653,14 @@ func (p *producerState) confirmedBehind(o *outState, out outOutput, now time.Tim
 		p.store.addConfirmed(&messages.Confirmed{EntityId: o.entityID, ProducerIncarnation: o.incarnation,
 			SeqNr: o.confirmedSeqNr, TimestampMs: now.UnixMilli()})
 	}
+}
+
+// lastAccepted is the seqNr accept gave entityID's last message.
+func (p *producerState) lastAccepted(entityID string) int64 {
+	if o := p.outs[entityID]; o != nil {
+		return o.currentSeqNr - 1
+	}
+	return 0
 }
 
 // account keeps the shared buffer count and the counters after a transition.

@@ -101,6 +101,15 @@ func (s *storePipeline) idle() bool {
 	return s.flight == nil && len(s.sends) == 0 && len(s.confirmed) == 0 && len(s.cleanup) == 0
 }
 
+// quiet: no write runs and none waits (or the pipeline failed, so none
+// will): the queue may be closed.
+func (s *storePipeline) quiet() bool {
+	if s.flight != nil && s.flight.running {
+		return false
+	}
+	return s.failed != nil || s.idle()
+}
+
 // begin returns the write to run now: the one in flight when it waits for
 // its retry, else everything pending; nil when a write runs, nothing
 // waits, or the pipeline failed.
