@@ -64,14 +64,17 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 	}
 	system := s.System()
 	p := &ShardingProducerController{system: system, stopped: make(chan struct{}), durable: settings.DurableQueue != nil}
+	dispatcher := newPinnedDispatcher()
 	props := actor.PropsFromProducer(func() actor.Actor {
 		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings.withDefaults(),
-			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior()}
+			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior(),
+			dispatcher: dispatcher}
 		c.behavior.Become(c.active) // until Started picks the first state
 		return c
-	}, guard.WithMailbox())
+	}, guard.WithMailbox(), actor.WithDispatcher(dispatcher))
 	pid, err := system.Root.SpawnNamed(props, "delivery/"+typeName+"/"+producerID)
 	if err != nil {
+		dispatcher.stop()
 		return nil, fmt.Errorf("delivery: start producer %q of %s: %w", producerID, typeName, err)
 	}
 	p.pid = pid
@@ -269,6 +272,7 @@ type producerController struct {
 	producerID string
 	settings   ProducerSettings
 	handle     *ShardingProducerController
+	dispatcher *pinnedDispatcher
 
 	behavior  actor.Behavior
 	stateName string
@@ -365,6 +369,7 @@ func (c *producerController) common(ctx actor.Context) bool {
 			}
 		}
 		c.handle.finish(ErrProducerStopped)
+		c.dispatcher.stop()
 	case *getStats:
 		msg.done <- c.state.stats()
 	case *actor.Restarting, resendFirstTick, idleCheckTick, cleanupTick:
