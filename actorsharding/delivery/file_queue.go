@@ -43,7 +43,10 @@ type FileQueueOptions struct {
 // record cut short by a crash, or whose CRC does not match, ends the log:
 // LoadState truncates it there. Once the log holds more than
 // CompactAfterEvents events and twice the live ones, it is replaced by a
-// snapshot written to <file>.tmp, fsynced and renamed over it.
+// snapshot written to <file>.tmp, fsynced and renamed over it, and the
+// directory is fsynced; should that fsync fail, writes go on in the new
+// log but each fails until the directory is synced, since a crash could
+// bring the old log back.
 //
 // LoadState claims the queue with an exclusive flock on <dir>/<producer
 // ID>.lock, which the kernel releases when the process dies: while it is
@@ -54,6 +57,9 @@ type FileQueue struct {
 	maxMessageBytes     int
 	compactAfter        int
 
+	// syncDir fsyncs a directory; a field so that a test can make it fail.
+	syncDir func(dir string) error
+
 	mu        sync.Mutex
 	lock      *os.File // the claim; nil before LoadState and after Close
 	log       *os.File
@@ -63,6 +69,11 @@ type FileQueue struct {
 	// broken: a failed write could not be undone; the log's tail is
 	// unknown, so nothing more is written until a new holder loads it.
 	broken error
+	// renameUnsynced: a compaction renamed its snapshot over the log but
+	// the directory's fsync failed, so a crash may bring the old log back.
+	// The old log holds everything acknowledged up to the compaction, so
+	// no write is acknowledged until the directory is synced.
+	renameUnsynced bool
 }
 
 var _ DurableProducerQueue = (*FileQueue)(nil)
@@ -89,6 +100,7 @@ func OpenFileQueue(dir, producerID string, opts FileQueueOptions) (*FileQueue, e
 		lockPath:        filepath.Join(dir, name+".lock"),
 		maxMessageBytes: opts.MaxMessageSentBytes,
 		compactAfter:    opts.CompactAfterEvents,
+		syncDir:         syncDir,
 	}, nil
 }
 
@@ -160,6 +172,9 @@ func (q *FileQueue) load() error {
 		if err := q.writeSnapshot(newQueueState()); err != nil {
 			return err
 		}
+		if err := q.syncDir(q.dir); err != nil {
+			return err
+		}
 		data, err = os.ReadFile(q.path)
 	}
 	if err != nil {
@@ -206,7 +221,7 @@ func (q *FileQueue) load() error {
 			return err
 		}
 	}
-	q.log, q.size, q.logEvents, q.state, q.broken = log, int64(off), events, state, nil
+	q.log, q.size, q.logEvents, q.state, q.broken, q.renameUnsynced = log, int64(off), events, state, nil, false
 	return nil
 }
 
@@ -243,8 +258,9 @@ func replay(state *queueState, payload []byte) (int, error) {
 }
 
 // writeSnapshot replaces the log by one holding state's snapshot only:
-// written aside, fsynced, renamed over it, and the directory fsynced, so
-// that a crash leaves the old log or the new one.
+// written aside, fsynced and renamed over it, so that a crash leaves the
+// old log or the new one. The rename lasts once the caller fsynced the
+// directory.
 func (q *FileQueue) writeSnapshot(state *queueState) error {
 	payload, err := proto.Marshal(state.snapshot())
 	if err != nil {
@@ -269,9 +285,10 @@ func (q *FileQueue) writeSnapshot(state *queueState) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return syncDir(q.dir)
+	return nil
 }
 
+// syncDir fsyncs dir, so that a rename in it lasts a crash.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -321,10 +338,13 @@ func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit 
 }
 
 // compact replaces the log by a snapshot of the content and reopens it.
+// Once the rename is done the old log is unlinked: whatever the
+// directory's fsync returns, later writes must go to the new one.
 func (q *FileQueue) compact() error {
 	if err := q.writeSnapshot(q.state); err != nil {
 		return err
 	}
+	q.renameUnsynced = q.syncDir(q.dir) != nil
 	log, err := os.OpenFile(q.path, os.O_RDWR, 0)
 	if err != nil {
 		q.broken = fmt.Errorf("reopening the log after compaction: %w", err)
@@ -353,6 +373,11 @@ func (q *FileQueue) write(ctx context.Context, f func() error) error {
 		return fmt.Errorf("file queue %s: %w", q.path, errQueueNotClaimed)
 	case q.broken != nil:
 		return fmt.Errorf("delivery: file queue %s: %w", q.path, q.broken)
+	case q.renameUnsynced:
+		if err := q.syncDir(q.dir); err != nil {
+			return fmt.Errorf("delivery: file queue %s: syncing the directory after compaction: %w", q.path, err)
+		}
+		q.renameUnsynced = false
 	}
 	if err := f(); err != nil {
 		return fmt.Errorf("delivery: file queue %s: %w", q.path, err)

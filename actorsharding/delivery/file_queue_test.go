@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -215,4 +216,91 @@ func TestFileQueueClaim(t *testing.T) {
 		t.Fatalf("LoadState after the first closed: %v", err)
 	}
 	_ = second.Close()
+}
+
+// A compaction whose directory fsync fails after the rename still moves
+// the queue to the new log, and no write is acknowledged until the
+// directory is synced: what a later load finds is exactly what was
+// acknowledged.
+func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		failures    int // directory syncs that fail; -1: until the end of the writes
+		wantRefused bool
+	}{
+		{"sync fails once", 1, false},
+		{"sync keeps failing", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			q, _ := openLoaded(t, dir, FileQueueOptions{CompactAfterEvents: 4})
+			var mu sync.Mutex
+			failures, calls := tc.failures, 0
+			q.syncDir = func(dir string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if failures != 0 {
+					failures--
+					return errors.New("opening the directory: too many open files")
+				}
+				return syncDir(dir)
+			}
+			acked := newQueueState()
+			refused := 0
+			sent := func(batch ...*messages.MessageSent) {
+				if err := q.StoreMessageSent(ctx, batch); err != nil {
+					refused++
+					return
+				}
+				if _, err := acked.storeSent(batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			confirmed := func(c *messages.Confirmed) {
+				if err := q.StoreMessageConfirmed(ctx, []*messages.Confirmed{c}); err != nil {
+					refused++
+					return
+				}
+				if _, err := acked.storeConfirmed([]*messages.Confirmed{c}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The fifth event compacts: five in the log, two live.
+			for seq := int64(1); seq <= 3; seq++ {
+				sent(sentFor("a", seq))
+				confirmed(&messages.Confirmed{EntityId: "a", ProducerIncarnation: 5, SeqNr: seq})
+			}
+			for seq := int64(1); seq <= 6; seq++ {
+				sent(sentFor("b", seq))
+			}
+			if calls == 0 {
+				t.Fatal("no compaction ran")
+			}
+			if (refused > 0) != tc.wantRefused {
+				t.Fatalf("%d writes refused while the directory sync failed", refused)
+			}
+			mu.Lock()
+			failures = 0
+			mu.Unlock()
+			var all []*messages.MessageSent
+			for seq := int64(1); seq <= 7; seq++ {
+				all = append(all, sentFor("b", seq))
+			}
+			if err := q.StoreMessageSent(ctx, all); err != nil {
+				t.Fatalf("write after the directory synced again: %v", err)
+			}
+			if _, err := acked.storeSent(all); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, st := openLoaded(t, dir, FileQueueOptions{CompactAfterEvents: 4})
+			if want := acked.snapshot(); !proto.Equal(st, want) {
+				t.Fatalf("loaded %v, want what was acknowledged: %v", seqsOf(st), seqsOf(want))
+			}
+		})
+	}
 }
