@@ -40,8 +40,10 @@ type FileQueueOptions struct {
 // messages.DurableProducerQueueState, the rest each hold the events of one
 // write (length-prefixed messages.DurableProducerQueueEvent), so that a
 // batch is stored all or none. Each write is one append and one fsync. A
-// record cut short by a crash, or whose CRC does not match, ends the log:
-// LoadState truncates it there. Once the log holds more than
+// last record cut short by a crash, or whose CRC does not match, was never
+// acknowledged: LoadState truncates the log there. A bad record with a
+// whole one anywhere after it is no torn write but damage that would cost
+// acknowledged records: LoadState fails and leaves the file as it is. Once the log holds more than
 // CompactAfterEvents events and twice the live ones, it is replaced by a
 // snapshot written to <file>.tmp, fsynced and renamed over it, and the
 // directory is fsynced; should that fsync fail, writes go on in the new
@@ -108,8 +110,8 @@ func OpenFileQueue(dir, producerID string, opts FileQueueOptions) (*FileQueue, e
 func (q *FileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
 
 // errCorruptQueue: a record whose CRC matches does not decode or does not
-// fit what came before: not a torn write, so LoadState refuses the file
-// rather than cutting it.
+// fit what came before, or a bad record is followed by whole ones: not a
+// torn write, so LoadState refuses the file rather than cutting it.
 var errCorruptQueue = errors.New("delivery: corrupt durable producer queue file")
 
 // castagnoli is CRC-32C, as the records carry it.
@@ -123,22 +125,62 @@ func appendRecord(buf, payload []byte) []byte {
 }
 
 // nextRecord reads the record at the start of data; ok is false when
-// data ends before it does or its CRC does not match (a torn tail).
+// data ends before it does or its CRC does not match.
 func nextRecord(data []byte) (payload []byte, n int, ok bool) {
+	crc, payload, n, ok := splitRecord(data)
+	if !ok || crc32.Checksum(payload, castagnoli) != crc {
+		return nil, 0, false
+	}
+	return payload, n, true
+}
+
+// splitRecord reads the framing of the record at the start of data,
+// without checking its CRC; ok is false when data ends before it does.
+func splitRecord(data []byte) (crc uint32, payload []byte, n int, ok bool) {
 	length, ln := binary.Uvarint(data)
 	if ln <= 0 || length > uint64(len(data)-ln) || uint64(len(data)-ln)-length < 4 {
-		return nil, 0, false
+		return 0, nil, 0, false
 	}
-	crc := binary.LittleEndian.Uint32(data[ln:])
-	payload = data[ln+4 : ln+4+int(length)]
-	if crc32.Checksum(payload, castagnoli) != crc {
-		return nil, 0, false
+	crc = binary.LittleEndian.Uint32(data[ln:])
+	return crc, data[ln+4 : ln+4+int(length)], ln + 4 + int(length), true
+}
+
+// eventRecord reports whether payload is what append writes: one or more
+// length-prefixed events filling it exactly.
+func eventRecord(payload []byte) bool {
+	if len(payload) == 0 {
+		return false
 	}
-	return payload, ln + 4 + int(length), true
+	for len(payload) > 0 {
+		_, n := protowire.ConsumeBytes(payload)
+		if n < 0 {
+			return false
+		}
+		payload = payload[n:]
+	}
+	return true
+}
+
+// recordAfter reports whether a whole event record starts anywhere in
+// data after offset from. An append writes one record at the end of the
+// log, so a crash damages the last record only: a bad record with a whole
+// one after it was damaged otherwise (or its length was), and records
+// after it were acknowledged. Every offset is tried, since a damaged
+// length says nothing of where the next record starts; the framing and
+// event checks come before the CRC, so that the scan stays cheap.
+func recordAfter(data []byte, from int) bool {
+	for p := from + 1; p < len(data); p++ {
+		crc, payload, _, ok := splitRecord(data[p:])
+		if ok && eventRecord(payload) && crc32.Checksum(payload, castagnoli) == crc {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadState implements DurableProducerQueue: it takes the flock, reads the
-// log, and cuts a torn tail off it.
+// log, and cuts a torn tail off it; a log damaged before its end is
+// refused.
 func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -196,7 +238,10 @@ func (q *FileQueue) load() error {
 	off := n
 	for off < len(data) {
 		payload, n, ok := nextRecord(data[off:])
-		if !ok {
+		if !ok || !eventRecord(payload) {
+			if recordAfter(data, off) {
+				return fmt.Errorf("%w: bad record at offset %d before the end of the log", errCorruptQueue, off)
+			}
 			break
 		}
 		count, err := replay(state, payload)
