@@ -54,7 +54,10 @@ func DurableProducerQueuePrefix(typeName, producerID string) string {
 // write is a transaction that begins by checking that index, as the
 // coordinator's state writes do: once another holder loaded the queue,
 // this one's writes fail with delivery.ErrQueueFenced. A holder that
-// crashed needs no release: the next one takes the claim over.
+// crashed needs no release: the next one takes the claim over. A second
+// LoadState of a value that loaded fails with delivery.ErrQueueFenced
+// until it is closed, and Close deletes the owner key only if this value
+// loaded it and no one claimed it since.
 //
 // # Writes
 //
@@ -118,6 +121,11 @@ func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.Durable
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.ownerIndex != 0 {
+		// This value holds (or held, until taken over) the claim: claiming
+		// again would fence whoever loaded it first.
+		return nil, q.errorf("load: loaded already: %w", delivery.ErrQueueFenced)
+	}
 	index, err := q.claim(ctx)
 	if err != nil {
 		return nil, q.errorf("load: %w", err)

@@ -52,8 +52,9 @@ type FileQueueOptions struct {
 //
 // LoadState claims the queue with an exclusive flock on <dir>/<producer
 // ID>.lock, which the kernel releases when the process dies: while it is
-// held, another holder's LoadState fails with ErrQueueFenced. It is safe
-// for concurrent use.
+// held, another holder's LoadState fails with ErrQueueFenced, and so does
+// a second LoadState of the value that holds it. Close releases only the
+// flock this value's LoadState took. It is safe for concurrent use.
 type FileQueue struct {
 	dir, path, lockPath string
 	maxMessageBytes     int
@@ -188,7 +189,9 @@ func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQue
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lock != nil {
-		return nil, fmt.Errorf("delivery: file queue %s: loaded already", q.path)
+		// This value holds the claim: whoever calls is not its holder (or
+		// is, and must not start over on what it wrote).
+		return nil, fmt.Errorf("delivery: file queue %s: loaded already: %w", q.path, ErrQueueFenced)
 	}
 	lock, err := claimFile(q.lockPath)
 	if err != nil {
@@ -493,7 +496,7 @@ func (q *FileQueue) release() {
 }
 
 // Close implements DurableProducerQueue: it closes the log and releases
-// the flock.
+// the flock, if this value's LoadState took it.
 func (q *FileQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
