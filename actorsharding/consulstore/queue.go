@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"google.golang.org/protobuf/proto"
@@ -79,10 +80,18 @@ type DurableProducerQueue struct {
 	typeName   string
 	producerID string
 
+	// closeTimeout bounds Close, which has no context of its own: a
+	// controller stopping must not hang on an unreachable Consul.
+	closeTimeout time.Duration
+
 	mu         sync.Mutex
 	ownerIndex uint64 // 0: not claimed
 	content    *delivery.QueueContent
 }
+
+// queueCloseTimeout bounds the owner key's deletion at Close; a claim
+// left behind costs nothing, as the next holder takes it over.
+const queueCloseTimeout = 5 * time.Second
 
 var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
 
@@ -91,7 +100,7 @@ var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
 // path, as for NewRememberEntitiesStore.
 func NewDurableProducerQueue(client *api.Client, typeName, producerID string) *DurableProducerQueue {
 	return &DurableProducerQueue{client: client, typeName: typeName, producerID: producerID,
-		prefix: DurableProducerQueuePrefix(typeName, producerID)}
+		prefix: DurableProducerQueuePrefix(typeName, producerID), closeTimeout: queueCloseTimeout}
 }
 
 // MaxMessageSentBytes is MaxQueueMessageBytes.
@@ -370,7 +379,8 @@ func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) 
 }
 
 // Close implements delivery.DurableProducerQueue: it deletes the owner key
-// if this holder still has the claim.
+// if this holder still has the claim, waiting for Consul at most 5
+// seconds; the claim is given up either way.
 func (q *DurableProducerQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -379,8 +389,10 @@ func (q *DurableProducerQueue) Close() error {
 	}
 	index := q.ownerIndex
 	q.ownerIndex, q.content = 0, nil
+	ctx, cancel := context.WithTimeout(context.Background(), q.closeTimeout)
+	defer cancel()
 	// Another holder's claim stays: a failed check-and-set is no error.
-	_, _, err := q.client.KV().DeleteCAS(&api.KVPair{Key: q.ownerKey(), ModifyIndex: index}, nil)
+	_, _, err := q.client.KV().DeleteCAS(&api.KVPair{Key: q.ownerKey(), ModifyIndex: index}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
 		return q.errorf("close: %w", err)
 	}
