@@ -40,8 +40,15 @@ type DurableProducerQueue interface {
 	// the claim fails with ErrQueueFenced and changes nothing: a value
 	// handed to two controllers is claimed by the first only.
 	LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error)
-	// StoreMessageSent stores a batch, all or none. A message stored
-	// already with the same content is no error (a retry). Each entity's
+	// StoreMessageSent stores a batch, all or none where the store allows:
+	// the memory and file queues always, the Consul queue
+	// (consulstore.DurableProducerQueue) for a batch that fits one Consul
+	// transaction only. A larger one is split over several, and should it
+	// fail between them (the claim taken over: ErrQueueFenced), what went
+	// through stays, and the holder that loads next delivers it. So a Send
+	// that fails with ErrQueueFenced or ErrQueueFailed may still be
+	// delivered. A message stored already with the same content is no
+	// error (a retry). Each entity's
 	// messages continue its numbering: seqNr 1 of a new incarnation
 	// replaces the entity's numbering, any other must follow the last one
 	// stored.
