@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 	"google.golang.org/protobuf/proto"
@@ -54,7 +55,10 @@ func DurableProducerQueuePrefix(typeName, producerID string) string {
 // write is a transaction that begins by checking that index, as the
 // coordinator's state writes do: once another holder loaded the queue,
 // this one's writes fail with delivery.ErrQueueFenced. A holder that
-// crashed needs no release: the next one takes the claim over.
+// crashed needs no release: the next one takes the claim over. A second
+// LoadState of a value that loaded fails with delivery.ErrQueueFenced
+// until it is closed, and Close deletes the owner key only if this value
+// loaded it and no one claimed it since.
 //
 // # Writes
 //
@@ -67,7 +71,25 @@ func DurableProducerQueuePrefix(typeName, producerID string) string {
 // DefaultRememberMaxTxnBytes is split over several transactions, each
 // checking the claim. A split write cut short leaves some of its keys
 // written; the controller retries it, and writing a key again with the
-// same value changes nothing.
+// same value changes nothing. A new numbering's meta goes before the
+// deletion of the keys of the one it replaces, so that a write cut short
+// between them leaves either numbering whole to the next load (the old
+// keys it left are of another incarnation, which a load ignores).
+//
+// # All or none
+//
+// A write that fits one transaction is stored all or none. A split one is
+// not: Consul has no transaction over several requests, so when the claim
+// is taken over between two of them (or Consul keeps failing there until
+// the controller gives up), the transactions that went through stay. The
+// controller then fails every Send of the batch with
+// delivery.ErrQueueFenced (or delivery.ErrQueueFailed), yet the holder
+// that loads next finds the messages of those transactions and delivers
+// them. Such an error from Send therefore means "maybe stored", not "not
+// stored": a caller that sends the message again through another
+// producer may have it processed twice, unless the entity drops what it
+// already processed. A split confirmation or cleanup cut short only means
+// messages sent again, or numberings forgotten later.
 //
 // It is safe for concurrent use.
 type DurableProducerQueue struct {
@@ -76,10 +98,18 @@ type DurableProducerQueue struct {
 	typeName   string
 	producerID string
 
+	// closeTimeout bounds Close, which has no context of its own: a
+	// controller stopping must not hang on an unreachable Consul.
+	closeTimeout time.Duration
+
 	mu         sync.Mutex
 	ownerIndex uint64 // 0: not claimed
 	content    *delivery.QueueContent
 }
+
+// queueCloseTimeout bounds the owner key's deletion at Close; a claim
+// left behind costs nothing, as the next holder takes it over.
+const queueCloseTimeout = 5 * time.Second
 
 var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
 
@@ -88,7 +118,7 @@ var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
 // path, as for NewRememberEntitiesStore.
 func NewDurableProducerQueue(client *api.Client, typeName, producerID string) *DurableProducerQueue {
 	return &DurableProducerQueue{client: client, typeName: typeName, producerID: producerID,
-		prefix: DurableProducerQueuePrefix(typeName, producerID)}
+		prefix: DurableProducerQueuePrefix(typeName, producerID), closeTimeout: queueCloseTimeout}
 }
 
 // MaxMessageSentBytes is MaxQueueMessageBytes.
@@ -118,6 +148,11 @@ func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.Durable
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.ownerIndex != 0 {
+		// This value holds (or held, until taken over) the claim: claiming
+		// again would fence whoever loaded it first.
+		return nil, q.errorf("load: loaded already: %w", delivery.ErrQueueFenced)
+	}
 	index, err := q.claim(ctx)
 	if err != nil {
 		return nil, q.errorf("load: %w", err)
@@ -292,31 +327,45 @@ func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*mes
 		}
 	}
 	return q.write(ctx, "store messages", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
-		ch, err := c.PlanSent(sent)
+		ch, ops, err := q.planSent(c, sent)
 		if err != nil {
 			return nil, nil, err
 		}
-		var ops api.TxnOps
-		for _, m := range ch.Added {
-			if m.GetSeqNr() == 1 {
-				// A new numbering: the keys of one it replaces go first.
-				if _, _, held := c.Numbering(m.GetEntityId()); held {
-					ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: q.entityPrefix(m.GetEntityId()) + "msg/"}})
-				}
-				op, err := q.metaOp(&messages.DurableProducerQueueEntity{EntityId: m.GetEntityId(), ProducerIncarnation: m.GetProducerIncarnation()})
-				if err != nil {
-					return nil, nil, err
-				}
-				ops = append(ops, op)
-			}
-			value, err := proto.Marshal(m)
-			if err != nil {
-				return nil, nil, err
-			}
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.msgKey(m.GetEntityId(), m.GetSeqNr()), Value: value}})
-		}
 		return ops, func() { c.Commit(ch) }, nil
 	})
+}
+
+// planSent checks a StoreMessageSent batch against c and returns the
+// change and the operations that write it, in the order they must go.
+func (q *DurableProducerQueue) planSent(c *delivery.QueueContent, sent []*messages.MessageSent) (delivery.QueueChange, api.TxnOps, error) {
+	ch, err := c.PlanSent(sent)
+	if err != nil {
+		return ch, nil, err
+	}
+	var ops api.TxnOps
+	for _, m := range ch.Added {
+		if m.GetSeqNr() == 1 {
+			// A new numbering: its meta, then the deletion of the keys of
+			// the one it replaces. Should the write be cut between two
+			// transactions there, the old keys are of another incarnation,
+			// which a load ignores; the other way round, the old meta would
+			// be left without its messages.
+			op, err := q.metaOp(&messages.DurableProducerQueueEntity{EntityId: m.GetEntityId(), ProducerIncarnation: m.GetProducerIncarnation()})
+			if err != nil {
+				return ch, nil, err
+			}
+			ops = append(ops, op)
+			if _, _, held := c.Numbering(m.GetEntityId()); held {
+				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteTree, Key: q.entityPrefix(m.GetEntityId()) + "msg/"}})
+			}
+		}
+		value, err := proto.Marshal(m)
+		if err != nil {
+			return ch, nil, err
+		}
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.msgKey(m.GetEntityId(), m.GetSeqNr()), Value: value}})
+	}
+	return ch, ops, nil
 }
 
 // StoreMessageConfirmed implements delivery.DurableProducerQueue.
@@ -362,7 +411,8 @@ func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) 
 }
 
 // Close implements delivery.DurableProducerQueue: it deletes the owner key
-// if this holder still has the claim.
+// if this holder still has the claim, waiting for Consul at most 5
+// seconds; the claim is given up either way.
 func (q *DurableProducerQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -371,8 +421,10 @@ func (q *DurableProducerQueue) Close() error {
 	}
 	index := q.ownerIndex
 	q.ownerIndex, q.content = 0, nil
+	ctx, cancel := context.WithTimeout(context.Background(), q.closeTimeout)
+	defer cancel()
 	// Another holder's claim stays: a failed check-and-set is no error.
-	_, _, err := q.client.KV().DeleteCAS(&api.KVPair{Key: q.ownerKey(), ModifyIndex: index}, nil)
+	_, _, err := q.client.KV().DeleteCAS(&api.KVPair{Key: q.ownerKey(), ModifyIndex: index}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
 		return q.errorf("close: %w", err)
 	}

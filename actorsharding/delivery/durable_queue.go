@@ -36,10 +36,19 @@ type DurableProducerQueue interface {
 	// messages in entity and seqNr order. While the claim lasts, another
 	// holder's LoadState fails with ErrQueueFenced, or, where a claim can
 	// be taken over (a holder that crashed cannot release it), this
-	// holder's later writes do.
+	// holder's later writes do. A second LoadState of a holder that has
+	// the claim fails with ErrQueueFenced and changes nothing: a value
+	// handed to two controllers is claimed by the first only.
 	LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error)
-	// StoreMessageSent stores a batch, all or none. A message stored
-	// already with the same content is no error (a retry). Each entity's
+	// StoreMessageSent stores a batch, all or none where the store allows:
+	// the memory and file queues always, the Consul queue
+	// (consulstore.DurableProducerQueue) for a batch that fits one Consul
+	// transaction only. A larger one is split over several, and should it
+	// fail between them (the claim taken over: ErrQueueFenced), what went
+	// through stays, and the holder that loads next delivers it. So a Send
+	// that fails with ErrQueueFenced or ErrQueueFailed may still be
+	// delivered. A message stored already with the same content is no
+	// error (a retry). Each entity's
 	// messages continue its numbering: seqNr 1 of a new incarnation
 	// replaces the entity's numbering, any other must follow the last one
 	// stored.
@@ -53,8 +62,12 @@ type DurableProducerQueue interface {
 	// Cleanup forgets the entities' numberings (unused for long); their
 	// next message starts a new incarnation.
 	Cleanup(ctx context.Context, entityIDs []string) error
-	// Close releases the claim. The controller closes its queue when it
-	// stops.
+	// Close releases the claim this holder's successful LoadState took; a
+	// holder without one (never loaded, its LoadState failed, closed
+	// already) releases nothing, so the claim of another holder stays. A
+	// value cannot tell its callers apart: only the caller whose LoadState
+	// succeeded closes it (the controller closes its queue when it stops,
+	// if it loaded it).
 	Close() error
 }
 
@@ -293,7 +306,10 @@ func (s *queueState) restore(st *messages.DurableProducerQueueState) error {
 // controller, not the process. For tests, and a controller restarted in
 // the same process. The one value is the queue and its holder: LoadState
 // claims it until Close, and a second LoadState meanwhile fails with
-// ErrQueueFenced. It is safe for concurrent use.
+// ErrQueueFenced and changes nothing. Close cannot tell who calls it, so
+// it releases the claim whoever does: a caller whose LoadState failed
+// must not close it, or it releases the holder's claim. It is safe for
+// concurrent use.
 type MemoryQueue struct {
 	mu      sync.Mutex
 	state   *queueState

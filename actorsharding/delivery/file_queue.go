@@ -40,19 +40,28 @@ type FileQueueOptions struct {
 // messages.DurableProducerQueueState, the rest each hold the events of one
 // write (length-prefixed messages.DurableProducerQueueEvent), so that a
 // batch is stored all or none. Each write is one append and one fsync. A
-// record cut short by a crash, or whose CRC does not match, ends the log:
-// LoadState truncates it there. Once the log holds more than
+// last record cut short by a crash, or whose CRC does not match, was never
+// acknowledged: LoadState truncates the log there. A bad record with a
+// whole one anywhere after it is no torn write but damage that would cost
+// acknowledged records: LoadState fails and leaves the file as it is. Once the log holds more than
 // CompactAfterEvents events and twice the live ones, it is replaced by a
-// snapshot written to <file>.tmp, fsynced and renamed over it.
+// snapshot written to <file>.tmp, fsynced and renamed over it, and the
+// directory is fsynced; should that fsync fail, writes go on in the new
+// log but each fails until the directory is synced, since a crash could
+// bring the old log back.
 //
 // LoadState claims the queue with an exclusive flock on <dir>/<producer
 // ID>.lock, which the kernel releases when the process dies: while it is
-// held, another holder's LoadState fails with ErrQueueFenced. It is safe
-// for concurrent use.
+// held, another holder's LoadState fails with ErrQueueFenced, and so does
+// a second LoadState of the value that holds it. Close releases only the
+// flock this value's LoadState took. It is safe for concurrent use.
 type FileQueue struct {
 	dir, path, lockPath string
 	maxMessageBytes     int
 	compactAfter        int
+
+	// syncDir fsyncs a directory; a field so that a test can make it fail.
+	syncDir func(dir string) error
 
 	mu        sync.Mutex
 	lock      *os.File // the claim; nil before LoadState and after Close
@@ -63,6 +72,11 @@ type FileQueue struct {
 	// broken: a failed write could not be undone; the log's tail is
 	// unknown, so nothing more is written until a new holder loads it.
 	broken error
+	// renameUnsynced: a compaction renamed its snapshot over the log but
+	// the directory's fsync failed, so a crash may bring the old log back.
+	// The old log holds everything acknowledged up to the compaction, so
+	// no write is acknowledged until the directory is synced.
+	renameUnsynced bool
 }
 
 var _ DurableProducerQueue = (*FileQueue)(nil)
@@ -89,6 +103,7 @@ func OpenFileQueue(dir, producerID string, opts FileQueueOptions) (*FileQueue, e
 		lockPath:        filepath.Join(dir, name+".lock"),
 		maxMessageBytes: opts.MaxMessageSentBytes,
 		compactAfter:    opts.CompactAfterEvents,
+		syncDir:         syncDir,
 	}, nil
 }
 
@@ -96,8 +111,8 @@ func OpenFileQueue(dir, producerID string, opts FileQueueOptions) (*FileQueue, e
 func (q *FileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
 
 // errCorruptQueue: a record whose CRC matches does not decode or does not
-// fit what came before: not a torn write, so LoadState refuses the file
-// rather than cutting it.
+// fit what came before, or a bad record is followed by whole ones: not a
+// torn write, so LoadState refuses the file rather than cutting it.
 var errCorruptQueue = errors.New("delivery: corrupt durable producer queue file")
 
 // castagnoli is CRC-32C, as the records carry it.
@@ -111,22 +126,62 @@ func appendRecord(buf, payload []byte) []byte {
 }
 
 // nextRecord reads the record at the start of data; ok is false when
-// data ends before it does or its CRC does not match (a torn tail).
+// data ends before it does or its CRC does not match.
 func nextRecord(data []byte) (payload []byte, n int, ok bool) {
+	crc, payload, n, ok := splitRecord(data)
+	if !ok || crc32.Checksum(payload, castagnoli) != crc {
+		return nil, 0, false
+	}
+	return payload, n, true
+}
+
+// splitRecord reads the framing of the record at the start of data,
+// without checking its CRC; ok is false when data ends before it does.
+func splitRecord(data []byte) (crc uint32, payload []byte, n int, ok bool) {
 	length, ln := binary.Uvarint(data)
 	if ln <= 0 || length > uint64(len(data)-ln) || uint64(len(data)-ln)-length < 4 {
-		return nil, 0, false
+		return 0, nil, 0, false
 	}
-	crc := binary.LittleEndian.Uint32(data[ln:])
-	payload = data[ln+4 : ln+4+int(length)]
-	if crc32.Checksum(payload, castagnoli) != crc {
-		return nil, 0, false
+	crc = binary.LittleEndian.Uint32(data[ln:])
+	return crc, data[ln+4 : ln+4+int(length)], ln + 4 + int(length), true
+}
+
+// eventRecord reports whether payload is what append writes: one or more
+// length-prefixed events filling it exactly.
+func eventRecord(payload []byte) bool {
+	if len(payload) == 0 {
+		return false
 	}
-	return payload, ln + 4 + int(length), true
+	for len(payload) > 0 {
+		_, n := protowire.ConsumeBytes(payload)
+		if n < 0 {
+			return false
+		}
+		payload = payload[n:]
+	}
+	return true
+}
+
+// recordAfter reports whether a whole event record starts anywhere in
+// data after offset from. An append writes one record at the end of the
+// log, so a crash damages the last record only: a bad record with a whole
+// one after it was damaged otherwise (or its length was), and records
+// after it were acknowledged. Every offset is tried, since a damaged
+// length says nothing of where the next record starts; the framing and
+// event checks come before the CRC, so that the scan stays cheap.
+func recordAfter(data []byte, from int) bool {
+	for p := from + 1; p < len(data); p++ {
+		crc, payload, _, ok := splitRecord(data[p:])
+		if ok && eventRecord(payload) && crc32.Checksum(payload, castagnoli) == crc {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadState implements DurableProducerQueue: it takes the flock, reads the
-// log, and cuts a torn tail off it.
+// log, and cuts a torn tail off it; a log damaged before its end is
+// refused.
 func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -134,7 +189,9 @@ func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQue
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lock != nil {
-		return nil, fmt.Errorf("delivery: file queue %s: loaded already", q.path)
+		// This value holds the claim: whoever calls is not its holder (or
+		// is, and must not start over on what it wrote).
+		return nil, fmt.Errorf("delivery: file queue %s: loaded already: %w", q.path, ErrQueueFenced)
 	}
 	lock, err := claimFile(q.lockPath)
 	if err != nil {
@@ -160,6 +217,9 @@ func (q *FileQueue) load() error {
 		if err := q.writeSnapshot(newQueueState()); err != nil {
 			return err
 		}
+		if err := q.syncDir(q.dir); err != nil {
+			return err
+		}
 		data, err = os.ReadFile(q.path)
 	}
 	if err != nil {
@@ -181,7 +241,10 @@ func (q *FileQueue) load() error {
 	off := n
 	for off < len(data) {
 		payload, n, ok := nextRecord(data[off:])
-		if !ok {
+		if !ok || !eventRecord(payload) {
+			if recordAfter(data, off) {
+				return fmt.Errorf("%w: bad record at offset %d before the end of the log", errCorruptQueue, off)
+			}
 			break
 		}
 		count, err := replay(state, payload)
@@ -206,7 +269,7 @@ func (q *FileQueue) load() error {
 			return err
 		}
 	}
-	q.log, q.size, q.logEvents, q.state, q.broken = log, int64(off), events, state, nil
+	q.log, q.size, q.logEvents, q.state, q.broken, q.renameUnsynced = log, int64(off), events, state, nil, false
 	return nil
 }
 
@@ -243,8 +306,9 @@ func replay(state *queueState, payload []byte) (int, error) {
 }
 
 // writeSnapshot replaces the log by one holding state's snapshot only:
-// written aside, fsynced, renamed over it, and the directory fsynced, so
-// that a crash leaves the old log or the new one.
+// written aside, fsynced and renamed over it, so that a crash leaves the
+// old log or the new one. The rename lasts once the caller fsynced the
+// directory.
 func (q *FileQueue) writeSnapshot(state *queueState) error {
 	payload, err := proto.Marshal(state.snapshot())
 	if err != nil {
@@ -269,9 +333,10 @@ func (q *FileQueue) writeSnapshot(state *queueState) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return syncDir(q.dir)
+	return nil
 }
 
+// syncDir fsyncs dir, so that a rename in it lasts a crash.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -321,10 +386,13 @@ func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit 
 }
 
 // compact replaces the log by a snapshot of the content and reopens it.
+// Once the rename is done the old log is unlinked: whatever the
+// directory's fsync returns, later writes must go to the new one.
 func (q *FileQueue) compact() error {
 	if err := q.writeSnapshot(q.state); err != nil {
 		return err
 	}
+	q.renameUnsynced = q.syncDir(q.dir) != nil
 	log, err := os.OpenFile(q.path, os.O_RDWR, 0)
 	if err != nil {
 		q.broken = fmt.Errorf("reopening the log after compaction: %w", err)
@@ -353,6 +421,11 @@ func (q *FileQueue) write(ctx context.Context, f func() error) error {
 		return fmt.Errorf("file queue %s: %w", q.path, errQueueNotClaimed)
 	case q.broken != nil:
 		return fmt.Errorf("delivery: file queue %s: %w", q.path, q.broken)
+	case q.renameUnsynced:
+		if err := q.syncDir(q.dir); err != nil {
+			return fmt.Errorf("delivery: file queue %s: syncing the directory after compaction: %w", q.path, err)
+		}
+		q.renameUnsynced = false
 	}
 	if err := f(); err != nil {
 		return fmt.Errorf("delivery: file queue %s: %w", q.path, err)
@@ -423,7 +496,7 @@ func (q *FileQueue) release() {
 }
 
 // Close implements DurableProducerQueue: it closes the log and releases
-// the flock.
+// the flock, if this value's LoadState took it.
 func (q *FileQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -1,10 +1,12 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -47,14 +49,15 @@ func TestFileQueueTornTail(t *testing.T) {
 	ctx := context.Background()
 	for _, damage := range []struct {
 		name string
-		do   func(t *testing.T, path string, size int64)
+		// do damages the log, whose last record spans [start, size).
+		do func(t *testing.T, path string, start, size int64)
 	}{
-		{"record cut short", func(t *testing.T, path string, size int64) {
+		{"record cut short", func(t *testing.T, path string, start, size int64) {
 			if err := os.Truncate(path, size-3); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"bytes of the last record changed", func(t *testing.T, path string, size int64) {
+		{"bytes of the last record changed", func(t *testing.T, path string, start, size int64) {
 			f, err := os.OpenFile(path, os.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +67,19 @@ func TestFileQueueTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"garbage appended", func(t *testing.T, path string, size int64) {
+		{"last record zeroed", func(t *testing.T, path string, start, size int64) {
+			// Blocks allocated for the write but never written read as zeros,
+			// which frame as empty records.
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt(make([]byte, size-start), start); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage appended", func(t *testing.T, path string, start, size int64) {
 			f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +104,7 @@ func TestFileQueueTornTail(t *testing.T) {
 			if err := q.Close(); err != nil {
 				t.Fatal(err)
 			}
-			damage.do(t, q.path, size)
+			damage.do(t, q.path, sizeBefore, size)
 			want := []string{"a/1", "a/2", "a/3", "b/1"}
 			wantSize := size
 			if damage.name != "garbage appended" {
@@ -111,6 +126,70 @@ func TestFileQueueTornTail(t *testing.T) {
 			_, st = openLoaded(t, dir, FileQueueOptions{})
 			if got := len(st.GetUnconfirmed()); got != len(want)+1 {
 				t.Fatalf("after a write behind the cut: %v", seqsOf(st))
+			}
+		})
+	}
+}
+
+// A bad record with a whole record after it is no torn write: the
+// records after it were acknowledged, so LoadState refuses the log and
+// leaves it as it is, whether the damage is in the payload or in the
+// length, which then points anywhere.
+func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// damage changes the log, whose second event record spans
+		// [start, end).
+		damage func(log []byte, start, end int64)
+	}{
+		{"payload byte changed", func(log []byte, start, end int64) { log[(start+end)/2] ^= 0xAA }},
+		{"CRC changed", func(log []byte, start, end int64) { log[start+1] ^= 0x01 }},
+		{"length grown past the end of the log", func(log []byte, start, end int64) { log[start] = 0x7f }},
+		{"length shrunk", func(log []byte, start, end int64) { log[start] = 0x02 }},
+		{"record zeroed", func(log []byte, start, end int64) { clear(log[start:end]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			q, _ := openLoaded(t, dir, FileQueueOptions{})
+			var ends []int64
+			for seq := int64(1); seq <= 3; seq++ {
+				if err := q.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", seq)}); err != nil {
+					t.Fatal(err)
+				}
+				ends = append(ends, q.size)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if ends[1]-ends[0] >= 0x7f {
+				t.Fatalf("a record of %d bytes: its length does not fit the one byte the test changes", ends[1]-ends[0])
+			}
+			log, err := os.ReadFile(q.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(log, ends[0], ends[1])
+			if err := os.WriteFile(q.path, log, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			q2, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := q2.LoadState(ctx); !errors.Is(err, errCorruptQueue) {
+				t.Fatalf("LoadState: %v, %v; want errCorruptQueue", seqsOf(st), err)
+			}
+			if after, err := os.ReadFile(q.path); err != nil || !bytes.Equal(after, log) {
+				t.Fatalf("the refused log changed: %d bytes, was %d (%v)", len(after), len(log), err)
+			}
+			// The failed load released the claim.
+			q3, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q3.LoadState(ctx); !errors.Is(err, errCorruptQueue) {
+				t.Fatalf("LoadState again: %v, want errCorruptQueue", err)
 			}
 		})
 	}
@@ -215,4 +294,91 @@ func TestFileQueueClaim(t *testing.T) {
 		t.Fatalf("LoadState after the first closed: %v", err)
 	}
 	_ = second.Close()
+}
+
+// A compaction whose directory fsync fails after the rename still moves
+// the queue to the new log, and no write is acknowledged until the
+// directory is synced: what a later load finds is exactly what was
+// acknowledged.
+func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		failures    int // directory syncs that fail; -1: until the end of the writes
+		wantRefused bool
+	}{
+		{"sync fails once", 1, false},
+		{"sync keeps failing", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			q, _ := openLoaded(t, dir, FileQueueOptions{CompactAfterEvents: 4})
+			var mu sync.Mutex
+			failures, calls := tc.failures, 0
+			q.syncDir = func(dir string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if failures != 0 {
+					failures--
+					return errors.New("opening the directory: too many open files")
+				}
+				return syncDir(dir)
+			}
+			acked := newQueueState()
+			refused := 0
+			sent := func(batch ...*messages.MessageSent) {
+				if err := q.StoreMessageSent(ctx, batch); err != nil {
+					refused++
+					return
+				}
+				if _, err := acked.storeSent(batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			confirmed := func(c *messages.Confirmed) {
+				if err := q.StoreMessageConfirmed(ctx, []*messages.Confirmed{c}); err != nil {
+					refused++
+					return
+				}
+				if _, err := acked.storeConfirmed([]*messages.Confirmed{c}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The fifth event compacts: five in the log, two live.
+			for seq := int64(1); seq <= 3; seq++ {
+				sent(sentFor("a", seq))
+				confirmed(&messages.Confirmed{EntityId: "a", ProducerIncarnation: 5, SeqNr: seq})
+			}
+			for seq := int64(1); seq <= 6; seq++ {
+				sent(sentFor("b", seq))
+			}
+			if calls == 0 {
+				t.Fatal("no compaction ran")
+			}
+			if (refused > 0) != tc.wantRefused {
+				t.Fatalf("%d writes refused while the directory sync failed", refused)
+			}
+			mu.Lock()
+			failures = 0
+			mu.Unlock()
+			var all []*messages.MessageSent
+			for seq := int64(1); seq <= 7; seq++ {
+				all = append(all, sentFor("b", seq))
+			}
+			if err := q.StoreMessageSent(ctx, all); err != nil {
+				t.Fatalf("write after the directory synced again: %v", err)
+			}
+			if _, err := acked.storeSent(all); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, st := openLoaded(t, dir, FileQueueOptions{CompactAfterEvents: 4})
+			if want := acked.snapshot(); !proto.Equal(st, want) {
+				t.Fatalf("loaded %v, want what was acknowledged: %v", seqsOf(st), seqsOf(want))
+			}
+		})
+	}
 }

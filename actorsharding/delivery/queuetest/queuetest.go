@@ -45,6 +45,8 @@ func Run(t *testing.T, h Harness) {
 		{"ConfirmationOfAnotherIncarnationIsIgnored", otherIncarnation},
 		{"CleanupForgetsEntities", cleanup},
 		{"SecondHolderIsFenced", secondHolder},
+		{"SecondLoadStateOfTheHolderIsFenced", secondLoadState},
+		{"CloseAfterAFailedLoadStateKeepsTheClaim", closeAfterFailedLoad},
 		{"OversizeRefusedBeforeWriting", oversize},
 		{"CanceledContextWritesNothing", canceledContext},
 	}
@@ -297,6 +299,56 @@ func secondHolder(t *testing.T, h Harness, name string) {
 	}
 	_, st := open(t, h, name)
 	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "two")), st)
+}
+
+// secondLoadState: a holder that has the claim and loads again is
+// refused with ErrQueueFenced, and keeps its claim and its content.
+func secondLoadState(t *testing.T, h Harness, name string) {
+	ctx := context.Background()
+	q, _ := open(t, h, name)
+	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 1, "1")}))
+	if st, err := q.LoadState(ctx); !errors.Is(err, delivery.ErrQueueFenced) {
+		t.Fatalf("second LoadState of the holder: %v, %v; want ErrQueueFenced", describe(st), err)
+	}
+	must(t, "the holder's StoreMessageSent after its second LoadState", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 2, "2")}))
+	_, st := reload(t, h, name, q)
+	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2")), st)
+}
+
+// closeAfterFailedLoad: a holder whose LoadState was fenced holds no
+// claim, so its Close leaves the claiming holder's: that one still
+// writes, and a third holder is still fenced.
+func closeAfterFailedLoad(t *testing.T, h Harness, name string) {
+	ctx := context.Background()
+	first, _ := open(t, h, name)
+	must(t, "StoreMessageSent", first.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 1, "1")}))
+	second, err := h.Open(t, name)
+	if errors.Is(err, delivery.ErrQueueFenced) {
+		t.Skip("the queue fences a holder at Open")
+	}
+	must(t, "open a second holder", err)
+	if second == first {
+		t.Skip("the queue is its own holder: its Close cannot tell the fenced caller from the holder")
+	}
+	_, err = second.LoadState(ctx)
+	if err == nil {
+		t.Skip("the second holder took the claim over (SecondHolderIsFenced covers a takeover)")
+	}
+	if !errors.Is(err, delivery.ErrQueueFenced) {
+		t.Fatalf("second holder's LoadState: %v, want ErrQueueFenced", err)
+	}
+	must(t, "the fenced holder's Close", second.Close())
+	must(t, "the claiming holder's StoreMessageSent", first.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 2, "2")}))
+	third, err := h.Open(t, name)
+	if err == nil {
+		t.Cleanup(func() { _ = third.Close() })
+		_, err = third.LoadState(ctx)
+	}
+	if !errors.Is(err, delivery.ErrQueueFenced) {
+		t.Fatalf("a third holder after the fenced one closed: %v, want ErrQueueFenced", err)
+	}
+	_, st := reload(t, h, name, first)
+	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2")), st)
 }
 
 // oversize: a queue with a size limit refuses a batch holding a message
