@@ -25,6 +25,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/singleton"
@@ -77,6 +78,7 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 	}
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
 	system.Extensions.Register(s)
+	staleness.Set(system, cluster.Stale)
 	deadletter.ReportUndelivered(system, undeliveredReason(system))
 	system.EventStream.Subscribe(releaseUndelivered)
 	system.EventStream.Subscribe(s.requests.observe)

@@ -117,9 +117,8 @@ type Settings struct {
 	// MemberStale, when set, tells whether this node may have been removed
 	// from the cluster without knowing it yet (membership.Cluster.Stale:
 	// paused or cut off past its TTL). While it says so, the shard neither
-	// starts an entity nor hands one a message, and an entity gets none of
-	// what waits in its own mailbox: they are dropped with a dead-letter
-	// event. The region sets it.
+	// starts an entity nor hands one a message: it drops them with a
+	// dead-letter event. The region sets it.
 	MemberStale func() bool
 }
 

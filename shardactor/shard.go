@@ -55,14 +55,12 @@ const (
 // Props returns the props of the Shard actor that owns shard shardID of the
 // entity type typeName (the type name is only used in logs and in the
 // lease's name). Entities are spawned from entityProps as children of the
-// shard, named EntityName(id); while settings.MemberStale says so, they get
-// no message but proto.actor's own. Zero settings fields take their defaults
+// shard, named EntityName(id). Zero settings fields take their defaults
 // (see Settings). routes, the region's routes of this shard, lets the
 // region send to running entities directly; nil: every message goes
 // through the shard.
 func Props(typeName, shardID string, entityProps *actor.Props, settings Settings, routes shardproto.EntityRoutes) *actor.Props {
 	settings = settings.withDefaults()
-	entityProps = fencedEntityProps(entityProps, settings.MemberStale)
 	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
 		opts = append(opts, actor.WithSupervisor(settings.EntitySupervisorStrategy))
@@ -409,7 +407,8 @@ func (s *shard) memberStale(ctx actor.Context, msg any, sender *actor.PID) bool 
 	if s.settings.MemberStale == nil || !s.settings.MemberStale() {
 		return false
 	}
-	s.drop(ctx, msg, sender, memberStaleReason)
+	s.drop(ctx, msg, sender, "this node has not confirmed its membership within the failure detection timeout "+
+		"(it was paused or cut off): the others may have removed it and started this shard elsewhere")
 	return true
 }
 

@@ -570,27 +570,3 @@ func TestMemberStaleDeliversNothing(t *testing.T) {
 	f.deliver("b", wrapperspb.String("2"), nil)
 	f.waitEvents("received", "b", 1)
 }
-
-// A message already in a running entity's own mailbox (a direct route puts
-// it there without the shard) is not processed while the node may have
-// been removed: it is a dead letter with the reason. The entity still
-// stops, and gets its messages again once the node knows.
-func TestMemberStaleFencesTheEntityMailbox(t *testing.T) {
-	var stale atomic.Bool
-	settings := shardactor.DefaultSettings()
-	settings.MemberStale = stale.Load
-	f := newFixture(t, settings)
-	f.deliver("a", wrapperspb.String("1"), nil)
-	f.waitEvents("received", "a", 1)
-	entity := actor.NewPID(f.shard.Address, f.shard.Id+"/"+shardactor.EntityName("a"))
-
-	stale.Store(true)
-	f.system.Root.Send(entity, wrapperspb.String("2"))
-	waitFor(t, "a dead letter", func() bool { return f.deadLetterCount("confirmed its membership") == 1 },
-		func() any { return f.deadLetterReasons() })
-	require.Equal(t, 1, f.rec.count("received", "a"), "nothing reached the entity through its mailbox")
-
-	stale.Store(false)
-	f.system.Root.Send(entity, wrapperspb.String("3"))
-	f.waitEvents("received", "a", 2)
-}

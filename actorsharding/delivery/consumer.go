@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -59,6 +60,7 @@ type ShardingConsumerController struct {
 	// confirms, so the next message is never delivered from inside it.
 	handing  bool
 	confirms []Delivery
+	stale    func() bool // nil until first needed
 }
 
 // NewShardingConsumerController returns the controller of an entity.
@@ -158,6 +160,17 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 				ctx.Send(out.to, out.ack)
 			}
 		}
+		if out.deliver != nil && c.memberStale(ctx) {
+			// This node was paused or cut off past its failure detection
+			// timeout: the others may have removed it, and the producer
+			// may have started this entity elsewhere with this very
+			// message. A message received before the pause must not be
+			// processed now; the entity stops, unconfirmed, and the
+			// producer resends to wherever the entity runs.
+			deadletter.Publish(ctx.ActorSystem(), ctx.Self(), out.deliver, nil, staleReason)
+			ctx.Stop(ctx.Self())
+			return
+		}
 		if out.deliver != nil {
 			msg, err := out.deliver.GetMessage().UnmarshalNew()
 			if err != nil {
@@ -191,6 +204,20 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 // with jitter so that entities started together do not retry together.
 func (c *ShardingConsumerController) retryBackoff() backoff.Exponential {
 	return backoff.Exponential{Min: c.settings.ResendIntervalMin, Max: c.settings.ResendIntervalMax, RandomFactor: 0.1}
+}
+
+// staleReason is why a message is not delivered while the node's
+// membership is stale.
+const staleReason = "delivery consumer: this node has not confirmed its membership within the failure detection timeout " +
+	"(it was paused or cut off): the entity stops unconfirmed, the producer resends to its home"
+
+// memberStale tells whether this node's membership is stale (the check of
+// the actor system's sharding; never without one).
+func (c *ShardingConsumerController) memberStale(ctx actor.Context) bool {
+	if c.stale == nil {
+		c.stale = staleness.Of(ctx.ActorSystem())
+	}
+	return c.stale()
 }
 
 // arm starts the retry timer, to fire after d, unless it runs.

@@ -1,7 +1,11 @@
 package delivery
 
 import (
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/staleness"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,5 +63,82 @@ func TestConsumerRetryBacksOff(t *testing.T) {
 		if gap := requests[i].Sub(requests[i-1]); gap < 300*time.Millisecond {
 			t.Fatalf("retry %d came %v after the one before; want the interval grown to about 400ms", i-2, gap)
 		}
+	}
+}
+
+// TestConsumerDeliversNothingWhileMemberStale: once the node's membership
+// is stale (paused or cut off past its failure detection timeout), a
+// message the entity got is not delivered: the entity stops, unconfirmed,
+// with a dead-letter event, so that only its incarnation elsewhere
+// processes it.
+func TestConsumerDeliversNothingWhileMemberStale(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	var stale atomic.Bool
+	staleness.Set(system, stale.Load)
+	dropped := make(chan *deadletter.Event, 4)
+	sub := system.EventStream.Subscribe(func(e any) {
+		if d, ok := e.(*deadletter.Event); ok {
+			dropped <- d
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	producer := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	var mu sync.Mutex
+	var delivered []int64
+	entity := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		var c *ShardingConsumerController
+		return actor.ReceiveFunc(func(ctx actor.Context) {
+			if _, ok := ctx.Message().(*actor.Started); ok {
+				c, _ = NewShardingConsumerController(ConsumerSettings{}, nil, func(ctx actor.Context, d Delivery) {
+					mu.Lock()
+					delivered = append(delivered, d.SeqNr)
+					mu.Unlock()
+					_ = c.Confirm(ctx, d)
+				})
+				return
+			}
+			c.Receive(ctx)
+		})
+	}))
+	payload, err := anypb.New(wrapperspb.Int64(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := func(n int64) *messages.SequencedMessage {
+		return &messages.SequencedMessage{EntityId: "e", ProducerId: "p", ProducerIncarnation: 1, SeqNr: n,
+			First: n == 1, ProducerController: producer, Message: payload}
+	}
+	processed := func() []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(delivered)
+	}
+	system.Root.Send(entity, seq(1))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processed()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stale.Store(true)
+	system.Root.Send(entity, seq(2))
+	select {
+	case d := <-dropped:
+		if m, ok := d.Message.(*messages.SequencedMessage); !ok || m.GetSeqNr() != 2 {
+			t.Fatalf("dead letter of %v, want seqNr 2", d.Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dead letter for the message that came while stale")
+	}
+	for time.Now().Before(deadline) {
+		if _, alive := system.ProcessRegistry.GetLocal(entity.Id); !alive {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, alive := system.ProcessRegistry.GetLocal(entity.Id); alive {
+		t.Fatal("the entity still runs on a stale node")
+	}
+	if got := processed(); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("delivered %v, want only [1]: nothing once stale", got)
 	}
 }
