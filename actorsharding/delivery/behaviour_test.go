@@ -258,7 +258,7 @@ func TestEntityGoneForLong(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n, perEntity = 3, 10
-	l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+	l := newLedger()
 	cluster := testkit.NewCluster(t, nil)
 	front := cluster.StartNode()
 	fs, err := actorsharding.New(front.System, front.Membership)
@@ -328,7 +328,7 @@ func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n, perEntity = 10, 12
-	l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+	l := newLedger()
 	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
 	s, err := actorsharding.Join(ctx, system)

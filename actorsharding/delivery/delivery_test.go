@@ -30,6 +30,10 @@ type ledger struct {
 	dropped   []string // the dead letters' reasons
 }
 
+func newLedger() *ledger {
+	return &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+}
+
 func (l *ledger) seqs(id string) []int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -97,7 +101,7 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	registry := local.NewRegistry()
-	l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+	l := newLedger()
 	props := actor.PropsFromProducer(func() actor.Actor { return &entity{l: l, storeProgress: storeProgress} })
 	start := func() *actorsharding.Sharding {
 		system := actor.NewActorSystem()
@@ -252,7 +256,7 @@ func testReliableDeliveryAcross(t *testing.T, fault string, inject func(*testing
 			const n, perEntity = 30, 40
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+			l := newLedger()
 			props := actor.PropsFromProducer(func() actor.Actor { return &entity{l: l, storeProgress: storeProgress} })
 			cluster := testkit.NewCluster(t, nil)
 			var shardings []*actorsharding.Sharding

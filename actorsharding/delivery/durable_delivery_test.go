@@ -28,7 +28,7 @@ func newQueueCluster(t *testing.T) *queueCluster {
 	if testkit.RaceEnabled {
 		t.Skip("several remotes in one process race on grpc's global logger")
 	}
-	l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+	l := newLedger()
 	props := actor.PropsFromProducer(func() actor.Actor { return &entity{l: l, storeProgress: true} })
 	c := &queueCluster{cluster: testkit.NewCluster(t, nil), l: l}
 	for range 2 {

@@ -10,7 +10,6 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/metrics"
-	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -65,7 +64,7 @@ func TestDeliveryMetrics(t *testing.T) {
 	if _, err := s.StartRegion("Metered", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
 		t.Fatal(err)
 	}
-	l := &ledger{processed: map[string][]int64{}, progress: map[string]*messages.ConsumerProgress{}}
+	l := newLedger()
 	if _, err := s.StartRegion("MeteredFree", actor.PropsFromProducer(func() actor.Actor { return &entity{l: l} }),
 		actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
 		t.Fatal(err)
