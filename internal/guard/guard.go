@@ -18,6 +18,7 @@
 package guard
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -107,9 +108,17 @@ var unbounded = actor.Unbounded()
 type mailbox struct {
 	actor.Mailbox
 	// owner is the actor's context, known once proto.actor registers it
-	// (after the PID is already reachable, hence atomic).
+	// (after the PID is already reachable, hence atomic). Until then the
+	// mailbox has no dispatcher: proto.actor's would dereference nil on the
+	// first message posted.
 	owner atomic.Pointer[owner]
 }
+
+// errBeforeSpawn: proto.actor makes a PID reachable before it gives the
+// mailbox its dispatcher, and a PID has no incarnation, so a message sent
+// to an earlier actor of the same name (a timer of a stopped shard, say)
+// can land in that window.
+var errBeforeSpawn = errors.New("sent to an earlier actor of this name, it reached the next one before it started")
 
 type owner struct {
 	system *actor.ActorSystem
@@ -117,10 +126,12 @@ type owner struct {
 }
 
 func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
-	if ctx, ok := invoker.(actor.Context); ok {
-		m.owner.Store(&owner{system: ctx.ActorSystem(), self: ctx.Self})
-	}
 	m.Mailbox.RegisterHandlers(invoker, dispatcher)
+	o := &owner{}
+	if ctx, ok := invoker.(actor.Context); ok {
+		o.system, o.self = ctx.ActorSystem(), ctx.Self
+	}
+	m.owner.Store(o) // after the inner mailbox has its dispatcher
 }
 
 func (m *mailbox) PostUserMessage(msg any) {
@@ -128,7 +139,19 @@ func (m *mailbox) PostUserMessage(msg any) {
 		m.refuse(msg, err)
 		return
 	}
+	if m.owner.Load() == nil {
+		m.refuse(msg, errBeforeSpawn)
+		return
+	}
 	m.Mailbox.PostUserMessage(msg)
+}
+
+func (m *mailbox) PostSystemMessage(msg any) {
+	if m.owner.Load() == nil {
+		m.refuse(msg, errBeforeSpawn)
+		return
+	}
+	m.Mailbox.PostSystemMessage(msg)
 }
 
 func (m *mailbox) refuse(msg any, err error) {
@@ -137,7 +160,7 @@ func (m *mailbox) refuse(msg any, err error) {
 		payload, sender = env.Message, env.Sender
 	}
 	o := m.owner.Load()
-	if o == nil {
+	if o == nil || o.system == nil {
 		// Only a message that races the actor's spawn lands here.
 		slog.Default().Warn("message dropped", slog.String("reason", err.Error()), slog.String("type", fmt.Sprintf("%T", payload)))
 		return
