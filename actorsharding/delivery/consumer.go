@@ -49,6 +49,10 @@ type ShardingConsumerController struct {
 	deliver  func(ctx actor.Context, d Delivery)
 	timers   *scheduler.TimerScheduler
 	armed    bool
+	// cancelRetry stops the armed timer when the entity stops: a PID has
+	// no incarnation, so a late tick would reach the entity's next
+	// incarnation (or race its spawn).
+	cancelRetry scheduler.CancelFunc
 	// heard is when a SequencedMessage last came: the retry asks again
 	// only after ResendIntervalMin without one (Akka resets its timer),
 	// and then at growing intervals up to ResendIntervalMax (retries is
@@ -90,6 +94,10 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 		c.arm(ctx, c.settings.ResendIntervalMin)
 		return true
 	case *actor.Stopping:
+		if c.armed && c.cancelRetry != nil {
+			c.cancelRetry()
+			c.armed = false
+		}
 		for _, out := range c.state.onStopping() {
 			c.carryOut(ctx, out)
 		}
@@ -228,6 +236,6 @@ func (c *ShardingConsumerController) arm(ctx actor.Context, d time.Duration) {
 	if c.timers == nil {
 		c.timers = scheduler.NewTimerScheduler(ctx)
 	}
-	c.timers.SendOnce(d, ctx.Self(), retryTick{})
+	c.cancelRetry = c.timers.SendOnce(d, ctx.Self(), retryTick{})
 	c.armed = true
 }
