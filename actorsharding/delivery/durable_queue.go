@@ -302,6 +302,18 @@ func (s *queueState) restore(st *messages.DurableProducerQueueState) error {
 	return nil
 }
 
+// cloneSent copies a batch (nil stays nil, for the checks to refuse), so
+// that what a queue keeps is not the caller's.
+func cloneSent(sent []*messages.MessageSent) []*messages.MessageSent {
+	clones := make([]*messages.MessageSent, len(sent))
+	for i, m := range sent {
+		if m != nil {
+			clones[i] = proto.Clone(m).(*messages.MessageSent)
+		}
+	}
+	return clones
+}
+
 // MemoryQueue is a DurableProducerQueue in memory: it survives a
 // controller, not the process. For tests, and a controller restarted in
 // the same process. The one value is the queue and its holder: LoadState
@@ -354,12 +366,7 @@ func (q *MemoryQueue) write(ctx context.Context, f func() error) error {
 // StoreMessageSent implements DurableProducerQueue. The messages are kept
 // as clones.
 func (q *MemoryQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
-	clones := make([]*messages.MessageSent, len(sent))
-	for i, m := range sent {
-		if m != nil {
-			clones[i] = proto.Clone(m).(*messages.MessageSent)
-		}
-	}
+	clones := cloneSent(sent)
 	return q.write(ctx, func() error {
 		_, err := q.state.storeSent(clones)
 		return err

@@ -441,12 +441,7 @@ func (q *FileQueue) StoreMessageSent(ctx context.Context, sent []*messages.Messa
 				m.GetEntityId(), m.GetSeqNr(), n, q.maxMessageBytes, ErrMessageTooLarge)
 		}
 	}
-	clones := make([]*messages.MessageSent, len(sent))
-	for i, m := range sent {
-		if m != nil {
-			clones[i] = proto.Clone(m).(*messages.MessageSent)
-		}
-	}
+	clones := cloneSent(sent)
 	return q.write(ctx, func() error {
 		change, err := q.state.planSent(clones)
 		if err != nil {

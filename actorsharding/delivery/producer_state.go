@@ -148,18 +148,23 @@ func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput
 	return out
 }
 
-// number gives payload the next seqNr of the numbering.
-func (o *outState) number(payload *anypb.Any, ack bool, now time.Time) *messages.SequencedMessage {
-	seq := &messages.SequencedMessage{
+// sequenced is message seqNr of this numbering, carrying payload.
+func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *messages.SequencedMessage {
+	return &messages.SequencedMessage{
 		EntityId:            o.entityID,
 		ProducerId:          o.producerID,
 		ProducerIncarnation: o.incarnation,
-		SeqNr:               o.currentSeqNr,
-		First:               o.currentSeqNr == o.firstSeqNr,
+		SeqNr:               seqNr,
+		First:               seqNr == o.firstSeqNr,
 		Ack:                 ack,
 		ProducerController:  o.controller,
 		Message:             payload,
 	}
+}
+
+// number gives payload the next seqNr of the numbering.
+func (o *outState) number(payload *anypb.Any, ack bool, now time.Time) *messages.SequencedMessage {
+	seq := o.sequenced(o.currentSeqNr, ack, payload)
 	o.currentSeqNr++
 	o.usedAt = now
 	if ack {
@@ -622,16 +627,7 @@ func (p *producerState) load(st *messages.DurableProducerQueueState, now time.Ti
 			return out, fmt.Errorf("%w: loaded message of entity %q, incarnation %d, seqNr %d does not continue its numbering",
 				errInvalidMessage, m.GetEntityId(), m.GetProducerIncarnation(), m.GetSeqNr())
 		}
-		o.buffered = append(o.buffered, &messages.SequencedMessage{
-			EntityId:            o.entityID,
-			ProducerId:          p.producerID,
-			ProducerIncarnation: o.incarnation,
-			SeqNr:               m.GetSeqNr(),
-			First:               m.GetSeqNr() == o.firstSeqNr,
-			Ack:                 m.GetAck(),
-			ProducerController:  p.controller,
-			Message:             m.GetMessage(),
-		})
+		o.buffered = append(o.buffered, o.sequenced(m.GetSeqNr(), m.GetAck(), m.GetMessage()))
 		o.currentSeqNr++
 		o.loadedSeqNr = m.GetSeqNr()
 	}
@@ -639,9 +635,7 @@ func (p *producerState) load(st *messages.DurableProducerQueueState, now time.Ti
 	for _, o := range p.sortedOuts(func(o *outState) bool { return len(o.buffered) > 0 }) {
 		var sent outOutput
 		o.releaseBuffered(now, &sent)
-		p.buffered += len(o.buffered)
-		p.counters.Sent += int64(len(sent.send))
-		out.merge(sent)
+		out.merge(p.account(o, 0, sent))
 	}
 	return out, nil
 }

@@ -96,10 +96,13 @@ func (s *storePipeline) addConfirmed(c *messages.Confirmed) {
 
 func (s *storePipeline) addCleanup(ids []string) { s.cleanup = append(s.cleanup, ids...) }
 
-// idle: nothing waits and nothing is in flight.
-func (s *storePipeline) idle() bool {
-	return s.flight == nil && len(s.sends) == 0 && len(s.confirmed) == 0 && len(s.cleanup) == 0
+// pending: something waits for the next write.
+func (s *storePipeline) pending() bool {
+	return len(s.sends) > 0 || len(s.confirmed) > 0 || len(s.cleanup) > 0
 }
+
+// idle: nothing waits and nothing is in flight.
+func (s *storePipeline) idle() bool { return s.flight == nil && !s.pending() }
 
 // quiet: no write runs and none waits (or the pipeline failed, so none
 // will): the queue may be closed.
@@ -124,7 +127,7 @@ func (s *storePipeline) begin(now time.Time) *storeWrite {
 		s.flight.running = true
 		return s.flight
 	}
-	if len(s.sends) == 0 && len(s.confirmed) == 0 && len(s.cleanup) == 0 {
+	if !s.pending() {
 		return nil
 	}
 	w := &storeWrite{cleanup: s.cleanup, sends: s.sends, attempt: 1, running: true}

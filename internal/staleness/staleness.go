@@ -25,10 +25,12 @@ func Set(system *actor.ActorSystem, stale func() bool) {
 // Of returns the system's check; without one, a check that is never
 // stale (a system without membership cannot be removed from it).
 func Of(system *actor.ActorSystem) func() bool {
-	if system == nil || system.Extensions.Get(extensionID) == nil {
-		return never
+	if system != nil {
+		if h, ok := system.Extensions.Get(extensionID).(*holder); ok {
+			return h.stale
+		}
 	}
-	return sysext.Get(system, extensionID, func() *holder { return &holder{stale: never} }).stale
+	return never
 }
 
 func never() bool { return false }
