@@ -58,8 +58,9 @@ type ShardingConsumerController struct {
 	// and then at growing intervals up to ResendIntervalMax (retries is
 	// how many it made since), so an idle entity costs its producers one
 	// Request each per ResendIntervalMax.
-	heard   time.Time
-	retries int
+	heard    time.Time
+	retries  int
+	interval time.Duration // the retry's current interval, jitter drawn once
 	// handing: deliver is running; confirmations made meanwhile wait in
 	// confirms, so the next message is never delivered from inside it.
 	handing  bool
@@ -89,9 +90,11 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *messages.SequencedMessage:
 		c.heard = time.Now()
-		c.retries = 0
+		if c.retries > 0 || c.interval == 0 {
+			c.retries, c.interval = 0, c.retryBackoff().Delay(0)
+		}
 		c.carryOut(ctx, c.state.onSequenced(m, c.heard))
-		c.arm(ctx, c.settings.ResendIntervalMin)
+		c.arm(ctx, c.interval)
 		return true
 	case *actor.Stopping:
 		if c.armed && c.cancelRetry != nil {
@@ -105,18 +108,18 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 	case retryTick:
 		c.armed = false
 		now := time.Now()
-		interval := c.retryBackoff().Delay(c.retries)
-		if quiet := now.Sub(c.heard); quiet < interval {
-			c.arm(ctx, interval-quiet)
+		if quiet := now.Sub(c.heard); quiet < c.interval {
+			c.arm(ctx, c.interval-quiet)
 			return true
 		}
 		for _, out := range c.state.onRetry() {
 			c.carryOut(ctx, out)
 		}
 		c.retries++
+		c.interval = c.retryBackoff().Delay(c.retries)
 		c.state.forgetIdle(now)
 		if len(c.state.byProducer) > 0 {
-			c.arm(ctx, c.retryBackoff().Delay(c.retries))
+			c.arm(ctx, c.interval)
 		}
 		return true
 	}
