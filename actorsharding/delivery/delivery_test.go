@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -131,25 +132,9 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = producer.Stop(context.Background()) })
-	send := func(from, to int) {
-		for seq := from; seq <= to; seq++ {
-			for i := range n {
-				for {
-					err := producer.Send(ctx, fmt.Sprintf("e-%d", i), wrapperspb.Int64(int64(seq)))
-					if err == nil {
-						break
-					}
-					if ctx.Err() != nil {
-						t.Fatal(err)
-					}
-					time.Sleep(5 * time.Millisecond) // the buffer is full: the entities catch up
-				}
-			}
-		}
-	}
 	// Half the rounds; then a third node joins, and the other half goes
 	// on while shards move to it: their entities start again there.
-	send(1, perEntity/2)
+	sendRounds(ctx, t, producer, n, 1, perEntity/2)
 	// Every entity runs (so its shard has its home) before the third node
 	// joins: what it gets, it gets by moves.
 	testkit.WaitFor(t, 60*time.Second, func() bool {
@@ -164,7 +149,7 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	// The coordinator moves shards to it (a rebalance round every 100ms);
 	// a moved shard starts again at the new node on its next message.
 	for seq := perEntity/2 + 1; seq <= perEntity; seq++ {
-		send(seq, seq)
+		sendRounds(ctx, t, producer, n, seq, seq)
 		time.Sleep(50 * time.Millisecond)
 	}
 	total := int64(n * perEntity)
@@ -184,6 +169,26 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 		t.Errorf("%d dead letters, first: %s", len(l.dropped), l.dropped[0])
 	}
 	return l
+}
+
+// sendRounds sends the values from..to to each of n entities, waiting
+// while the buffer is full.
+func sendRounds(ctx context.Context, t *testing.T, p *delivery.ShardingProducerController, n, from, to int) {
+	t.Helper()
+	for v := from; v <= to; v++ {
+		for i := range n {
+			for {
+				err := p.Send(ctx, fmt.Sprintf("e-%d", i), wrapperspb.Int64(int64(v)))
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, delivery.ErrBufferFull) || ctx.Err() != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // judge checks that each entity processed 1..perEntity, each new one in
@@ -287,18 +292,7 @@ func testReliableDeliveryAcross(t *testing.T, fault string, inject func(*testing
 			}
 			defer producer.Stop(context.Background())
 			for seq := 1; seq <= perEntity; seq++ {
-				for i := range n {
-					for {
-						err := producer.Send(ctx, fmt.Sprintf("e-%d", i), wrapperspb.Int64(int64(seq)))
-						if err == nil {
-							break
-						}
-						if ctx.Err() != nil {
-							t.Fatal(err)
-						}
-						time.Sleep(5 * time.Millisecond)
-					}
-				}
+				sendRounds(ctx, t, producer, n, seq, seq)
 				if seq == perEntity/2 {
 					// The younger node that hosts more shards.
 					victim, most := 1, -1

@@ -68,26 +68,6 @@ func (c *queueCluster) producerNode(t *testing.T, dir string) (*testkit.Node, *d
 	return node, p
 }
 
-// sendRounds sends the values from..to to each of n entities, waiting
-// while the buffer is full.
-func sendRounds(ctx context.Context, t *testing.T, p *delivery.ShardingProducerController, n, from, to int) {
-	t.Helper()
-	for v := from; v <= to; v++ {
-		for i := range n {
-			for {
-				err := p.Send(ctx, fmt.Sprintf("e-%d", i), wrapperspb.Int64(int64(v)))
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, delivery.ErrBufferFull) || ctx.Err() != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}
-}
-
 // waitProcessed waits until each of n entities processed every value in
 // from..to.
 func (c *queueCluster) waitProcessed(t *testing.T, n, from, to int) {
