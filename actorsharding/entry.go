@@ -38,13 +38,17 @@ func isRegionEntry(id string) bool {
 	return strings.HasPrefix(id, RegionName("")) && strings.Contains(id, entryInfix)
 }
 
-// regionEntry is the process of a region's entry: what arrives there comes
-// from another node's region, and is routed as a forwarded message.
-type regionEntry struct{ router *regionProcess }
+// regionEntry is the process of a region's entry for member incarnation
+// memberID: what arrives there comes from another node's region, and is
+// routed as a message forwarded to that incarnation.
+type regionEntry struct {
+	router   *regionProcess
+	memberID string
+}
 
 // SendUserMessage implements actor.Process.
 func (e *regionEntry) SendUserMessage(pid *actor.PID, message any) {
-	e.router.receive(pid, message, true)
+	e.router.receive(pid, message, e.memberID)
 }
 
 // SendSystemMessage implements actor.Process: nobody watches or stops an

@@ -51,7 +51,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	ping := &testpb.Ping{EntityId: "e", Seq: 1}
 	const limit = 1 << 20
 
-	if !h.send(system.Root, nil, "e", "7", ping, ping, limit) {
+	if !h.send(system.Root, nil, "e", "7", ping, ping, nil, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	got := home.take()
@@ -65,7 +65,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 
 	table.types.learn("m1", ping.ProtoReflect().Descriptor().FullName())
 	table.types.learn("m2", (&testpb.Pong{}).ProtoReflect().Descriptor().FullName())
-	if !h.send(system.Root, nil, "e", "7", ping, ping, limit) || !h.send(system.Root, nil, "e", "7", &testpb.Pong{}, &testpb.Pong{}, limit) {
+	if !h.send(system.Root, nil, "e", "7", ping, ping, nil, limit) || !h.send(system.Root, nil, "e", "7", &testpb.Pong{}, &testpb.Pong{}, nil, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	if got := entry.take(); len(got) != 1 || got[0] != ping {
@@ -76,7 +76,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	}
 
 	// A message that cannot go as it is goes in an envelope, known or not.
-	if !h.send(system.Root, nil, "e", "7", ping, nil, limit) {
+	if !h.send(system.Root, nil, "e", "7", ping, nil, nil, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	if got := home.take(); len(got) != 1 || len(entry.take()) != 0 {
@@ -84,7 +84,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	}
 
 	big := &testpb.Ping{EntityId: "e", From: string(make([]byte, 2*limit))}
-	if h.send(system.Root, nil, "e", "7", big, big, limit) {
+	if h.send(system.Root, nil, "e", "7", big, big, nil, limit) {
 		t.Fatal("an oversized message of a known type was sent")
 	}
 	table.types.forget("m1")
@@ -92,7 +92,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 		t.Fatal("setting the same home again replaced it")
 	}
 	sr.closeRemote()
-	if h.send(system.Root, nil, "e", "7", ping, ping, limit) {
+	if h.send(system.Root, nil, "e", "7", ping, ping, nil, limit) {
 		t.Fatal("a closed home took a message")
 	}
 	if len(home.take())+len(entry.take()) != 0 {

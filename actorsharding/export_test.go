@@ -2,6 +2,7 @@ package actorsharding
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -21,3 +22,21 @@ func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string)
 
 // EntityRefCached reports whether ref has cached its entity's route.
 func EntityRefCached(ref EntityRef) bool { return ref.route != nil && ref.route.Load() != nil }
+
+// SendRouted hands the region actor of typeName on system msg for entity
+// id as the router does once its checks passed: forwarded to member
+// incarnation to ("": from a sender of this node).
+func SendRouted(system *actor.ActorSystem, typeName, id string, msg any, to string) bool {
+	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	if !ok {
+		return false
+	}
+	rp, ok := p.(*regionProcess)
+	if !ok {
+		return false
+	}
+	shard := rp.extractor.ShardID(id)
+	rp.region.SendUserMessage(nil, &routed{entityID: id, shard: shard, message: msg, to: to,
+		pending: shardproto.NewPending(&rp.table.shard(shard).pending)})
+	return true
+}

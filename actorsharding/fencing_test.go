@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -195,6 +196,50 @@ func TestRegionObeysOnlyItsCoordinator(t *testing.T) {
 	}
 	if starts := w.ledger.Starts(id); starts != 1 {
 		t.Fatalf("%s started %d times, want once", id, starts)
+	}
+}
+
+// TestForgedEpochLeavesTheRegionRegistered: a coordinator command at an
+// epoch above every one seen, sent by an actor that is not the
+// coordinator, is dropped and changes nothing: the region keeps its
+// coordinator. The query right behind it is answered by the coordinator;
+// a region that had dropped its coordinator would answer it empty at once.
+func TestForgedEpochLeavesTheRegionRegistered(t *testing.T) {
+	w := newLocalWorld(t)
+	a, b := w.twoNodes()
+	stranger := b.System.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	for round := range 5 {
+		before := len(w.dropped())
+		b.System.Root.RequestWithCustomSender(w.region(a), &messages.BeginHandOff{Shard: "1", Epoch: ^uint64(0)}, stranger)
+		if regions := currentRegions(t, b, w.region(a)); len(regions) != 2 {
+			t.Fatalf("round %d: CurrentRegions right after a forged BeginHandOff = %v, want both regions: the region forgot its coordinator",
+				round, regions)
+		}
+		w.waitDrop(before, "neither the coordinator")
+	}
+}
+
+// TestRegionChecksTheIncarnationWhereItDelivers: a message forwarded to an
+// earlier incarnation of this node, which the router let pass before the
+// node joined again as another member, is dropped by the region actor with
+// the reason; one forwarded to the current incarnation is delivered.
+func TestRegionChecksTheIncarnationWhereItDelivers(t *testing.T) {
+	w := newLocalWorld(t)
+	a, _ := w.twoNodes()
+	id := w.entityOn(a, a)
+	before := len(w.dropped())
+	if !actorsharding.SendRouted(a.System, typeName, id, pingMsg(id, 77), "an-earlier-incarnation") {
+		t.Fatal("no region router")
+	}
+	w.waitDrop(before, "earlier incarnation")
+	if d := w.dropsWith(before, "earlier incarnation")[0]; !errors.Is(d.Err, deadletter.ErrMemberRemoved) {
+		t.Fatalf("drop reason %v, want it to wrap ErrMemberRemoved", d.Err)
+	}
+	actorsharding.SendRouted(a.System, typeName, id, pingMsg(id, 78), a.Membership.Self().ID)
+	testkit.WaitFor(t, 20*time.Second, func() bool { return slices.Contains(w.received.get(id), 78) },
+		"the message forwarded to the current incarnation never arrived")
+	if slices.Contains(w.received.get(id), 77) {
+		t.Fatal("the message forwarded to an earlier incarnation was delivered")
 	}
 }
 

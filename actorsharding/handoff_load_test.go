@@ -13,13 +13,40 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // loadSenderShift puts a sender's index in the high bits of a Ping's
 // sequence number, so an entity's record tells each sender's messages
 // apart: seq = sender<<loadSenderShift | n, n counting from 1.
 const loadSenderShift = 32
+
+// loadMode is how a loadSender hands its Pings to its region.
+type loadMode int
+
+const (
+	// plainPings: each Ping as it is; the extractor finds the entity in it.
+	plainPings loadMode = iota
+	// envelopedPings: each Ping in a ShardingEnvelope.
+	envelopedPings
+	// mixedPings: one way and the other in turn, so that one sender's
+	// messages take both paths one after the other.
+	mixedPings
+)
+
+// message is the n-th message of the load for entity id.
+func (m loadMode) message(id string, seq, n int64) any {
+	if m == envelopedPings || (m == mixedPings && n%2 == 0) {
+		payload, err := anypb.New(pingMsg(id, seq))
+		if err != nil {
+			panic(err) // a Ping always encodes
+		}
+		return &messages.ShardingEnvelope{EntityId: id, Message: payload}
+	}
+	return pingMsg(id, seq)
+}
 
 // loadSender sends Pings to every entity through its node's region, one
 // round every interval, until stopped; per entity, its n counts up from 1.
@@ -32,7 +59,7 @@ type loadSender struct {
 	count atomic.Int64
 }
 
-func startLoad(w *world, index int64, n *testkit.Node, ids []string, interval time.Duration) *loadSender {
+func startLoad(w *world, index int64, n *testkit.Node, ids []string, interval time.Duration, mode loadMode) *loadSender {
 	s := &loadSender{index: index, node: n, sent: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	region := w.region(n)
 	go func() {
@@ -42,7 +69,7 @@ func startLoad(w *world, index int64, n *testkit.Node, ids []string, interval ti
 		for {
 			for _, id := range ids {
 				s.sent[id]++
-				n.System.Root.Send(region, pingMsg(id, index<<loadSenderShift|s.sent[id]))
+				n.System.Root.Send(region, mode.message(id, index<<loadSenderShift|s.sent[id], s.sent[id]))
 			}
 			s.count.Add(int64(len(ids)))
 			select {
@@ -120,9 +147,10 @@ func judgeLoad(r *received, senders []*loadSender, ids []string) loadVerdict {
 }
 
 // TestPlannedHandOffUnderLoadLosesNothing: while two nodes send to every
-// entity through their own regions (or a proxy), a graceful leave of the oldest node
-// (the coordinator's), of another node, and a rebalance to a new node lose
-// no message, reorder none and deliver none twice.
+// entity through their own regions (or a proxy), as they are or in
+// ShardingEnvelopes, a graceful leave of the oldest node (the
+// coordinator's), of another node, and a rebalance to a new node lose no
+// message, reorder none and deliver none twice.
 func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 	cases := []struct {
 		name string
@@ -133,14 +161,16 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 		senders []int
 		// proxy: a fourth node, index 3, runs only a proxy.
 		proxy bool
+		// modes: how each sender sends (plainPings if not given).
+		modes []loadMode
 	}{
-		{name: "graceful leave of the oldest", senders: []int{1, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
-			leaveNode(t, nodes[0])
-		}},
+		{name: "graceful leave of the oldest", senders: []int{1, 2}, move: leaveOldest},
+		{name: "graceful leave of the oldest, envelopes", senders: []int{1, 2}, modes: []loadMode{envelopedPings, mixedPings}, move: leaveOldest},
 		{name: "graceful leave of another node", senders: []int{0, 2}, move: func(t *testing.T, w *world, nodes []*testkit.Node) {
 			leaveNode(t, nodes[1])
 		}},
 		{name: "rebalance to a new node", senders: []int{1, 2}, move: rebalanceToNewNode},
+		{name: "rebalance to a new node, envelopes", senders: []int{1, 2}, modes: []loadMode{mixedPings, envelopedPings}, move: rebalanceToNewNode},
 		// A proxy sends to other nodes' regions directly, as a region does.
 		{name: "rebalance to a new node, a proxy sending", senders: []int{1, 3}, proxy: true, move: rebalanceToNewNode},
 	}
@@ -160,7 +190,11 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 			before := len(w.dropped())
 			var senders []*loadSender
 			for i, n := range tc.senders {
-				senders = append(senders, startLoad(w, int64(i+1), nodes[n], ids, 5*time.Millisecond))
+				mode := plainPings
+				if i < len(tc.modes) {
+					mode = tc.modes[i]
+				}
+				senders = append(senders, startLoad(w, int64(i+1), nodes[n], ids, 5*time.Millisecond, mode))
 			}
 			time.Sleep(time.Second)
 			tc.move(t, w, nodes)
@@ -194,6 +228,9 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// leaveOldest: the oldest node, the coordinator's, leaves gracefully.
+func leaveOldest(t *testing.T, _ *world, nodes []*testkit.Node) { leaveNode(t, nodes[0]) }
 
 // rebalanceToNewNode starts a node and waits until the least-shard
 // strategy has moved its share of the shards there (less one).

@@ -234,8 +234,13 @@ func (r *region) active(ctx actor.Context) {
 		r.activeEntityLimit = msg.Limit
 		r.shareEntityLimit(ctx)
 	case *routed:
-		r.deliverMessage(ctx, msg.shard, bufferedMessage{entityID: msg.entityID, message: msg.message, sender: ctx.Sender(),
-			forwarded: msg.forwarded, pending: msg.pending})
+		m := bufferedMessage{entityID: msg.entityID, message: msg.message, sender: ctx.Sender(), forwarded: msg.forwarded(), pending: msg.pending}
+		if msg.forwarded() && msg.to != r.cluster.Self().ID {
+			// The router let it pass before this node joined again.
+			r.dropBuffered(ctx, msg.shard, m, earlierIncarnation(msg.to))
+			return
+		}
+		r.deliverMessage(ctx, msg.shard, m)
 		r.updateRoute(msg.shard) // the shard may have started for it
 	case *messages.ShardingEnvelope:
 		r.onEnvelope(ctx, msg)
@@ -338,18 +343,41 @@ func acceptCoordinator(maxEpoch, epoch uint64, onOldest bool) (accept bool, why 
 // obeys tells whether a coordinator command (msg, at epoch) comes from the
 // coordinator this region registered with, or one of its rebalance
 // workers, at its epoch; anything else is dropped with the reason. A
-// command from a newer epoch means the region missed a coordinator
-// change: it registers again.
+// command from a newer epoch, sent by a coordinator of this type on a live
+// member, means the region missed a coordinator change: it registers
+// again. Anyone else's is only dropped.
 func (r *region) obeys(ctx actor.Context, msg proto.Message, epoch uint64) bool {
 	why := commandRejection(r.coordinator, r.epoch, ctx.Sender(), epoch)
 	if why == "" {
 		return true
 	}
 	r.drop(ctx, msg, why)
-	if epoch > r.maxEpoch && r.coordinator != nil {
+	_, live := r.members[ctx.Sender().GetAddress()]
+	if r.coordinator != nil && missedCoordinatorChange(r.coordinatorID(), r.maxEpoch, ctx.Sender(), epoch, live) {
 		r.coordinatorLost(ctx, fmt.Sprintf("a command at epoch %d, above the registered coordinator's %d", epoch, r.epoch))
 	}
 	return false
+}
+
+// coordinatorID is the process ID of this type's coordinator on whichever
+// member runs it: the child of the coordinator's singleton (see
+// coordinatoractor.SupervisorProps).
+func (r *region) coordinatorID() string {
+	return CoordinatorManagerName(r.typeName) + "/" + withSingletonName(r.settings.Singleton).SingletonName + "/" + coordinatoractor.CoordinatorName
+}
+
+// missedCoordinatorChange tells whether a command at epoch from sender
+// that the region rejected means that a newer coordinator runs: the epoch
+// is above every epoch the region obeyed (maxEpoch), and sender is the
+// coordinator of this type (its process ID is coordinatorID) or one of its
+// workers, on a live member. A higher epoch from any other sender (an
+// unrelated actor, a message forged with that epoch) changes nothing.
+func missedCoordinatorChange(coordinatorID string, maxEpoch uint64, sender *actor.PID, epoch uint64, liveMember bool) bool {
+	if sender == nil || epoch <= maxEpoch || !liveMember {
+		return false
+	}
+	id := sender.GetId()
+	return id == coordinatorID || strings.HasPrefix(id, coordinatorID+"/")
 }
 
 // commandRejection says why a region registered with coordinator at
@@ -852,7 +880,7 @@ func (r *region) openEntry(ctx actor.Context, memberID string) {
 	// Set, not Add: only this type's region of this member has the name,
 	// and after a restart of the region actor it is there already.
 	registry := ctx.ActorSystem().ProcessRegistry
-	registry.LocalPIDs.GetBucket(name).Set(name, &regionEntry{router: r.router})
+	registry.LocalPIDs.GetBucket(name).Set(name, &regionEntry{router: r.router, memberID: memberID})
 	r.entry = actor.NewPID(registry.Address, name)
 }
 
@@ -884,9 +912,10 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 			r.routes.memberID.Store(&id)
 			r.openEntry(ctx, id)
 		}
+		before := r.members
 		r.members = map[string]membership.Member{}
 		for _, m := range msg.Members {
-			r.members[m.Address] = m
+			r.memberAt(ctx, before[m.Address], m)
 		}
 		if r.removed && msg.Self.ID != "" && msg.Self.ID != r.removedID {
 			ctx.Logger().Info("shard region: this node joined the cluster again as a new member; registering",
@@ -897,7 +926,7 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 			r.register(ctx)
 		}
 	case membership.MemberUp:
-		r.members[msg.Member.Address] = msg.Member
+		r.memberAt(ctx, r.members[msg.Member.Address], msg.Member)
 	case membership.MemberLeft:
 		r.members[msg.Member.Address] = msg.Member
 	case membership.MemberRemoved:
@@ -907,6 +936,20 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 	}
 	r.stopLocallyIfNobodyToTakeOver(ctx)
 	return true
+}
+
+// memberAt records m as the live member at its address, where before was.
+// Another member there before (a process restarted on the address, whose
+// removal may come later) means that the regions known there are the
+// earlier incarnation's: a message sent to them now would name m as its
+// incarnation, and m never hosted their shards.
+func (r *region) memberAt(ctx actor.Context, before, m membership.Member) {
+	if before.ID != "" && before.ID != m.ID && m.Address != ctx.Self().Address {
+		for _, ref := range r.table.regionsAt(m.Address) {
+			r.regionTerminated(ctx, ref)
+		}
+	}
+	r.members[m.Address] = m
 }
 
 func (r *region) onMemberRemoved(ctx actor.Context, msg membership.MemberRemoved) {
@@ -1058,8 +1101,7 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 		return
 	}
 	if to := env.GetToMemberId(); to != "" && to != r.cluster.Self().ID {
-		r.drop(ctx, env, fmt.Sprintf("message for entity %q was forwarded to member %q, an earlier incarnation of this node (removed since); dropped so it cannot overtake its sender's later messages",
-			id, to))
+		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env, ctx.Sender(), fmt.Errorf("shard region %s: entity %q: %w", r.typeName, id, earlierIncarnation(to)))
 		return
 	}
 	if env.GetShardId() != "" && env.GetShardId() != shard {
@@ -1072,7 +1114,10 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 		r.drop(ctx, env, err.Error())
 		return
 	}
-	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), forwarded: true})
+	// Only another node's region names the incarnation it forwards to; an
+	// envelope of one of this node's senders waits its turn like any
+	// message of theirs.
+	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), forwarded: env.GetToMemberId() != ""})
 }
 
 func (r *region) onUserMessage(ctx actor.Context, msg any) {
@@ -1229,6 +1274,19 @@ func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessag
 // crashes on a top-level type the receiver does not know, while an unknown
 // Any payload is only an error that the receiving region reports.
 func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, m bufferedMessage) {
+	member, live := r.members[home.Address]
+	if !live {
+		// No member incarnation to address it to, so nothing would fence
+		// it there: it waits until the coordinator names a home on a live
+		// member (receiveShardHome ignores the others).
+		r.table.forgetHome(shard)
+		r.updateRoute(shard)
+		r.buffer(ctx, shard, m)
+		if r.coordinator != nil {
+			ctx.Request(r.coordinator, &messages.GetShardHome{Shard: shard})
+		}
+		return
+	}
 	if se, ok := m.message.(*messages.StartEntity); ok {
 		ctx.RequestWithCustomSender(home, se, m.sender)
 		return
@@ -1243,8 +1301,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
 	}
-	member, live := r.members[home.Address]
-	if live && has(r.routes.types.of(member.ID), pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
+	if has(r.routes.types.of(member.ID), pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
 		// The home knows the type: by itself to its entry (see entry.go).
 		if err := guard.CheckSize(pm, r.settings.MaxMessageSize); err != nil {
 			tooLarge(err)
@@ -1259,10 +1316,8 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		r.dropBuffered(ctx, shard, m, fmt.Errorf("cannot encode %T: %w: %w", m.message, deadletter.ErrNotSerializable, err))
 		return
 	}
-	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID}
-	if live {
-		env.KnownTypeAckTo = ctx.ActorSystem().Address()
-	}
+	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID,
+		KnownTypeAckTo: ctx.ActorSystem().Address()}
 	if err := guard.CheckSize(env, r.settings.MaxMessageSize); err != nil {
 		tooLarge(err)
 		return

@@ -3,6 +3,8 @@ package actorsharding
 import (
 	"testing"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -39,5 +41,37 @@ func TestNobodyToTakeOver(t *testing.T) {
 				t.Errorf("nobodyToTakeOver = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSendToRegionWaitsForALiveMember: a home whose member this region does
+// not know (removed, or not seen yet) has no incarnation to name in
+// to_member_id, so nothing would fence the message there: it is not sent,
+// it waits in the buffer, and the home is asked again.
+func TestSendToRegionWaitsForALiveMember(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	home := &recordingProcess{}
+	homePID, _ := system.ProcessRegistry.Add(home, "other-region") // on no member's address
+	done := make(chan *region, 1)
+	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); !ok {
+			return
+		}
+		r := &region{typeName: "T", members: map[string]membership.Member{}, table: newShardTable(ctx.Self()),
+			buffers: newShardBuffers(10), routes: newRouteTable(system, "T"), handOffs: newHandOffs()}
+		r.table.setHome("7", homePID)
+		r.sendToRegion(ctx, homePID, "7", bufferedMessage{entityID: "e", message: &testpb.Ping{EntityId: "e", Seq: 1}})
+		done <- r
+	}))
+	r := <-done
+	if got := home.take(); len(got) != 0 {
+		t.Fatalf("sent %v to a home on no live member", got)
+	}
+	if !r.buffers.has("7") {
+		t.Fatal("the message is not buffered")
+	}
+	if _, known := r.table.home("7"); known {
+		t.Fatal("the home on no live member is still known")
 	}
 }

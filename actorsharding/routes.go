@@ -101,12 +101,13 @@ func (s *shardRoute) closeRemote() {
 
 // send sends msg, the message for entity id of shard, to the home: as
 // the sender sent it (asItIs, nil if it cannot go so) to the home's entry
-// if the home knows its type, else msg packed into a ShardingEnvelope that
-// asks the home to confirm it knows msg's type. asItIs is what the home's
+// if the home knows its type, else msg packed (or packed already: the
+// payload of the sender's envelope) into a ShardingEnvelope that asks the
+// home to confirm it knows msg's type. asItIs is what the home's
 // extractor, the same as this node's, finds id and msg in. It does not
 // send if the home was closed, msg cannot be packed, or it is over maxSize
 // (the region actor reports why).
-func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg, asItIs proto.Message, maxSize int) bool {
+func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg, asItIs proto.Message, packed *anypb.Any, maxSize int) bool {
 	if _, ok := h.guard.enter(); !ok {
 		return false
 	}
@@ -118,9 +119,12 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, i
 		sendWithSender(root, h.entry, env, asItIs)
 		return true
 	}
-	payload, err := anypb.New(msg)
-	if err != nil {
-		return false
+	payload := packed
+	if payload == nil {
+		var err error
+		if payload, err = anypb.New(msg); err != nil {
+			return false
+		}
 	}
 	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID,
 		KnownTypeAckTo: root.ActorSystem().Address()}
@@ -311,12 +315,19 @@ func (e *entityRoute) send(root *actor.RootContext, env *actor.MessageEnvelope, 
 // goes through the region actor with what the router worked out, marked
 // pending until it reaches its entity.
 type routed struct {
-	entityID  string
-	shard     string
-	message   any // what the entity receives
-	forwarded bool
-	pending   *shardproto.Pending
+	entityID string
+	shard    string
+	message  any // what the entity receives
+	// to is the member incarnation another node's region forwarded the
+	// message to ("": a sender of this node). The region checks it again
+	// where it delivers: this node may have joined again as another
+	// member since the router let it pass.
+	to      string
+	pending *shardproto.Pending
 }
+
+// forwarded reports whether another node's region sent the message.
+func (r *routed) forwarded() bool { return r.to != "" }
 
 // regionProcess is the region's PID: an actor.Process that routes on the
 // sender's goroutine. A message for an entity that runs here goes straight
@@ -339,12 +350,12 @@ type regionProcess struct {
 
 // SendUserMessage implements actor.Process.
 func (p *regionProcess) SendUserMessage(pid *actor.PID, message any) {
-	p.receive(pid, message, false)
+	p.receive(pid, message, "")
 }
 
-// receive takes a message sent to the region's PID, or to its entry
-// (fromRegion: another node's region sent it).
-func (p *regionProcess) receive(pid *actor.PID, message any, fromRegion bool) {
+// receive takes a message sent to the region's PID (to ""), or to its
+// entry for member incarnation to, where only another node's region sends.
+func (p *regionProcess) receive(pid *actor.PID, message any, to string) {
 	env, _ := message.(*actor.MessageEnvelope)
 	msg := message
 	var sender *actor.PID
@@ -361,20 +372,35 @@ func (p *regionProcess) receive(pid *actor.PID, message any, fromRegion bool) {
 		p.table.system.DeadLetter.SendUserMessage(pid, message)
 		return
 	}
-	if p.route(pid, env, msg, sender, fromRegion) {
+	if to != "" && !p.isSelf(to) {
+		// An entry of an earlier incarnation, closing as the region opens
+		// the next one: the region actor would take the message for one of
+		// this node's own senders.
+		deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, earlierIncarnation(to)))
+		return
+	}
+	if p.route(pid, env, msg, sender, to) {
 		return
 	}
 	p.region.SendUserMessage(pid, message)
 }
 
+// isSelf reports whether memberID is this node's member incarnation, as
+// the region last published it.
+func (p *regionProcess) isSelf(memberID string) bool {
+	self := p.table.memberID.Load()
+	return self != nil && *self == memberID
+}
+
 // route sends msg directly, or to the region actor as routed; false: the
 // region actor takes msg as it is (a protocol message, or one it drops
-// with the reason). fromRegion: another node's region sent msg by itself,
-// so it is forwarded as if it came in an envelope.
-func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID, fromRegion bool) bool {
+// with the reason). to: the member incarnation another node's region
+// forwarded msg to, by itself to the entry ("": from a sender of this
+// node, or in an envelope that names it).
+func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID, to string) bool {
 	var id string
 	var m any
-	forwarded := fromRegion
+	var packed *anypb.Any // msg's payload, already encoded, if it came in an envelope
 	switch x := msg.(type) {
 	case *messages.ShardingEnvelope:
 		id = x.GetEntityId()
@@ -384,18 +410,21 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		if x.GetShardId() != "" && x.GetShardId() != p.extractor.ShardID(id) {
 			return false
 		}
-		if to := x.GetToMemberId(); to != "" {
-			if self := p.table.memberID.Load(); self == nil || *self != to {
+		if t := x.GetToMemberId(); t != "" {
+			// Another node's region forwarded it, to that incarnation of
+			// this node: the region actor drops it if that is not this one.
+			if !p.isSelf(t) {
 				return false
 			}
+			to = t
 		}
 		var err error
 		if m, err = UnpackEnvelope(x); err != nil {
 			return false
 		}
-		forwarded = true
-		if to := x.GetKnownTypeAckTo(); to != "" {
-			p.ackKnownType(to, m)
+		packed = x.GetMessage()
+		if ack := x.GetKnownTypeAckTo(); ack != "" {
+			p.ackKnownType(ack, m)
 		}
 	default:
 		if isRegionMessage(msg) {
@@ -422,22 +451,41 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		return false
 	}
 	sr := p.table.shard(shard)
-	if h := sr.remote.Load(); h != nil && !forwarded && sr.pending.Load() == 0 && !p.cluster.Stale() {
+	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !p.cluster.Stale() {
 		// Its home is another node: one hop there, as a raw remote send.
-		// Not forwarded: msg is the sender's own message, from which this
-		// extractor took id and m.
-		original, _ := msg.(proto.Message)
-		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm, original, p.maxMessageSize) {
+		// Not forwarded: msg is the sender's own message (or envelope),
+		// from which this extractor took id and m.
+		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm, asItIs(msg, packed), packed, p.maxMessageSize) {
 			return true
 		}
 	}
-	r := &routed{entityID: id, shard: shard, message: m, forwarded: forwarded, pending: shardproto.NewPending(&sr.pending)}
+	r := &routed{entityID: id, shard: shard, message: m, to: to, pending: shardproto.NewPending(&sr.pending)}
 	if env != nil {
 		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: r, Sender: sender})
 	} else {
 		p.region.SendUserMessage(pid, r)
 	}
 	return true
+}
+
+// asItIs is the sender's message that may go to another node's region as
+// it is, if its type is known there: not one that came in an envelope
+// (packed), which goes on in one.
+func asItIs(msg any, packed *anypb.Any) proto.Message {
+	if packed != nil {
+		return nil
+	}
+	pm, _ := msg.(proto.Message)
+	return pm
+}
+
+// earlierIncarnation is the reason a message forwarded to member to, an
+// earlier incarnation of this node, is dropped: its sender's later
+// messages may have gone to where the shard lives now, and it must not
+// overtake them.
+func earlierIncarnation(to string) error {
+	return fmt.Errorf("message forwarded to member %q, an earlier incarnation of this node (removed since); dropped so it cannot overtake its sender's later messages: %w",
+		to, deadletter.ErrMemberRemoved)
 }
 
 // ackKnownType tells the region of this type on the member at address

@@ -228,6 +228,36 @@ func TestCommandRejection(t *testing.T) {
 	}
 }
 
+func TestMissedCoordinatorChange(t *testing.T) {
+	const id = "sharding/TCoordinator/singleton/coordinator"
+	coordinator := actor.NewPID("127.0.0.1:8", id)
+	worker := actor.NewPID("127.0.0.1:8", id+"/$4")
+	impostor := actor.NewPID("127.0.0.1:8", id+"X/$4")
+	cases := []struct {
+		name   string
+		sender *actor.PID
+		epoch  uint64
+		live   bool
+		missed bool
+	}{
+		{"the coordinator of a newer epoch on a live member", coordinator, 6, true, true},
+		{"its worker", worker, 6, true, true},
+		{"the epoch already seen", coordinator, 5, true, false},
+		{"an older epoch", coordinator, 4, true, false},
+		{"a member that is not live", coordinator, 6, false, false},
+		{"an unrelated actor (a forged command)", otherPID, ^uint64(0), true, false},
+		{"an actor whose id only starts like the coordinator's", impostor, 6, true, false},
+		{"no sender", nil, 6, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := missedCoordinatorChange(id, 5, tc.sender, tc.epoch, tc.live); got != tc.missed {
+				t.Fatalf("missedCoordinatorChange = %v, want %v", got, tc.missed)
+			}
+		})
+	}
+}
+
 func TestAcceptCoordinator(t *testing.T) {
 	cases := []struct {
 		name     string
