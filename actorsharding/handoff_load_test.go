@@ -173,6 +173,7 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 		{name: "rebalance to a new node, envelopes", senders: []int{1, 2}, modes: []loadMode{mixedPings, envelopedPings}, move: rebalanceToNewNode},
 		// A proxy sends to other nodes' regions directly, as a region does.
 		{name: "rebalance to a new node, a proxy sending", senders: []int{1, 3}, proxy: true, move: rebalanceToNewNode},
+		{name: "graceful leave of the oldest, a proxy sending envelopes", senders: []int{1, 3}, proxy: true, modes: []loadMode{mixedPings, envelopedPings}, move: leaveOldest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
