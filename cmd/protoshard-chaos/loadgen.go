@@ -19,6 +19,8 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // probeAttempt bounds one probe request; an entity that did not answer is
@@ -173,7 +175,9 @@ func (g *loadgen) stopSenders() {
 }
 
 // send is one sender. Its messages to one entity are numbered 1, 2, ...
-// and all pass the one proxy region, so they must arrive in that order.
+// and all pass the one proxy region, so they must arrive in that order;
+// every other one travels in a ShardingEnvelope, so that the two ways a
+// region takes a message alternate within one sender's sequence.
 // In a reliable run they go through the sender's producer controller p
 // (see sendReliably); otherwise each is recorded, then sent.
 func (g *loadgen) send(ctx context.Context, name string, rng *rand.Rand, p *delivery.ShardingProducerController) {
@@ -196,9 +200,22 @@ func (g *loadgen) send(ctx context.Context, name string, rng *rand.Rand, p *deli
 		}
 		seq[e]++
 		g.m.ledger.write(Record{Ev: evSent, Snd: name, Ent: msg.EntityId, Seq: msg.Seq})
-		g.m.system.Root.Send(g.proxy, msg)
+		g.m.system.Root.Send(g.proxy, enveloped(msg))
 		g.sent.Add(1)
 	}
+}
+
+// enveloped returns msg, or msg in a ShardingEnvelope when its sequence
+// number is even.
+func enveloped(msg *testpb.Ping) any {
+	if msg.Seq%2 != 0 {
+		return msg
+	}
+	payload, err := anypb.New(msg)
+	if err != nil {
+		return msg // a Ping always encodes
+	}
+	return &messages.ShardingEnvelope{EntityId: msg.EntityId, Message: payload}
 }
 
 // Reliable sends: a Send is bounded by sendTimeout, which only a stuck

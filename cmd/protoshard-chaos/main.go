@@ -14,8 +14,9 @@
 //     that records a tick of work every 250ms;
 //   - the load generator is a member without that role, with a proxy
 //     region (StartProxy): its senders send numbered messages (sender,
-//     entity, a sequence number per sender and entity) to entities picked
-//     at random, at a steady rate, and it probes every entity with a
+//     entity, a sequence number per sender and entity; every other one in
+//     a ShardingEnvelope) to entities picked at random, at a steady rate,
+//     and it probes every entity with a
 //     request after each fault.
 //
 // As root, with iproute2, every node runs in a network namespace of its
