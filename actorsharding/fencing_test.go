@@ -632,3 +632,69 @@ func TestShardLease(t *testing.T) {
 		t.Fatalf("%s started %d times, want twice (before and after the lost lease)", id, starts)
 	}
 }
+
+// A node whose membership is stale starts no shard, not even on a
+// HostShard of its coordinator at its epoch (one that waited in its mailbox
+// through a pause, or was sent before the others removed it): the others
+// may run the shard by now. Once it confirms its membership again, the next
+// HostShard starts the shard.
+func TestStaleNodeStartsNoShardOnHostShard(t *testing.T) {
+	w, backend := newPausableWorld(t, 300*time.Millisecond)
+	_, b := w.twoNodes()
+	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID("never-asked")
+	hosts := func() bool { _, ok := regionStats(t, b, w.region(b)).Stats[shard]; return ok }
+	if hosts() {
+		t.Fatalf("b hosts shard %s before it was told to", shard)
+	}
+	host := &messages.HostShard{Shard: shard, Epoch: w.coordinatorState().Epoch}
+	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
+
+	backend.Pause(b)
+	testkit.WaitFor(t, 20*time.Second, b.Membership.Stale, "b's membership to be stale")
+	b.System.Root.RequestWithCustomSender(w.region(b), host, coordinator)
+	// The region handles the stats request after the HostShard.
+	if hosts() {
+		t.Fatalf("b started shard %s while its membership is stale", shard)
+	}
+
+	backend.Resume(b)
+	b.System.Root.RequestWithCustomSender(w.region(b), host, coordinator)
+	testkit.WaitFor(t, 20*time.Second, hosts, "b to start shard %s once its membership is confirmed again", shard)
+}
+
+// A remembering shard that stopped (its store refused a write for good)
+// is started again by its region's shard-failure back-off timer; if the
+// node's membership is stale when the timer fires, the shard does not
+// start, and the timer is armed again: once the node confirms its
+// membership again, the shard and its remembered entity run.
+func TestStaleNodeRestartsNoRememberedShard(t *testing.T) {
+	const backoff = 2 * time.Second
+	opts := append(rememberOpts(refusingStore{shardactor.NewMemoryRememberEntitiesStore()}),
+		actorsharding.WithShardFailureBackoff(backoff))
+	w, backend := newPausableWorld(t, 300*time.Millisecond, opts...)
+	w.shards = 1 // every entity in one shard
+	n := w.startNode(false)
+	w.waitRegistered(1)
+	askEventually(t, n, w.region(n), "kept", 1)
+
+	since := len(w.dropped())
+	n.System.Root.Send(w.region(n), pingMsg("refused", 1))
+	w.waitDrop(since, `cannot remember entity "refused"`)
+	stoppedAt := time.Now()
+	backend.Pause(n)
+	testkit.WaitFor(t, 20*time.Second, n.Membership.Stale, "the node's membership to be stale")
+	// Past the back-off: the timer fired while the membership was stale. A
+	// slow timer can only hide a start here, never make one.
+	time.Sleep(time.Until(stoppedAt.Add(backoff + time.Second)))
+	if stats := regionStats(t, n, w.region(n)); len(stats.Stats) != 0 {
+		t.Fatalf("the shard started while the membership is stale: %v", stats.Stats)
+	}
+	if starts := w.ledger.Starts("kept"); starts != 1 {
+		t.Fatalf("the remembered entity started %d times, want once", starts)
+	}
+
+	backend.Resume(n)
+	testkit.WaitFor(t, 30*time.Second, func() bool { return w.ledger.Starts("kept") == 2 && len(w.ledger.Active("kept")) == 1 },
+		"the remembered entity to start again with its shard (starts %v)", testkit.Lazy(func() any { return w.ledger.Starts("kept") }))
+	askEventually(t, n, w.region(n), "kept", 2)
+}

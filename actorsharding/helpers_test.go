@@ -62,6 +62,15 @@ func newLocalWorld(t *testing.T, opts ...actorsharding.Option) *world {
 	return w.init(opts)
 }
 
+// newPausableWorld is a local world whose nodes the test can pause
+// (testkit.PausableBackend, with the failure detection timeout timeout).
+func newPausableWorld(t *testing.T, timeout time.Duration, opts ...actorsharding.Option) (*world, *testkit.PausableBackend) {
+	skipUnderRace(t)
+	b := testkit.NewPausableBackend(timeout)
+	w := &world{t: t, cluster: testkit.NewCluster(t, b), store: coordinatoractor.NewMemoryStore()}
+	return w.init(opts), b
+}
+
 func newConsulWorld(t *testing.T, opts ...actorsharding.Option) *world {
 	skipUnderRace(t)
 	b := testkit.NewConsulBackend(t)

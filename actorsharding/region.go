@@ -1,6 +1,7 @@
 package actorsharding
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -524,7 +526,14 @@ func (r *region) ensureShard(ctx actor.Context, shard string) bool {
 	if r.table.alive(shard) {
 		return false
 	}
-	if _, err := r.startShard(ctx, shard); err != nil {
+	_, err := r.startShard(ctx, shard)
+	switch {
+	case errors.Is(err, staleness.ErrStale):
+		// Expected, for every shard asked for, until this node hears of
+		// its removal or confirms its membership again.
+		ctx.Logger().Debug("shard region: not starting shard", slog.String("type", r.typeName), slog.String("shard", shard), slog.Any("error", err))
+		return false
+	case err != nil:
 		ctx.Logger().Error("shard region: cannot start shard", slog.String("type", r.typeName), slog.String("shard", shard), slog.Any("error", err))
 		return false
 	}
@@ -567,7 +576,9 @@ func (r *region) shardStarted(ctx actor.Context, shard string) {
 }
 
 // startShard spawns shard's child, named by the shard's ID as in Akka. The
-// table refuses while an earlier child lives, so the name is free.
+// table refuses while an earlier child lives, so the name is free. It
+// starts none while this node's membership is stale (staleness.ErrStale):
+// the others may run the shard by now.
 func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error) {
 	if r.proxyOnly() {
 		return nil, fmt.Errorf("shard region %s is a proxy and hosts no shards", r.typeName)
@@ -575,7 +586,7 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 	if r.table.alive(shard) {
 		return nil, fmt.Errorf("start shard %s: %w", shard, errShardAlive)
 	}
-	pid, err := ctx.SpawnNamed(shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard, r.routes.shard(shard)), shardactor.EntityName(shard))
+	pid, err := staleness.SpawnNamed(ctx, r.cluster.Stale, shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard, r.routes.shard(shard)), shardactor.EntityName(shard))
 	if err != nil {
 		return nil, fmt.Errorf("spawn shard %s: %w", shard, err)
 	}
@@ -847,6 +858,9 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 
 // onRestartShard starts a remembering shard again after its failure
 // back-off, if it still lives here and no message started it meanwhile.
+// A start refused (this node's membership is stale) is tried again after
+// the back-off, until the node hears of its removal (the shard's home is
+// forgotten then) or confirms its membership again.
 func (r *region) onRestartShard(ctx actor.Context, shard string) {
 	defer r.updateRoute(shard)
 	if !r.table.homeIsSelf(shard) || r.gracefulShutdown || r.removed {
@@ -854,6 +868,10 @@ func (r *region) onRestartShard(ctx actor.Context, shard string) {
 	}
 	if r.ensureShard(ctx, shard) {
 		r.shardStarted(ctx, shard)
+		return
+	}
+	if !r.table.alive(shard) {
+		r.timers.SendOnce(r.settings.Shard.WithDefaults().ShardFailureBackoff, ctx.Self(), restartShard{shard: shard})
 	}
 }
 

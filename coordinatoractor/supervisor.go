@@ -10,6 +10,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/staleness"
 )
 
 // CoordinatorName is the child name of the coordinator under its
@@ -44,7 +45,9 @@ type startCoordinator struct{}
 // retry theirs.
 //
 // Only the singleton manager starts or stops the supervisor, so a node
-// that stops being the oldest (or is removed) starts no coordinator again.
+// that stops being the oldest (or is removed) starts no coordinator again;
+// while its membership is stale (staleness), the back-off starts none
+// either, and tries again after the next back-off.
 func SupervisorProps(coordinator *actor.Props, failureBackoff time.Duration) *actor.Props {
 	if failureBackoff <= 0 {
 		failureBackoff = DefaultSettings().CoordinatorFailureBackoff
@@ -124,9 +127,11 @@ func (s *supervisor) waiting(ctx actor.Context) {
 }
 
 func (s *supervisor) start(ctx actor.Context) {
-	pid, err := ctx.SpawnNamed(s.props, CoordinatorName)
+	pid, err := staleness.SpawnNamed(ctx, staleness.Of(ctx.ActorSystem()), s.props, CoordinatorName)
 	if err != nil {
-		// Only if the previous child is still registered, which its
+		// This node's membership is stale (the coordinator may run on the
+		// new oldest by now: a second one would claim the state under a
+		// new epoch), or the previous child is still registered, which its
 		// Terminated rules out: try again after the back-off.
 		ctx.Logger().Error("shard coordinator supervisor: cannot start the coordinator", slog.Any("error", err))
 		s.become(ctx, StateCoordinatorBackoff, s.waiting)

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -177,6 +178,7 @@ const (
 //	Passivating             -> NoState                terminated with messages held, not remembering (restarted at once)
 //	WaitingForRestart       -> Active                 back-off over, message or StartEntity
 //	WaitingForRestart       -> RememberedButNotCreated  its actor could not be spawned
+//	WaitingForRestart       -> WaitingForRestart      its start refused: this node's membership is stale
 //
 // A passivated entity with messages held starts again without a write: its
 // ID was never removed from the store. Pekko writes the stop and then the
@@ -381,20 +383,30 @@ func (es *entities) started(id string, pid *actor.PID) ([]bufferedMessage, error
 	return es.takeHeld(id), nil
 }
 
-// startFailed: entity id's actor could not be spawned. The messages held
-// for it are handed back to be dropped; a remembered entity stays
-// remembered without running (a message tries again).
-func (es *entities) startFailed(id string) []bufferedMessage {
+// startFailed: entity id's actor could not be spawned, for err. The
+// messages held for it are handed back to be dropped; a remembered entity
+// stays remembered without running (a message tries again). One whose
+// restart was due, refused because this node's membership is stale
+// (staleness.ErrStale), keeps waiting for its restart instead
+// (restartAgain: the shard arms the back-off again), so that it runs again
+// once the node has confirmed its membership; the node's removal stops the
+// shard first. A state no start comes from is refused.
+func (es *entities) startFailed(id string, err error) (held []bufferedMessage, restartAgain bool, _ error) {
 	r := es.byID.get(id)
 	if r == nil {
-		return nil
+		return nil, false, nil // not remembering: nothing is kept of it
 	}
 	switch r.state {
-	case rememberedButNotCreated, waitingForRestart:
+	case waitingForRestart:
+		if errors.Is(err, staleness.ErrStale) {
+			return es.takeHeld(id), true, nil
+		}
 		r.state = rememberedButNotCreated
-		return es.takeHeld(id)
+		return es.takeHeld(id), false, nil
+	case rememberedButNotCreated:
+		return es.takeHeld(id), false, nil
 	}
-	return nil
+	return nil, false, invalidTransition(id, r.state, "start failed")
 }
 
 func (es *entities) takeHeld(id string) []bufferedMessage {

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/staleness"
 )
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -195,6 +196,14 @@ func events() []event {
 			_, d, held, err := es.terminated(pidOf("e"))
 			return fmt.Sprintf("%s, %d held", terminatedName(d), len(held)), err
 		}},
+		{"start failed", func(es *entities) (string, error) {
+			held, again, err := es.startFailed("e", errors.New("spawn: name exists"))
+			return fmt.Sprintf("%d held, restart again %v", len(held), again), err
+		}},
+		{"start refused", func(es *entities) (string, error) {
+			held, again, err := es.startFailed("e", fmt.Errorf("spawn: %w", staleness.ErrStale))
+			return fmt.Sprintf("%d held, restart again %v", len(held), again), err
+		}},
 		{"restartDue", func(es *entities) (string, error) {
 			return fmt.Sprint(es.restartDue("e")), nil
 		}},
@@ -265,6 +274,8 @@ func TestEntityTransitions(t *testing.T) {
 			"deliver":                {noState, "startNow"},
 			"started":                {active, "0 held"},
 			"terminated":             {noState, "unknown"},
+			"start failed":           {noState, "0 held, restart again false"},
+			"start refused":          {noState, "0 held, restart again false"},
 			"restartDue":             {noState, "false"},
 			"acked by another shard": {noState, "counted true, moved false"},
 			"written":                {noState, invalid},
@@ -275,6 +286,8 @@ func TestEntityTransitions(t *testing.T) {
 		"NoState remembering": {
 			"deliver":                {rememberingStart, "held"},
 			"terminated":             {noState, "unknown"},
+			"start failed":           {noState, "0 held, restart again false"},
+			"start refused":          {noState, "0 held, restart again false"},
 			"restartDue":             {noState, "false"},
 			"recovered":              {rememberedButNotCreated, ""},
 			"acked by another shard": {noState, "counted true, moved false"},
@@ -285,6 +298,8 @@ func TestEntityTransitions(t *testing.T) {
 			"deliver":                {rememberedButNotCreated, "startNow"},
 			"started":                {active, "0 held"},
 			"terminated":             {rememberedButNotCreated, "unknown"},
+			"start failed":           {rememberedButNotCreated, "0 held, restart again false"},
+			"start refused":          {rememberedButNotCreated, "0 held, restart again false"},
 			"restartDue":             {rememberedButNotCreated, "false"},
 			"acked by another shard": {rememberingStop, "counted true, moved true"},
 			"write failed for good":  {rememberedButNotCreated, "0 dropped"},
@@ -385,6 +400,8 @@ func TestEntityTransitions(t *testing.T) {
 			"deliver":                {waitingForRestart, "startNow"},
 			"started":                {active, "0 held"},
 			"terminated":             {waitingForRestart, "unknown"},
+			"start failed":           {rememberedButNotCreated, "0 held, restart again false"},
+			"start refused":          {waitingForRestart, "0 held, restart again true"}, // stale: due again after the back-off
 			"restartDue":             {waitingForRestart, "true"},
 			"acked by another shard": {waitingForRestart, "counted true, moved false"},
 			"write failed for good":  {waitingForRestart, "0 dropped"},

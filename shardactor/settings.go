@@ -117,8 +117,9 @@ type Settings struct {
 	// MemberStale, when set, tells whether this node may have been removed
 	// from the cluster without knowing it yet (membership.Cluster.Stale:
 	// paused or cut off past its TTL). While it says so, the shard neither
-	// starts an entity nor hands one a message: it drops them with a
-	// dead-letter event. The region sets it.
+	// starts an entity, on any path (a remembered entity's restart
+	// back-off too: it is tried again after the back-off), nor hands one a
+	// message: it drops them with a dead-letter event. The region sets it.
 	MemberStale func() bool
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -446,8 +447,15 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 func (s *shard) startEntity(ctx actor.Context, id string, msgs []bufferedMessage) bool {
 	pid, err := s.spawnEntity(ctx, id)
 	if err != nil {
-		for _, m := range append(s.entities.startFailed(id), msgs...) {
-			s.drop(ctx, m.original(id), m.sender, fmt.Sprintf("cannot start entity %q: %v", id, err))
+		held, restartAgain, failedErr := s.entities.startFailed(id, err)
+		if failedErr != nil {
+			ctx.Logger().Error("shard: failed start refused", append(s.attrs(), slog.String("entity", id), slog.Any("error", failedErr))...)
+		}
+		for _, m := range append(held, msgs...) {
+			s.dropError(ctx, m.original(id), m.sender, fmt.Errorf("cannot start entity %q: %w", id, err))
+		}
+		if restartAgain {
+			s.restartEntityLater(ctx, id)
 		}
 		return false
 	}
@@ -540,7 +548,7 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 	case restartAfterBackoff:
 		ctx.Logger().Info("shard: remembered entity stopped unexpectedly; starting it again after the back-off",
 			append(s.attrs(), slog.String("entity", id), slog.Duration("backoff", s.settings.EntityRestartBackoff))...)
-		s.cancels = append(s.cancels, s.timers.SendOnce(s.settings.EntityRestartBackoff, ctx.Self(), &restartEntity{id: id}))
+		s.restartEntityLater(ctx, id)
 	case restartHeld:
 		// Messages arrived between Passivate and the termination: they go
 		// to a new incarnation, in their order, as in Akka.
@@ -548,6 +556,12 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 			append(s.attrs(), slog.String("entity", id), slog.Int("messages", len(waited)))...)
 		s.startEntity(ctx, id, waited)
 	}
+}
+
+// restartEntityLater starts the remembered entity id again after the
+// entity-restart back-off (onRestartEntity).
+func (s *shard) restartEntityLater(ctx actor.Context, id string) {
+	s.cancels = append(s.cancels, s.timers.SendOnce(s.settings.EntityRestartBackoff, ctx.Self(), &restartEntity{id: id}))
 }
 
 func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.PID) {
@@ -759,7 +773,10 @@ func (s *shard) passivationState() *shardproto.PassivationState {
 
 // --- entities ---
 
-// spawnEntity spawns the entity child id.
+// spawnEntity spawns the entity child id, unless this node's membership is
+// stale (Settings.MemberStale): every path to an entity's start (a
+// message, StartEntity, a remembered entity's write, recovery or restart
+// back-off, a restart for messages held while it passivated) comes here.
 func (s *shard) spawnEntity(ctx actor.Context, id string) (*actor.PID, error) {
 	if s.entityProps == nil {
 		return nil, errors.New("the shard has no entity props")
@@ -768,23 +785,30 @@ func (s *shard) spawnEntity(ctx actor.Context, id string) (*actor.PID, error) {
 	// termination already. A watch would add a second Terminated for the
 	// same PID, and PIDs carry no incarnation, so that duplicate would look
 	// like the termination of the entity's next incarnation.
-	pid, err := spawn(ctx, s.entityProps, EntityName(id))
-	if err != nil {
+	pid, err := spawn(ctx, s.settings.MemberStale, s.entityProps, EntityName(id))
+	switch {
+	case errors.Is(err, staleness.ErrStale):
+		// Expected, for every entity due to start, until this node hears
+		// of its removal or confirms its membership again; the messages
+		// are dead letters with the reason.
+		ctx.Logger().Debug("shard: not starting entity", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
+		return nil, err
+	case err != nil:
 		ctx.Logger().Error("shard: cannot start entity", append(s.attrs(), slog.String("entity", id), slog.Any("error", err))...)
 		return nil, err
 	}
 	return pid, nil
 }
 
-// spawn is ctx.SpawnNamed that turns a panic of the entity producer (user
-// code, called synchronously by proto.actor) into an error.
-func spawn(ctx actor.Context, props *actor.Props, name string) (pid *actor.PID, err error) {
+// spawn is staleness.SpawnNamed that turns a panic of the entity producer
+// (user code, called synchronously by proto.actor) into an error.
+func spawn(ctx actor.Context, stale func() bool, props *actor.Props, name string) (pid *actor.PID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pid, err = nil, fmt.Errorf("spawning the entity panicked: %v", r)
 		}
 	}()
-	pid, err = ctx.SpawnNamed(props, name)
+	pid, err = staleness.SpawnNamed(ctx, stale, props, name)
 	if err != nil {
 		return nil, err // with ErrNameExists, pid is the other actor
 	}

@@ -548,9 +548,8 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 // mailbox neither starts an entity nor reaches a running one; each is a
 // dead letter with the reason. Once the node knows again, delivery goes on.
 func TestMemberStaleDeliversNothing(t *testing.T) {
-	var stale atomic.Bool
 	settings := shardactor.DefaultSettings()
-	settings.MemberStale = stale.Load
+	stale := staleCheck(&settings)
 	f := newFixture(t, settings)
 	f.deliver("a", wrapperspb.String("1"), nil)
 	f.waitEvents("received", "a", 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -671,6 +672,9 @@ func (m *manager) record(state string) {
 	case StateBecomingOldest:
 		m.becameOldest = time.Now()
 	case StateOldest:
+		if m.singleton == nil {
+			break // its start was refused: the hand-over ends once it runs
+		}
 		if !m.becameOldest.IsZero() {
 			m.metrics.HandOver(time.Since(m.becameOldest))
 		}
@@ -706,13 +710,17 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		m.leaseToken = token
 		m.setFencingToken(ctx, token)
 	}
-	pid, err := ctx.SpawnNamed(m.props, m.settings.SingletonName)
+	pid, err := staleness.SpawnNamed(ctx, m.cluster.Stale, m.props, m.settings.SingletonName)
 	if err != nil {
-		// Only possible if the previous instance is still registered,
-		// which the states rule out; never run a second one.
 		m.clearFencingToken(ctx)
-		_, _ = m.restarts.stopped(time.Now(), false) // started above: cannot fail
-		ctx.Logger().Error("singleton: could not start the singleton actor", slog.Any("error", err))
+		plan, _ := m.restarts.notStarted(time.Now(), err) // started above: cannot fail
+		if !plan.restart {
+			// Only possible if the previous instance is still registered,
+			// which the states rule out; never run a second one.
+			ctx.Logger().Error("singleton: could not start the singleton actor", slog.Any("error", err))
+			return
+		}
+		m.startRefused(ctx, plan, err)
 		return
 	}
 	m.singleton = pid
@@ -730,6 +738,20 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	for _, env := range held {
 		m.onEnvelope(ctx, env)
 	}
+}
+
+// startRefused: this node's membership is stale, so the singleton did not
+// start; this member stays the oldest with the start due after the
+// back-off. Its removal, when it hears of it, cancels the start (as does a
+// hand-over); if it confirms its membership again instead, the start goes
+// ahead.
+func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
+	ctx.Logger().Warn("singleton: not starting the singleton actor; trying again after the back-off unless this member's removal comes first",
+		slog.String("state", m.state), slog.Int("attempt", plan.attempt), slog.Duration("backoff", plan.delay), slog.Any("error", err))
+	m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
+	m.previousOldest = nil
+	m.become(ctx, StateOldest, m.oldest)
+	m.askNext(ctx)
 }
 
 func (m *manager) gotoYounger(ctx actor.Context) {

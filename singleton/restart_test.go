@@ -290,3 +290,67 @@ func TestSingletonHandOverCancelsPendingRestart(t *testing.T) {
 	require.Equal(t, incarnation(next)+"#2", active[0])
 	f.allProxiesReach(next)
 }
+
+// The oldest's singleton stops itself just before its node is paused past
+// the failure detection timeout; the others remove the node and start their
+// singleton. The paused node's restart back-off ends before it has heard of
+// its removal: its membership is stale, so it must not start the singleton
+// again. It hears of its removal on resume, and joins again as a younger
+// member. One singleton at a time (the ledger), and only the new oldest's
+// ran after the stop.
+func TestSingletonRestartRefusedWhileMemberStale(t *testing.T) {
+	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	f := newFixture(t, backend, 0) // the removal margin: the failure detection timeout
+	const minBackoff = 2 * time.Second
+	restartSettings(f, minBackoff)
+	l, nodes := startFlaky(f, 2)
+	paused, next := nodes[0], nodes[1]
+	pausedID := paused.MemberID()
+
+	f.tell(next, "stop")
+	l.waitTerminated(t, 1)
+	stoppedAt := time.Now()
+	backend.Pause(paused)
+	testkit.WaitFor(t, deadline, paused.Membership.Stale, "the paused node's membership to be stale")
+	backend.RemovePaused(paused)
+	l.waitStarts(t, 2)
+	require.Equal(t, incarnation(next)+"#2", f.ledger.Active(key)[0], "the next oldest runs the singleton")
+	// Past the paused node's back-off (at most 1.2 times the minimum, with
+	// the default random factor): its restart was due while it had not
+	// heard of its removal. A slow timer here can only hide a start, never
+	// make one.
+	time.Sleep(time.Until(stoppedAt.Add(minBackoff*12/10 + time.Second)))
+	backend.Resume(paused)
+	testkit.WaitFor(t, deadline, func() bool { return paused.MemberID() != pausedID && f.managerState(paused) == singleton.StateYounger },
+		"the paused node to join again as a younger member (state %s)", func() string { return f.managerState(paused) })
+	starts, _, _ := l.counts()
+	require.Equal(t, 2, starts, "the paused node never started the singleton again")
+	require.Empty(t, f.ledger.Overlaps())
+	f.allProxiesReach(next)
+}
+
+// A node whose membership goes stale while its singleton's restart is due
+// does not start it; once it confirms its membership again (it was not
+// removed), the restart is tried again and the singleton runs.
+func TestSingletonRestartWaitsForConfirmedMembership(t *testing.T) {
+	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	f := newFixture(t, backend, 0)
+	const minBackoff = time.Second
+	restartSettings(f, minBackoff)
+	l, nodes := startFlaky(f, 1)
+	n := nodes[0]
+
+	f.tell(n, "stop")
+	l.waitTerminated(t, 1)
+	stoppedAt := time.Now()
+	backend.Pause(n)
+	testkit.WaitFor(t, deadline, n.Membership.Stale, "the paused node's membership to be stale")
+	time.Sleep(time.Until(stoppedAt.Add(minBackoff*12/10 + time.Second)))
+	starts, _, _ := l.counts()
+	require.Equal(t, 1, starts, "no start while the membership is stale")
+	require.Equal(t, singleton.StateOldest, f.managerState(n))
+
+	backend.Resume(n)
+	l.waitStarts(t, 2)
+	f.allProxiesReach(n)
+}

@@ -73,7 +73,10 @@ type Settings struct {
 	// singleton runs under the lease holding of the one before it (the same
 	// fencing token) while that holding lasts. Default 1s. Negative: never
 	// start it again (Akka's ClusterSingletonManager: the singleton stays
-	// stopped until the next oldest takes over).
+	// stopped until the next oldest takes over). A start refused because
+	// this node's membership is stale (it may have been removed without
+	// knowing it yet) is tried again after this back-off too (after the
+	// default when negative), until the node's removal cancels it.
 	SingletonRestartMinBackoff time.Duration
 	// SingletonRestartMaxBackoff caps the restart back-off (before jitter).
 	// Default 30s; below the minimum: the minimum.
@@ -139,16 +142,21 @@ func (s Settings) withDefaults() Settings {
 }
 
 // singletonRestartBackoff is the restart back-off of the settings (after
-// withDefaults); ok is false when the singleton is never started again.
+// withDefaults); ok is false when the singleton is never started again
+// after it stopped on its own. Then the back-off starts from the default
+// minimum: a start refused while this node's membership is stale waits it
+// all the same.
 func (s Settings) singletonRestartBackoff() (b backoff.Series, ok bool) {
-	if s.SingletonRestartMinBackoff < 0 {
-		return backoff.Series{}, false
+	minBackoff := s.SingletonRestartMinBackoff
+	ok = minBackoff >= 0
+	if !ok {
+		minBackoff = DefaultSettings().SingletonRestartMinBackoff
 	}
 	return backoff.Series{
-		Exponential: backoff.Exponential{Min: s.SingletonRestartMinBackoff, Max: s.SingletonRestartMaxBackoff,
+		Exponential: backoff.Exponential{Min: minBackoff, Max: s.SingletonRestartMaxBackoff,
 			RandomFactor: s.SingletonRestartRandomFactor},
 		ResetAfter: s.SingletonRestartResetAfter,
-	}, true
+	}, ok
 }
 
 // ProxySettings of a ClusterSingletonProxy, with Akka's names and defaults.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/staleness"
 )
 
 // childPhase is where the singleton child of a manager is in its life.
@@ -17,7 +18,8 @@ const (
 	// childRunning: the child runs (or stops and its Terminated is due).
 	childRunning
 	// childRestartPending: the child terminated on its own while its
-	// manager was the oldest; a timer starts it again after the back-off.
+	// manager was the oldest, or its start was refused because this node's
+	// membership was stale; a timer starts it again after the back-off.
 	childRestartPending
 )
 
@@ -44,12 +46,16 @@ var (
 // singletonRestarts is the manager's bookkeeping of its singleton child:
 // at most one runs, and one that terminated on its own while its manager is
 // the oldest starts again after a back-off (Settings.SingletonRestart*),
-// unless a hand-over, leave or removal cancels it first. The manager does
-// the I/O: it spawns the child, arms the timer with the number this hands
-// out, and cancels on every transition away from Oldest.
+// unless a hand-over, leave or removal cancels it first. So does one whose
+// start was refused because this node's membership was stale (the node may
+// have been removed, and the singleton started elsewhere, without its
+// knowing yet): its removal, when it hears of it, cancels the start; if it
+// confirms its membership again instead, the start goes ahead. The manager
+// does the I/O: it spawns the child, arms the timer with the number this
+// hands out, and cancels on every transition away from Oldest.
 type singletonRestarts struct {
-	enabled bool // Settings.SingletonRestartMinBackoff is not negative
-	series  backoff.Series
+	enabled bool           // Settings.SingletonRestartMinBackoff is not negative
+	series  backoff.Series // with restarts disabled, only refused starts wait it
 	phase   childPhase
 	gen     int // numbers the pending restart's timer
 	attempt int // the pending (or last) restart's number in its series
@@ -90,11 +96,34 @@ func (r *singletonRestarts) stopped(now time.Time, restartable bool) (restartPla
 		r.series.Reset()
 		return restartPlan{}, nil
 	}
+	return r.restartLater(now), nil
+}
+
+// notStarted records that the start just recorded (started) did not
+// happen, for err. Refused because this node's membership was stale
+// (staleness.ErrStale): the child is due to start after the back-off, as
+// after a stop on its own, and with restarts disabled too, for it never
+// ran. Any other error: the child stays absent (the manager logs it).
+func (r *singletonRestarts) notStarted(now time.Time, err error) (restartPlan, error) {
+	if r.phase != childRunning {
+		return restartPlan{}, fmt.Errorf("failed start while %s: %w", r.phase, errNoChild)
+	}
+	if !errors.Is(err, staleness.ErrStale) {
+		r.phase = childAbsent
+		r.series.Reset()
+		return restartPlan{}, nil
+	}
+	return r.restartLater(now), nil
+}
+
+// restartLater makes the child due to start again after the series' next
+// delay, under a new timer number.
+func (r *singletonRestarts) restartLater(now time.Time) restartPlan {
 	delay, attempt := r.series.Stopped(now)
 	r.phase = childRestartPending
 	r.gen++
 	r.attempt = attempt
-	return restartPlan{restart: true, delay: delay, attempt: attempt, gen: r.gen}, nil
+	return restartPlan{restart: true, delay: delay, attempt: attempt, gen: r.gen}
 }
 
 // due handles the firing of restart timer gen: ok when it is the pending

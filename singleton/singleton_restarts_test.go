@@ -2,8 +2,11 @@ package singleton
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/protoshard/protoshard/internal/staleness"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,12 +15,12 @@ import (
 func TestSingletonRestarts(t *testing.T) {
 	enabled := Settings{SingletonRestartMinBackoff: time.Second, SingletonRestartMaxBackoff: 4 * time.Second,
 		SingletonRestartRandomFactor: -1, SingletonRestartResetAfter: time.Minute}.withDefaults()
-	disabled := Settings{SingletonRestartMinBackoff: -1}.withDefaults()
+	disabled := Settings{SingletonRestartMinBackoff: -1, SingletonRestartRandomFactor: -1}.withDefaults()
 
 	// A step is one event at now; the checks say what it must answer.
 	type step struct {
 		at          time.Duration // since the start of the case
-		op          string        // start, stop, stopAsked, due, dueStale, cancel
+		op          string        // start, stop, stopAsked, refused, failed, due, dueStale, cancel
 		wantErr     error
 		wantRestart bool
 		wantDelay   time.Duration
@@ -89,6 +92,43 @@ func TestSingletonRestarts(t *testing.T) {
 			{at: time.Second, op: "stop", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
 			{at: time.Second, op: "stop", wantErr: errNoChild, wantPhase: childRestartPending},
 		}},
+		{"refused while the membership is stale: due again after a growing back-off", enabled, []step{
+			{at: 0, op: "start", wantPhase: childRunning},
+			{at: 0, op: "refused", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
+			{at: time.Second, op: "start", wantErr: errChildAlive, wantPhase: childRestartPending},
+			{at: time.Second, op: "due", wantOK: true, wantAttempt: 1, wantPhase: childAbsent},
+			{at: time.Second, op: "start", wantPhase: childRunning},
+			{at: time.Second, op: "refused", wantRestart: true, wantDelay: 2 * time.Second, wantAttempt: 2, wantPhase: childRestartPending},
+			{at: 3 * time.Second, op: "due", wantOK: true, wantAttempt: 2, wantPhase: childAbsent},
+			{at: 3 * time.Second, op: "start", wantPhase: childRunning},
+			{at: 4 * time.Second, op: "stop", wantRestart: true, wantDelay: 4 * time.Second, wantAttempt: 3, wantPhase: childRestartPending},
+		}},
+		{"refused, then cancelled by the removal: the timer is stale", enabled, []step{
+			{at: 0, op: "start", wantPhase: childRunning},
+			{at: 0, op: "refused", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
+			{at: 0, op: "cancel", wantOK: true, wantPhase: childAbsent},
+			{at: time.Second, op: "dueStale", wantOK: false, wantPhase: childAbsent},
+			{at: 2 * time.Second, op: "start", wantPhase: childRunning},
+			{at: 3 * time.Second, op: "stop", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
+		}},
+		{"refused with restarts disabled: due again all the same, after the default minimum", disabled, []step{
+			{at: 0, op: "start", wantPhase: childRunning},
+			{at: 0, op: "refused", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
+			{at: time.Second, op: "due", wantOK: true, wantAttempt: 1, wantPhase: childAbsent},
+			{at: time.Second, op: "start", wantPhase: childRunning},
+			{at: 2 * time.Second, op: "stop", wantRestart: false, wantPhase: childAbsent},
+		}},
+		{"failed for another reason: absent, never started again", enabled, []step{
+			{at: 0, op: "start", wantPhase: childRunning},
+			{at: 0, op: "failed", wantRestart: false, wantPhase: childAbsent},
+			{at: time.Second, op: "start", wantPhase: childRunning},
+		}},
+		{"a failed start without a start is refused", enabled, []step{
+			{at: 0, op: "refused", wantErr: errNoChild, wantPhase: childAbsent},
+			{at: 0, op: "start", wantPhase: childRunning},
+			{at: 0, op: "refused", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
+			{at: 0, op: "failed", wantErr: errNoChild, wantPhase: childRestartPending},
+		}},
 		{"restart disabled: Akka's behaviour, it stays stopped", disabled, []step{
 			{at: 0, op: "start", wantPhase: childRunning},
 			{at: time.Second, op: "stop", wantRestart: false, wantPhase: childAbsent},
@@ -107,9 +147,16 @@ func TestSingletonRestarts(t *testing.T) {
 				switch st.op {
 				case "start":
 					err = r.started(now)
-				case "stop", "stopAsked":
+				case "stop", "stopAsked", "refused", "failed":
 					var plan restartPlan
-					plan, err = r.stopped(now, st.op == "stop")
+					switch st.op {
+					case "refused":
+						plan, err = r.notStarted(now, fmt.Errorf("spawn: %w", staleness.ErrStale))
+					case "failed":
+						plan, err = r.notStarted(now, errors.New("spawn: name exists"))
+					default:
+						plan, err = r.stopped(now, st.op == "stop")
+					}
 					assert.Equal(t, st.wantRestart, plan.restart, "step %d: restart", i)
 					assert.Equal(t, st.wantDelay, plan.delay, "step %d: delay", i)
 					assert.Equal(t, st.wantAttempt, plan.attempt, "step %d: attempt", i)
@@ -153,8 +200,9 @@ func TestSingletonRestartSettings(t *testing.T) {
 	noJitter := Settings{SingletonRestartRandomFactor: -1}.withDefaults()
 	assert.Equal(t, 0.0, noJitter.SingletonRestartRandomFactor)
 
-	_, ok = Settings{SingletonRestartMinBackoff: -time.Nanosecond}.withDefaults().singletonRestartBackoff()
+	series, ok = Settings{SingletonRestartMinBackoff: -time.Nanosecond}.withDefaults().singletonRestartBackoff()
 	assert.False(t, ok, "a negative minimum keeps Akka's behaviour")
+	assert.Equal(t, time.Second, series.Min, "a refused start waits the default minimum")
 }
 
 func TestDecideRestartDue(t *testing.T) {
