@@ -147,15 +147,18 @@ func TestRouterAcrossProcesses(t *testing.T) {
 	}
 
 	// Every message of b's and c's senders arrives once; a's, sent while
-	// it left, may be lost (it stops), but none twice.
+	// it left, may be lost (it stops), but none twice. Order is shown, not
+	// judged: each request is a sender of its own, so a goroutine's
+	// messages are not one sender's.
 	dir := t.TempDir()
 	nodes := []*testkit.Process{a, b, c}
+	names := []string{a.Name(), b.Name(), c.Name()}
 	var reports []crossReport
 	var stay, left loadVerdict
 	deadline := time.Now().Add(time.Minute)
 	for {
 		reports = crossReports(t, dir, nodes)
-		stay, left = judgeCross(reports, false), judgeCross(reports, true)
+		stay, left = judgeCross(reports, names, false), judgeCross(reports, names, true)
 		if stay.lost == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -232,12 +235,12 @@ func crossReports(t *testing.T, dir string, nodes []*testkit.Process) []crossRep
 
 // judgeCross judges the messages of the first node's senders (first) or
 // of the others, against what every node's entities received.
-func judgeCross(reports []crossReport, first bool) loadVerdict {
+func judgeCross(reports []crossReport, names []string, first bool) loadVerdict {
 	r := &received{byEntity: map[string][]int64{}}
-	for _, rep := range reports {
+	for i, rep := range reports {
 		for id, seqs := range rep.Received {
 			for _, s := range seqs {
-				r.add(id, s)
+				r.addAt(id, s, names[i])
 			}
 		}
 	}
