@@ -40,3 +40,29 @@ func SendRouted(system *actor.ActorSystem, typeName, id string, msg any, to stri
 		pending: shardproto.NewPending(&rp.table.shard(shard).pending)})
 	return true
 }
+
+// RouteCounts reports, for the router of typeName's region on system, how
+// many entities take messages directly and how many shards have a home on
+// another node that senders send to directly.
+func RouteCounts(system *actor.ActorSystem, typeName string) (entities, remoteHomes int) {
+	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	if !ok {
+		return 0, 0
+	}
+	rp, ok := p.(*regionProcess)
+	if !ok {
+		return 0, 0
+	}
+	for i := range rp.table.entities.stripes {
+		if m := rp.table.entities.stripes[i].m.Load(); m != nil {
+			entities += len(*m)
+		}
+	}
+	rp.table.shards.Range(func(_, v any) bool {
+		if v.(*shardRoute).remote.Load() != nil {
+			remoteHomes++
+		}
+		return true
+	})
+	return entities, remoteHomes
+}

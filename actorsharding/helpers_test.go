@@ -74,8 +74,14 @@ func newPausableWorld(t *testing.T, timeout time.Duration, opts ...actorsharding
 func newConsulWorld(t *testing.T, opts ...actorsharding.Option) *world {
 	skipUnderRace(t)
 	b := testkit.NewConsulBackend(t)
-	w := &world{t: t, cluster: testkit.NewCluster(t, b), consul: true, backend: b,
-		store: consulstore.NewStateStore(b.Agent.Client(), consulstore.StateKey(typeName))}
+	return newConsulWorldOf(t, testkit.NewCluster(t, b), b, opts)
+}
+
+// newConsulWorldOf is a world of cluster over Consul backend b: several
+// nodes in this process (newConsulWorld), or this child process's one.
+func newConsulWorldOf(t *testing.T, cluster *testkit.Cluster, b *testkit.ConsulBackend, opts []actorsharding.Option) *world {
+	w := &world{t: t, cluster: cluster, consul: true, backend: b,
+		store: consulstore.NewStateStore(b.Client(), consulstore.StateKey(typeName))}
 	return w.init(opts)
 }
 
@@ -389,5 +395,5 @@ func (w *world) waitRegistered(n int) {
 
 // consulRememberStore is a remember-entities store in the world's Consul.
 func (w *world) consulRememberStore() shardactor.RememberEntitiesStore {
-	return consulstore.NewRememberEntitiesStore(w.backend.Agent.Client(), typeName)
+	return consulstore.NewRememberEntitiesStore(w.backend.Client(), typeName)
 }

@@ -9,7 +9,10 @@
 # Remote.Start replaces grpc's global logger, which the race detector flags.
 # So the suite runs twice: everything without -race, then again with -race,
 # where the multi-node tests skip themselves (testkit.RaceEnabled) and the
-# pure and single-node tests run with the race detector.
+# pure and single-node tests run with the race detector, as do the tests
+# whose nodes run in processes of their own (testkit.StartProcess, such as
+# actorsharding's TestRouterAcrossProcesses: the router under load while
+# shards move, watched by each node's race detector).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +31,7 @@ echo "test: using Chromium at $PROTOSHARD_CHROMIUM"
 echo "test: go vet"
 go vet ./...
 
-echo "test: go test -race (multi-node tests skip under -race)"
+echo "test: go test -race (multi-node tests in one process skip under -race)"
 go test -race -count=1 -timeout 20m ./...
 
 echo "test: go test (all tests, Consul included)"

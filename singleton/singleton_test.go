@@ -66,7 +66,7 @@ func memoryLeases(*testing.T, testkit.Backend) *leaseKit {
 // lease when its session is destroyed from outside (Consul's lock delay then
 // keeps the lock from everybody, the holder too, for a few seconds).
 func consulLeases(t *testing.T, b testkit.Backend) *leaseKit {
-	client := b.(*testkit.ConsulBackend).Agent.Client()
+	client := b.(*testkit.ConsulBackend).Client()
 	p, err := leaseconsul.NewProvider(leaseconsul.Config{
 		Client:          client,
 		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},

@@ -35,6 +35,10 @@ type Cluster struct {
 	t       testing.TB
 	backend Backend
 
+	// sole names the one node of a child process's cluster (see
+	// ChildProcess.Cluster); empty: any number of nodes.
+	sole string
+
 	mu    sync.Mutex
 	nodes []*Node
 }
@@ -48,10 +52,15 @@ func NewCluster(t testing.TB, backend Backend) *Cluster {
 	if RaceEnabled {
 		t.Skip("multi-node test skipped under -race: each proto.actor Remote.Start replaces grpc's global logger")
 	}
+	return newCluster(t, backend, "")
+}
+
+// newCluster is NewCluster without the skip; sole: see Cluster.sole.
+func newCluster(t testing.TB, backend Backend, sole string) *Cluster {
 	if backend == nil {
 		backend = NewLocalBackend()
 	}
-	c := &Cluster{t: t, backend: backend}
+	c := &Cluster{t: t, backend: backend, sole: sole}
 	t.Cleanup(func() {
 		for _, n := range c.Nodes() {
 			n.halt()
@@ -130,7 +139,14 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 	c.t.Helper()
 	c.mu.Lock()
 	cfg := nodeConfig{name: fmt.Sprintf("node-%d", len(c.nodes)+1)}
+	started := len(c.nodes)
 	c.mu.Unlock()
+	if c.sole != "" {
+		if started > 0 {
+			c.t.Fatalf("testkit: %s: a child process runs one node: a second remote would race on grpc's global logger", c.sole)
+		}
+		cfg.name = c.sole
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -327,7 +343,9 @@ func (n *Node) Leave(ctx context.Context) error {
 // every actor is stopped (a dead process runs nothing, so its activations
 // must end before the others can notice the crash). Then the backend makes
 // the others notice (LocalBackend: the member is removed; Consul: the TTL
-// check expires). A second call does nothing.
+// check expires). A second call does nothing. The node of a child process
+// (ChildProcess.Cluster) is not silenced first, so its stopping actors
+// still say goodbye: to crash it, kill the process.
 func (n *Node) Crash() {
 	if !n.stopped.CompareAndSwap(false, true) {
 		return
@@ -346,7 +364,12 @@ func (n *Node) halt() {
 }
 
 func (n *Node) kill() {
-	silence(n.Remote)
+	// silence writes a flag that the remote's senders read without
+	// synchronisation, which the race detector of a child process would
+	// report; there, a crash is better played by killing the process.
+	if n.cluster.sole == "" {
+		silence(n.Remote)
+	}
 	n.Remote.Shutdown(false)
 	n.Membership.Close()
 	stopAllActors(n.System)

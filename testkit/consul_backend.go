@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
@@ -19,11 +21,22 @@ const defaultConsulTTL = 3 * time.Second
 // registers as a service with a TTL check. A crash needs no help: the
 // crashed node stops refreshing its check, which turns critical after TTL.
 type ConsulBackend struct {
-	// Agent is the Consul agent the nodes register with.
+	// Agent is the Consul agent the nodes register with. It is nil in a
+	// child process (ChildProcess.ConsulBackend): the parent owns it.
 	Agent *consulagent.Agent
 	// TTL is the nodes' health check TTL: how long a crash takes to be
 	// seen. Tests waiting for a crash's removal should allow a few TTLs.
 	TTL time.Duration
+
+	client *api.Client // a child process's client of its parent's agent
+}
+
+// Client returns an API client for the backend's agent.
+func (b *ConsulBackend) Client() *api.Client {
+	if b.client != nil {
+		return b.client
+	}
+	return b.Agent.Client()
 }
 
 // NewConsulBackend starts a Consul dev agent for the test (skipping it when
@@ -37,7 +50,7 @@ func NewConsulBackend(t testing.TB) *ConsulBackend {
 // NewProvider returns a consul provider of the agent.
 func (b *ConsulBackend) NewProvider() (membership.Provider, error) {
 	p, err := consul.New(consul.Config{
-		Client: b.Agent.Client(),
+		Client: b.Client(),
 		TTL:    b.TTL,
 		Logger: testSlog("consul"),
 	})

@@ -8,4 +8,8 @@
 // race detector: every Remote.Start replaces grpc's global logger while the
 // other remotes' grpc goroutines read it. NewCluster therefore skips the
 // test when built with -race; the Ledger and other pure helpers work there.
+// A test that must run under -race with several nodes runs each node in a
+// process of its own: StartProcess runs the test binary again as a child,
+// whose ChildProcess.Cluster holds its one node, and fails the test when a
+// child's race detector reports a race.
 package testkit

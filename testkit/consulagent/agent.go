@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/internal/childproc"
 )
 
 // Version is the Consul version scripts/install-consul.sh installs.
@@ -112,7 +114,7 @@ type Agent struct {
 	ports   ports
 
 	mu     sync.Mutex
-	proc   *process // nil while stopped
+	proc   *childproc.Process // nil while stopped
 	starts int
 	client *api.Client
 }
@@ -209,7 +211,7 @@ func (a *Agent) LogPath() string { return a.logPath }
 func (a *Agent) Running() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.proc != nil && !a.proc.exited()
+	return a.proc != nil && !a.proc.Exited()
 }
 
 // Stop stops the agent (SIGTERM, then SIGKILL after a grace period) and waits
@@ -220,7 +222,7 @@ func (a *Agent) Stop() {
 	if a.proc == nil {
 		return
 	}
-	a.proc.stop(stopTimeout)
+	a.proc.Stop(stopTimeout)
 	a.proc = nil
 }
 
@@ -231,7 +233,7 @@ func (a *Agent) Kill() {
 	if a.proc == nil {
 		return
 	}
-	a.proc.stop(0)
+	a.proc.Stop(0)
 	a.proc = nil
 }
 
@@ -294,7 +296,7 @@ func (a *Agent) args() []string {
 func (a *Agent) start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.proc != nil && !a.proc.exited() {
+	if a.proc != nil && !a.proc.Exited() {
 		return errors.New("agent already running")
 	}
 	a.starts++
@@ -308,7 +310,7 @@ func (a *Agent) start() error {
 	cmd.Stderr = logf
 	// No update check against checkpoint.hashicorp.com from a test.
 	cmd.Env = append(os.Environ(), "CHECKPOINT_DISABLE=1")
-	proc, err := startProcess(cmd)
+	proc, err := childproc.Start(cmd)
 	// The child has its own copy of the descriptor.
 	_ = logf.Close()
 	if err != nil {
@@ -316,7 +318,7 @@ func (a *Agent) start() error {
 	}
 	a.proc = proc
 	if err := a.waitReady(proc); err != nil {
-		proc.stop(0)
+		proc.Stop(0)
 		a.proc = nil
 		return err
 	}
@@ -326,12 +328,12 @@ func (a *Agent) start() error {
 // waitReady waits until the agent is leader and has registered its own node
 // in the catalog: before that, service registrations are accepted by the
 // agent but not yet visible in the catalog.
-func (a *Agent) waitReady(proc *process) error {
+func (a *Agent) waitReady(proc *childproc.Process) error {
 	deadline := time.Now().Add(startTimeout)
 	var lastErr error
 	for time.Now().Before(deadline) {
-		if proc.exited() {
-			return fmt.Errorf("%w: %v", errExitedDuringStart, proc.waitErr())
+		if proc.Exited() {
+			return fmt.Errorf("%w: %v", errExitedDuringStart, proc.Err())
 		}
 		leader, err := a.client.Status().Leader()
 		switch {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package consulagent
+package childproc
 
 import (
 	"os"

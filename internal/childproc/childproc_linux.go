@@ -1,17 +1,17 @@
-package consulagent
+package childproc
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// lockThread: see startProcess; Pdeathsig is per thread.
+// lockThread: see Start; Pdeathsig is per thread.
 const lockThread = true
 
 func setProcAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Own process group: the whole group is signalled, whatever Consul
-		// may have spawned.
+		// Own process group: the whole group is signalled, whatever the
+		// child may have spawned.
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,
 	}
