@@ -11,7 +11,8 @@
 //     short TTL, 3s by default, and RejoinAfterRemoval, so a fenced node
 //     comes back as a new member), a region of one entity type whose
 //     coordinator keeps its state in Consul KV, and a cluster singleton
-//     that records a tick of work every 250ms;
+//     that records a tick of work every 250ms and stops itself after 5 to
+//     20s, so that its manager starts it again after the restart back-off;
 //   - the load generator is a member without that role, with a proxy
 //     region (StartProxy): its senders send numbered messages (sender,
 //     entity, a sequence number per sender and entity; every other one in

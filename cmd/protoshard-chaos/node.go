@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -40,6 +41,9 @@ const (
 	// singletonTick is how often the singleton does its work (a ledger
 	// record): a frozen singleton that wakes up and works shows it.
 	singletonTick = 250 * time.Millisecond
+	// singletonLifeTicks is the shortest life of one singleton incarnation,
+	// in ticks (see singletonActor).
+	singletonLifeTicks = 20
 	// leaveTimeout bounds a node's graceful leave.
 	leaveTimeout = 60 * time.Second
 )
@@ -254,21 +258,29 @@ func answerProbe(ctx actor.Context, l *ledger, node, id, inc string, msg *testpb
 }
 
 // singletonActor records its lifecycle and a tick of work every
-// singletonTick.
+// singletonTick. After a random number of ticks (5 to 20 s of work) it
+// stops itself, so that its manager starts it again after the restart
+// back-off: a start that a pause or a cut can catch on the way, as a
+// hand-over can.
 type singletonActor struct {
 	node   string
 	ledger *ledger
 	inc    string
+	ticks  int // left before it stops itself
 }
 
 func (s *singletonActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		s.inc = newIncarnation(s.node, ctx.Self())
+		s.ticks = singletonLifeTicks + rand.IntN(3*singletonLifeTicks)
 		s.ledger.write(Record{Ev: evSStart, Inc: s.inc})
 		ctx.SetReceiveTimeout(singletonTick)
 	case *actor.ReceiveTimeout:
 		s.ledger.write(Record{Ev: evSTick, Inc: s.inc})
+		if s.ticks--; s.ticks <= 0 {
+			ctx.Stop(ctx.Self())
+		}
 	case *actor.Stopped:
 		s.ledger.write(Record{Ev: evSStop, Inc: s.inc})
 	}
