@@ -56,9 +56,10 @@ type MessageExtractor interface {
 type IdentifiedExtractor interface {
 	MessageExtractor
 	// ExtractorIdentity returns the name of the extractor's mapping from
-	// entity IDs to shards (at most 256 bytes; "" means the Go type name),
-	// which must change whenever the mapping does (give it a version),
-	// and its number of shards (0 if it has no fixed number).
+	// entity IDs to shards, which must change whenever the mapping does
+	// (give it a version; at most messages.MaxExtractorNameLength bytes,
+	// "" means the Go type name), and its number of shards (0 if it has
+	// no fixed number).
 	ExtractorIdentity() (name string, numberOfShards int)
 }
 
@@ -81,8 +82,8 @@ func identityOf(e MessageExtractor) (coordinatoractor.ExtractorIdentity, error) 
 		name = fmt.Sprintf("%T", e)
 	}
 	switch {
-	case len(name) > coordinatoractor.MaxExtractorNameLength:
-		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, coordinatoractor.MaxExtractorNameLength)
+	case len(name) > messages.MaxExtractorNameLength:
+		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, messages.MaxExtractorNameLength)
 	case n < 0 || n > math.MaxInt32:
 		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor %q says it has %d shards", name, n)
 	}

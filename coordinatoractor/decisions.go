@@ -63,17 +63,13 @@ func checkRegistration(what string, region *actor.PID, memberID string, shards [
 	return nil
 }
 
-// MaxExtractorNameLength is the longest extractor name a Register may
-// carry, in bytes: the name is kept in the state, once per region.
-const MaxExtractorNameLength = 256
-
 // extractorIdentity validates the extractor a Register or RegisterProxy of
 // region names.
 func extractorIdentity(what string, region *actor.PID, name string, numberOfShards uint32) (ExtractorIdentity, error) {
 	switch {
-	case len(name) > MaxExtractorNameLength:
+	case len(name) > messages.MaxExtractorNameLength:
 		return ExtractorIdentity{}, invalid("%s of %s names an extractor of %d bytes, longer than the limit of %d",
-			what, RegionKey(region), len(name), MaxExtractorNameLength)
+			what, RegionKey(region), len(name), messages.MaxExtractorNameLength)
 	case numberOfShards > math.MaxInt32:
 		return ExtractorIdentity{}, invalid("%s of %s names an extractor with %d shards", what, RegionKey(region), numberOfShards)
 	case name == "":

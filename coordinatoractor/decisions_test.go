@@ -248,8 +248,8 @@ func TestExtractorIdentityOfARegistration(t *testing.T) {
 		{"a user extractor without a number", "main.orders", 0, ExtractorIdentity{Name: "main.orders"}, false},
 		{"an older version says nothing", "", 0, ExtractorIdentity{}, false},
 		{"a number without a name is unknown", "", 100, ExtractorIdentity{}, false},
-		{"a name at the limit", strings.Repeat("x", MaxExtractorNameLength), 1, ExtractorIdentity{Name: strings.Repeat("x", MaxExtractorNameLength), NumberOfShards: 1}, false},
-		{"a name past the limit", strings.Repeat("x", MaxExtractorNameLength+1), 1, ExtractorIdentity{}, true},
+		{"a name at the limit", strings.Repeat("x", messages.MaxExtractorNameLength), 1, ExtractorIdentity{Name: strings.Repeat("x", messages.MaxExtractorNameLength), NumberOfShards: 1}, false},
+		{"a name past the limit", strings.Repeat("x", messages.MaxExtractorNameLength+1), 1, ExtractorIdentity{}, true},
 		{"a number past int32", "hash-code", 1 << 31, ExtractorIdentity{}, true},
 	}
 	for _, tc := range cases {

@@ -203,7 +203,7 @@ func stateFromMessage(msg *messages.CoordinatorState) (State, error) {
 			PID:       copyPID(rec.GetRef()),
 			MemberID:  rec.GetMemberId(),
 			Shards:    slices.Clone(rec.GetShards()),
-			Extractor: recordExtractor(rec),
+			Extractor: extractorOfRecord(rec),
 		}
 	}
 	for i, rec := range msg.GetRegionProxies() {
@@ -233,9 +233,9 @@ func stateFromMessage(msg *messages.CoordinatorState) (State, error) {
 	return s, nil
 }
 
-// recordExtractor is the extractor of a region record: unknown when the
+// extractorOfRecord is the extractor of a region record: unknown when the
 // record names none (a state written by an older version).
-func recordExtractor(rec *messages.RegionRecord) ExtractorIdentity {
+func extractorOfRecord(rec *messages.RegionRecord) ExtractorIdentity {
 	if rec.GetExtractor() == "" {
 		return ExtractorIdentity{}
 	}
