@@ -650,7 +650,7 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 	}
 	if !c.state.IsRegion(region) {
 		if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
-			c.refuseRegistration(ctx, region, why)
+			c.refuseIncompatible(ctx, region, why)
 			return
 		}
 		registered := func(ctx actor.Context) {
@@ -703,13 +703,13 @@ func (c *coordinator) recordExtractor(ctx actor.Context, region *actor.PID, memb
 	return !errors.Is(err, errStopped)
 }
 
-// refuseRegistration answers the Register or RegisterProxy of region, whose
+// refuseIncompatible answers the Register or RegisterProxy of region, whose
 // extractor differs from the registered regions', with RegisterRefused: it
 // hosts nothing, and registers again at its retry interval, accepted once
 // the regions it disagrees with are gone. Only a region that named its
 // extractor is refused (see extractorDisagreement), so one that knows the
 // answer.
-func (c *coordinator) refuseRegistration(ctx actor.Context, region *actor.PID, why string) {
+func (c *coordinator) refuseIncompatible(ctx actor.Context, region *actor.PID, why string) {
 	if d := c.refusals.Allow("", time.Now()); d.Log {
 		ctx.Logger().Error("shard coordinator: refused the registration of a region whose message extractor differs from the registered regions'",
 			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("reason", why),
@@ -772,7 +772,7 @@ func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterP
 		// A proxy with another extractor would ask for shards that are
 		// not the regions'; the regions would drop what it sends them.
 		if why := extractorDisagreement(*c.state, RegionKey(proxy), extractor); why != "" {
-			c.refuseRegistration(ctx, proxy, why)
+			c.refuseIncompatible(ctx, proxy, why)
 			return
 		}
 		watch := func(ctx actor.Context) { ctx.Watch(proxy) }
