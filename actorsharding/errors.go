@@ -19,6 +19,10 @@ var (
 	ErrMemberRemoved = deadletter.ErrMemberRemoved
 	// ErrNotSerializable: the message cannot cross to another node.
 	ErrNotSerializable = deadletter.ErrNotSerializable
+	// ErrIncompatibleExtractor: the coordinator refused this node's region
+	// because its extractor (number of shards, or extractor identity, see
+	// IdentifiedExtractor) differs from the registered regions'.
+	ErrIncompatibleExtractor = deadletter.ErrIncompatibleExtractor
 )
 
 // DeadLetter is the event protoshard publishes on the actor system's

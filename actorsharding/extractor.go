@@ -3,11 +3,13 @@ package actorsharding
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +39,55 @@ type MessageExtractor interface {
 	ShardID(entityID string) string
 	// UnwrapMessage returns what the entity receives.
 	UnwrapMessage(message any) (any, error)
+}
+
+// IdentifiedExtractor is a MessageExtractor that names how it maps entity
+// IDs to shards. Every region sends its extractor's identity when it
+// registers, and the coordinator refuses a region whose identity differs
+// from the registered regions' (ErrIncompatibleExtractor): during a
+// rolling deploy that changes the mapping, old and new nodes would put
+// the same entity in two shards, each hosted somewhere, and run it twice.
+//
+// Without this interface the identity is the extractor's Go type name
+// (renaming the type counts as a change), with no number of shards;
+// HashCodeMessageExtractor's is "hash-code" and its NumberOfShards. A type
+// that embeds HashCodeMessageExtractor has an identity of its own (its
+// type name), since it may map IDs otherwise.
+type IdentifiedExtractor interface {
+	MessageExtractor
+	// ExtractorIdentity returns the name of the extractor's mapping from
+	// entity IDs to shards, which must change whenever the mapping does
+	// (give it a version; at most messages.MaxExtractorNameLength bytes,
+	// "" means the Go type name), and its number of shards (0 if it has
+	// no fixed number).
+	ExtractorIdentity() (name string, numberOfShards int)
+}
+
+// identityOf is the identity a region registers with (see
+// IdentifiedExtractor).
+func identityOf(e MessageExtractor) (coordinatoractor.ExtractorIdentity, error) {
+	var name string
+	var n int
+	switch x := e.(type) {
+	case IdentifiedExtractor:
+		name, n = x.ExtractorIdentity()
+	case HashCodeMessageExtractor:
+		name, n = "hash-code", x.numberOfShards()
+	case *HashCodeMessageExtractor:
+		if x != nil {
+			name, n = "hash-code", x.numberOfShards()
+		}
+	}
+	if name == "" {
+		name = fmt.Sprintf("%T", e)
+	}
+	switch {
+	case len(name) > messages.MaxExtractorNameLength:
+		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, messages.MaxExtractorNameLength)
+	case n < 0 || n > math.MaxInt32:
+		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor %q says it has %d shards", name, n)
+	}
+	return coordinatoractor.ExtractorIdentity{Name: name, NumberOfShards: n}, nil
 }
 
 // EntityIDMessage is a message that names its entity: every protobuf
@@ -91,15 +142,20 @@ func (e HashCodeMessageExtractor) EntityID(message any) (string, error) {
 
 // ShardID implements MessageExtractor.
 func (e HashCodeMessageExtractor) ShardID(entityID string) string {
-	n := e.NumberOfShards
-	if n < 1 {
-		n = DefaultNumberOfShards
-	}
 	h := int64(JavaStringHashCode(entityID))
 	if h < 0 {
 		h = -h
 	}
-	return strconv.FormatInt(h%int64(n), 10)
+	return strconv.FormatInt(h%int64(e.numberOfShards()), 10)
+}
+
+// numberOfShards is the number of shards it maps to: NumberOfShards, or
+// DefaultNumberOfShards for a value below 1.
+func (e HashCodeMessageExtractor) numberOfShards() int {
+	if e.NumberOfShards < 1 {
+		return DefaultNumberOfShards
+	}
+	return e.NumberOfShards
 }
 
 // UnwrapMessage implements MessageExtractor: a ShardingEnvelope's payload

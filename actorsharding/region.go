@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
+	"github.com/protoshard/protoshard/internal/throttle"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -56,6 +57,11 @@ type region struct {
 	// maxEpoch is the highest coordinator epoch this region has obeyed.
 	maxEpoch uint64
 	members  map[string]membership.Member // live members by address
+	// identity is the extractor's, sent with Register (see
+	// IdentifiedExtractor).
+	identity coordinatoractor.ExtractorIdentity
+	// refusals rate-limits the log of refused registrations.
+	refusals *throttle.Limiter
 
 	table   shardTable
 	buffers shardBuffers
@@ -179,6 +185,8 @@ func (r *region) active(ctx actor.Context) {
 		r.onRestartShard(ctx, msg.shard)
 	case *messages.RegisterAck:
 		r.onRegisterAck(ctx, msg)
+	case *messages.RegisterRefused:
+		r.onRegisterRefused(ctx, msg)
 	case *messages.ShardHome:
 		if r.obeys(ctx, msg, msg.GetEpoch()) {
 			r.receiveShardHome(ctx, msg, msg.GetShard(), msg.GetRef())
@@ -276,14 +284,53 @@ func (r *region) register(ctx actor.Context) {
 	if self.ID == "" || r.removed {
 		return // not joined yet, or removed: retried once (re-)joined
 	}
+	ctx.Request(r.coordinatorProxy, r.registration(ctx, self.ID))
+}
+
+// registration is the Register (RegisterProxy for a proxy) of this region
+// on member memberID.
+func (r *region) registration(ctx actor.Context, memberID string) proto.Message {
+	name, shards := r.identity.Name, uint32(r.identity.NumberOfShards)
 	if r.proxyOnly() {
-		ctx.Request(r.coordinatorProxy, &messages.RegisterProxy{ShardRegionProxy: ctx.Self(), MemberId: self.ID})
-	} else {
-		// The shards it hosts: a coordinator that lost its state adopts
-		// them rather than start them a second time elsewhere.
-		ctx.Request(r.coordinatorProxy, &messages.Register{ShardRegion: ctx.Self(), MemberId: self.ID, Shards: r.table.hosted()})
+		return &messages.RegisterProxy{ShardRegionProxy: ctx.Self(), MemberId: memberID, Extractor: name, NumberOfShards: shards}
+	}
+	// The shards it hosts: a coordinator that lost its state adopts them
+	// rather than start them a second time elsewhere.
+	return &messages.Register{ShardRegion: ctx.Self(), MemberId: memberID, Shards: r.table.hosted(), Extractor: name, NumberOfShards: shards}
+}
+
+// onRegisterRefused: the coordinator refused this region, whose extractor
+// differs from the registered regions'. It stays unregistered, so it hosts
+// nothing (it obeys no coordinator) and its messages wait in its buffer;
+// it registers again at its retry interval, since the regions it disagrees
+// with may leave. Each refusal is a dead-letter event of its Register
+// (ErrIncompatibleExtractor, counted by the dropped-messages metric); the
+// log is rate-limited.
+func (r *region) onRegisterRefused(ctx actor.Context, msg *messages.RegisterRefused) {
+	if r.coordinator != nil || r.removed {
+		ctx.Logger().Debug("shard region: a refusal of an earlier registration; ignored", slog.String("type", r.typeName),
+			slog.Any("coordinator", msg.GetCoordinator()), slog.Bool("registered", r.coordinator != nil))
+		return
+	}
+	// No sender: proto.actor would answer the event with a
+	// DeadLetterResponse to it.
+	deadletter.PublishError(ctx.ActorSystem(), msg.GetCoordinator(), r.registration(ctx, r.cluster.Self().ID), nil,
+		fmt.Errorf("shard region %s: the coordinator at %s refused the registration, %s: %w",
+			r.typeName, msg.GetCoordinator().GetAddress(), msg.GetReason(), deadletter.ErrIncompatibleExtractor))
+	if r.refusals == nil {
+		r.refusals = throttle.New(refusalLogInterval)
+	}
+	if d := r.refusals.Allow("", time.Now()); d.Log {
+		ctx.Logger().Error("shard region: the coordinator refused the registration: this node's message extractor differs from the registered regions'; "+
+			"it hosts no shards and registers again", slog.String("type", r.typeName), slog.String("extractor", r.identity.String()),
+			slog.String("reason", msg.GetReason()), slog.Any("coordinator", msg.GetCoordinator()),
+			slog.Duration("retry-interval", r.settings.RetryInterval), slog.Int("refusals-not-logged", d.Suppressed))
 	}
 }
+
+// refusalLogInterval is how long the refusals after a logged one are only
+// counted.
+const refusalLogInterval = time.Minute
 
 func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 	c := msg.GetCoordinator()

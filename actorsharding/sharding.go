@@ -191,6 +191,10 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	if extractor == nil {
 		extractor = NewHashCodeMessageExtractor(DefaultNumberOfShards)
 	}
+	identity, err := identityOf(extractor)
+	if err != nil {
+		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, err)
+	}
 	requestedProps := entityProps
 	settings := DefaultSettings()
 	for _, o := range opts {
@@ -246,6 +250,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			typeName:         typeName,
 			entityProps:      entityProps,
 			extractor:        extractor,
+			identity:         identity,
 			settings:         settings,
 			cluster:          s.cluster,
 			coordinatorProxy: proxy,

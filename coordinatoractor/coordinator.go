@@ -14,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/throttle"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
@@ -133,7 +134,14 @@ type coordinator struct {
 	// pendingRemovals: members removed without a graceful leave whose
 	// regions wait out the down-removal margin.
 	pendingRemovals map[string]bool
+	// refusals rate-limits the log of refused registrations: a refused
+	// region registers again at every retry interval.
+	refusals *throttle.Limiter
 }
+
+// refusalLogInterval is how long the refused registrations after a logged
+// one are only counted.
+const refusalLogInterval = time.Minute
 
 // Internal messages.
 type (
@@ -191,6 +199,7 @@ func (c *coordinator) start(ctx actor.Context) {
 	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
 	c.registered = map[string]bool{}
 	c.pendingRemovals = map[string]bool{}
+	c.refusals = throttle.New(refusalLogInterval)
 	c.state = &c.writes.state
 	c.stash = newStash(c.settings.StashCapacity)
 	c.cluster.Subscribe(ctx.Self())
@@ -628,6 +637,11 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
+	extractor, err := extractorIdentity("Register", region, msg.GetExtractor(), msg.GetNumberOfShards())
+	if err != nil {
+		c.reject(ctx, msg, err.Error())
+		return
+	}
 	if old, ok := c.state.Regions[RegionKey(region)]; ok && old.MemberID != member {
 		// Same PID, new incarnation: the old one is gone.
 		if !c.regionTerminated(ctx, old.PID, "re-registered by a new member incarnation") {
@@ -635,14 +649,24 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 		}
 	}
 	if !c.state.IsRegion(region) {
+		if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
+			c.refuseIncompatible(ctx, region, why)
+			return
+		}
 		registered := func(ctx actor.Context) {
 			ctx.Watch(region)
-			ctx.Logger().Info("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)))
+			ctx.Logger().Info("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)),
+				slog.String("extractor", extractor.String()))
 		}
-		if err := c.update(ctx, update{event: ShardRegionRegistered{Region: region, MemberID: member}, then: registered}); err != nil {
+		event := ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}
+		if err := c.update(ctx, update{event: event, then: registered}); err != nil {
 			if errors.Is(err, errEventRejected) {
 				c.reject(ctx, msg, err.Error())
 			}
+			return
+		}
+	} else if !c.state.Regions[RegionKey(region)].Extractor.Known() && extractor.Known() {
+		if !c.recordExtractor(ctx, region, member, extractor) {
 			return
 		}
 	}
@@ -660,6 +684,38 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 		ctx.Request(region, c.shardHomes())
 	}, c.registrationRefused(msg, member, sender))
 	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// recordExtractor records the extractor of a region that registered
+// without one with a coordinator of an older version, so that the regions
+// that register later are checked against it (a coordinator that takes
+// over reads it from the state). It returns false when the coordinator is
+// stopping.
+func (c *coordinator) recordExtractor(ctx actor.Context, region *actor.PID, member string, extractor ExtractorIdentity) bool {
+	if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
+		// Registered already and maybe hosting shards: refusing it now
+		// would not stop its entities. Recorded, the disagreement makes
+		// every region that registers later disagree with one of them.
+		ctx.Logger().Error("shard coordinator: a region registered with an earlier coordinator has another extractor than the other regions",
+			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("reason", why))
+	}
+	err := c.update(ctx, update{event: ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}})
+	return !errors.Is(err, errStopped)
+}
+
+// refuseIncompatible answers the Register or RegisterProxy of region, whose
+// extractor differs from the registered regions', with RegisterRefused: it
+// hosts nothing, and registers again at its retry interval, accepted once
+// the regions it disagrees with are gone. Only a region that named its
+// extractor is refused (see extractorDisagreement), so one that knows the
+// answer.
+func (c *coordinator) refuseIncompatible(ctx actor.Context, region *actor.PID, why string) {
+	if d := c.refusals.Allow("", time.Now()); d.Log {
+		ctx.Logger().Error("shard coordinator: refused the registration of a region whose message extractor differs from the registered regions'",
+			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("reason", why),
+			slog.Int("refusals-not-logged", d.Suppressed))
+	}
+	ctx.Send(region, &messages.RegisterRefused{Coordinator: ctx.Self(), Reason: why})
 }
 
 // registrationRefused drops a Register or RegisterProxy whose registration
@@ -704,10 +760,21 @@ func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterP
 		c.reject(ctx, msg, err.Error())
 		return
 	}
+	extractor, err := extractorIdentity("RegisterProxy", proxy, msg.GetExtractor(), msg.GetNumberOfShards())
+	if err != nil {
+		c.reject(ctx, msg, err.Error())
+		return
+	}
 	if old, ok := c.state.Proxies[RegionKey(proxy)]; ok && old.MemberID != member {
 		c.proxyTerminated(ctx, old.PID)
 	}
 	if !c.state.IsProxy(proxy) {
+		// A proxy with another extractor would ask for shards that are
+		// not the regions'; the regions would drop what it sends them.
+		if why := extractorDisagreement(*c.state, RegionKey(proxy), extractor); why != "" {
+			c.refuseIncompatible(ctx, proxy, why)
+			return
+		}
 		watch := func(ctx actor.Context) { ctx.Watch(proxy) }
 		if err := c.update(ctx, update{event: ShardRegionProxyRegistered{Proxy: proxy, MemberID: member}, then: watch}); err != nil {
 			if errors.Is(err, errEventRejected) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,13 +61,14 @@ func (s *ctCountingStore) hold() (release func()) {
 }
 
 // ctProbe plays a region: it counts the ShardHome and HostShard it is
-// sent, per shard, answers HostShard with ShardStarted, and reports its
-// counts when asked (ctCounts).
+// sent, per shard, answers HostShard with ShardStarted, keeps the reasons
+// of its RegisterRefused, and reports its counts when asked (ctCounts).
 type ctProbe struct {
 	mu        sync.Mutex
 	acks      int
 	homes     map[string]int
 	hostShard map[string]int
+	refused   []string
 }
 
 type ctCounts struct{}
@@ -82,6 +84,8 @@ func (p *ctProbe) props() *actor.Props {
 		switch m := ctx.Message().(type) {
 		case *messages.RegisterAck:
 			p.acks++
+		case *messages.RegisterRefused:
+			p.refused = append(p.refused, m.GetReason())
 		case *messages.ShardHome:
 			p.homes[m.GetShard()]++
 		case *messages.HostShard:
@@ -104,6 +108,13 @@ func (p *ctProbe) counts(t *testing.T, system *actor.ActorSystem, pid *actor.PID
 	}
 	c := res.([3]int)
 	return c[0], c[1], c[2]
+}
+
+// answers reports the probe's RegisterAcks and RegisterRefused reasons.
+func (p *ctProbe) answers() (acks int, refused []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acks, slices.Clone(p.refused)
 }
 
 // repeats reports the shards told more than once, in homes or hostShard.
@@ -135,6 +146,37 @@ func ctWaitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// ctMember is the one member of the coordinator actor tests, joined once
+// for the whole package and never shut down: proto.actor remotes race on
+// grpc's global logger, so the tests share one instead of starting
+// several.
+func ctMember(t *testing.T) (*actor.ActorSystem, *membership.Cluster) {
+	t.Helper()
+	ctOnce.Do(func() {
+		system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.DiscardHandler)
+		}))
+		remote.NewRemote(system, remote.Configure("127.0.0.1", 0)).Start()
+		cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if ctErr = cluster.Join(ctx); ctErr == nil {
+			ctSystem, ctCluster = system, cluster
+		}
+	})
+	if ctErr != nil {
+		t.Fatalf("joining the test member: %v", ctErr)
+	}
+	return ctSystem, ctCluster
+}
+
+var (
+	ctOnce    sync.Once
+	ctSystem  *actor.ActorSystem
+	ctCluster *membership.Cluster
+	ctErr     error
+)
+
 func ctState(t *testing.T, system *actor.ActorSystem, coordinator *actor.PID) *CurrentCoordinatorState {
 	t.Helper()
 	res, err := system.Root.RequestFuture(coordinator, &GetCoordinatorState{}, 10*time.Second).Result()
@@ -148,25 +190,9 @@ func ctState(t *testing.T, system *actor.ActorSystem, coordinator *actor.PID) *C
 // thousand shards to allocate take a few writes, not a thousand, and every
 // requester is answered, once, after the write that allocated its shard.
 // While it waits for its state it stashes a repeated request once, up to
-// its StashCapacity. (One remote for all cases: several in one process
-// race under -race.)
+// its StashCapacity.
 func TestCoordinatorWritesAndStash(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
-	r.Start()
-	defer func() {
-		r.Shutdown(true)
-		system.Shutdown()
-	}()
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
-	jctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cluster.Join(jctx); err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	system, cluster := ctMember(t)
 	self := cluster.Self()
 	const shards = 1000
 	// At most this many writes for the thousand shards; one per shard

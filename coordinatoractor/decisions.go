@@ -3,7 +3,10 @@ package coordinatoractor
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -58,6 +61,57 @@ func checkRegistration(what string, region *actor.PID, memberID string, shards [
 		return invalid("%s of %s from member %s, which runs at %s", what, RegionKey(region), memberID, m.Address)
 	}
 	return nil
+}
+
+// extractorIdentity validates the extractor a Register or RegisterProxy of
+// region names.
+func extractorIdentity(what string, region *actor.PID, name string, numberOfShards uint32) (ExtractorIdentity, error) {
+	switch {
+	case len(name) > messages.MaxExtractorNameLength:
+		return ExtractorIdentity{}, invalid("%s of %s names an extractor of %d bytes, longer than the limit of %d",
+			what, RegionKey(region), len(name), messages.MaxExtractorNameLength)
+	case numberOfShards > math.MaxInt32:
+		return ExtractorIdentity{}, invalid("%s of %s names an extractor with %d shards", what, RegionKey(region), numberOfShards)
+	case name == "":
+		return ExtractorIdentity{}, nil // an older version: unknown
+	}
+	return ExtractorIdentity{Name: name, NumberOfShards: int(numberOfShards)}, nil
+}
+
+// extractorDisagreement decides whether the region (or proxy) key, whose
+// extractor is id, may register next to the regions of st: its extractor
+// must be compatible with that of every other registered region. Regions
+// of members that are gone count until they are terminated, since their
+// shards are still allocated to them. It returns "" when id may register,
+// else the reason it may not, naming the regions that disagree.
+func extractorDisagreement(st State, key string, id ExtractorIdentity) string {
+	if !id.Known() {
+		return ""
+	}
+	theirs := map[ExtractorIdentity][]string{}
+	for k, r := range st.Regions {
+		if k != key && !id.Compatible(r.Extractor) {
+			theirs[r.Extractor] = append(theirs[r.Extractor], r.PID.GetAddress())
+		}
+	}
+	if len(theirs) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, other := range slices.SortedFunc(maps.Keys(theirs), func(a, b ExtractorIdentity) int { return strings.Compare(a.String(), b.String()) }) {
+		parts = append(parts, fmt.Sprintf("%s at %s", other, listSome(theirs[other], 5)))
+	}
+	return fmt.Sprintf("its extractor is %s, the registered regions have %s (to change the number of shards or the extractor, "+
+		"use a new entity type name or restart every node)", id, strings.Join(parts, "; "))
+}
+
+// listSome lists the first n of items, sorted, and how many more there are.
+func listSome(items []string, n int) string {
+	items = slices.Sorted(slices.Values(items))
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // checkShard validates a shard ID a message names.

@@ -2,6 +2,7 @@ package coordinatoractor
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -146,5 +147,123 @@ func TestUnregisteredMembers(t *testing.T) {
 	}
 	if got := unregisteredMembers(members, "", map[string]bool{"m1": true, "m2": true}); !slices.Equal(got, []string{"m4"}) {
 		t.Fatalf("no role: %v, want m4", got)
+	}
+}
+
+func TestExtractorIdentityCompatible(t *testing.T) {
+	hundred := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	cases := []struct {
+		name string
+		a, b ExtractorIdentity
+		want bool
+	}{
+		{"the same", hundred, hundred, true},
+		{"another number of shards", hundred, ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}, false},
+		{"another extractor, same number", hundred, ExtractorIdentity{Name: "main.orders", NumberOfShards: 100}, false},
+		{"one says its number of shards, the other not", hundred, ExtractorIdentity{Name: "hash-code"}, false},
+		{"another user extractor", ExtractorIdentity{Name: "main.orders"}, ExtractorIdentity{Name: "main.ordersV2"}, false},
+		{"unknown (an older version) agrees with any", ExtractorIdentity{}, hundred, true},
+		{"with any, both ways", hundred, ExtractorIdentity{}, true},
+		{"a number of shards without a name is unknown", ExtractorIdentity{NumberOfShards: 7}, hundred, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.Compatible(tc.b); got != tc.want {
+				t.Fatalf("%v.Compatible(%v) = %v, want %v", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExtractorDisagreement(t *testing.T) {
+	hundred := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	thousand := ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}
+	st := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2", Extractor: hundred},
+		ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"}, // an older version
+	)
+	mixed := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2", Extractor: thousand},
+	)
+	var many []Event
+	for i := 1; i <= 7; i++ {
+		many = append(many, ShardRegionRegistered{Region: stRegion(i), MemberID: fmt.Sprint("m", i), Extractor: hundred})
+	}
+	cases := []struct {
+		name string
+		st   State
+		key  string
+		id   ExtractorIdentity
+		want []string // nil: may register; else what the reason names
+	}{
+		{"the first region", NewState(false), RegionKey(stRegion(9)), thousand, nil},
+		{"agrees", st, RegionKey(stRegion(9)), hundred, nil},
+		{"an older version is never refused", st, RegionKey(stRegion(9)), ExtractorIdentity{}, nil},
+		{"another number of shards", st, RegionKey(stRegion(9)), thousand,
+			[]string{"its extractor is hash-code with 1000 shards", "hash-code with 100 shards at 127.0.0.1:1, 127.0.0.2:1 (", "restart every node"}},
+		{"another extractor", st, RegionKey(stRegion(9)), ExtractorIdentity{Name: "main.orders"}, []string{"its extractor is main.orders,"}},
+		{"only regions of older versions registered", stBuild(t, false, ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"}),
+			RegionKey(stRegion(9)), thousand, nil},
+		{"a region is not compared with itself", stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred}),
+			RegionKey(stRegion(1)), thousand, nil},
+		{"registered regions that disagree already: any is refused", mixed, RegionKey(stRegion(9)), hundred,
+			[]string{"hash-code with 1000 shards at 127.0.0.2:1"}},
+		{"both of them named", mixed, RegionKey(stRegion(9)), ExtractorIdentity{Name: "x"},
+			[]string{"hash-code with 100 shards at 127.0.0.1:1; hash-code with 1000 shards at 127.0.0.2:1"}},
+		{"a long list is cut", stBuild(t, false, many...), RegionKey(stRegion(9)), thousand, []string{"127.0.0.5:1 and 2 more"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := extractorDisagreement(tc.st, tc.key, tc.id)
+			if tc.want == nil {
+				if got != "" {
+					t.Fatalf("refused: %s", got)
+				}
+				return
+			}
+			if got == "" {
+				t.Fatal("not refused")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Fatalf("reason %q does not say %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestExtractorIdentityOfARegistration(t *testing.T) {
+	region := actor.NewPID("127.0.0.1:1", "sharding/T")
+	cases := []struct {
+		name    string
+		extName string
+		shards  uint32
+		want    ExtractorIdentity
+		wantErr bool
+	}{
+		{"hash-code", "hash-code", 100, ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, false},
+		{"a user extractor without a number", "main.orders", 0, ExtractorIdentity{Name: "main.orders"}, false},
+		{"an older version says nothing", "", 0, ExtractorIdentity{}, false},
+		{"a number without a name is unknown", "", 100, ExtractorIdentity{}, false},
+		{"a name at the limit", strings.Repeat("x", messages.MaxExtractorNameLength), 1, ExtractorIdentity{Name: strings.Repeat("x", messages.MaxExtractorNameLength), NumberOfShards: 1}, false},
+		{"a name past the limit", strings.Repeat("x", messages.MaxExtractorNameLength+1), 1, ExtractorIdentity{}, true},
+		{"a number past int32", "hash-code", 1 << 31, ExtractorIdentity{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := extractorIdentity("Register", region, tc.extName, tc.shards)
+			if tc.wantErr {
+				if err == nil || !errors.Is(err, ErrInvalidMessage) {
+					t.Fatalf("extractorIdentity = %v, %v; want an ErrInvalidMessage", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("extractorIdentity = %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -14,11 +14,51 @@ import (
 func RegionKey(pid *actor.PID) string { return pidkey.Of(pid) }
 
 // RegionEntry is a registered region (or proxy): its PID, the member
-// incarnation it runs on and, for a region, its shards in allocation order.
+// incarnation it runs on and, for a region, its shards in allocation order
+// and its extractor.
 type RegionEntry struct {
 	PID      *actor.PID // the region's (or proxy's) PID
 	MemberID string     // the member incarnation it runs on
 	Shards   []string   // the region's shards, in allocation order; nil for a proxy
+	// Extractor is the region's extractor as it registered; unknown for a
+	// proxy, and for a region of an older version.
+	Extractor ExtractorIdentity
+}
+
+// ExtractorIdentity names how a region's message extractor maps entity
+// IDs to shards. Two regions whose identities differ may put the same
+// entity in two shards, each hosted somewhere: two live incarnations. The
+// zero value is unknown: a region of an older version, which does not say.
+type ExtractorIdentity struct {
+	// Name names the mapping: "hash-code" for the default extractor, else
+	// the extractor's own name or its Go type. "" is unknown.
+	Name string
+	// NumberOfShards is the number of shards it spreads entities over; 0
+	// when the extractor does not say.
+	NumberOfShards int
+}
+
+// Known reports whether the region said what its extractor is.
+func (e ExtractorIdentity) Known() bool { return e.Name != "" }
+
+// Compatible reports whether regions with extractors e and o may run side
+// by side: both are the same, or one is unknown (nothing can be told about
+// a region of an older version, and refusing it would make upgrading to
+// this version impossible without a full restart).
+func (e ExtractorIdentity) Compatible(o ExtractorIdentity) bool {
+	return !e.Known() || !o.Known() || e == o
+}
+
+// String describes the extractor, for logs and refusals.
+func (e ExtractorIdentity) String() string {
+	switch {
+	case !e.Known():
+		return "an unknown extractor (an older version)"
+	case e.NumberOfShards > 0:
+		return fmt.Sprintf("%s with %d shards", e.Name, e.NumberOfShards)
+	default:
+		return e.Name
+	}
 }
 
 // State is Akka's ShardCoordinator.Internal.State: which regions and
@@ -108,10 +148,14 @@ type Event interface {
 	domainEvent()
 }
 
-// ShardRegionRegistered: a region registered.
+// ShardRegionRegistered: a region registered. Registered again by the
+// same member incarnation, a region whose extractor the state does not
+// know yet (it registered with a coordinator of an older version) has it
+// recorded.
 type ShardRegionRegistered struct {
-	Region   *actor.PID // the region
-	MemberID string     // the member incarnation it runs on
+	Region    *actor.PID        // the region
+	MemberID  string            // the member incarnation it runs on
+	Extractor ExtractorIdentity // its extractor; the zero value if it did not say
 }
 
 // ShardRegionProxyRegistered: a proxy registered.
@@ -151,7 +195,10 @@ func (ShardHomeDeallocated) domainEvent()       {}
 
 // String names the event and its region, for logs.
 func (e ShardRegionRegistered) String() string {
-	return fmt.Sprintf("ShardRegionRegistered(%s, member %s)", RegionKey(e.Region), e.MemberID)
+	if !e.Extractor.Known() {
+		return fmt.Sprintf("ShardRegionRegistered(%s, member %s)", RegionKey(e.Region), e.MemberID)
+	}
+	return fmt.Sprintf("ShardRegionRegistered(%s, member %s, %s)", RegionKey(e.Region), e.MemberID, e.Extractor)
 }
 
 // String names the event and its proxy, for logs.
@@ -196,11 +243,16 @@ func (s *State) Apply(e Event) error {
 		if key == "" {
 			return fmt.Errorf("%v: nil region", e)
 		}
-		if _, ok := s.Regions[key]; ok {
-			return fmt.Errorf("%v: region already registered", e)
+		if r, ok := s.Regions[key]; ok {
+			if r.MemberID != e.MemberID || r.Extractor.Known() || !e.Extractor.Known() {
+				return fmt.Errorf("%v: region already registered", e)
+			}
+			r.Extractor = e.Extractor
+			s.Regions[key] = r
+			return nil
 		}
 		s.ensureMaps()
-		s.Regions[key] = RegionEntry{PID: e.Region, MemberID: e.MemberID}
+		s.Regions[key] = RegionEntry{PID: e.Region, MemberID: e.MemberID, Extractor: e.Extractor}
 	case ShardRegionProxyRegistered:
 		key := RegionKey(e.Proxy)
 		if key == "" {

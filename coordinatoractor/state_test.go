@@ -241,6 +241,11 @@ func TestStateApplyErrors(t *testing.T) {
 	}{
 		{"region registered twice", withA, ShardRegionRegistered{Region: a, MemberID: "m1"}, "region already registered"},
 		{"region registered twice, other member id", withA, ShardRegionRegistered{Region: actor.NewPID(a.Address, a.Id), MemberID: "m9"}, "region already registered"},
+		{"region registered twice, its extractor said by another member id", withA,
+			ShardRegionRegistered{Region: a, MemberID: "m9", Extractor: ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}}, "region already registered"},
+		{"a region's extractor recorded twice",
+			[]Event{ShardRegionRegistered{Region: a, MemberID: "m1", Extractor: ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}}},
+			ShardRegionRegistered{Region: a, MemberID: "m1", Extractor: ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}}, "region already registered"},
 		{"nil region registered", nil, ShardRegionRegistered{MemberID: "m1"}, "nil region"},
 		{"proxy registered twice", []Event{ShardRegionProxyRegistered{Proxy: pa, MemberID: "m1"}}, ShardRegionProxyRegistered{Proxy: pa, MemberID: "m1"}, "proxy already registered"},
 		{"nil proxy registered", nil, ShardRegionProxyRegistered{MemberID: "m1"}, "nil proxy"},
@@ -413,6 +418,10 @@ func TestStateEventStrings(t *testing.T) {
 		want string
 	}{
 		{ShardRegionRegistered{Region: a, MemberID: "m1"}, "ShardRegionRegistered(127.0.0.1:1/region, member m1)"},
+		{ShardRegionRegistered{Region: a, MemberID: "m1", Extractor: ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}},
+			"ShardRegionRegistered(127.0.0.1:1/region, member m1, hash-code with 100 shards)"},
+		{ShardRegionRegistered{Region: a, MemberID: "m1", Extractor: ExtractorIdentity{Name: "main.orders"}},
+			"ShardRegionRegistered(127.0.0.1:1/region, member m1, main.orders)"},
 		{ShardRegionProxyRegistered{Proxy: a, MemberID: "m1"}, "ShardRegionProxyRegistered(127.0.0.1:1/region, member m1)"},
 		{ShardRegionTerminated{Region: a}, "ShardRegionTerminated(127.0.0.1:1/region)"},
 		{ShardRegionProxyTerminated{Proxy: a}, "ShardRegionProxyTerminated(127.0.0.1:1/region)"},
@@ -442,5 +451,50 @@ func TestStateInconsistentInput(t *testing.T) {
 	}
 	if _, ok := s.RegionOf("s1"); ok {
 		t.Fatalf("RegionOf found a home in an unregistered region")
+	}
+}
+
+// A region's extractor is kept in the state with the region: registered
+// with it, or recorded when the region, registered without it with a
+// coordinator of an older version, registers again and says it. Its
+// shards and member stay as they were.
+func TestStateApplyRecordsTheExtractor(t *testing.T) {
+	a, b := stRegion(1), stRegion(2)
+	hundred := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	cases := []struct {
+		name   string
+		before []Event
+		event  ShardRegionRegistered
+		want   map[string]ExtractorIdentity // by region key
+	}{
+		{"registered with it", nil, ShardRegionRegistered{Region: a, MemberID: "m1", Extractor: hundred},
+			map[string]ExtractorIdentity{RegionKey(a): hundred}},
+		{"registered without it (an older version)", nil, ShardRegionRegistered{Region: a, MemberID: "m1"},
+			map[string]ExtractorIdentity{RegionKey(a): {}}},
+		{"recorded when the region says it again",
+			[]Event{ShardRegionRegistered{Region: a, MemberID: "m1"}, ShardHomeAllocated{Shard: "s1", Region: a},
+				ShardRegionRegistered{Region: b, MemberID: "m2"}},
+			ShardRegionRegistered{Region: actor.NewPID(a.Address, a.Id), MemberID: "m1", Extractor: hundred},
+			map[string]ExtractorIdentity{RegionKey(a): hundred, RegionKey(b): {}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stBuild(t, false, tc.before...)
+			before := s.Clone()
+			if err := s.Apply(tc.event); err != nil {
+				t.Fatalf("Apply(%v): %v", tc.event, err)
+			}
+			stAssertConsistent(t, s)
+			for key, want := range tc.want {
+				if got := s.Regions[key].Extractor; got != want {
+					t.Errorf("extractor of %s = %v, want %v", key, got, want)
+				}
+			}
+			for key, r := range before.Regions {
+				if now := s.Regions[key]; now.MemberID != r.MemberID || !slices.Equal(now.Shards, r.Shards) {
+					t.Errorf("region %s changed from %+v to %+v", key, r, now)
+				}
+			}
+		})
 	}
 }

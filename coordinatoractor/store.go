@@ -142,9 +142,11 @@ func stateMessage(s State) *messages.CoordinatorState {
 	for _, k := range slices.Sorted(maps.Keys(s.Regions)) {
 		r := s.Regions[k]
 		msg.Regions = append(msg.Regions, &messages.RegionRecord{
-			Ref:      copyPID(r.PID),
-			MemberId: r.MemberID,
-			Shards:   slices.Clone(r.Shards),
+			Ref:            copyPID(r.PID),
+			MemberId:       r.MemberID,
+			Shards:         slices.Clone(r.Shards),
+			Extractor:      r.Extractor.Name,
+			NumberOfShards: uint32(r.Extractor.NumberOfShards),
 		})
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Proxies)) {
@@ -198,9 +200,10 @@ func stateFromMessage(msg *messages.CoordinatorState) (State, error) {
 			s.Shards[shard] = key
 		}
 		s.Regions[key] = RegionEntry{
-			PID:      copyPID(rec.GetRef()),
-			MemberID: rec.GetMemberId(),
-			Shards:   slices.Clone(rec.GetShards()),
+			PID:       copyPID(rec.GetRef()),
+			MemberID:  rec.GetMemberId(),
+			Shards:    slices.Clone(rec.GetShards()),
+			Extractor: extractorOfRecord(rec),
 		}
 	}
 	for i, rec := range msg.GetRegionProxies() {
@@ -228,6 +231,15 @@ func stateFromMessage(msg *messages.CoordinatorState) (State, error) {
 		s.Unallocated[shard] = struct{}{}
 	}
 	return s, nil
+}
+
+// extractorOfRecord is the extractor of a region record: unknown when the
+// record names none (a state written by an older version).
+func extractorOfRecord(rec *messages.RegionRecord) ExtractorIdentity {
+	if rec.GetExtractor() == "" {
+		return ExtractorIdentity{}
+	}
+	return ExtractorIdentity{Name: rec.GetExtractor(), NumberOfShards: int(rec.GetNumberOfShards())}
 }
 
 // recordKey returns the RegionKey of a record's ref, or an error when the

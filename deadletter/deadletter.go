@@ -63,6 +63,14 @@ var ErrMemberRemoved = errors.New("member removed from the cluster")
 // protobuf message, or its encoding failed).
 var ErrNotSerializable = errors.New("message cannot be serialized")
 
+// ErrIncompatibleExtractor: the coordinator refused a region's (or
+// proxy's) registration because its message extractor differs from that of
+// the registered regions (another number of shards, or another extractor):
+// the region would put entities in other shards than they do, and so run
+// them twice. The region hosts nothing and registers again until the
+// regions it disagrees with are gone.
+var ErrIncompatibleExtractor = errors.New("message extractor differs from the registered regions'")
+
 // The reason classes: a fixed set, for metrics and the log's rate limit.
 const (
 	classNilMessage      = "nil_message"
@@ -71,6 +79,8 @@ const (
 	classShuttingDown    = "shutting_down"
 	classMemberRemoved   = "member_removed"
 	classNotSerializable = "not_serializable"
+	// classIncompatibleExtractor: a region's registration refused.
+	classIncompatibleExtractor = "incompatible_extractor"
 	// classUndelivered: proto.actor could not deliver it (the target is
 	// gone or its node unreachable); see ReportUndelivered.
 	classUndelivered = "undelivered"
@@ -90,6 +100,7 @@ var classes = []struct {
 	{ErrShuttingDown, classShuttingDown},
 	{ErrMemberRemoved, classMemberRemoved},
 	{ErrNotSerializable, classNotSerializable},
+	{ErrIncompatibleExtractor, classIncompatibleExtractor},
 }
 
 // classOf is err's reason class: the first typed reason err wraps.

@@ -14,6 +14,9 @@ const (
 	MaxShardIDLength = 4096
 	// MaxEntityIDLength is the longest entity ID, in bytes.
 	MaxEntityIDLength = 4096
+	// MaxExtractorNameLength is the longest extractor name a Register
+	// carries, in bytes: the coordinator keeps it once per region.
+	MaxExtractorNameLength = 256
 )
 
 // ErrInvalidID is wrapped by the errors of CheckShardID and CheckEntityID.

@@ -31,9 +31,17 @@ type Register struct {
 	// shards the region hosts right now. A coordinator whose stored state
 	// lacks them (the store was wiped or rolled back) adopts them instead of
 	// allocating them again elsewhere, which would run their entities twice.
-	Shards        []string `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shards []string `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	// The region's message extractor: how it maps entity IDs to shards.
+	// The coordinator refuses (RegisterRefused) a region whose extractor
+	// differs from the registered regions', which would put an entity in
+	// another shard than they do and so run it twice. An empty name: a
+	// region of an older version, which does not say (it is never refused,
+	// and could not decode RegisterRefused).
+	Extractor      string `protobuf:"bytes,4,opt,name=extractor,proto3" json:"extractor,omitempty"`
+	NumberOfShards uint32 `protobuf:"varint,5,opt,name=number_of_shards,json=numberOfShards,proto3" json:"number_of_shards,omitempty"` // 0: the extractor does not say
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Register) Reset() {
@@ -87,13 +95,31 @@ func (x *Register) GetShards() []string {
 	return nil
 }
 
+func (x *Register) GetExtractor() string {
+	if x != nil {
+		return x.Extractor
+	}
+	return ""
+}
+
+func (x *Register) GetNumberOfShards() uint32 {
+	if x != nil {
+		return x.NumberOfShards
+	}
+	return 0
+}
+
 // RegisterProxy is sent by a proxy-only region until RegisterAck.
 type RegisterProxy struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	ShardRegionProxy *actor.PID             `protobuf:"bytes,1,opt,name=shard_region_proxy,json=shardRegionProxy,proto3" json:"shard_region_proxy,omitempty"`
 	MemberId         string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The proxy's message extractor, as in Register: a proxy whose
+	// extractor differs from the regions' would ask for the wrong shards.
+	Extractor      string `protobuf:"bytes,3,opt,name=extractor,proto3" json:"extractor,omitempty"`
+	NumberOfShards uint32 `protobuf:"varint,4,opt,name=number_of_shards,json=numberOfShards,proto3" json:"number_of_shards,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterProxy) Reset() {
@@ -138,6 +164,20 @@ func (x *RegisterProxy) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *RegisterProxy) GetExtractor() string {
+	if x != nil {
+		return x.Extractor
+	}
+	return ""
+}
+
+func (x *RegisterProxy) GetNumberOfShards() uint32 {
+	if x != nil {
+		return x.NumberOfShards
+	}
+	return 0
 }
 
 // GetShardHome asks the coordinator where a shard lives.
@@ -644,6 +684,63 @@ func (x *RegisterAck) GetEpoch() uint64 {
 	return 0
 }
 
+// RegisterRefused answers a Register or RegisterProxy whose extractor
+// differs from that of the registered regions. Sent only to a region that
+// named its extractor, so one that knows this message; it registers again
+// at its retry interval, and is accepted once the regions it disagrees
+// with are gone.
+type RegisterRefused struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Coordinator   *actor.PID             `protobuf:"bytes,1,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterRefused) Reset() {
+	*x = RegisterRefused{}
+	mi := &file_sharding_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterRefused) ProtoMessage() {}
+
+func (x *RegisterRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterRefused.ProtoReflect.Descriptor instead.
+func (*RegisterRefused) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RegisterRefused) GetCoordinator() *actor.PID {
+	if x != nil {
+		return x.Coordinator
+	}
+	return nil
+}
+
+func (x *RegisterRefused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ShardHome answers GetShardHome.
 type ShardHome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -656,7 +753,7 @@ type ShardHome struct {
 
 func (x *ShardHome) Reset() {
 	*x = ShardHome{}
-	mi := &file_sharding_proto_msgTypes[12]
+	mi := &file_sharding_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +765,7 @@ func (x *ShardHome) String() string {
 func (*ShardHome) ProtoMessage() {}
 
 func (x *ShardHome) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[12]
+	mi := &file_sharding_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +778,7 @@ func (x *ShardHome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHome.ProtoReflect.Descriptor instead.
 func (*ShardHome) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{12}
+	return file_sharding_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShardHome) GetShard() string {
@@ -716,7 +813,7 @@ type ShardHomes struct {
 
 func (x *ShardHomes) Reset() {
 	*x = ShardHomes{}
-	mi := &file_sharding_proto_msgTypes[13]
+	mi := &file_sharding_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +825,7 @@ func (x *ShardHomes) String() string {
 func (*ShardHomes) ProtoMessage() {}
 
 func (x *ShardHomes) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[13]
+	mi := &file_sharding_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +838,7 @@ func (x *ShardHomes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHomes.ProtoReflect.Descriptor instead.
 func (*ShardHomes) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{13}
+	return file_sharding_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShardHomes) GetHomes() []*ShardHomesEntry {
@@ -769,7 +866,7 @@ type ShardHomesEntry struct {
 
 func (x *ShardHomesEntry) Reset() {
 	*x = ShardHomesEntry{}
-	mi := &file_sharding_proto_msgTypes[14]
+	mi := &file_sharding_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +878,7 @@ func (x *ShardHomesEntry) String() string {
 func (*ShardHomesEntry) ProtoMessage() {}
 
 func (x *ShardHomesEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[14]
+	mi := &file_sharding_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +891,7 @@ func (x *ShardHomesEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardHomesEntry.ProtoReflect.Descriptor instead.
 func (*ShardHomesEntry) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{14}
+	return file_sharding_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ShardHomesEntry) GetRegion() *actor.PID {
@@ -827,7 +924,7 @@ type HostShard struct {
 
 func (x *HostShard) Reset() {
 	*x = HostShard{}
-	mi := &file_sharding_proto_msgTypes[15]
+	mi := &file_sharding_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +936,7 @@ func (x *HostShard) String() string {
 func (*HostShard) ProtoMessage() {}
 
 func (x *HostShard) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[15]
+	mi := &file_sharding_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +949,7 @@ func (x *HostShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostShard.ProtoReflect.Descriptor instead.
 func (*HostShard) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{15}
+	return file_sharding_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HostShard) GetShard() string {
@@ -887,7 +984,7 @@ type BeginHandOff struct {
 
 func (x *BeginHandOff) Reset() {
 	*x = BeginHandOff{}
-	mi := &file_sharding_proto_msgTypes[16]
+	mi := &file_sharding_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +996,7 @@ func (x *BeginHandOff) String() string {
 func (*BeginHandOff) ProtoMessage() {}
 
 func (x *BeginHandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[16]
+	mi := &file_sharding_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1009,7 @@ func (x *BeginHandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginHandOff.ProtoReflect.Descriptor instead.
 func (*BeginHandOff) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{16}
+	return file_sharding_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BeginHandOff) GetShard() string {
@@ -940,7 +1037,7 @@ type HandOff struct {
 
 func (x *HandOff) Reset() {
 	*x = HandOff{}
-	mi := &file_sharding_proto_msgTypes[17]
+	mi := &file_sharding_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1049,7 @@ func (x *HandOff) String() string {
 func (*HandOff) ProtoMessage() {}
 
 func (x *HandOff) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[17]
+	mi := &file_sharding_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1062,7 @@ func (x *HandOff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandOff.ProtoReflect.Descriptor instead.
 func (*HandOff) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{17}
+	return file_sharding_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HandOff) GetShard() string {
@@ -993,7 +1090,7 @@ type RebalanceDone struct {
 
 func (x *RebalanceDone) Reset() {
 	*x = RebalanceDone{}
-	mi := &file_sharding_proto_msgTypes[18]
+	mi := &file_sharding_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1102,7 @@ func (x *RebalanceDone) String() string {
 func (*RebalanceDone) ProtoMessage() {}
 
 func (x *RebalanceDone) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[18]
+	mi := &file_sharding_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1115,7 @@ func (x *RebalanceDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceDone.ProtoReflect.Descriptor instead.
 func (*RebalanceDone) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{18}
+	return file_sharding_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RebalanceDone) GetShard() string {
@@ -1046,7 +1143,7 @@ type Passivate struct {
 
 func (x *Passivate) Reset() {
 	*x = Passivate{}
-	mi := &file_sharding_proto_msgTypes[19]
+	mi := &file_sharding_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1155,7 @@ func (x *Passivate) String() string {
 func (*Passivate) ProtoMessage() {}
 
 func (x *Passivate) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[19]
+	mi := &file_sharding_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1168,7 @@ func (x *Passivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Passivate.ProtoReflect.Descriptor instead.
 func (*Passivate) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{19}
+	return file_sharding_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Passivate) GetStopMessage() *anypb.Any {
@@ -1091,7 +1188,7 @@ type StartEntity struct {
 
 func (x *StartEntity) Reset() {
 	*x = StartEntity{}
-	mi := &file_sharding_proto_msgTypes[20]
+	mi := &file_sharding_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1200,7 @@ func (x *StartEntity) String() string {
 func (*StartEntity) ProtoMessage() {}
 
 func (x *StartEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[20]
+	mi := &file_sharding_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1213,7 @@ func (x *StartEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEntity.ProtoReflect.Descriptor instead.
 func (*StartEntity) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{20}
+	return file_sharding_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StartEntity) GetEntityId() string {
@@ -1137,7 +1234,7 @@ type StartEntityAck struct {
 
 func (x *StartEntityAck) Reset() {
 	*x = StartEntityAck{}
-	mi := &file_sharding_proto_msgTypes[21]
+	mi := &file_sharding_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1246,7 @@ func (x *StartEntityAck) String() string {
 func (*StartEntityAck) ProtoMessage() {}
 
 func (x *StartEntityAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[21]
+	mi := &file_sharding_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1259,7 @@ func (x *StartEntityAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartEntityAck.ProtoReflect.Descriptor instead.
 func (*StartEntityAck) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{21}
+	return file_sharding_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StartEntityAck) GetEntityId() string {
@@ -1188,7 +1285,7 @@ type GracefulShutdown struct {
 
 func (x *GracefulShutdown) Reset() {
 	*x = GracefulShutdown{}
-	mi := &file_sharding_proto_msgTypes[22]
+	mi := &file_sharding_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1297,7 @@ func (x *GracefulShutdown) String() string {
 func (*GracefulShutdown) ProtoMessage() {}
 
 func (x *GracefulShutdown) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[22]
+	mi := &file_sharding_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1310,7 @@ func (x *GracefulShutdown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GracefulShutdown.ProtoReflect.Descriptor instead.
 func (*GracefulShutdown) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{22}
+	return file_sharding_proto_rawDescGZIP(), []int{23}
 }
 
 // GetCurrentRegions asks for the addresses of all regions.
@@ -1225,7 +1322,7 @@ type GetCurrentRegions struct {
 
 func (x *GetCurrentRegions) Reset() {
 	*x = GetCurrentRegions{}
-	mi := &file_sharding_proto_msgTypes[23]
+	mi := &file_sharding_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1334,7 @@ func (x *GetCurrentRegions) String() string {
 func (*GetCurrentRegions) ProtoMessage() {}
 
 func (x *GetCurrentRegions) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[23]
+	mi := &file_sharding_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1347,7 @@ func (x *GetCurrentRegions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCurrentRegions.ProtoReflect.Descriptor instead.
 func (*GetCurrentRegions) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{23}
+	return file_sharding_proto_rawDescGZIP(), []int{24}
 }
 
 // CurrentRegions answers GetCurrentRegions.
@@ -1263,7 +1360,7 @@ type CurrentRegions struct {
 
 func (x *CurrentRegions) Reset() {
 	*x = CurrentRegions{}
-	mi := &file_sharding_proto_msgTypes[24]
+	mi := &file_sharding_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1372,7 @@ func (x *CurrentRegions) String() string {
 func (*CurrentRegions) ProtoMessage() {}
 
 func (x *CurrentRegions) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[24]
+	mi := &file_sharding_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1385,7 @@ func (x *CurrentRegions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentRegions.ProtoReflect.Descriptor instead.
 func (*CurrentRegions) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{24}
+	return file_sharding_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CurrentRegions) GetAddresses() []string {
@@ -1307,7 +1404,7 @@ type GetShardRegionState struct {
 
 func (x *GetShardRegionState) Reset() {
 	*x = GetShardRegionState{}
-	mi := &file_sharding_proto_msgTypes[25]
+	mi := &file_sharding_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1416,7 @@ func (x *GetShardRegionState) String() string {
 func (*GetShardRegionState) ProtoMessage() {}
 
 func (x *GetShardRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[25]
+	mi := &file_sharding_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1429,7 @@ func (x *GetShardRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardRegionState.ProtoReflect.Descriptor instead.
 func (*GetShardRegionState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{25}
+	return file_sharding_proto_rawDescGZIP(), []int{26}
 }
 
 // ShardState is one shard and its entity IDs.
@@ -1346,7 +1443,7 @@ type ShardState struct {
 
 func (x *ShardState) Reset() {
 	*x = ShardState{}
-	mi := &file_sharding_proto_msgTypes[26]
+	mi := &file_sharding_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1455,7 @@ func (x *ShardState) String() string {
 func (*ShardState) ProtoMessage() {}
 
 func (x *ShardState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[26]
+	mi := &file_sharding_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1468,7 @@ func (x *ShardState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardState.ProtoReflect.Descriptor instead.
 func (*ShardState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{26}
+	return file_sharding_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ShardState) GetShardId() string {
@@ -1400,7 +1497,7 @@ type CurrentShardRegionState struct {
 
 func (x *CurrentShardRegionState) Reset() {
 	*x = CurrentShardRegionState{}
-	mi := &file_sharding_proto_msgTypes[27]
+	mi := &file_sharding_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1509,7 @@ func (x *CurrentShardRegionState) String() string {
 func (*CurrentShardRegionState) ProtoMessage() {}
 
 func (x *CurrentShardRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[27]
+	mi := &file_sharding_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1522,7 @@ func (x *CurrentShardRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentShardRegionState.ProtoReflect.Descriptor instead.
 func (*CurrentShardRegionState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{27}
+	return file_sharding_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CurrentShardRegionState) GetShards() []*ShardState {
@@ -1451,7 +1548,7 @@ type GetShardRegionStats struct {
 
 func (x *GetShardRegionStats) Reset() {
 	*x = GetShardRegionStats{}
-	mi := &file_sharding_proto_msgTypes[28]
+	mi := &file_sharding_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1560,7 @@ func (x *GetShardRegionStats) String() string {
 func (*GetShardRegionStats) ProtoMessage() {}
 
 func (x *GetShardRegionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[28]
+	mi := &file_sharding_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1573,7 @@ func (x *GetShardRegionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardRegionStats.ProtoReflect.Descriptor instead.
 func (*GetShardRegionStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{28}
+	return file_sharding_proto_rawDescGZIP(), []int{29}
 }
 
 // ShardRegionStats answers GetShardRegionStats.
@@ -1490,7 +1587,7 @@ type ShardRegionStats struct {
 
 func (x *ShardRegionStats) Reset() {
 	*x = ShardRegionStats{}
-	mi := &file_sharding_proto_msgTypes[29]
+	mi := &file_sharding_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1599,7 @@ func (x *ShardRegionStats) String() string {
 func (*ShardRegionStats) ProtoMessage() {}
 
 func (x *ShardRegionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[29]
+	mi := &file_sharding_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1612,7 @@ func (x *ShardRegionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRegionStats.ProtoReflect.Descriptor instead.
 func (*ShardRegionStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{29}
+	return file_sharding_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ShardRegionStats) GetStats() map[string]int32 {
@@ -1542,7 +1639,7 @@ type GetClusterShardingStats struct {
 
 func (x *GetClusterShardingStats) Reset() {
 	*x = GetClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[30]
+	mi := &file_sharding_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1651,7 @@ func (x *GetClusterShardingStats) String() string {
 func (*GetClusterShardingStats) ProtoMessage() {}
 
 func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[30]
+	mi := &file_sharding_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1664,7 @@ func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*GetClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{30}
+	return file_sharding_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetClusterShardingStats) GetTimeoutMillis() int64 {
@@ -1587,7 +1684,7 @@ type ClusterShardingStats struct {
 
 func (x *ClusterShardingStats) Reset() {
 	*x = ClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[31]
+	mi := &file_sharding_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1696,7 @@ func (x *ClusterShardingStats) String() string {
 func (*ClusterShardingStats) ProtoMessage() {}
 
 func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[31]
+	mi := &file_sharding_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1709,7 @@ func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*ClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{31}
+	return file_sharding_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClusterShardingStats) GetRegions() map[string]*ShardRegionStats {
@@ -1633,7 +1730,7 @@ type GetShardCoordinatorState struct {
 
 func (x *GetShardCoordinatorState) Reset() {
 	*x = GetShardCoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1742,7 @@ func (x *GetShardCoordinatorState) String() string {
 func (*GetShardCoordinatorState) ProtoMessage() {}
 
 func (x *GetShardCoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1755,7 @@ func (x *GetShardCoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardCoordinatorState.ProtoReflect.Descriptor instead.
 func (*GetShardCoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{32}
+	return file_sharding_proto_rawDescGZIP(), []int{33}
 }
 
 // ShardCoordinatorState answers GetShardCoordinatorState. A region that is
@@ -1677,7 +1774,7 @@ type ShardCoordinatorState struct {
 
 func (x *ShardCoordinatorState) Reset() {
 	*x = ShardCoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[33]
+	mi := &file_sharding_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1786,7 @@ func (x *ShardCoordinatorState) String() string {
 func (*ShardCoordinatorState) ProtoMessage() {}
 
 func (x *ShardCoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[33]
+	mi := &file_sharding_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1799,7 @@ func (x *ShardCoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardCoordinatorState.ProtoReflect.Descriptor instead.
 func (*ShardCoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{33}
+	return file_sharding_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ShardCoordinatorState) GetCoordinator() *actor.PID {
@@ -1762,7 +1859,7 @@ type CoordinatorState struct {
 
 func (x *CoordinatorState) Reset() {
 	*x = CoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[34]
+	mi := &file_sharding_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1871,7 @@ func (x *CoordinatorState) String() string {
 func (*CoordinatorState) ProtoMessage() {}
 
 func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[34]
+	mi := &file_sharding_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1884,7 @@ func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorState.ProtoReflect.Descriptor instead.
 func (*CoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{34}
+	return file_sharding_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CoordinatorState) GetRegions() []*RegionRecord {
@@ -1821,17 +1918,21 @@ func (x *CoordinatorState) GetRememberEntities() bool {
 // RegionRecord is one registered region (or proxy) and, for a region, the
 // shards allocated to it in allocation order.
 type RegionRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ref           *actor.PID             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	Shards        []string               `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Ref      *actor.PID             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Shards   []string               `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	// the region's extractor as it registered (see Register); empty: not
+	// known (a region of an older version, or a state written by one)
+	Extractor      string `protobuf:"bytes,4,opt,name=extractor,proto3" json:"extractor,omitempty"`
+	NumberOfShards uint32 `protobuf:"varint,5,opt,name=number_of_shards,json=numberOfShards,proto3" json:"number_of_shards,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_sharding_proto_msgTypes[35]
+	mi := &file_sharding_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1944,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[35]
+	mi := &file_sharding_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1957,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{35}
+	return file_sharding_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegionRecord) GetRef() *actor.PID {
@@ -1880,21 +1981,39 @@ func (x *RegionRecord) GetShards() []string {
 	return nil
 }
 
+func (x *RegionRecord) GetExtractor() string {
+	if x != nil {
+		return x.Extractor
+	}
+	return ""
+}
+
+func (x *RegionRecord) GetNumberOfShards() uint32 {
+	if x != nil {
+		return x.NumberOfShards
+	}
+	return 0
+}
+
 var File_sharding_proto protoreflect.FileDescriptor
 
 const file_sharding_proto_rawDesc = "" +
 	"\n" +
 	"\x0esharding.proto\x12\n" +
-	"protoshard\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"n\n" +
+	"protoshard\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"\xb6\x01\n" +
 	"\bRegister\x12-\n" +
 	"\fshard_region\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\vshardRegion\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x16\n" +
-	"\x06shards\x18\x03 \x03(\tR\x06shards\"f\n" +
+	"\x06shards\x18\x03 \x03(\tR\x06shards\x12\x1c\n" +
+	"\textractor\x18\x04 \x01(\tR\textractor\x12(\n" +
+	"\x10number_of_shards\x18\x05 \x01(\rR\x0enumberOfShards\"\xae\x01\n" +
 	"\rRegisterProxy\x128\n" +
 	"\x12shard_region_proxy\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\x10shardRegionProxy\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"$\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1c\n" +
+	"\textractor\x18\x03 \x01(\tR\textractor\x12(\n" +
+	"\x10number_of_shards\x18\x04 \x01(\rR\x0enumberOfShards\"$\n" +
 	"\fGetShardHome\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"$\n" +
 	"\fShardStarted\x12\x14\n" +
@@ -1925,7 +2044,11 @@ const file_sharding_proto_rawDesc = "" +
 	"\vRegisterAck\x12,\n" +
 	"\vcoordinator\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\vcoordinator\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"U\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"W\n" +
+	"\x0fRegisterRefused\x12,\n" +
+	"\vcoordinator\x18\x01 \x01(\v2\n" +
+	".actor.PIDR\vcoordinator\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"U\n" +
 	"\tShardHome\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x1c\n" +
 	"\x03ref\x18\x02 \x01(\v2\n" +
@@ -2002,12 +2125,14 @@ const file_sharding_proto_rawDesc = "" +
 	"\aregions\x18\x01 \x03(\v2\x18.protoshard.RegionRecordR\aregions\x12?\n" +
 	"\x0eregion_proxies\x18\x02 \x03(\v2\x18.protoshard.RegionRecordR\rregionProxies\x12-\n" +
 	"\x12unallocated_shards\x18\x03 \x03(\tR\x11unallocatedShards\x12+\n" +
-	"\x11remember_entities\x18\x04 \x01(\bR\x10rememberEntities\"a\n" +
+	"\x11remember_entities\x18\x04 \x01(\bR\x10rememberEntities\"\xa9\x01\n" +
 	"\fRegionRecord\x12\x1c\n" +
 	"\x03ref\x18\x01 \x01(\v2\n" +
 	".actor.PIDR\x03ref\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x16\n" +
-	"\x06shards\x18\x03 \x03(\tR\x06shardsB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
+	"\x06shards\x18\x03 \x03(\tR\x06shards\x12\x1c\n" +
+	"\textractor\x18\x04 \x01(\tR\textractor\x12(\n" +
+	"\x10number_of_shards\x18\x05 \x01(\rR\x0enumberOfShardsB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
 
 var (
 	file_sharding_proto_rawDescOnce sync.Once
@@ -2021,7 +2146,7 @@ func file_sharding_proto_rawDescGZIP() []byte {
 	return file_sharding_proto_rawDescData
 }
 
-var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_sharding_proto_goTypes = []any{
 	(*Register)(nil),                 // 0: protoshard.Register
 	(*RegisterProxy)(nil),            // 1: protoshard.RegisterProxy
@@ -2035,63 +2160,65 @@ var file_sharding_proto_goTypes = []any{
 	(*GracefulShutdownReq)(nil),      // 9: protoshard.GracefulShutdownReq
 	(*RegionStopped)(nil),            // 10: protoshard.RegionStopped
 	(*RegisterAck)(nil),              // 11: protoshard.RegisterAck
-	(*ShardHome)(nil),                // 12: protoshard.ShardHome
-	(*ShardHomes)(nil),               // 13: protoshard.ShardHomes
-	(*ShardHomesEntry)(nil),          // 14: protoshard.ShardHomesEntry
-	(*HostShard)(nil),                // 15: protoshard.HostShard
-	(*BeginHandOff)(nil),             // 16: protoshard.BeginHandOff
-	(*HandOff)(nil),                  // 17: protoshard.HandOff
-	(*RebalanceDone)(nil),            // 18: protoshard.RebalanceDone
-	(*Passivate)(nil),                // 19: protoshard.Passivate
-	(*StartEntity)(nil),              // 20: protoshard.StartEntity
-	(*StartEntityAck)(nil),           // 21: protoshard.StartEntityAck
-	(*GracefulShutdown)(nil),         // 22: protoshard.GracefulShutdown
-	(*GetCurrentRegions)(nil),        // 23: protoshard.GetCurrentRegions
-	(*CurrentRegions)(nil),           // 24: protoshard.CurrentRegions
-	(*GetShardRegionState)(nil),      // 25: protoshard.GetShardRegionState
-	(*ShardState)(nil),               // 26: protoshard.ShardState
-	(*CurrentShardRegionState)(nil),  // 27: protoshard.CurrentShardRegionState
-	(*GetShardRegionStats)(nil),      // 28: protoshard.GetShardRegionStats
-	(*ShardRegionStats)(nil),         // 29: protoshard.ShardRegionStats
-	(*GetClusterShardingStats)(nil),  // 30: protoshard.GetClusterShardingStats
-	(*ClusterShardingStats)(nil),     // 31: protoshard.ClusterShardingStats
-	(*GetShardCoordinatorState)(nil), // 32: protoshard.GetShardCoordinatorState
-	(*ShardCoordinatorState)(nil),    // 33: protoshard.ShardCoordinatorState
-	(*CoordinatorState)(nil),         // 34: protoshard.CoordinatorState
-	(*RegionRecord)(nil),             // 35: protoshard.RegionRecord
-	nil,                              // 36: protoshard.ShardRegionStats.StatsEntry
-	nil,                              // 37: protoshard.ClusterShardingStats.RegionsEntry
-	(*actor.PID)(nil),                // 38: actor.PID
-	(*anypb.Any)(nil),                // 39: google.protobuf.Any
+	(*RegisterRefused)(nil),          // 12: protoshard.RegisterRefused
+	(*ShardHome)(nil),                // 13: protoshard.ShardHome
+	(*ShardHomes)(nil),               // 14: protoshard.ShardHomes
+	(*ShardHomesEntry)(nil),          // 15: protoshard.ShardHomesEntry
+	(*HostShard)(nil),                // 16: protoshard.HostShard
+	(*BeginHandOff)(nil),             // 17: protoshard.BeginHandOff
+	(*HandOff)(nil),                  // 18: protoshard.HandOff
+	(*RebalanceDone)(nil),            // 19: protoshard.RebalanceDone
+	(*Passivate)(nil),                // 20: protoshard.Passivate
+	(*StartEntity)(nil),              // 21: protoshard.StartEntity
+	(*StartEntityAck)(nil),           // 22: protoshard.StartEntityAck
+	(*GracefulShutdown)(nil),         // 23: protoshard.GracefulShutdown
+	(*GetCurrentRegions)(nil),        // 24: protoshard.GetCurrentRegions
+	(*CurrentRegions)(nil),           // 25: protoshard.CurrentRegions
+	(*GetShardRegionState)(nil),      // 26: protoshard.GetShardRegionState
+	(*ShardState)(nil),               // 27: protoshard.ShardState
+	(*CurrentShardRegionState)(nil),  // 28: protoshard.CurrentShardRegionState
+	(*GetShardRegionStats)(nil),      // 29: protoshard.GetShardRegionStats
+	(*ShardRegionStats)(nil),         // 30: protoshard.ShardRegionStats
+	(*GetClusterShardingStats)(nil),  // 31: protoshard.GetClusterShardingStats
+	(*ClusterShardingStats)(nil),     // 32: protoshard.ClusterShardingStats
+	(*GetShardCoordinatorState)(nil), // 33: protoshard.GetShardCoordinatorState
+	(*ShardCoordinatorState)(nil),    // 34: protoshard.ShardCoordinatorState
+	(*CoordinatorState)(nil),         // 35: protoshard.CoordinatorState
+	(*RegionRecord)(nil),             // 36: protoshard.RegionRecord
+	nil,                              // 37: protoshard.ShardRegionStats.StatsEntry
+	nil,                              // 38: protoshard.ClusterShardingStats.RegionsEntry
+	(*actor.PID)(nil),                // 39: actor.PID
+	(*anypb.Any)(nil),                // 40: google.protobuf.Any
 }
 var file_sharding_proto_depIdxs = []int32{
-	38, // 0: protoshard.Register.shard_region:type_name -> actor.PID
-	38, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
-	38, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
-	38, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
-	38, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
-	38, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
-	38, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
-	38, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
-	38, // 8: protoshard.ShardHome.ref:type_name -> actor.PID
-	14, // 9: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
-	38, // 10: protoshard.ShardHomesEntry.region:type_name -> actor.PID
-	38, // 11: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
-	39, // 12: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
-	26, // 13: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	36, // 14: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	37, // 15: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	38, // 16: protoshard.ShardCoordinatorState.coordinator:type_name -> actor.PID
-	34, // 17: protoshard.ShardCoordinatorState.state:type_name -> protoshard.CoordinatorState
-	35, // 18: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
-	35, // 19: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
-	38, // 20: protoshard.RegionRecord.ref:type_name -> actor.PID
-	29, // 21: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	39, // 0: protoshard.Register.shard_region:type_name -> actor.PID
+	39, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
+	39, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
+	39, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
+	39, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
+	39, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
+	39, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
+	39, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
+	39, // 8: protoshard.RegisterRefused.coordinator:type_name -> actor.PID
+	39, // 9: protoshard.ShardHome.ref:type_name -> actor.PID
+	15, // 10: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
+	39, // 11: protoshard.ShardHomesEntry.region:type_name -> actor.PID
+	39, // 12: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
+	40, // 13: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
+	27, // 14: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
+	37, // 15: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	38, // 16: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	39, // 17: protoshard.ShardCoordinatorState.coordinator:type_name -> actor.PID
+	35, // 18: protoshard.ShardCoordinatorState.state:type_name -> protoshard.CoordinatorState
+	36, // 19: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	36, // 20: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	39, // 21: protoshard.RegionRecord.ref:type_name -> actor.PID
+	30, // 22: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_sharding_proto_init() }
@@ -2105,7 +2232,7 @@ func file_sharding_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharding_proto_rawDesc), len(file_sharding_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

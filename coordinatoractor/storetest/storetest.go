@@ -77,6 +77,9 @@ func Run(t *testing.T, h Harness) {
 		if _, ok := got.Unallocated["s9"]; !ok || len(got.Unallocated) != 2 {
 			t.Errorf("Unallocated = %v, want s8 and s9", got.Unallocated)
 		}
+		if e := got.Regions[coordinatoractor.RegionKey(pid("n1", "region-a"))].Extractor; e != (coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}) {
+			t.Errorf("region-a extractor = %+v, want hash-code with 100 shards", e)
+		}
 		if len(got.Proxies) != 2 {
 			t.Errorf("Proxies = %v, want 2", got.Proxies)
 		}
@@ -266,9 +269,11 @@ func SampleState(t testing.TB) coordinatoractor.State {
 	t.Helper()
 	regionA, regionB, regionC := pid("n1", "region-a"), pid("n2", "region-b"), pid("n3", "region-c")
 	events := []coordinatoractor.Event{
-		coordinatoractor.ShardRegionRegistered{Region: regionA, MemberID: "member-1"},
-		coordinatoractor.ShardRegionRegistered{Region: regionB, MemberID: "member-2"},
-		coordinatoractor.ShardRegionRegistered{Region: regionC, MemberID: "member-3"},
+		coordinatoractor.ShardRegionRegistered{Region: regionA, MemberID: "member-1",
+			Extractor: coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}},
+		coordinatoractor.ShardRegionRegistered{Region: regionB, MemberID: "member-2"}, // an older version: unknown
+		coordinatoractor.ShardRegionRegistered{Region: regionC, MemberID: "member-3",
+			Extractor: coordinatoractor.ExtractorIdentity{Name: "main.orders"}},
 		coordinatoractor.ShardRegionProxyRegistered{Proxy: pid("n1", "proxy-1"), MemberID: "member-1"},
 		coordinatoractor.ShardRegionProxyRegistered{Proxy: pid("n4", "proxy-4"), MemberID: "member-4"},
 		coordinatoractor.ShardHomeAllocated{Shard: "s3", Region: regionA},
@@ -304,7 +309,7 @@ func dump(s coordinatoractor.State) string {
 	fmt.Fprintf(&b, "remember=%v\n", s.RememberEntities)
 	for _, k := range slices.Sorted(maps.Keys(s.Regions)) {
 		r := s.Regions[k]
-		fmt.Fprintf(&b, "region %s pid=%s member=%s shards=%v\n", k, coordinatoractor.RegionKey(r.PID), r.MemberID, r.Shards)
+		fmt.Fprintf(&b, "region %s pid=%s member=%s shards=%v extractor=%+v\n", k, coordinatoractor.RegionKey(r.PID), r.MemberID, r.Shards, r.Extractor)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Proxies)) {
 		p := s.Proxies[k]

@@ -1,0 +1,56 @@
+package actorsharding
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/messages"
+)
+
+type userExtractor struct{ HashCodeMessageExtractor }
+
+type namedExtractor struct {
+	HashCodeMessageExtractor
+	name   string
+	shards int
+}
+
+func (e namedExtractor) ExtractorIdentity() (string, int) { return e.name, e.shards }
+
+// The identity a region registers with: the coordinator refuses a region
+// whose identity differs from the registered regions'.
+func TestIdentityOf(t *testing.T) {
+	cases := []struct {
+		name    string
+		ex      MessageExtractor
+		want    coordinatoractor.ExtractorIdentity
+		wantErr string
+	}{
+		{"hash-code", NewHashCodeMessageExtractor(100), coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, ""},
+		{"hash-code, pointer", &HashCodeMessageExtractor{NumberOfShards: 7}, coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 7}, ""},
+		{"hash-code with no number: the default it maps to", HashCodeMessageExtractor{}, coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: DefaultNumberOfShards}, ""},
+		{"a user type that embeds hash-code is its own", userExtractor{NewHashCodeMessageExtractor(100)},
+			coordinatoractor.ExtractorIdentity{Name: "actorsharding.userExtractor"}, ""},
+		{"a user type that names itself", namedExtractor{name: "orders-v2", shards: 64},
+			coordinatoractor.ExtractorIdentity{Name: "orders-v2", NumberOfShards: 64}, ""},
+		{"a user type that gives only its number of shards", namedExtractor{shards: 64},
+			coordinatoractor.ExtractorIdentity{Name: "actorsharding.namedExtractor", NumberOfShards: 64}, ""},
+		{"a name too long", namedExtractor{name: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, coordinatoractor.ExtractorIdentity{}, "longer than"},
+		{"a negative number of shards", namedExtractor{name: "x", shards: -1}, coordinatoractor.ExtractorIdentity{}, "-1 shards"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := identityOf(tc.ex)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("identityOf = %v, %v; want an error saying %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("identityOf = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
