@@ -19,6 +19,9 @@ var (
 	ErrMemberRemoved = deadletter.ErrMemberRemoved
 	// ErrNotSerializable: the message cannot cross to another node.
 	ErrNotSerializable = deadletter.ErrNotSerializable
+	// ErrEntityStopped: the entity had stopped (by itself, or stopped
+	// without Passivate) when the message reached it.
+	ErrEntityStopped = deadletter.ErrEntityStopped
 )
 
 // DeadLetter is the event protoshard publishes on the actor system's

@@ -63,6 +63,11 @@ var ErrMemberRemoved = errors.New("member removed from the cluster")
 // protobuf message, or its encoding failed).
 var ErrNotSerializable = errors.New("message cannot be serialized")
 
+// ErrEntityStopped: the message reached an entity after it had stopped
+// (it stopped itself, or was stopped, without Passivate): Akka sends a
+// stopped actor's mailbox to dead letters, and so does protoshard.
+var ErrEntityStopped = errors.New("entity stopped")
+
 // The reason classes: a fixed set, for metrics and the log's rate limit.
 const (
 	classNilMessage      = "nil_message"
@@ -71,6 +76,7 @@ const (
 	classShuttingDown    = "shutting_down"
 	classMemberRemoved   = "member_removed"
 	classNotSerializable = "not_serializable"
+	classEntityStopped   = "entity_stopped"
 	// classUndelivered: proto.actor could not deliver it (the target is
 	// gone or its node unreachable); see ReportUndelivered.
 	classUndelivered = "undelivered"
@@ -90,6 +96,7 @@ var classes = []struct {
 	{ErrShuttingDown, classShuttingDown},
 	{ErrMemberRemoved, classMemberRemoved},
 	{ErrNotSerializable, classNotSerializable},
+	{ErrEntityStopped, classEntityStopped},
 }
 
 // classOf is err's reason class: the first typed reason err wraps.
