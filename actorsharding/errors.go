@@ -23,6 +23,9 @@ var (
 	// because its extractor (number of shards, or extractor identity, see
 	// IdentifiedExtractor) differs from the registered regions'.
 	ErrIncompatibleExtractor = deadletter.ErrIncompatibleExtractor
+	// ErrEntityStopped: the entity had stopped (by itself, or stopped
+	// without Passivate) when the message reached it.
+	ErrEntityStopped = deadletter.ErrEntityStopped
 )
 
 // DeadLetter is the event protoshard publishes on the actor system's

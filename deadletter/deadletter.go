@@ -71,6 +71,11 @@ var ErrNotSerializable = errors.New("message cannot be serialized")
 // regions it disagrees with are gone.
 var ErrIncompatibleExtractor = errors.New("message extractor differs from the registered regions'")
 
+// ErrEntityStopped: the message reached an entity after it had stopped
+// (it stopped itself, or was stopped, without Passivate): Akka sends a
+// stopped actor's mailbox to dead letters, and so does protoshard.
+var ErrEntityStopped = errors.New("entity stopped")
+
 // The reason classes: a fixed set, for metrics and the log's rate limit.
 const (
 	classNilMessage      = "nil_message"
@@ -81,6 +86,7 @@ const (
 	classNotSerializable = "not_serializable"
 	// classIncompatibleExtractor: a region's registration refused.
 	classIncompatibleExtractor = "incompatible_extractor"
+	classEntityStopped         = "entity_stopped"
 	// classUndelivered: proto.actor could not deliver it (the target is
 	// gone or its node unreachable); see ReportUndelivered.
 	classUndelivered = "undelivered"
@@ -101,6 +107,7 @@ var classes = []struct {
 	{ErrMemberRemoved, classMemberRemoved},
 	{ErrNotSerializable, classNotSerializable},
 	{ErrIncompatibleExtractor, classIncompatibleExtractor},
+	{ErrEntityStopped, classEntityStopped},
 }
 
 // classOf is err's reason class: the first typed reason err wraps.

@@ -29,6 +29,7 @@ func TestClassOf(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrShuttingDown), classShuttingDown},
 		{fmt.Errorf("x: %w", ErrMemberRemoved), classMemberRemoved},
 		{fmt.Errorf("x: %w", ErrNotSerializable), classNotSerializable},
+		{fmt.Errorf("x: %w", ErrEntityStopped), classEntityStopped},
 	}
 	for _, tt := range tests {
 		if got := classOf(tt.err); got != tt.want {

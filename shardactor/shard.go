@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -62,6 +63,7 @@ const (
 // through the shard.
 func Props(typeName, shardID string, entityProps *actor.Props, settings Settings, routes shardproto.EntityRoutes) *actor.Props {
 	settings = settings.withDefaults()
+	entityProps, reportsStopped := entityMailboxes(entityProps, &entityShard{typeName: typeName, shardID: shardID})
 	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
 		opts = append(opts, actor.WithSupervisor(settings.EntitySupervisorStrategy))
@@ -81,9 +83,14 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			automatic:   !settings.RememberEntities,
 			limit:       limit,
 			policyErr:   policyErr,
+			unreported:  !reportsStopped,
 		}
 	}, opts...)
 }
+
+// unreportedOnce: the warning that entity mailboxes cannot be wrapped is
+// the same for every shard of the process; it is logged once.
+var unreportedOnce sync.Once
 
 // shard is Akka's classic Shard: one receive method per state (see the
 // state* names). It moves messages; what becomes of each entity is decided
@@ -118,6 +125,10 @@ type shard struct {
 	// they.
 	reportedLive int
 	over         bool
+
+	// unreported: the entities' mailboxes could not be wrapped (see
+	// entityMailboxes); what reaches a stopped entity vanishes.
+	unreported bool
 
 	// Automatic passivation (see passivation.go). Entities are tracked from
 	// their start to their termination or until chosen for passivation.
@@ -209,6 +220,12 @@ func (s *shard) onStarted(ctx actor.Context) {
 	s.timers = scheduler.NewTimerScheduler(ctx)
 	s.metrics = metrics.For(ctx.ActorSystem()).Type(s.typeName)
 	s.leaseCtx, s.cancelLeaseCtx = context.WithCancel(context.Background())
+	if s.unreported {
+		unreportedOnce.Do(func() {
+			ctx.Logger().Warn("shard: cannot find the mailbox in the entity props (proto.actor's Props changed); " +
+				"messages that reach a stopped entity are discarded without a dead-letter event")
+		})
+	}
 	if s.settings.RememberEntities && s.settings.RememberEntitiesStore == nil {
 		ctx.Logger().Error("shard: remember-entities is on but there is no RememberEntitiesStore; entities are not remembered", s.attrs()...)
 	}

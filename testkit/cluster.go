@@ -381,7 +381,9 @@ func (n *Node) kill() {
 // that their Stopped handlers (which record the end of activations in a
 // Ledger) have run when it returns. proto.actor has no "stop everything"
 // call; the process registry holds every local process, of which the actors
-// are *actor.ActorProcess.
+// are *actor.ActorProcess (but for sharded entities, whose process is
+// their shard's own kind: they stop with their shard, which waits for
+// them).
 //
 // The remote's actors are left alone: an actor that stops notifies its
 // remote watchers, and the remote resolves their endpoint by asking its

@@ -97,7 +97,8 @@ func stopNodes(nodes ...*node) {
 // (bounded by proto.actor's stop timeout) until they have stopped. The
 // process registry holds every local process: the actors are
 // *actor.ActorProcess, but for the regions, in whose place the registry
-// holds the sharding's router (which passes a stop on). A child (its ID
+// holds the sharding's router (which passes a stop on), and the entities,
+// which stop with their shards anyway. A child (its ID
 // is its parent's, a slash and its name) stops with its parent, so only
 // the actors without a parent among them are stopped: a million entities
 // stop with their shards. The remote's actors stay: a stopping actor tells
