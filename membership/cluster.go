@@ -245,10 +245,10 @@ func (c *Cluster) SelfRemoval() (Removal, bool) {
 // Consul that is one TTL (a refresh sent before the member fenced itself,
 // handled late, passes its check again) plus DeregisterCriticalServiceAfter
 // (then Consul deletes the registration, whose check stays critical: the
-// member stopped refreshing it when it fenced itself) plus Consul's 30 s
-// reaping; every later registration of the node has a new random ID. An ID
-// forgotten after that cannot be reported live again. In-process
-// membership never reports a removed member again.
+// member stopped refreshing it when it fenced itself) plus Consul's
+// reaping and catalog sync (1.5 min); every later registration of the node
+// has a new random ID. An ID forgotten after that cannot be reported live
+// again. In-process membership never reports a removed member again.
 func (c *Cluster) Removal(id string) (r Removal, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
