@@ -53,8 +53,18 @@ func (c *cowMap[K, V]) remove(k K) (V, bool) {
 	if !ok {
 		return zero, false
 	}
-	next := maps.Clone(*cur)
+	next := fresh(*cur)
 	delete(next, k)
 	c.m.Store(&next)
 	return v, true
+}
+
+// fresh copies m into a map made for its size: Go's maps keep the memory
+// of their peak size, and so does a clone (maps.Clone).
+func fresh[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package actorsharding
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -37,14 +39,14 @@ func SendRouted(system *actor.ActorSystem, typeName, id string, msg any, to stri
 	}
 	shard := rp.extractor.ShardID(id)
 	rp.region.SendUserMessage(nil, &routed{entityID: id, shard: shard, message: msg, to: to,
-		pending: shardproto.NewPending(&rp.table.shard(shard).pending)})
+		pending: pendingMark(rp.table, shard)})
 	return true
 }
 
-// RouteCounts reports, for the router of typeName's region on system, how
+// DirectRoutes reports, for the router of typeName's region on system, how
 // many entities take messages directly and how many shards have a home on
 // another node that senders send to directly.
-func RouteCounts(system *actor.ActorSystem, typeName string) (entities, remoteHomes int) {
+func DirectRoutes(system *actor.ActorSystem, typeName string) (entities, remoteHomes int) {
 	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
 	if !ok {
 		return 0, 0
@@ -65,4 +67,20 @@ func RouteCounts(system *actor.ActorSystem, typeName string) (entities, remoteHo
 		return true
 	})
 	return entities, remoteHomes
+}
+
+func pendingMark(t *routeTable, shard string) *shardproto.Pending {
+	_, p := t.markPending(shard, t.shard(shard))
+	return p
+}
+
+// RouteCounts asks the region of typeName on system how many shard routes
+// and entity routes its router has, and how many shard homes it knows.
+func RouteCounts(system *actor.ActorSystem, typeName string) (routes, entities, homes int, err error) {
+	res, err := system.Root.RequestFuture(actor.NewPID(system.Address(), RegionName(typeName)), getRouteCounts{}, 10*time.Second).Result()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	c := res.(routeCounts)
+	return c.routes, c.entities, c.homes, nil
 }

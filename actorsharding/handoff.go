@@ -14,7 +14,8 @@ import (
 //     the shard's old home, because it had forwarded messages there. The
 //     ack travels behind them, so when the old home hands the shard off it
 //     holds all of them. A BeginHandOff repeated by the same worker is
-//     acknowledged the same way; another worker's is a new hand-off.
+//     acknowledged the same way; another worker's is a new hand-off. A
+//     worker gives up after the hand-off timeout, and so does the relay.
 //   - owed: shards this region handed off as their old home. It keeps what
 //     it held or still receives for them and forwards it to the new home
 //     once the coordinator names it (the coordinator tells no one else
@@ -42,6 +43,7 @@ type awaitedForward struct {
 
 type relay struct {
 	worker, via *actor.PID
+	since       time.Time
 }
 
 type owedForward struct {
@@ -58,16 +60,16 @@ func newHandOffs() handOffs {
 }
 
 // beginHandOff returns where this region sends its BeginHandOffAck for
-// worker's hand-off of shard: through the old home it forwarded to
-// (oldHome, nil if it knew no other home), or nil for straight to the
-// worker.
-func (h *handOffs) beginHandOff(shard string, worker, oldHome *actor.PID) *actor.PID {
+// worker's hand-off of shard, asked at now: through the old home it
+// forwarded to (oldHome, nil if it knew no other home), or nil for
+// straight to the worker.
+func (h *handOffs) beginHandOff(shard string, worker, oldHome *actor.PID, now time.Time) *actor.PID {
 	if r, ok := h.relays[shard]; ok && r.worker.Equal(worker) {
 		return r.via
 	}
 	delete(h.relays, shard)
 	if oldHome != nil {
-		h.relays[shard] = relay{worker: worker, via: oldHome}
+		h.relays[shard] = relay{worker: worker, via: oldHome, since: now}
 	}
 	return oldHome
 }
@@ -173,9 +175,14 @@ func (h *handOffs) forwardArrived(shard string, oldHome *actor.PID, now time.Tim
 
 // expireAwaiting ends the waits older than timeout at now, or whose old
 // home is gone (live reports whether an address is a live member's), and
-// forgets reports kept past timeout. It returns the shards whose wait
-// ended.
+// forgets reports and relays kept past timeout. It returns the shards
+// whose wait ended.
 func (h *handOffs) expireAwaiting(now time.Time, timeout time.Duration, live func(address string) bool) []string {
+	for shard, r := range h.relays {
+		if now.Sub(r.since) >= timeout {
+			delete(h.relays, shard)
+		}
+	}
 	var out []string
 	for shard, a := range h.awaiting {
 		if now.Sub(a.since) >= timeout || !live(a.oldHome.GetAddress()) {
@@ -189,6 +196,15 @@ func (h *handOffs) expireAwaiting(now time.Time, timeout time.Duration, live fun
 		}
 	}
 	return out
+}
+
+// involves reports whether shard takes part in a hand-off here.
+func (h *handOffs) involves(shard string) bool {
+	_, relayed := h.relays[shard]
+	_, owed := h.owed[shard]
+	_, awaited := h.awaiting[shard]
+	_, arrived := h.arrived[shard]
+	return relayed || owed || awaited || arrived
 }
 
 // owedCount is the number of shards still owed.

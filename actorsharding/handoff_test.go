@@ -9,10 +9,11 @@ import (
 )
 
 type relayStep struct {
-	learn  bool       // homeLearned instead of beginHandOff
-	worker *actor.PID // the worker asking; nil: worker1
-	home   *actor.PID // the home known at BeginHandOff
-	want   *actor.PID // where the ack goes (nil: the worker)
+	learn  bool          // homeLearned instead of beginHandOff
+	at     time.Duration // when, after the first step
+	worker *actor.PID    // the worker asking; nil: worker1
+	home   *actor.PID    // the home known at BeginHandOff
+	want   *actor.PID    // where the ack goes (nil: the worker)
 }
 
 func samePID(a, b *actor.PID) bool {
@@ -35,11 +36,17 @@ func TestHandOffsRelays(t *testing.T) {
 		{"knew no home: straight to the worker", []relayStep{{home: nil, want: nil}, {home: nil, want: nil}}},
 		{"the home learned again ends the relay", []relayStep{{home: oldHome, want: oldHome}, {learn: true}, {home: nil, want: nil}}},
 		{"another worker's hand-off: the old relay no longer counts", []relayStep{{home: oldHome, want: oldHome}, {worker: worker2, home: nil, want: nil}}},
+		{"within the hand-off timeout: still through the old home", []relayStep{{home: oldHome, want: oldHome}, {at: 9 * time.Second, home: nil, want: oldHome}}},
+		{"after the hand-off timeout the worker gave up: the relay is gone", []relayStep{{home: oldHome, want: oldHome}, {at: 10 * time.Second, home: nil, want: nil}}},
 	}
+	const timeout = 10 * time.Second
+	t0 := time.Unix(1000, 0)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHandOffs()
 			for i, s := range tc.steps {
+				now := t0.Add(s.at)
+				h.expireAwaiting(now, timeout, func(string) bool { return true })
 				if s.learn {
 					h.homeLearned("7")
 					continue
@@ -48,8 +55,11 @@ func TestHandOffsRelays(t *testing.T) {
 				if worker == nil {
 					worker = worker1
 				}
-				if got := h.beginHandOff("7", worker, s.home); !samePID(got, s.want) {
+				if got := h.beginHandOff("7", worker, s.home, now); !samePID(got, s.want) {
 					t.Fatalf("step %d: ack through %v, want %v", i, got, s.want)
+				}
+				if !h.involves("7") && s.want != nil {
+					t.Fatalf("step %d: a relayed shard is not involved in a hand-off", i)
 				}
 			}
 		})

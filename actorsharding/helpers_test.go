@@ -36,6 +36,8 @@ type world struct {
 	received *received
 	shards   int
 	opts     []actorsharding.Option
+	// extractor: nil for a HashCodeMessageExtractor of shards shards.
+	extractor actorsharding.MessageExtractor
 
 	mu      sync.Mutex
 	regions map[*testkit.Node]*actor.PID
@@ -126,7 +128,10 @@ func (w *world) startNode(proxy bool, opts ...actorsharding.Option) *testkit.Nod
 		w.t.Fatal(err)
 	}
 	all := append(slices.Clone(w.opts), opts...)
-	extractor := actorsharding.NewHashCodeMessageExtractor(w.shards)
+	var extractor actorsharding.MessageExtractor = actorsharding.NewHashCodeMessageExtractor(w.shards)
+	if w.extractor != nil {
+		extractor = w.extractor
+	}
 	var pid *actor.PID
 	if proxy {
 		pid, err = s.StartProxy(typeName, extractor, all...)

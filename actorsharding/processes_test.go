@@ -507,7 +507,7 @@ func watchRoutes(system *actor.ActorSystem) *routeWatch {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			e, r := actorsharding.RouteCounts(system, typeName)
+			e, r := actorsharding.DirectRoutes(system, typeName)
 			if int64(e) > w.direct.Load() {
 				w.direct.Store(int64(e))
 			}

@@ -50,6 +50,9 @@ type region struct {
 
 	timers      *scheduler.TimerScheduler
 	cancelRetry scheduler.CancelFunc
+	// lastSweep: when the region last swept its routes and the homes on
+	// other nodes (see sweepRoutes).
+	lastSweep time.Time
 	// coordinator is the coordinator this region registered with, and
 	// epoch its epoch: the only source of commands the region obeys.
 	coordinator *actor.PID
@@ -125,6 +128,12 @@ type bufferedMessage struct {
 
 type retryTick struct{}
 
+// getRouteCounts asks a region how many shard routes its router has, and
+// how many shard homes it knows; the answer is a routeCounts.
+type getRouteCounts struct{}
+
+type routeCounts struct{ routes, entities, homes int }
+
 // restartShard: the shard-failure back-off of a remembering shard that
 // stopped unexpectedly is over (Akka's RestartShard).
 type restartShard struct{ shard string }
@@ -181,6 +190,8 @@ func (r *region) active(ctx actor.Context) {
 		ctx.Logger().Debug("shard region: a request reached no one", slog.String("type", r.typeName), slog.Any("target", msg.Target))
 	case retryTick:
 		r.onRetryTick(ctx)
+	case getRouteCounts:
+		ctx.Respond(routeCounts{routes: r.routes.count(), entities: r.routes.entities.count(), homes: len(r.table.homes)})
 	case restartShard:
 		r.onRestartShard(ctx, msg.shard)
 	case *messages.RegisterAck:
@@ -468,6 +479,7 @@ func (r *region) onRetryTick(ctx actor.Context) {
 	if r.gracefulShutdown {
 		r.tryCompleteGracefulShutdown(ctx)
 	}
+	r.sweepRoutes(ctx, time.Now())
 	if r.coordinator == nil {
 		r.register(ctx)
 		return
@@ -477,6 +489,54 @@ func (r *region) onRetryTick(ctx actor.Context) {
 	if r.gracefulShutdown {
 		ctx.Request(r.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
+}
+
+// homeIdleSweeps is how many whole sweep intervals a home on another node
+// goes unused before the region forgets it; the interval is half the
+// idle timeout (Settings.homeIdleTimeout), so a home goes between one and
+// one and a half timeouts after its last use, as an idle entity does.
+const homeIdleSweeps = 2
+
+// sweepRoutes, every half home idle timeout, forgets the homes on other
+// nodes that this region's messages have not used for that timeout (a
+// shard ID per entity would otherwise leave one for every entity ever
+// sent to) and retires the router's routes of the shards it has nothing
+// of: no home that takes messages directly, no child, no buffered or
+// pending message, no hand-off. A shard's next message asks the
+// coordinator for its home again, as its first did.
+func (r *region) sweepRoutes(ctx actor.Context, now time.Time) {
+	idle := r.settings.homeIdleTimeout()
+	if r.lastSweep.IsZero() {
+		r.lastSweep = now
+	}
+	if now.Sub(r.lastSweep) < idle/homeIdleSweeps {
+		return
+	}
+	r.lastSweep = now
+	used := func(shard string) bool {
+		sr, ok := r.routes.existing(shard)
+		if !ok {
+			return false
+		}
+		h := sr.remote.Load()
+		return h != nil && h.guard.takeUsed()
+	}
+	forgot := r.table.sweepIdleHomes(used, r.holdsShard, homeIdleSweeps)
+	for _, shard := range forgot {
+		r.updateRoute(shard)
+	}
+	left := r.routes.sweep(r.holdsShard)
+	if len(forgot) > 0 {
+		ctx.Logger().Debug("shard region: forgot the homes of shards unused for the idle timeout", slog.String("type", r.typeName),
+			slog.Int("forgotten", len(forgot)), slog.Int("homes", len(r.table.homes)), slog.Int("routes", left), slog.Duration("idle-timeout", idle))
+	}
+}
+
+// holdsShard reports whether the region has something of shard's in hand:
+// a child (whose entities' routes hang on the shard's route), buffered
+// messages, or a part in a hand-off.
+func (r *region) holdsShard(shard string) bool {
+	return r.table.alive(shard) || r.buffers.has(shard) || r.handOffs.involves(shard)
 }
 
 func (r *region) requestShardBufferHomes(ctx actor.Context) {
@@ -664,7 +724,7 @@ func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
 		return
 	}
 	ack := &messages.BeginHandOffAck{Shard: shard, Region: ctx.Self()}
-	if via := r.handOffs.beginHandOff(shard, worker, oldHome); via != nil {
+	if via := r.handOffs.beginHandOff(shard, worker, oldHome, time.Now()); via != nil {
 		// Through the old home, behind what this region forwarded there.
 		ack.ReplyTo = worker
 		ctx.Request(via, ack)
@@ -1301,18 +1361,25 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 // updateRoute opens shard to direct sends while it runs here, this region
 // is its home, and no old home still forwards to it; else closes it. A
 // shard homed on another live node gets that home as its remote route, in
-// a proxy too.
+// a proxy too. A shard without a route needs none to be closed: it has
+// nothing open and no remote home.
 func (r *region) updateRoute(shard string) {
-	sr := r.routes.shard(shard)
-	if !r.proxyOnly() {
-		_, running := r.table.running(shard)
-		open := running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
-		if sr.open.Load() != open {
-			sr.open.Store(open)
-		}
-	}
+	_, running := r.table.running(shard)
+	open := !r.proxyOnly() && running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
 	home, known := r.table.home(shard)
-	if member, live := r.members[home.GetAddress()]; known && live && !r.removed && !r.table.isSelf(home) {
+	member, live := r.members[home.GetAddress()]
+	remote := known && live && !r.removed && !r.table.isSelf(home)
+	sr, exists := r.routes.existing(shard)
+	if !exists && !open && !remote {
+		return
+	}
+	if !exists {
+		sr = r.routes.shard(shard)
+	}
+	if sr.open.Load() != open {
+		sr.open.Store(open)
+	}
+	if remote {
 		sr.setRemote(home, member.ID)
 	} else {
 		sr.closeRemote()
@@ -1352,6 +1419,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		}
 		return
 	}
+	r.table.homeUsed(shard)
 	if se, ok := m.message.(*messages.StartEntity); ok {
 		ctx.RequestWithCustomSender(home, se, m.sender)
 		return

@@ -1,7 +1,9 @@
 package actorsharding
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/testpb"
@@ -73,5 +75,99 @@ func TestSendToRegionWaitsForALiveMember(t *testing.T) {
 	}
 	if _, known := r.table.home("7"); known {
 		t.Fatal("the home on no live member is still known")
+	}
+}
+
+// TestRegionForgetsIdleHomesAndRoutes: a region that sent to thousands of
+// shards on another node once (a shard per entity) forgets their homes,
+// and retires their routes, once they went unused for the idle timeout;
+// what it still uses, hosts, buffers for, or hands off stays.
+func TestRegionForgetsIdleHomesAndRoutes(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	const shards = 5000
+	const otherAddr = "10.0.0.2:7000"
+	other := actor.NewPID(otherAddr, RegionName("T"))
+	type figures struct{ homesBefore, routesBefore, homesAfter, routesAfter int }
+	done := make(chan figures, 1)
+	errs := make(chan string, 16)
+	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); !ok {
+			return
+		}
+		settings := DefaultSettings()
+		settings.Shard.PassivationIdleTimeout = 40 * time.Second
+		r := &region{typeName: "T", settings: settings, table: newShardTable(ctx.Self()), entityProps: actor.PropsFromFunc(func(actor.Context) {}),
+			members: map[string]membership.Member{otherAddr: {ID: "m2", Address: otherAddr, Status: membership.Up}},
+			buffers: newShardBuffers(10), routes: newRouteTable(system, "T"), handOffs: newHandOffs()}
+		for i := range shards {
+			shard := fmt.Sprint(i)
+			r.table.setHome(shard, other)
+			r.updateRoute(shard)
+		}
+		// Hosted here, buffered for, handed off: kept.
+		r.table.setHome("hosted", ctx.Self())
+		r.routes.shard("hosted") // as startShard makes it, for the child
+		if err := r.table.started("hosted", actor.NewPID(system.Address(), "T/hosted")); err != nil {
+			errs <- err.Error()
+		}
+		r.updateRoute("hosted")
+		if err := r.buffers.add("buffered", bufferedMessage{entityID: "b", message: &testpb.Ping{}}); err != nil {
+			errs <- err.Error()
+		}
+		r.routes.shard("buffered")
+		r.handOffs.handedOff("owed", time.Now())
+		r.routes.shard("owed")
+		// Never used: a route made by a message that then went nowhere.
+		r.routes.shard("stray")
+		f := figures{homesBefore: len(r.table.homes), routesBefore: r.routes.count()}
+
+		use := func(shard string) {
+			sr, _ := r.routes.existing(shard)
+			sr.remote.Load().guard.markUsed(0)
+		}
+		t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		sweepAt := func(d time.Duration) { r.sweepRoutes(ctx, t0.Add(d)) }
+		sweepAt(0)                // the first: the clock starts
+		sweepAt(10 * time.Second) // before half the timeout: no sweep
+		if _, ok := r.routes.existing("stray"); !ok {
+			errs <- "swept before half the idle timeout"
+		}
+		use("0")
+		sweepAt(20 * time.Second) // every home: a first unused interval starts
+		use("0")
+		r.table.homeUsed("1") // the region forwarded a message there
+		sweepAt(40 * time.Second)
+		use("0")
+		sweepAt(60 * time.Second) // the others went unused for the timeout
+		f.homesAfter, f.routesAfter = len(r.table.homes), r.routes.count()
+		for _, shard := range []string{"0", "1", "hosted", "buffered", "owed"} {
+			if _, ok := r.routes.existing(shard); !ok {
+				errs <- "the route of shard " + shard + " was retired"
+			}
+		}
+		for _, shard := range []string{"0", "1", "hosted"} {
+			if _, ok := r.table.home(shard); !ok {
+				errs <- "the home of shard " + shard + " was forgotten"
+			}
+		}
+		if _, ok := r.routes.existing("2"); ok {
+			errs <- "the route of an idle shard stayed"
+		}
+		sweepAt(80 * time.Second)
+		if _, ok := r.table.home("1"); ok {
+			errs <- "the home the region used once is still known a timeout later"
+		}
+		close(errs)
+		done <- f
+	}))
+	f := <-done
+	for e := range errs {
+		t.Error(e)
+	}
+	t.Logf("homes %d -> %d, routes %d -> %d", f.homesBefore, f.homesAfter, f.routesBefore, f.routesAfter)
+	if f.homesBefore != shards+1 || f.homesAfter != 3 || f.routesAfter != 5 {
+		t.Fatalf("homes %d -> %d, routes %d -> %d; want %d -> 3 (0, 1, hosted) and 5 routes (and buffered, owed)",
+			f.homesBefore, f.homesAfter, f.routesBefore, f.routesAfter, shards+1)
 	}
 }

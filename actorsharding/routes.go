@@ -38,12 +38,18 @@ type routeTable struct {
 }
 
 // shardRoute is one shard's part of the route table; it is the shard's
-// shardproto.EntityRoutes.
+// shardproto.EntityRoutes. The region retires the route of a shard it
+// has no use for (see routeTable.retire); the shard's next message makes
+// a new one.
 type shardRoute struct {
 	table *routeTable
 	// pending counts the shard's messages on the slow way (see
 	// shardproto.Pending). While it is above zero nothing goes directly.
+	// A mark is added with markPending only.
 	pending atomic.Int64
+	// retired: the region is taking the route out of the table (see
+	// routeTable.retire).
+	retired atomic.Bool
 	// open: the shard runs here, this region is its home, and no old
 	// home still forwards to it.
 	open atomic.Bool
@@ -108,7 +114,8 @@ func (s *shardRoute) closeRemote() {
 // send if the home was closed, msg cannot be packed, or it is over maxSize
 // (the region actor reports why).
 func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg, asItIs proto.Message, packed *anypb.Any, maxSize int) bool {
-	if _, ok := h.guard.enter(); !ok {
+	v, ok := h.guard.enter()
+	if !ok {
 		return false
 	}
 	defer h.guard.exit()
@@ -117,6 +124,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, i
 			return false
 		}
 		sendWithSender(root, h.entry, env, asItIs)
+		h.guard.markUsed(v)
 		return true
 	}
 	payload := packed
@@ -136,6 +144,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, i
 		return false
 	}
 	sendWithSender(root, h.pid, env, out)
+	h.guard.markUsed(v)
 	return true
 }
 
@@ -213,6 +222,93 @@ func (t *routeTable) shard(id string) *shardRoute {
 	}
 	v, _ := t.shards.LoadOrStore(id, &shardRoute{table: t})
 	return v.(*shardRoute)
+}
+
+// count is the number of shard routes.
+func (t *routeTable) count() int {
+	n := 0
+	t.shards.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+// count is the number of entity routes.
+func (m *entityMap) count() int {
+	n := 0
+	for i := range m.stripes {
+		if cur := m.stripes[i].m.Load(); cur != nil {
+			n += len(*cur)
+		}
+	}
+	return n
+}
+
+// existing returns shard's route if it has one.
+func (t *routeTable) existing(id string) (*shardRoute, bool) {
+	v, ok := t.shards.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return v.(*shardRoute), true
+}
+
+// markPending marks one message of shard id pending on the shard's route
+// in the table, which it returns: sr, the route the sender looked up,
+// unless the region retired it meanwhile. See retire.
+func (t *routeTable) markPending(id string, sr *shardRoute) (*shardRoute, *shardproto.Pending) {
+	for {
+		p := shardproto.NewPending(&sr.pending)
+		if !sr.retired.Load() {
+			return sr, p
+		}
+		// The region may be deleting sr: the mark goes on the route
+		// that replaces it (or on sr again, if the region keeps it).
+		p.Release()
+		runtime.Gosched()
+		sr = t.shard(id)
+	}
+}
+
+// retire takes shard id's route sr out of the table, unless a message of
+// the shard is pending on it. The region calls it, for a route through
+// which nothing goes directly (not open, no remote home) of a shard it
+// holds nothing of; the shard's next message makes a new route, with no
+// mark, no home and nothing open, which is all sr has.
+//
+// Senders run on their own goroutines. One that looked sr up and marks a
+// message pending on it must not leave its mark on a route that left the
+// table: a later message of the same sender would find the new route's
+// count at zero, and might go directly to a home the region learns
+// meanwhile, ahead of the first one. So the two meet as in Dekker's
+// algorithm, on Go's atomics, which are sequentially consistent: the
+// sender adds its mark, then reads retired (markPending); the region sets
+// retired, then reads the count. One of them sees the other's write:
+// either the region sees the mark and keeps sr (clearing retired again),
+// or the sender sees retired, takes its mark back and marks the route
+// that the table has then. A route is never deleted with a mark on it,
+// and a mark is never kept on a deleted route.
+func (t *routeTable) retire(id string, sr *shardRoute) bool {
+	if sr.pending.Load() != 0 || sr.open.Load() || sr.remote.Load() != nil {
+		return false
+	}
+	sr.retired.Store(true)
+	if sr.pending.Load() != 0 {
+		sr.retired.Store(false)
+		return false
+	}
+	t.shards.CompareAndDelete(id, sr)
+	return true
+}
+
+// sweep retires every route that retire takes of a shard that keep does
+// not hold on to, and returns how many routes are left.
+func (t *routeTable) sweep(keep func(shard string) bool) (left int) {
+	t.shards.Range(func(k, v any) bool {
+		if id := k.(string); keep(id) || !t.retire(id, v.(*shardRoute)) {
+			left++
+		}
+		return true
+	})
+	return left
 }
 
 // closeAll closes every shard and remote home (the region stops or was
@@ -459,7 +555,8 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			return true
 		}
 	}
-	r := &routed{entityID: id, shard: shard, message: m, to: to, pending: shardproto.NewPending(&sr.pending)}
+	_, pending := p.table.markPending(shard, sr)
+	r := &routed{entityID: id, shard: shard, message: m, to: to, pending: pending}
 	if env != nil {
 		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: r, Sender: sender})
 	} else {
@@ -513,7 +610,7 @@ func (p *regionProcess) Stop(pid *actor.PID) { p.region.Stop(pid) }
 func isRegionMessage(msg any) bool {
 	switch msg.(type) {
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.DeadLetterResponse, *actor.ReceiveTimeout,
-		retryTick, restartShard, *SetActiveEntityLimit, *shardproto.HandOffReturned,
+		retryTick, restartShard, getRouteCounts, *SetActiveEntityLimit, *shardproto.HandOffReturned,
 		*membership.CurrentClusterState, membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
 		return true
 	}

@@ -133,6 +133,27 @@ func (s Settings) withDefaults() Settings {
 	return s
 }
 
+// homeIdleTimeout is how long a region keeps the home of a shard on
+// another node that none of its messages went to: the passivation idle
+// timeout (the shard's entities there are passivated by then, unless
+// others used them), or its default when idle passivation is off, and
+// minHomeIdleTimeout at least.
+func (s Settings) homeIdleTimeout() time.Duration {
+	d := s.Shard.WithDefaults().PassivationIdleTimeout
+	if d <= 0 {
+		d = shardactor.DefaultSettings().PassivationIdleTimeout
+	}
+	return max(d, minHomeIdleTimeout)
+}
+
+// minHomeIdleTimeout: a message a region sent to a home has reached it,
+// or was dropped, well before this (proto.actor's endpoint writer gives up
+// on a connection after five attempts two seconds apart). So when the
+// region forgets a home it sent nothing to for this long, nothing is on
+// its way there that a hand-off of the shard would have to let arrive
+// first (the BeginHandOff relay of handOffs).
+const minHomeIdleTimeout = 30 * time.Second
+
 // Option changes Settings.
 type Option func(*Settings)
 

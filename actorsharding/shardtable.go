@@ -76,6 +76,10 @@ type shardTable struct {
 	// pendingStarts: HostShard senders waiting for ShardStarted of a shard
 	// whose previous child is still alive.
 	pendingStarts map[string][]*actor.PID
+	// idle: per shard whose home is another region, the whole intervals
+	// between sweeps that it went unused (see sweepIdleHomes); absent:
+	// used (or learned) since the last sweep.
+	idle map[string]int
 }
 
 func newShardTable(self *actor.PID) shardTable {
@@ -83,6 +87,7 @@ func newShardTable(self *actor.PID) shardTable {
 		self:          self,
 		homes:         map[string]*actor.PID{},
 		byRegion:      map[string]map[string]struct{}{},
+		idle:          map[string]int{},
 		local:         map[string]*localShard{},
 		byChild:       map[string]string{},
 		pendingStarts: map[string][]*actor.PID{},
@@ -130,6 +135,7 @@ func (t *shardTable) forgetHome(shard string) {
 		return
 	}
 	delete(t.homes, shard)
+	delete(t.idle, shard)
 	key := coordinatoractor.RegionKey(ref)
 	if set, ok := t.byRegion[key]; ok {
 		delete(set, shard)
@@ -147,6 +153,7 @@ func (t *shardTable) forgetRegion(ref *actor.PID) []string {
 	out := make([]string, 0, len(set))
 	for shard := range set {
 		delete(t.homes, shard)
+		delete(t.idle, shard)
 		out = append(out, shard)
 	}
 	delete(t.byRegion, key)
@@ -172,6 +179,43 @@ func (t *shardTable) regionsAt(address string) []*actor.PID {
 func (t *shardTable) forgetAllHomes() {
 	t.homes = map[string]*actor.PID{}
 	t.byRegion = map[string]map[string]struct{}{}
+	t.idle = map[string]int{}
+}
+
+// homeUsed notes that a message went to shard's home.
+func (t *shardTable) homeUsed(shard string) { delete(t.idle, shard) }
+
+// sweepIdleHomes counts one sweep for the shards whose home is another
+// region, and forgets the homes that went unused for idleSweeps whole
+// intervals between sweeps: a shard that used (asked once per sweep)
+// reports used since the sweep before, or noted with homeUsed, or that
+// busy holds, starts again. It returns the shards whose home it forgot,
+// sorted; their next message asks the coordinator again. A home on this
+// region stays: its shard lives here.
+func (t *shardTable) sweepIdleHomes(used, busy func(shard string) bool, idleSweeps int) []string {
+	var out []string
+	for shard, ref := range t.homes {
+		if t.isSelf(ref) {
+			continue
+		}
+		n, swept := t.idle[shard]
+		if used(shard) || busy(shard) || !swept {
+			t.idle[shard] = 0 // the interval from this sweep on is the first unused one
+			continue
+		}
+		if t.idle[shard] = n + 1; n+1 >= idleSweeps {
+			out = append(out, shard)
+		}
+	}
+	for _, shard := range out {
+		t.forgetHome(shard)
+	}
+	if len(out) > len(t.homes) {
+		// Most homes went: give back the memory of the maps' peak.
+		t.homes, t.idle = fresh(t.homes), fresh(t.idle)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // --- local children ---

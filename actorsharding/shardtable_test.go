@@ -282,3 +282,58 @@ func TestAcceptCoordinator(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepIdleHomes: a home on another region is forgotten once it went
+// unused for two whole intervals between sweeps; a use, through the
+// router or the region, or a shard the region holds something of, starts
+// again; a home on this region stays.
+func TestSweepIdleHomes(t *testing.T) {
+	type sweep struct {
+		used, busy, noted []string // used since the last sweep, busy now, noted with homeUsed before
+		forgot            []string
+	}
+	cases := []struct {
+		name   string
+		sweeps []sweep
+	}{
+		{"unused: forgotten at the third sweep", []sweep{{}, {}, {forgot: []string{"1", "2"}}}},
+		{"used through the router: starts again", []sweep{
+			{}, {used: []string{"1"}}, {forgot: []string{"2"}}, {forgot: []string{"1"}},
+		}},
+		{"used by the region: starts again", []sweep{
+			{}, {noted: []string{"2"}}, {forgot: []string{"1"}}, {forgot: []string{"2"}},
+		}},
+		{"busy (buffered, a hand-off): kept", []sweep{
+			{busy: []string{"1"}}, {busy: []string{"1"}}, {busy: []string{"1"}, forgot: []string{"2"}}, {}, {forgot: []string{"1"}},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newShardTable(selfPID)
+			tb.setHome("1", otherPID)
+			tb.setHome("2", otherPID)
+			tb.setHome("3", selfPID)
+			for i, s := range tc.sweeps {
+				for _, shard := range s.noted {
+					tb.homeUsed(shard)
+				}
+				got := tb.sweepIdleHomes(func(shard string) bool { return slices.Contains(s.used, shard) },
+					func(shard string) bool { return slices.Contains(s.busy, shard) }, 2)
+				if !slices.Equal(got, s.forgot) {
+					t.Fatalf("sweep %d forgot %v, want %v", i, got, s.forgot)
+				}
+				for _, shard := range got {
+					if _, known := tb.home(shard); known {
+						t.Fatalf("sweep %d: %s is still known", i, shard)
+					}
+				}
+			}
+			if !tb.homeIsSelf("3") {
+				t.Fatal("the home on this region was forgotten")
+			}
+			if len(tb.idle) > len(tb.homes) {
+				t.Fatalf("idle counts of %d shards for %d homes", len(tb.idle), len(tb.homes))
+			}
+		})
+	}
+}

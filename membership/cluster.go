@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/internal/expiring"
 )
 
 // ErrRemoved is returned by Join and Leave of a Cluster whose member was
@@ -119,14 +121,16 @@ type Cluster struct {
 	member     atomic.Bool
 	everJoined atomic.Bool
 
-	mu          sync.Mutex
-	self        Member
-	joined      bool
-	leaving     bool
-	members     []Member
-	removed     map[string]bool // ids seen removed: never accepted again
-	removals    map[string]Removal
+	mu      sync.Mutex
+	self    Member
+	joined  bool
+	leaving bool
+	members []Member
+	// removed: the member IDs seen removed, kept for removedRetention
+	// (see Removal): not accepted again meanwhile.
+	removed     expiring.Set[Removal]
 	selfRemoval *Removal // the last removal of this node's own member
+	now         func() time.Time
 	subscribers []*actor.PID
 	hooks       []namedHook
 	stopWatch   context.CancelFunc
@@ -163,17 +167,48 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 	if cfg.LeaveHookTimeout <= 0 {
 		cfg.LeaveHookTimeout = 60 * time.Second
 	}
-	if cfg.Quarantine != nil {
-		cfg.Quarantine.install(system)
-	}
-	return &Cluster{
+	c := &Cluster{
 		system:   system,
 		provider: provider,
 		cfg:      cfg,
 		logger:   system.Logger().With(slog.String("component", "membership")),
-		removed:  map[string]bool{},
-		removals: map[string]Removal{},
+		now:      time.Now,
 	}
+	bound := c.removalBound()
+	c.removed = expiring.NewSet[Removal](expiring.Window(removedRetention, bound), nil)
+	if cfg.Quarantine != nil {
+		cfg.Quarantine.install(system, expiring.Window(quarantineRetention, bound))
+	}
+	return c
+}
+
+// How long a node remembers a removed member, at least: Akka's
+// prune-gossip-tombstones-after for the member IDs, and its
+// remove-quarantined-association-after for the quarantine of their actor
+// systems and addresses (see Quarantine). Each is raised to
+// expiring.SafetyFactor times the provider's removal bound where that is
+// longer (see removalBound).
+const (
+	removedRetention    = 24 * time.Hour
+	quarantineRetention = time.Hour
+)
+
+// removalBound is the longest a removed member's leftovers can matter to
+// this node: the down-removal margin, during which Removal must answer;
+// the failure detection timeout, after which a member cut off has fenced
+// itself; and how long its registration may still be reported live
+// (RegistrationLinger), during which the removed set keeps it out of the
+// view. A provider without a failure detector (in-process membership)
+// never reports a removed member again: it has none of the two.
+func (c *Cluster) removalBound() time.Duration {
+	b := c.DownRemovalMargin()
+	if fd, ok := c.provider.(FailureDetector); ok {
+		b = max(b, fd.FailureDetectionTimeout())
+	}
+	if l, ok := c.provider.(RegistrationLinger); ok {
+		b = max(b, l.RegistrationLinger())
+	}
+	return b
 }
 
 // Removal is what this node saw of a member's removal.
@@ -199,12 +234,25 @@ func (c *Cluster) SelfRemoval() (Removal, bool) {
 
 // Removal returns what this node saw of the removal of member id; ok is
 // false for a member this node never saw removed (one removed before it
-// joined, or a live one).
+// joined, or a live one), and for one removed so long ago that it was
+// forgotten.
+//
+// A removed member is remembered, and its ID refused in the view, for 24
+// hours (Akka's prune-gossip-tombstones-after), or for ten times the
+// provider's removal bound if that is longer: the down-removal margin,
+// which is all the sharding coordinator asks Removal for, and how long the
+// provider may still report a removed member's registration live. With
+// Consul that is one TTL (a refresh sent before the member fenced itself,
+// handled late, passes its check again) plus DeregisterCriticalServiceAfter
+// (then Consul deletes the registration, whose check stays critical: the
+// member stopped refreshing it when it fenced itself) plus Consul's
+// reaping and catalog sync (1.5 min); every later registration of the node
+// has a new random ID. An ID forgotten after that cannot be reported live
+// again. In-process membership never reports a removed member again.
 func (c *Cluster) Removal(id string) (r Removal, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok = c.removals[id]
-	return r, ok
+	return c.removed.Get(id)
 }
 
 // DownRemovalMargin is how long singletons and shards of a member removed
@@ -484,7 +532,7 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 			c.mu.Unlock()
 			return // our registration is not visible yet
 		}
-		c.members = filterRemoved(snapshot, c.removed)
+		c.members = c.filterRemoved(snapshot)
 		for _, m := range c.members {
 			c.admit(m)
 		}
@@ -507,17 +555,17 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		c.markSelfRemoved(graceful)
 		return
 	}
-	events := Diff(c.members, snapshot, c.removed)
+	events := Diff(c.members, c.filterRemoved(snapshot), nil)
+	now := c.now()
 	for _, e := range events {
 		if e, ok := e.(MemberRemoved); ok {
-			c.removed[e.Member.ID] = true
-			c.removals[e.Member.ID] = Removal{At: time.Now(), Graceful: e.Graceful}
+			c.removed.Put(e.Member.ID, Removal{At: now, Graceful: e.Graceful}, now)
 			if c.cfg.Quarantine != nil && e.Member.SystemID != c.system.ID {
 				c.cfg.Quarantine.removed(e.Member, e.Graceful)
 			}
 		}
 	}
-	c.members = filterRemoved(snapshot, c.removed)
+	c.members = c.filterRemoved(snapshot)
 	// After the removals: a live member may share an address or an actor
 	// system with a removed one (a process restarted on its address, a
 	// node that joined again), and the removal of the old one may come
@@ -553,9 +601,9 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	self.Status = Leaving
 	c.joined = false
 	c.member.Store(false)
-	c.removed[self.ID] = true
-	c.removals[self.ID] = Removal{At: time.Now(), Graceful: graceful}
-	c.selfRemoval = &Removal{At: time.Now(), Graceful: graceful}
+	now := c.now()
+	c.removed.Put(self.ID, Removal{At: now, Graceful: graceful}, now)
+	c.selfRemoval = &Removal{At: now, Graceful: graceful}
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}
@@ -643,10 +691,11 @@ func (c *Cluster) firstViewSeen() bool {
 	}
 }
 
-func filterRemoved(ms []Member, removed map[string]bool) []Member {
+// filterRemoved returns ms without the members seen removed.
+func (c *Cluster) filterRemoved(ms []Member) []Member {
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
-		if !removed[m.ID] {
+		if !c.removed.Has(m.ID) {
 			out = append(out, m)
 		}
 	}

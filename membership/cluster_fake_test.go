@@ -3,6 +3,7 @@ package membership_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 type fakeProvider struct {
 	mu            sync.Mutex
 	self          membership.Member
+	others        []membership.Member // other members, in every snapshot
 	registered    bool
 	hideSelf      bool // the registration never becomes visible
 	watchCtx      context.Context
@@ -53,10 +55,19 @@ func (p *fakeProvider) Register(_ context.Context, self membership.Member) (memb
 func (p *fakeProvider) current() []membership.Member {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	others := slices.Clone(p.others)
 	if !p.registered || p.hideSelf {
-		return nil
+		return others
 	}
-	return []membership.Member{p.self}
+	return append(others, p.self)
+}
+
+// setOthers makes ms the other members and delivers the snapshot.
+func (p *fakeProvider) setOthers(ms ...membership.Member) {
+	p.mu.Lock()
+	p.others = ms
+	p.mu.Unlock()
+	p.deliver()
 }
 
 // deliver hands the current snapshot to the watch and waits until onChange

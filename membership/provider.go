@@ -58,3 +58,16 @@ type Confirmer interface {
 	// none.
 	LastConfirmed() (time.Time, bool)
 }
+
+// RegistrationLinger is implemented by a Provider under which a removed
+// member's registration may still be reported live for a while after the
+// others saw it removed (Consul: a TTL refresh sent before the member
+// fenced itself and handled late passes its check again, until Consul
+// deletes the registration). A Cluster remembers removed members, and
+// its Quarantine their actor systems and addresses, for many times that
+// long (see Cluster.Removal).
+type RegistrationLinger interface {
+	// RegistrationLinger bounds how long after its removal a member's
+	// registration may still be reported live.
+	RegistrationLinger() time.Duration
+}

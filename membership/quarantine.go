@@ -2,12 +2,15 @@ package membership
 
 import (
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/protoshard/protoshard/internal/expiring"
 )
 
 // Quarantine is the remote-layer fence of a node against removed members,
@@ -40,17 +43,59 @@ import (
 // when any member is up at them again (a process restarted on the same
 // host:port).
 //
+// A quarantine that nothing lifts ends after an hour (Akka's
+// remove-quarantined-association-after), or ten times the provider's
+// removal bound if that is longer (see Cluster.Removal), and never while a
+// connection from the quarantined actor system is still open. A member
+// that was removed has, by then, fenced itself (it stopped acting as a
+// member one failure detection timeout after its last confirmed
+// registration, and stays so until it joins again, which lifts the
+// quarantine), or died. What a paused process had queued for this node
+// before its pause travels on the connection it had open, which keeps the
+// quarantine; if that connection ends meanwhile, proto.actor drops what
+// was queued on it. An address is dialled again on demand once its
+// quarantine ends, as any address no member has used.
+//
 // One Quarantine serves one node (one remote and its Cluster).
 type Quarantine struct {
 	mu        sync.RWMutex
-	systems   map[string]bool // actor system IDs whose messages are refused
-	addresses map[string]bool // addresses this node does not dial
-	system    *actor.ActorSystem
+	systems   expiring.Set[struct{}] // actor system IDs whose messages are refused
+	addresses expiring.Set[struct{}] // addresses this node does not dial
+	// inbound counts the open inbound connections by actor system ID: a
+	// quarantined system with one open stays quarantined.
+	inbound map[string]int
+	now     func() time.Time
+	system  *actor.ActorSystem
 }
 
 // NewQuarantine returns a Quarantine that blocks nothing yet.
 func NewQuarantine() *Quarantine {
-	return &Quarantine{systems: map[string]bool{}, addresses: map[string]bool{}}
+	q := &Quarantine{inbound: map[string]int{}, now: time.Now}
+	q.keepFor(quarantineRetention)
+	return q
+}
+
+// keepFor makes quarantines that nothing lifts last retention at least,
+// as long as nothing was quarantined yet.
+func (q *Quarantine) keepFor(retention time.Duration) {
+	q.systems = expiring.NewSet[struct{}](retention, q.connectedLocked)
+	q.addresses = expiring.NewSet[struct{}](retention, nil)
+}
+
+// connectedLocked reports whether the actor system id has a connection
+// open to this node.
+func (q *Quarantine) connectedLocked(id string) bool { return q.inbound[id] > 0 }
+
+// connected notes a connection from the actor system id, open (delta 1)
+// or ended (-1).
+func (q *Quarantine) connected(id string, delta int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n := q.inbound[id] + delta; n > 0 {
+		q.inbound[id] = n
+	} else {
+		delete(q.inbound, id)
+	}
 }
 
 // RemoteOption installs the quarantine in a proto.actor remote: pass it to
@@ -69,20 +114,39 @@ func (q *Quarantine) RemoteOption() remote.ConfigOption {
 func (q *Quarantine) removed(m Member, graceful bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	now := q.pruneLocked()
 	if !graceful && m.SystemID != "" {
-		q.systems[m.SystemID] = true
+		q.systems.Put(m.SystemID, struct{}{}, now)
 	}
 	if m.Address != "" {
-		q.addresses[m.Address] = true
+		q.addresses.Put(m.Address, struct{}{}, now)
 	}
+}
+
+// blockAddress quarantines address (its node announced it shuts down).
+func (q *Quarantine) blockAddress(address string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.system != nil { // a quarantine no Cluster installed blocks nothing
+		q.addresses.Put(address, struct{}{}, q.pruneLocked())
+	}
+}
+
+// pruneLocked ends the quarantines past their window (see Quarantine) and
+// returns the time it did so at: each write prunes both sets.
+func (q *Quarantine) pruneLocked() time.Time {
+	now := q.now()
+	q.systems.Prune(now)
+	q.addresses.Prune(now)
+	return now
 }
 
 // up lifts what blocks m, a live member.
 func (q *Quarantine) up(m Member) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.systems, m.SystemID)
-	delete(q.addresses, m.Address)
+	q.systems.Delete(m.SystemID)
+	q.addresses.Delete(m.Address)
 }
 
 // SystemBlocked reports whether messages from the actor system id are
@@ -90,21 +154,25 @@ func (q *Quarantine) up(m Member) {
 func (q *Quarantine) SystemBlocked(id string) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	return q.systems[id]
+	return q.systems.Has(id)
 }
 
 // AddressBlocked reports whether this node refuses to dial address.
 func (q *Quarantine) AddressBlocked(address string) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	return q.addresses[address]
+	return q.addresses.Has(address)
 }
 
 // serverInterceptor wraps proto.actor's inbound stream: it learns the
 // connecting actor system from its ConnectRequest and fails the stream on
-// any message once that system is quarantined.
+// any message once that system is quarantined. proto.actor reads the
+// stream only on the handler's goroutine, so the stream has ended for it
+// once the handler returned.
 func (q *Quarantine) serverInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &quarantinedStream{ServerStream: ss, q: q})
+	s := &quarantinedStream{ServerStream: ss, q: q}
+	defer s.from("")
+	return handler(srv, s)
 }
 
 // quarantinedStream is one inbound connection. RecvMsg runs on the one
@@ -113,6 +181,21 @@ type quarantinedStream struct {
 	grpc.ServerStream
 	q        *Quarantine
 	systemID string
+}
+
+// from notes that the stream comes from the actor system id ("": it
+// ended).
+func (s *quarantinedStream) from(id string) {
+	if id == s.systemID {
+		return
+	}
+	if s.systemID != "" {
+		s.q.connected(s.systemID, -1)
+	}
+	if id != "" {
+		s.q.connected(id, 1)
+	}
+	s.systemID = id
 }
 
 func (s *quarantinedStream) RecvMsg(m any) error {
@@ -124,7 +207,7 @@ func (s *quarantinedStream) RecvMsg(m any) error {
 		return nil
 	}
 	if sc := msg.GetConnectRequest().GetServerConnection(); sc != nil {
-		s.systemID = sc.GetSystemId()
+		s.from(sc.GetSystemId())
 	}
 	if s.systemID != "" && s.q.SystemBlocked(s.systemID) {
 		return status.Errorf(codes.PermissionDenied, "protoshard quarantine: actor system %s belongs to a removed member", s.systemID)

@@ -74,11 +74,7 @@ type dialedStream struct {
 func (s *dialedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if msg, ok := m.(*remote.RemoteMessage); ok && err == nil && msg.GetDisconnectRequest() != nil {
-		s.q.mu.Lock()
-		if s.q.system != nil { // a quarantine no Cluster installed blocks nothing
-			s.q.addresses[s.address] = true
-		}
-		s.q.mu.Unlock()
+		s.q.blockAddress(s.address)
 	}
 	return err
 }
@@ -177,14 +173,16 @@ func (q *Quarantine) drop(target *actor.PID, msg any, sender *actor.PID) {
 // install puts the quarantine in front of the remote in system's process
 // registry (see fencedProcess). The remote's resolver answers every remote
 // PID, so the quarantine's must come first; the Cluster installs it before
-// it joins, when no remote traffic resolves PIDs yet.
-func (q *Quarantine) install(system *actor.ActorSystem) {
+// it joins, when no remote traffic resolves PIDs yet. Quarantines end
+// after retention at the earliest (see Quarantine).
+func (q *Quarantine) install(system *actor.ActorSystem, retention time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.system != nil {
 		return
 	}
 	q.system = system
+	q.keepFor(retention)
 	pr := system.ProcessRegistry
 	pr.RemoteHandlers = append([]actor.AddressResolver{q.resolve}, pr.RemoteHandlers...)
 }

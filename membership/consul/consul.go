@@ -52,6 +52,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/expiring"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -156,9 +157,11 @@ type Provider struct {
 	// there is none. Read on every message a region routes.
 	lastOK atomic.Pointer[time.Time]
 
-	mu     sync.Mutex
-	reg    *registration // the current (or last) registration, nil before the first
-	gone   map[string]bool
+	mu  sync.Mutex
+	reg *registration // the current (or last) registration, nil before the first
+	// gone: the member IDs this Provider fenced or deregistered, never
+	// reported again while Consul may still report them live (see view).
+	gone   expiring.Set[struct{}]
 	closed bool
 }
 
@@ -183,6 +186,31 @@ type registration struct {
 }
 
 var _ membership.Confirmer = (*Provider)(nil)
+
+var _ membership.RegistrationLinger = (*Provider)(nil)
+
+// A Consul agent deletes the services whose check stayed critical for
+// their DeregisterCriticalServiceAfter every reapInterval, and brings the
+// catalog in line with its own state at least every antiEntropyInterval
+// (Consul's check_reap_interval and ae_interval).
+const (
+	reapInterval        = 30 * time.Second
+	antiEntropyInterval = time.Minute
+)
+
+// RegistrationLinger implements membership.RegistrationLinger: a member
+// stops refreshing its check once it fenced itself (after a TTL without a
+// successful refresh), but a refresh it sent before, handled late, passes
+// the check again for a TTL; once the check stayed critical for
+// DeregisterCriticalServiceAfter, the agent deletes the registration at
+// its next reaping, and the catalog follows at its next sync. A later
+// refresh then finds no check, and the member never registers the ID
+// again.
+func (p *Provider) RegistrationLinger() time.Duration { return registrationLinger(p.cfg) }
+
+func registrationLinger(cfg Config) time.Duration {
+	return cfg.TTL + cfg.DeregisterCriticalServiceAfter + reapInterval + antiEntropyInterval
+}
 
 // LastConfirmed implements membership.Confirmer: when the current
 // registration last refreshed its TTL check successfully (when the refresh
@@ -243,7 +271,7 @@ func New(cfg Config) (*Provider, error) {
 		log:      cfg.Logger.With(slog.String("component", "consul-membership"), slog.String("service", cfg.ServiceName)),
 		closeCtx: closeCtx,
 		closeFn:  closeFn,
-		gone:     map[string]bool{},
+		gone:     expiring.NewSet[struct{}](expiring.Window(0, registrationLinger(cfg)), nil),
 	}, nil
 }
 
@@ -576,7 +604,7 @@ func (p *Provider) fenceReg(reg *registration, reason string) {
 
 func (p *Provider) fenceLocked(reg *registration) {
 	reg.fenced = true
-	p.gone[reg.self.ID] = true
+	p.gone.Put(reg.self.ID, struct{}{}, time.Now())
 	reg.stopRefresh()
 	reg.fence()
 }
@@ -588,7 +616,7 @@ func (p *Provider) fenceLocked(reg *registration) {
 // within ctx.
 func (p *Provider) retire(ctx context.Context, reg *registration, async bool) {
 	p.mu.Lock()
-	p.gone[reg.self.ID] = true
+	p.gone.Put(reg.self.ID, struct{}{}, time.Now())
 	alreadyDeregistered := reg.deregistering
 	reg.deregistering = true
 	reg.stopRefresh()
@@ -676,7 +704,7 @@ func (p *Provider) Deregister(ctx context.Context) error {
 		return ErrNotRegistered
 	}
 	reg.deregistering = true
-	p.gone[reg.self.ID] = true
+	p.gone.Put(reg.self.ID, struct{}{}, time.Now())
 	reg.stopRefresh()
 	p.mu.Unlock()
 	<-reg.refreshDone
@@ -819,13 +847,15 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 }
 
 // view filters out the member ids this Provider has fenced or deregistered:
-// they never come back, whatever Consul says later.
+// they never come back, whatever Consul says later. An ID is kept ten
+// times the registration's linger (see RegistrationLinger): by then
+// Consul no longer has it.
 func (p *Provider) view(ms []membership.Member) []membership.Member {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]membership.Member, 0, len(ms))
 	for _, m := range ms {
-		if !p.gone[m.ID] {
+		if !p.gone.Has(m.ID) {
 			out = append(out, m)
 		}
 	}
