@@ -280,7 +280,10 @@ func (s *singletonActor) Receive(ctx actor.Context) {
 		s.ledger.write(Record{Ev: evSTick, Inc: s.inc})
 		if s.ticks--; s.ticks <= 0 {
 			ctx.Stop(ctx.Self())
+			return
 		}
+		// proto.actor's receive timeout fires once: arm it again.
+		ctx.SetReceiveTimeout(singletonTick)
 	case *actor.Stopped:
 		s.ledger.write(Record{Ev: evSStop, Inc: s.inc})
 	}
