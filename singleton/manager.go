@@ -57,8 +57,12 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 	}
 	settings = settings.withDefaults()
 	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
+	fence := &staleFence{stale: cluster.Stale, name: name}
+	props = props.Clone(actor.WithReceiverMiddleware(fence.middleware))
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return newManager(cluster, props, name, settings)
+		m := newManager(cluster, props, name, settings)
+		m.fence = fence
+		return m
 	}, guard.WithMailbox()), name)
 	if err != nil {
 		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
@@ -83,9 +87,12 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 // per state (see the State* names).
 type manager struct {
 	cluster  *membership.Cluster
-	props    *actor.Props
+	props    *actor.Props // with the fence's middleware
 	name     string
 	settings Settings
+	// fence keeps the singleton from working while this node's
+	// membership is stale; nil in tests that build a manager alone.
+	fence *staleFence
 
 	behavior actor.Behavior
 	state    string
@@ -352,7 +359,15 @@ func (m *manager) oldest(ctx actor.Context) {
 // after the back-off. Every other state asked it to stop, or hands it over.
 func (m *manager) singletonTerminated(ctx actor.Context) {
 	restartable := m.state == StateOldest && !m.selfExited && !m.selfGone && !m.managerStopping
-	plan, err := m.restarts.stopped(time.Now(), restartable)
+	var plan restartPlan
+	var err error
+	if m.fence != nil && m.fence.takeStopped() && restartable {
+		// Its stale fence stopped it: due again once this node has
+		// confirmed its membership, unless the removal comes first.
+		plan, err = m.restarts.fencedStop(time.Now())
+	} else {
+		plan, err = m.restarts.stopped(time.Now(), restartable)
+	}
 	switch {
 	case err != nil:
 		ctx.Logger().Error("singleton: singleton actor terminated", slog.String("state", m.state), slog.Any("error", err))

@@ -2,6 +2,7 @@ package singleton_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 	"github.com/stretchr/testify/require"
@@ -353,4 +357,69 @@ func TestSingletonRestartWaitsForConfirmedMembership(t *testing.T) {
 	backend.Resume(n)
 	l.waitStarts(t, 2)
 	f.allProxiesReach(n)
+}
+
+// ticker is a singleton that counts a tick of its own timer every 20ms,
+// in ledger incarnations node/member#n.
+type ticker struct {
+	f      *fixture
+	node   string
+	starts *atomic.Int32
+	ticks  *atomic.Int64
+	inc    string
+}
+
+type tick struct{}
+
+func (a *ticker) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		a.inc = fmt.Sprintf("%s#%d", a.node, a.starts.Add(1))
+		a.f.ledger.Started(key, a.inc)
+		scheduler.NewTimerScheduler(ctx).SendRepeatedly(20*time.Millisecond, 20*time.Millisecond, ctx.Self(), tick{})
+	case tick:
+		a.ticks.Add(1)
+	case *actor.Stopped:
+		a.f.ledger.Stopped(key, a.inc)
+	}
+}
+
+// The singleton's own timer keeps firing on a node whose membership has
+// gone stale (a paused node's timers fire as it resumes, before its manager
+// hears of the removal). The first tick while stale stops the singleton
+// instead, with a dead-letter event; it handles no tick until the node
+// confirms its membership again, and then it runs again, restarts
+// disabled or not.
+func TestSingletonDoesNoWorkWhileMemberStale(t *testing.T) {
+	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	f := newFixture(t, backend, 0)
+	f.settings.SingletonRestartMinBackoff = -1 // Akka's: a stop on its own is not restarted
+	var starts atomic.Int32
+	var ticks atomic.Int64
+	f.singletonProps = func(n *testkit.Node) *actor.Props {
+		return actor.PropsFromProducer(func() actor.Actor { return &ticker{f: f, node: incarnation(n), starts: &starts, ticks: &ticks} })
+	}
+	n := f.startNodes(1)[0]
+	f.waitSingletonOn(n)
+	var fenced atomic.Int32
+	n.System.EventStream.Subscribe(func(e any) {
+		if d, ok := e.(*deadletter.Event); ok && errors.Is(d.Err, staleness.ErrStale) {
+			fenced.Add(1)
+		}
+	})
+	testkit.WaitFor(t, deadline, func() bool { return ticks.Load() > 0 }, "the singleton to tick")
+
+	backend.Pause(n)
+	testkit.WaitFor(t, deadline, n.Membership.Stale, "the paused node's membership to be stale")
+	testkit.WaitFor(t, deadline, func() bool { return len(f.ledger.Active(key)) == 0 },
+		"the singleton to stop at its first tick while stale (ticks: %d)", testkit.Lazy(func() any { return ticks.Load() }))
+	stale := ticks.Load()
+	time.Sleep(time.Second)
+	require.Equal(t, stale, ticks.Load(), "ticks handled while the membership is stale")
+	require.Positive(t, fenced.Load(), "no dead-letter event for the fenced tick")
+	require.EqualValues(t, 1, starts.Load(), "no start while stale")
+
+	backend.Resume(n)
+	testkit.WaitFor(t, deadline, func() bool { return starts.Load() == 2 && ticks.Load() > stale },
+		"the singleton to run again once the membership is confirmed (starts %d)", testkit.Lazy(func() any { return starts.Load() }))
 }

@@ -116,6 +116,17 @@ func (r *singletonRestarts) notStarted(now time.Time, err error) (restartPlan, e
 	return r.restartLater(now), nil
 }
 
+// fencedStop records that the child was stopped by its stale fence (see
+// staleFence): as after a refused start, it is due to start again after
+// the back-off, with restarts disabled too, for it stopped only because
+// this node's membership was stale.
+func (r *singletonRestarts) fencedStop(now time.Time) (restartPlan, error) {
+	if r.phase != childRunning {
+		return restartPlan{}, fmt.Errorf("termination while %s: %w", r.phase, errNoChild)
+	}
+	return r.restartLater(now), nil
+}
+
 // restartLater makes the child due to start again after the series' next
 // delay, under a new timer number.
 func (r *singletonRestarts) restartLater(now time.Time) restartPlan {

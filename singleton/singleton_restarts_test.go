@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/staleness"
 
 	"github.com/stretchr/testify/assert"
@@ -20,7 +21,7 @@ func TestSingletonRestarts(t *testing.T) {
 	// A step is one event at now; the checks say what it must answer.
 	type step struct {
 		at          time.Duration // since the start of the case
-		op          string        // start, stop, stopAsked, refused, failed, due, dueStale, cancel
+		op          string        // start, stop, stopAsked, refused, failed, fenced, due, dueStale, cancel
 		wantErr     error
 		wantRestart bool
 		wantDelay   time.Duration
@@ -118,6 +119,14 @@ func TestSingletonRestarts(t *testing.T) {
 			{at: time.Second, op: "start", wantPhase: childRunning},
 			{at: 2 * time.Second, op: "stop", wantRestart: false, wantPhase: childAbsent},
 		}},
+		{"stopped by its stale fence: due again, restarts disabled too", disabled, []step{
+			{at: 0, op: "start", wantPhase: childRunning},
+			{at: time.Second, op: "fenced", wantRestart: true, wantDelay: time.Second, wantAttempt: 1, wantPhase: childRestartPending},
+			{at: 2 * time.Second, op: "due", wantOK: true, wantAttempt: 1, wantPhase: childAbsent},
+			{at: 2 * time.Second, op: "start", wantPhase: childRunning},
+			{at: 3 * time.Second, op: "stop", wantRestart: false, wantPhase: childAbsent},
+			{at: 3 * time.Second, op: "fenced", wantErr: errNoChild, wantPhase: childAbsent},
+		}},
 		{"failed for another reason: absent, never started again", enabled, []step{
 			{at: 0, op: "start", wantPhase: childRunning},
 			{at: 0, op: "failed", wantRestart: false, wantPhase: childAbsent},
@@ -147,9 +156,11 @@ func TestSingletonRestarts(t *testing.T) {
 				switch st.op {
 				case "start":
 					err = r.started(now)
-				case "stop", "stopAsked", "refused", "failed":
+				case "stop", "stopAsked", "refused", "failed", "fenced":
 					var plan restartPlan
 					switch st.op {
+					case "fenced":
+						plan, err = r.fencedStop(now)
 					case "refused":
 						plan, err = r.notStarted(now, fmt.Errorf("spawn: %w", staleness.ErrStale))
 					case "failed":
@@ -220,5 +231,26 @@ func TestDecideRestartDue(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			assert.Equal(t, c.want, decideRestartDue(c.useLease, c.leaseHeld))
 		})
+	}
+}
+
+func TestFencedWhileStale(t *testing.T) {
+	cases := []struct {
+		msg    any
+		fenced bool
+	}{
+		{&actor.Started{}, false},
+		{&actor.Stopping{}, false},
+		{&actor.Stopped{}, false},
+		{&actor.Restarting{}, false},
+		{&actor.PoisonPill{}, false},
+		{&actor.ReceiveTimeout{}, true},
+		{"a tick of its own timer", true},
+		{&actor.MessageEnvelope{Message: "through a proxy"}, true},
+	}
+	for _, c := range cases {
+		if got := fencedWhileStale(c.msg); got != c.fenced {
+			t.Errorf("fencedWhileStale(%T) = %v, want %v", c.msg, got, c.fenced)
+		}
 	}
 }
