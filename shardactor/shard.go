@@ -417,6 +417,12 @@ func (s *shard) deliverTo(ctx actor.Context, d *shardproto.Deliver, sender *acto
 	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender, pending: d.Pending}, d)
 }
 
+// errMemberStale is why a shard drops what it would deliver while this
+// node's membership is stale; a deadletter.ErrMemberRemoved, as the
+// region's drops for the same reason.
+var errMemberStale = fmt.Errorf("this node has not confirmed its membership within the failure detection timeout "+
+	"(it was paused or cut off): the others may have removed it and started this shard elsewhere: %w", deadletter.ErrMemberRemoved)
+
 // memberStale drops msg, and reports true, while this node may have been
 // removed without knowing it yet (Settings.MemberStale): a message that
 // waited in the shard's mailbox through a pause must neither start an
@@ -425,8 +431,7 @@ func (s *shard) memberStale(ctx actor.Context, msg any, sender *actor.PID) bool 
 	if s.settings.MemberStale == nil || !s.settings.MemberStale() {
 		return false
 	}
-	s.drop(ctx, msg, sender, "this node has not confirmed its membership within the failure detection timeout "+
-		"(it was paused or cut off): the others may have removed it and started this shard elsewhere")
+	s.dropError(ctx, msg, sender, errMemberStale)
 	return true
 }
 
