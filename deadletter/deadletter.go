@@ -71,10 +71,16 @@ var ErrNotSerializable = errors.New("message cannot be serialized")
 // regions it disagrees with are gone.
 var ErrIncompatibleExtractor = errors.New("message extractor differs from the registered regions'")
 
+// ErrStopped: the message reached the mailbox of an actor of protoshard
+// (a shard, a region, a coordinator) after the actor had stopped, where
+// proto.actor discards it without a trace: Akka sends a stopped actor's
+// mailbox to dead letters, and so does protoshard.
+var ErrStopped = errors.New("actor stopped")
+
 // ErrEntityStopped: the message reached an entity after it had stopped
-// (it stopped itself, or was stopped, without Passivate): Akka sends a
-// stopped actor's mailbox to dead letters, and so does protoshard.
-var ErrEntityStopped = errors.New("entity stopped")
+// (it stopped itself, or was stopped, without Passivate). It is an
+// ErrStopped.
+var ErrEntityStopped = fmt.Errorf("entity stopped: %w", ErrStopped)
 
 // The reason classes: a fixed set, for metrics and the log's rate limit.
 const (
@@ -87,6 +93,7 @@ const (
 	// classIncompatibleExtractor: a region's registration refused.
 	classIncompatibleExtractor = "incompatible_extractor"
 	classEntityStopped         = "entity_stopped"
+	classStopped               = "stopped"
 	// classUndelivered: proto.actor could not deliver it (the target is
 	// gone or its node unreachable); see ReportUndelivered.
 	classUndelivered = "undelivered"
@@ -107,7 +114,8 @@ var classes = []struct {
 	{ErrMemberRemoved, classMemberRemoved},
 	{ErrNotSerializable, classNotSerializable},
 	{ErrIncompatibleExtractor, classIncompatibleExtractor},
-	{ErrEntityStopped, classEntityStopped},
+	{ErrEntityStopped, classEntityStopped}, // before ErrStopped, which it wraps
+	{ErrStopped, classStopped},
 }
 
 // classOf is err's reason class: the first typed reason err wraps.

@@ -112,6 +112,12 @@ type mailbox struct {
 	// mailbox has no dispatcher: proto.actor's would dereference nil on the
 	// first message posted.
 	owner atomic.Pointer[owner]
+	// invoker is the actor's context, which the inner mailbox invokes
+	// through the mailbox itself (see InvokeUserMessage).
+	invoker actor.MessageInvoker
+	// stopped: the actor's stop is final; what is left or arrives is
+	// reported (see noteStop).
+	stopped atomic.Bool
 }
 
 // errBeforeSpawn: proto.actor makes a PID reachable before it gives the
@@ -120,18 +126,72 @@ type mailbox struct {
 // can land in that window.
 var errBeforeSpawn = errors.New("sent to an earlier actor of this name, it reached the next one before it started")
 
+// errStopped: proto.actor discards, without a trace, the user messages an
+// actor has in its mailbox when its stop is final (a Stop system message
+// overtakes them), and those that arrive later through a PID that still
+// holds its process: a shard stopped by its region while the region's
+// messages for its entities wait in its mailbox, say.
+var errStopped = fmt.Errorf("reached the actor's mailbox after it had stopped: %w", deadletter.ErrStopped)
+
 type owner struct {
 	system *actor.ActorSystem
 	self   func() *actor.PID
+	// process is the actor's process in the registry when it started.
+	process actor.Process
 }
 
+// RegisterHandlers implements actor.Mailbox: the inner mailbox invokes the
+// actor through this mailbox, which notices when the actor's stop is final.
 func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
-	m.Mailbox.RegisterHandlers(invoker, dispatcher)
+	m.invoker = invoker
+	m.Mailbox.RegisterHandlers(m, dispatcher)
 	o := &owner{}
 	if ctx, ok := invoker.(actor.Context); ok {
 		o.system, o.self = ctx.ActorSystem(), ctx.Self
+		// proto.actor registers the process before it registers the
+		// handlers, so this is the actor's own.
+		o.process, _ = o.system.ProcessRegistry.GetLocal(ctx.Self().Id)
 	}
 	m.owner.Store(o) // after the inner mailbox has its dispatcher
+}
+
+// InvokeUserMessage implements actor.MessageInvoker: the actor's message,
+// or a dead-letter event once its stop is final.
+func (m *mailbox) InvokeUserMessage(msg any) {
+	if m.stopped.Load() {
+		m.refuse(msg, errStopped)
+		return
+	}
+	m.invoker.InvokeUserMessage(msg)
+}
+
+// InvokeSystemMessage implements actor.MessageInvoker. proto.actor
+// finalizes a stop as it handles Stop, or its last child's Terminated.
+func (m *mailbox) InvokeSystemMessage(msg any) {
+	m.invoker.InvokeSystemMessage(msg)
+	switch msg.(type) {
+	case *actor.Stop, *actor.Terminated:
+		m.noteStop()
+	}
+}
+
+// EscalateFailure implements actor.MessageInvoker.
+func (m *mailbox) EscalateFailure(reason, msg any) { m.invoker.EscalateFailure(reason, msg) }
+
+// noteStop marks the stop final once proto.actor has removed the actor
+// from the process registry: its name is free, or taken by another
+// actor's process. A process put in front of the actor's own under its
+// name (a region's router) is not another actor: it leaves the registry
+// with the actor.
+func (m *mailbox) noteStop() {
+	o := m.owner.Load()
+	if o == nil || o.system == nil || m.stopped.Load() {
+		return
+	}
+	p, ok := o.system.ProcessRegistry.GetLocal(o.self().Id)
+	if _, another := p.(*actor.ActorProcess); !ok || (another && p != o.process) {
+		m.stopped.Store(true)
+	}
 }
 
 func (m *mailbox) PostUserMessage(msg any) {

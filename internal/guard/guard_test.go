@@ -221,3 +221,78 @@ func TestSizeLimitWithTimers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// What waits in a guarded actor's mailbox when a Stop overtakes it, and
+// what reaches the mailbox afterwards, is a dead-letter event each
+// (deadletter.ErrStopped), where proto.actor discards it without a trace.
+func TestMailboxReportsWhatReachesAStoppedActor(t *testing.T) {
+	system, ev := newSystem(t)
+	busy, release := make(chan struct{}), make(chan struct{})
+	var got sync.Map
+	pid, err := system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*testpb.Ping); ok {
+			got.Store(p.Seq, true)
+			if p.Seq == 0 {
+				close(busy)
+				<-release // the rest queue up behind it
+			}
+		}
+	}, guard.WithMailbox()), "stopping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	system.Root.Send(pid, &testpb.Ping{Seq: 0})
+	<-busy
+	const queued = 100
+	for seq := int64(1); seq <= queued; seq++ {
+		system.Root.Send(pid, &testpb.Ping{Seq: seq})
+	}
+	system.Root.Stop(pid) // a system message: it goes ahead of the queued pings
+	close(release)
+	testkit.WaitFor(t, 10*time.Second, func() bool { return len(ev.with(deadletter.ErrStopped)) >= queued },
+		"%d stopped-actor events; got %d", queued, testkit.Lazy(func() any { return len(ev.with(deadletter.ErrStopped)) }))
+	for _, e := range ev.with(deadletter.ErrStopped) {
+		if p, ok := e.Message.(*testpb.Ping); !ok || p.Seq < 1 {
+			t.Errorf("stopped-actor event for %T %v", e.Message, e.Message)
+		}
+	}
+	for seq := int64(1); seq <= queued; seq++ {
+		if _, ok := got.Load(seq); ok {
+			t.Fatalf("ping %d reached the actor after its stop", seq)
+		}
+	}
+}
+
+// An actor with a process of its own in front of it in the registry (as a
+// region's router) is not taken for stopped when a child of its terminates:
+// it goes on taking messages.
+func TestMailboxOfAnActorBehindAFrontStaysOpen(t *testing.T) {
+	system, ev := newSystem(t)
+	child := make(chan *actor.PID, 1)
+	pid, err := system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			child <- ctx.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+		default:
+			echo(ctx)
+		}
+	}, guard.WithMailbox()), "fronted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := system.ProcessRegistry.GetLocal(pid.Id)
+	system.ProcessRegistry.LocalPIDs.GetBucket(pid.Id).Set(pid.Id, front{own})
+	system.Root.Stop(<-child) // the parent handles its Terminated
+	for seq := int64(1); seq <= 3; seq++ {
+		res, err := system.Root.RequestFuture(actor.NewPID(pid.Address, pid.Id), &testpb.Ping{Seq: seq}, 10*time.Second).Result()
+		if err != nil || res.(*testpb.Pong).Seq != seq {
+			t.Fatalf("ping %d after the child's termination: %v %v", seq, res, err)
+		}
+	}
+	if n := len(ev.with(deadletter.ErrStopped)); n != 0 {
+		t.Fatalf("%d stopped-actor events for a running actor", n)
+	}
+}
+
+// front is a process put in front of an actor's own, as a region's router.
+type front struct{ actor.Process }
