@@ -1,0 +1,17 @@
+package readme
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/management"
+)
+
+// adminMux mounts the README's admin routes.
+func adminMux(sharding *actorsharding.Sharding) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", http.StripPrefix("/admin", management.NewHandler(sharding,
+		management.WithTimeout(3*time.Second), management.WithSingleton("scheduler", ""))))
+	return mux
+}

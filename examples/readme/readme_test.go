@@ -1,0 +1,108 @@
+package readme
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// goBlock is one Go code block of the README.
+type goBlock struct {
+	line  int // of the opening fence, 1-based
+	lines []string
+}
+
+// goBlocks returns the README's Go code blocks.
+func goBlocks(t *testing.T, readme string) []goBlock {
+	t.Helper()
+	var blocks []goBlock
+	var cur *goBlock
+	for i, l := range strings.Split(readme, "\n") {
+		switch {
+		case cur == nil && strings.TrimSpace(l) == "```go":
+			cur = &goBlock{line: i + 1}
+		case cur != nil && strings.TrimSpace(l) == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.lines = append(cur.lines, l)
+		}
+	}
+	if cur != nil {
+		t.Fatalf("README: the Go block at line %d does not end", cur.line)
+	}
+	return blocks
+}
+
+// normalized drops the indentation and trailing blanks of each line: a
+// README block may sit at another depth than its code.
+func normalized(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.TrimSpace(l)
+	}
+	return out
+}
+
+// contains reports whether block is a run of consecutive lines of file.
+func contains(file, block []string) bool {
+	for start := 0; start+len(block) <= len(file); start++ {
+		match := true
+		for i := range block {
+			if file[start+i] != block[i] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEveryGoBlockOfTheREADMEIsCompiledCode: each Go block of the README is
+// a run of lines of this package's files or of an example's main.go, all
+// of which `go vet ./...` and this test build.
+func TestEveryGoBlockOfTheREADMEIsCompiledCode(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string][]string{}
+	for _, pattern := range []string{"*.go", "../*/main.go"} {
+		paths, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			if strings.HasSuffix(p, "_test.go") {
+				continue
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sources[p] = normalized(strings.Split(string(data), "\n"))
+		}
+	}
+	blocks := goBlocks(t, string(readme))
+	if len(blocks) == 0 {
+		t.Fatal("README has no Go block")
+	}
+	for _, b := range blocks {
+		want := normalized(b.lines)
+		found := false
+		for _, src := range sources {
+			if contains(src, want) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("README line %d: the Go block is in no file of examples/readme nor any example's main.go; put it there as compiling code and paste it back:\n%s",
+				b.line, strings.Join(b.lines, "\n"))
+		}
+	}
+}
