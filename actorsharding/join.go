@@ -114,7 +114,9 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 	r := remote.NewRemote(system, rcfg)
 	// The remote first: a member is known by its address, "nonhost"
 	// until the remote listens.
-	r.Start()
+	if err := startRemote(r); err != nil {
+		return nil, fmt.Errorf("actorsharding: Join: %w", err)
+	}
 	mcfg := cfg.membership
 	mcfg.Quarantine = quarantine
 	cluster := membership.NewCluster(system, cfg.provider, mcfg)
@@ -133,6 +135,19 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 	s.remote = r
 	s.mu.Unlock()
 	return s, nil
+}
+
+// startRemote starts r. proto.actor's Remote.Start panics when it cannot
+// listen (the port is taken, the host is not this machine's), before it
+// has changed anything but grpc's logger: that is an error of Join's.
+func startRemote(r *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the remote cannot start: %v", p)
+		}
+	}()
+	r.Start()
+	return nil
 }
 
 // loopbackOnly reports whether the remote of cfg listens on a loopback

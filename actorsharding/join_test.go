@@ -147,3 +147,25 @@ func TestJoinRemoteOptions(t *testing.T) {
 		t.Error("a's server option did not reach its gRPC server")
 	}
 }
+
+// A remote that cannot listen fails Join with an error, not a panic.
+func TestJoinOnATakenPort(t *testing.T) {
+	skipUnderRace(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	system := quietSystem(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := actorsharding.Join(ctx, system, actorsharding.WithAddress("127.0.0.1", taken.Addr().(*net.TCPAddr).Port),
+		actorsharding.WithMembership(local.NewRegistry().Provider()))
+	if err == nil {
+		_ = s.Leave(ctx)
+		t.Fatal("Join on a taken port: no error")
+	}
+	if !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("the error does not say why: %v", err)
+	}
+}
