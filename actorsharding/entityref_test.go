@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
@@ -130,7 +131,9 @@ func TestStartRegionRefusesMismatches(t *testing.T) {
 	}
 
 	system := actor.NewActorSystem()
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+	quarantine := membership.NewQuarantine()
+	remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption())) // not started: no address to join with
+	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{Quarantine: quarantine})
 	defer cluster.Close()
 	unjoined, err := actorsharding.New(system, cluster)
 	if err != nil {

@@ -29,9 +29,12 @@ func ExampleSharding_StartProxy() {
 		system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 			return slog.New(slog.NewTextHandler(io.Discard, nil))
 		}))
-		r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+		// The quarantine fences the node against removed members; New
+		// refuses a node without it.
+		quarantine := membership.NewQuarantine()
+		r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 		r.Start()
-		cluster := membership.NewCluster(system, registry.Provider(), membership.Config{})
+		cluster := membership.NewCluster(system, registry.Provider(), membership.Config{Quarantine: quarantine})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		stop := func() { r.Shutdown(false); system.Shutdown() }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,6 +23,7 @@ type joinConfig struct {
 	port       int
 	provider   membership.Provider
 	membership membership.Config
+	remote     []remote.ConfigOption
 }
 
 // WithAddress is where the node's remote listens: host and port (0: any
@@ -29,10 +33,29 @@ func WithAddress(host string, port int) JoinOption {
 }
 
 // WithMembership is how the node finds the others: a membership.Provider,
-// such as membership/consul's. Default: an in-process registry shared by
-// the actor systems of this process that join without this option.
+// such as membership/consul's. Without it, the membership is an in-process
+// registry shared by the actor systems of this process that join without
+// this option, and Join accepts only a remote that listens on and
+// advertises a loopback address (127.0.0.0/8, ::1, localhost): a node that
+// other hosts can reach would otherwise be a cluster of its own, and every
+// process started so would run every entity. Join fails with
+// ErrNoMembership for any other.
 func WithMembership(provider membership.Provider) JoinOption {
 	return func(c *joinConfig) { c.provider = provider }
+}
+
+// WithRemoteOptions passes proto.actor's remote options to the remote Join
+// starts: remote.WithAdvertisedHost (the host:port other nodes dial, behind
+// NAT or in a container), remote.WithServerOptions (TLS credentials,
+// grpc.MaxRecvMsgSize), remote.WithDialOptions, the endpoint batch and
+// queue sizes... Join applies them in order, then the quarantine's option,
+// which adds its gRPC interceptors to the server and dial options they
+// set, so none of them can remove the quarantine. The host and port are
+// WithAddress's. remote.WithDialOptions replaces proto.actor's default
+// dial options, grpc.WithInsecure() among them: give it the transport
+// credentials (credentials.NewTLS(...), or insecure.NewCredentials()).
+func WithRemoteOptions(opts ...remote.ConfigOption) JoinOption {
+	return func(c *joinConfig) { c.remote = append(c.remote, opts...) }
 }
 
 // WithMembershipConfig sets the node's membership settings: its roles,
@@ -50,15 +73,22 @@ const noHost = "nonhost"
 // WithMembership.
 var processRegistry = sync.OnceValue(local.NewRegistry)
 
+// ErrNoMembership is returned by Join without WithMembership for a remote
+// that listens on or advertises an address other hosts can reach.
+var ErrNoMembership = errors.New("no membership for a remote that other hosts can reach: " +
+	"without WithMembership, Join's in-process membership would make each process a cluster of its own; " +
+	"pass WithMembership (such as membership/consul's provider), or listen on a loopback address")
+
 // ErrRemoteStarted is returned by Join for an actor system whose remote
 // runs already: Join must install the quarantine in the remote it starts.
 // Build the membership.Cluster yourself and call New instead.
 var ErrRemoteStarted = errors.New("the actor system's remote is started already")
 
 // Join makes system a node of a protoshard cluster and returns its
-// Sharding: it starts proto.actor's remote on system, with the quarantine
-// that fences removed members; joins the membership (in-process by
-// default, see WithMembership); and waits until this node is a member or
+// Sharding: it starts proto.actor's remote on system (see WithAddress,
+// WithRemoteOptions), with the quarantine that fences removed members;
+// joins the membership (see WithMembership: in-process, on a loopback
+// address only, by default); and waits until this node is a member or
 // ctx ends. Leave undoes it. To manage the remote and the
 // membership.Cluster yourself, use New.
 func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*Sharding, error) {
@@ -69,17 +99,24 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.provider == nil {
-		cfg.provider = processRegistry().Provider()
-	}
 	if system.Address() != noHost {
 		return nil, fmt.Errorf("actorsharding: Join: %w (%s)", ErrRemoteStarted, system.Address())
 	}
 	quarantine := membership.NewQuarantine()
-	r := remote.NewRemote(system, remote.Configure(cfg.host, cfg.port, quarantine.RemoteOption()))
+	rcfg := remote.Configure(cfg.host, cfg.port, append(slices.Clone(cfg.remote), quarantine.RemoteOption())...)
+	if cfg.provider == nil {
+		if addr, ok := loopbackOnly(rcfg); !ok {
+			return nil, fmt.Errorf("actorsharding: Join: %w (the remote would be at %s)", ErrNoMembership, addr)
+		}
+		cfg.provider = processRegistry().Provider()
+		system.Logger().Info("actorsharding: in-process membership: the cluster holds only this process's actor systems that joined without WithMembership")
+	}
+	r := remote.NewRemote(system, rcfg)
 	// The remote first: a member is known by its address, "nonhost"
 	// until the remote listens.
-	r.Start()
+	if err := startRemote(r); err != nil {
+		return nil, fmt.Errorf("actorsharding: Join: %w", err)
+	}
 	mcfg := cfg.membership
 	mcfg.Quarantine = quarantine
 	cluster := membership.NewCluster(system, cfg.provider, mcfg)
@@ -98,6 +135,47 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 	s.remote = r
 	s.mu.Unlock()
 	return s, nil
+}
+
+// startRemote starts r. proto.actor's Remote.Start panics when it cannot
+// listen (the port is taken, the host is not this machine's), before it
+// has changed anything but grpc's logger: that is an error of Join's.
+func startRemote(r *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the remote cannot start: %v", p)
+		}
+	}()
+	r.Start()
+	return nil
+}
+
+// loopbackOnly reports whether the remote of cfg listens on a loopback
+// address and advertises none other; if not, it returns the address that
+// other hosts could reach.
+func loopbackOnly(cfg *remote.Config) (string, bool) {
+	if !isLoopback(cfg.Host) {
+		return cfg.Address(), false
+	}
+	if cfg.AdvertisedHost == "" {
+		return "", true
+	}
+	host, _, err := net.SplitHostPort(cfg.AdvertisedHost)
+	if err != nil {
+		host = cfg.AdvertisedHost
+	}
+	return cfg.AdvertisedHost, isLoopback(host)
+}
+
+// isLoopback reports whether host names this machine's loopback
+// interface only ("": every interface). proto.actor joins host and port
+// with a colon, so an IPv6 host comes in brackets.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Leave leaves the cluster gracefully: the node's regions hand their

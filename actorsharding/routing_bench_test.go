@@ -90,11 +90,12 @@ func newBenchNode(b *testing.B) *benchNode {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
 	b.Cleanup(system.Shutdown)
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start() // before membership: members are known by their address
 	b.Cleanup(func() { r.Shutdown(false) })
 
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{Quarantine: quarantine})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cluster.Join(ctx); err != nil {

@@ -41,7 +41,8 @@ type Settings struct {
 	// gRPC server's limit, which closes the stream and loses the messages
 	// after it. Default: gRPC's 4 MiB receive limit less 64 KiB for
 	// proto.actor's envelope. Raise it only with the receivers' gRPC limit
-	// (grpc.MaxRecvMsgSize in remote.WithServerOptions).
+	// (grpc.MaxRecvMsgSize in remote.WithServerOptions; see
+	// WithRemoteOptions).
 	MaxMessageSize int
 	// RememberEntities (Akka's remember-entities): every shard records its
 	// running entities in the Shard settings' RememberEntitiesStore and

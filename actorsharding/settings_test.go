@@ -109,10 +109,11 @@ func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
 func TestNoDefaultStateStoreAcrossProcesses(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start()
 	defer r.Shutdown(false)
-	cluster := membership.NewCluster(system, notInProcess{local.NewRegistry().Provider()}, membership.Config{})
+	cluster := membership.NewCluster(system, notInProcess{local.NewRegistry().Provider()}, membership.Config{Quarantine: quarantine})
 	defer cluster.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

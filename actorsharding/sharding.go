@@ -65,6 +65,19 @@ func (s *Sharding) ExtensionID() extensions.ExtensionID { return extensionID }
 
 // New returns the Sharding of system, creating it on first use. cluster is
 // the node's membership; it must be the same on every call for a system.
+//
+// The node's remote must have the quarantine (see membership.Quarantine),
+// installed as Join does:
+//
+//	q := membership.NewQuarantine()
+//	r := remote.NewRemote(system, remote.Configure(host, port, q.RemoteOption()))
+//	cluster := membership.NewCluster(system, provider, membership.Config{Quarantine: q})
+//
+// Without it, what a removed member still sends is processed, and the
+// remote keeps dialling removed members for good. New refuses such a node
+// with an error wrapping membership.ErrNoQuarantine (see
+// membership.Cluster.CheckQuarantine): the quarantine must be in the
+// remote's gRPC options before the remote starts, so New cannot add it.
 func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, error) {
 	if system == nil || cluster == nil {
 		return nil, errors.New("actorsharding: New needs an actor system and a membership cluster")
@@ -75,6 +88,9 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 			return nil, errors.New("actorsharding: this actor system already has a Sharding with another membership cluster")
 		}
 		return s, nil
+	}
+	if err := cluster.CheckQuarantine(); err != nil {
+		return nil, fmt.Errorf("actorsharding: New: %w", err)
 	}
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
 	system.Extensions.Register(s)

@@ -26,9 +26,10 @@ func oneNode(t *testing.T) *actorsharding.Sharding {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start()
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{Quarantine: quarantine})
 	t.Cleanup(func() {
 		cluster.Close()
 		r.Shutdown(false)

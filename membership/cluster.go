@@ -182,6 +182,19 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 	return c
 }
 
+// CheckQuarantine reports whether this node keeps removed members out at
+// the remote layer: nil when Config.Quarantine is set and its RemoteOption
+// is in the remote config it went into, else an error wrapping
+// ErrNoQuarantine that says what is missing. Without it, what a removed
+// member still sends is processed, and the remote keeps dialling removed
+// members' addresses.
+func (c *Cluster) CheckQuarantine() error {
+	if c.cfg.Quarantine == nil {
+		return fmt.Errorf("%w: membership.Config.Quarantine is nil", ErrNoQuarantine)
+	}
+	return c.cfg.Quarantine.checkInstalled()
+}
+
 // How long a node remembers a removed member, at least: Akka's
 // prune-gossip-tombstones-after for the member IDs, and its
 // remove-quarantined-association-after for the quarantine of their actor

@@ -1,6 +1,9 @@
 package membership
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,7 +69,16 @@ type Quarantine struct {
 	inbound map[string]int
 	now     func() time.Time
 	system  *actor.ActorSystem
+	// config is the remote config RemoteOption went into last, for
+	// Cluster.CheckQuarantine.
+	config *remote.Config
 }
+
+// ErrNoQuarantine is returned by Cluster.CheckQuarantine for a node whose
+// remote is not fenced against removed members (see Quarantine).
+var ErrNoQuarantine = errors.New("membership: the node's remote has no quarantine against removed members " +
+	"(create q := membership.NewQuarantine(), pass q.RemoteOption() last to remote.Configure, " +
+	"and set membership.Config.Quarantine to q; actorsharding.Join does all three)")
 
 // NewQuarantine returns a Quarantine that blocks nothing yet.
 func NewQuarantine() *Quarantine {
@@ -99,13 +111,54 @@ func (q *Quarantine) connected(id string, delta int) {
 }
 
 // RemoteOption installs the quarantine in a proto.actor remote: pass it to
-// remote.Configure before the remote starts. It adds gRPC interceptors and
-// keeps the remote's other options.
+// remote.Configure before the remote starts, after the other options. It
+// adds gRPC interceptors and keeps the remote's other server and dial
+// options; remote.WithServerOptions and WithDialOptions replace the
+// options set before them, the quarantine's included.
 func (q *Quarantine) RemoteOption() remote.ConfigOption {
 	return func(c *remote.Config) {
-		c.ServerOptions = append(c.ServerOptions, grpc.ChainStreamInterceptor(q.serverInterceptor))
-		c.DialOptions = append(c.DialOptions, grpc.WithChainStreamInterceptor(q.clientInterceptor))
+		c.ServerOptions = append(c.ServerOptions, serverOption{grpc.ChainStreamInterceptor(q.serverInterceptor), q})
+		c.DialOptions = append(c.DialOptions, dialOption{grpc.WithChainStreamInterceptor(q.clientInterceptor), q})
+		q.mu.Lock()
+		q.config = c
+		q.mu.Unlock()
 	}
+}
+
+// serverOption and dialOption are the quarantine's gRPC options, told
+// apart from the others in a remote config by checkInstalled.
+type serverOption struct {
+	grpc.ServerOption
+	q *Quarantine
+}
+
+type dialOption struct {
+	grpc.DialOption
+	q *Quarantine
+}
+
+// checkInstalled tells whether RemoteOption went into a remote config and
+// its gRPC options are still there. It cannot see which actor system's
+// remote the config went to.
+func (q *Quarantine) checkInstalled() error {
+	q.mu.RLock()
+	c := q.config
+	q.mu.RUnlock()
+	if c == nil {
+		return fmt.Errorf("%w: the quarantine's RemoteOption was not passed to remote.Configure", ErrNoQuarantine)
+	}
+	server := slices.ContainsFunc(c.ServerOptions, func(o grpc.ServerOption) bool {
+		so, ok := o.(serverOption)
+		return ok && so.q == q
+	})
+	dial := slices.ContainsFunc(c.DialOptions, func(o grpc.DialOption) bool {
+		do, ok := o.(dialOption)
+		return ok && do.q == q
+	})
+	if !server || !dial {
+		return fmt.Errorf("%w: a remote option after the quarantine's RemoteOption replaced the gRPC server or dial options; pass RemoteOption last", ErrNoQuarantine)
+	}
+	return nil
 }
 
 // removed quarantines m: a crash (graceful false) blocks its actor system

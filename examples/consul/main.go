@@ -3,7 +3,7 @@
 // them against one Consul agent and watch the Counter shards spread over
 // them, move away from a node killed with kill -9 (after the Consul TTL and
 // the removal margin) and be handed off by a node that stops gracefully
-// (Ctrl-C or SIGTERM: cluster.Leave). See README.md next to this file.
+// (Ctrl-C or SIGTERM: Sharding.Leave). See README.md next to this file.
 //
 //	go run ./examples/consul -name node-1 -send 200
 //	go run ./examples/consul -name node-2
@@ -63,7 +63,9 @@ const (
 type config struct {
 	consulAddr string
 	name       string
+	host       string
 	port       int
+	advertise  string
 	send       int
 	entities   int
 	shards     int
@@ -80,7 +82,9 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.consulAddr, "consul", defaultAddr, "Consul HTTP address (default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500)")
 	flag.StringVar(&cfg.name, "name", "", "this node's name (default node-<pid>)")
-	flag.IntVar(&cfg.port, "port", 0, "proto.actor remote port on 127.0.0.1 (0: any free port)")
+	flag.StringVar(&cfg.host, "host", "127.0.0.1", "proto.actor remote host to listen on")
+	flag.IntVar(&cfg.port, "port", 0, "proto.actor remote port (0: any free port)")
+	flag.StringVar(&cfg.advertise, "advertise", "", "host:port the other nodes dial, behind NAT or in a container (default: the listen address)")
 	flag.IntVar(&cfg.send, "send", 0, "requests per second this node sends to random entities (0: none)")
 	flag.IntVar(&cfg.entities, "entities", 1000, "number of counter entities, counter-0 and up")
 	flag.IntVar(&cfg.shards, "shards", 100, "number of shards (the same on every node)")
@@ -172,39 +176,32 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	}
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	// The quarantine fences this node against removed members at the remote
-	// layer (nothing a removed node still sends is processed).
-	quarantine := membership.NewQuarantine()
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", cfg.port, quarantine.RemoteOption()))
-	// The remote first: a member is known by its address.
-	r.Start()
-	// Error paths: stop at once. The graceful path ends the same way below.
-	defer func() {
-		if !system.IsStopped() {
-			r.Shutdown(false)
-			system.Shutdown()
-		}
-	}()
-	p.printf("pid=%d address=%s consul=%s service=%s", os.Getpid(), system.Address(), cfg.consulAddr, serviceName)
-
+	defer system.Shutdown()
 	provider, err := consul.New(consul.Config{Client: client, ServiceName: serviceName, TTL: cfg.ttl, Logger: logger})
 	if err != nil {
 		return err
 	}
-	cluster := membership.NewCluster(system, provider, membership.Config{Roles: []string{nameRolePrefix + cfg.name}, Quarantine: quarantine})
-	defer cluster.Close()
+	joinOpts := []actorsharding.JoinOption{
+		actorsharding.WithAddress(cfg.host, cfg.port),
+		actorsharding.WithMembership(provider),
+		actorsharding.WithMembershipConfig(membership.Config{Roles: []string{nameRolePrefix + cfg.name}}),
+	}
+	if cfg.advertise != "" {
+		// Behind NAT or in a container: the address the other nodes dial.
+		joinOpts = append(joinOpts, actorsharding.WithRemoteOptions(remote.WithAdvertisedHost(cfg.advertise)))
+	}
+	// Join starts the remote, with the quarantine that fences this node
+	// against removed members, and joins through Consul.
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = cluster.Join(jctx)
+	sharding, err := actorsharding.Join(jctx, system, joinOpts...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("join (is Consul running at %s?): %w", cfg.consulAddr, err)
 	}
+	cluster := sharding.Cluster()
+	p.printf("pid=%d address=%s consul=%s service=%s", os.Getpid(), system.Address(), cfg.consulAddr, serviceName)
 	p.printf("joined as member %s; %d members: %s", cluster.Self().ID, len(cluster.Members()), memberNames(cluster.Members()))
 
-	sharding, err := actorsharding.New(system, cluster)
-	if err != nil {
-		return err
-	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &counter{node: cfg.name} })
 	region, err := sharding.StartRegion(typeName, props,
 		actorsharding.NewHashCodeMessageExtractor(cfg.shards),
@@ -220,7 +217,9 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 		actorsharding.WithRetryInterval(500*time.Millisecond),
 	)
 	if err != nil {
-		return err
+		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return errors.Join(err, sharding.Leave(lctx))
 	}
 	n := &node{cfg: cfg, p: p, system: system, cluster: cluster, region: region}
 	p.printf("region %s started: %d entities in %d shards", typeName, cfg.entities, cfg.shards)
@@ -242,16 +241,12 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := cluster.Leave(lctx); err != nil {
+	// Leave hands the shards off, then stops the membership and the
+	// remote; the deferred Shutdown stops the actor system.
+	if err := sharding.Leave(lctx); err != nil {
 		return fmt.Errorf("leave: %w", err)
 	}
 	p.printf("left the cluster after %v", time.Since(start).Round(10*time.Millisecond))
-	// The shards are handed off: nothing is left to deliver. A graceful
-	// remote shutdown would wait for the connections to crashed nodes.
-	cluster.Close()
-	r.Shutdown(false)
-	system.Shutdown()
-	p.printf("stopped; bye")
 	return nil
 }
 

@@ -100,9 +100,10 @@ func start(ctx context.Context) (*node, error) {
 			}
 			return slog.New(slog.NewTextHandler(os.Stderr, nil))
 		}))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start()
-	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{Quarantine: quarantine})
 	n := &node{system: system, remote: r, cluster: cluster, provider: provider,
 		handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}
 	if err := cluster.Join(ctx); err != nil {
