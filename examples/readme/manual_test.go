@@ -1,0 +1,40 @@
+package readme
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/membership/local"
+)
+
+// TestManualPath: a node started the README's manual way hosts entities
+// and leaves.
+func TestManualPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	node, err := startManually(ctx, system, local.NewRegistry().Provider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &greeter{} })
+	if _, err := node.sharding.StartRegion("Greeter", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := node.sharding.EntityRefFor("Greeter", "g-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.Request(wrapperspb.String("Ada"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
