@@ -40,11 +40,11 @@ func (c *consulSource) members(ctx context.Context, service string) ([]memberInf
 	return sortMembers(out), nil
 }
 
-// state reads the coordinator state of typeName. A value that does not
-// decode is returned with its Err set: the tool shows it and can delete
-// it.
-func (c *consulSource) state(ctx context.Context, typeName string) (storedState, error) {
-	key := consulstore.StateKey(typeName)
+// state reads the coordinator state of typeName in the cluster
+// clusterName. A value that does not decode is returned with its Err set:
+// the tool shows it and can delete it.
+func (c *consulSource) state(ctx context.Context, clusterName, typeName string) (storedState, error) {
+	key := consulstore.StateKey(clusterName, typeName)
 	pair, _, err := c.client.KV().Get(key, c.query(ctx))
 	if err != nil {
 		return storedState{}, c.wrap("reading "+key, err)
@@ -58,9 +58,10 @@ func (c *consulSource) state(ctx context.Context, typeName string) (storedState,
 	return st, nil
 }
 
-// buckets reads the remembered entities of typeName.
-func (c *consulSource) buckets(ctx context.Context, typeName string) ([]consulstore.RememberedBucket, error) {
-	b, err := consulstore.NewRememberEntitiesStore(c.client, typeName).Buckets(ctx)
+// buckets reads the remembered entities of typeName in the cluster
+// clusterName.
+func (c *consulSource) buckets(ctx context.Context, clusterName, typeName string) ([]consulstore.RememberedBucket, error) {
+	b, err := consulstore.NewRememberEntitiesStore(c.client, clusterName, typeName).Buckets(ctx)
 	if err != nil {
 		return nil, c.wrap("reading the remembered entities", err)
 	}
@@ -74,20 +75,20 @@ type typeData struct {
 	members []memberInfo
 }
 
-// read reads the state and the remembered entities of typeName, then the
-// members of service. The state comes first: a region registered in it
-// after the members were read could run on a member the tool has not
-// seen.
-func (c *consulSource) read(ctx context.Context, typeName, service string) (typeData, error) {
+// read reads the state and the remembered entities of typeName in the
+// cluster of t, then the members of t's service. The state comes first: a
+// region registered in it after the members were read could run on a
+// member the tool has not seen.
+func (c *consulSource) read(ctx context.Context, t target, typeName string) (typeData, error) {
 	var d typeData
 	var err error
-	if d.state, err = c.state(ctx, typeName); err != nil {
+	if d.state, err = c.state(ctx, t.cluster, typeName); err != nil {
 		return d, err
 	}
-	if d.buckets, err = c.buckets(ctx, typeName); err != nil {
+	if d.buckets, err = c.buckets(ctx, t.cluster, typeName); err != nil {
 		return d, err
 	}
-	d.members, err = c.members(ctx, service)
+	d.members, err = c.members(ctx, t.service)
 	return d, err
 }
 

@@ -88,7 +88,7 @@ func (c *cluster) saveState(typeName string, version uint64, regions map[string]
 	for _, shard := range unallocated {
 		s.Unallocated[shard] = struct{}{}
 	}
-	store := consulstore.NewStateStore(c.client, consulstore.StateKey(typeName))
+	store := consulstore.NewStateStore(c.client, testService, typeName)
 	v, err := store.Save(context.Background(), s, version)
 	if err != nil {
 		c.t.Fatal(err)
@@ -107,7 +107,7 @@ func mustApply(t *testing.T, s *coordinatoractor.State, e coordinatoractor.Event
 // store.
 func (c *cluster) remember(typeName, shard string, ids ...string) {
 	c.t.Helper()
-	if err := consulstore.NewRememberEntitiesStore(c.client, typeName).Update(context.Background(), shard, ids, nil); err != nil {
+	if err := consulstore.NewRememberEntitiesStore(c.client, testService, typeName).Update(context.Background(), shard, ids, nil); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -215,7 +215,7 @@ func TestShardsCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		"entity type \"counter\": coordinator state protoshard/sharding/counter/coordinator-state (modify index ",
+		"entity type \"counter\": coordinator state protoshard/cli-test/sharding/counter/coordinator-state (modify index ",
 		"127.0.0.1:9001/sharding/counter  region  m-1     passing  2",
 		"127.0.0.1:9002/sharding/counter  region  m-2     absent   1",
 		"2      allocated     127.0.0.1:9001/sharding/counter  m-1     2",
@@ -253,7 +253,7 @@ func TestShardsCommand(t *testing.T) {
 	}
 
 	// A state that does not decode is shown, not fatal.
-	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
+	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey(testService, "broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = c.cli("shards", "-type", "broken")
@@ -272,8 +272,8 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	c.remember("other", "0", "keep")
 	c.saveState("other", 0, map[string][]string{"m-1": {"0"}}, addrs)
-	stateKey := consulstore.StateKey("counter")
-	entities := "protoshard/sharding/counter/entities/"
+	stateKey := consulstore.StateKey(testService, "counter")
+	entities := "protoshard/cli-test/sharding/counter/entities/"
 	stored := func() int { return len(c.keys(stateKey)) + len(c.keys(entities)) }
 	if stored() != 101 {
 		t.Fatalf("%d keys stored, want 101", stored())
@@ -297,7 +297,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		"-force: refusing", "would delete 101 keys (the coordinator state, 100 remembered-entity buckets of 100 shards):",
-		"  " + stateKey + " (modify index ", "  " + consulstore.RememberEntitiesPrefix("counter", "99"),
+		"  " + stateKey + " (modify index ", "  " + consulstore.RememberEntitiesPrefix(testService, "counter", "99"),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run misses %q:\n%s", want, out)
@@ -318,8 +318,8 @@ func TestRemoveDataCommand(t *testing.T) {
 	if n := stored(); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
-	if len(c.keys("protoshard/sharding/other/")) != 2 {
-		t.Fatalf("the other type's keys: %q", c.keys("protoshard/sharding/other/"))
+	if len(c.keys("protoshard/cli-test/sharding/other/")) != 2 {
+		t.Fatalf("the other type's keys: %q", c.keys("protoshard/cli-test/sharding/other/"))
 	}
 	code, out, _ = c.cli("remove-data", "-type", "counter")
 	if code != exitOK || !strings.Contains(out, "nothing stored") {
@@ -334,19 +334,19 @@ func TestRemoveDataCommand(t *testing.T) {
 		t.Fatalf("busy without -force: exit %d", code)
 	}
 	code, out, errOut = c.cli("remove-data", "-type", "busy", "-force")
-	if code != exitOK || !strings.Contains(out, "deleted 2 keys") || len(c.keys("protoshard/sharding/busy/")) != 0 {
+	if code != exitOK || !strings.Contains(out, "deleted 2 keys") || len(c.keys("protoshard/cli-test/sharding/busy/")) != 0 {
 		t.Fatalf("busy -force: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	// A state that does not decode is removed only with -force.
-	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
+	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey(testService, "broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = c.cli("remove-data", "-type", "broken")
 	if code != exitFailure || !strings.Contains(errOut, "does not decode") {
 		t.Fatalf("broken: exit %d, %q", code, errOut)
 	}
-	if code, _, errOut := c.cli("remove-data", "-type", "broken", "-force"); code != exitOK || len(c.keys("protoshard/sharding/broken/")) != 0 {
+	if code, _, errOut := c.cli("remove-data", "-type", "broken", "-force"); code != exitOK || len(c.keys("protoshard/cli-test/sharding/broken/")) != 0 {
 		t.Fatalf("broken -force: exit %d, %q", code, errOut)
 	}
 }
@@ -361,11 +361,11 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := func(typeName string) removalPlan {
-		st, err := source.state(ctx, typeName)
+		st, err := source.state(ctx, testService, typeName)
 		if err != nil {
 			t.Fatal(err)
 		}
-		buckets, err := source.buckets(ctx, typeName)
+		buckets, err := source.buckets(ctx, testService, typeName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,10 +374,10 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 	mustRefuse := func(typeName string, p removalPlan, keys int) {
 		t.Helper()
 		deleted, err := source.apply(ctx, p.transactions())
-		if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.StateKey(typeName)) {
+		if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.StateKey(testService, typeName)) {
 			t.Fatalf("deleted %d, err %v", deleted, err)
 		}
-		if n := len(c.keys("protoshard/sharding/" + typeName + "/")); n != keys {
+		if n := len(c.keys("protoshard/cli-test/sharding/" + typeName + "/")); n != keys {
 			t.Fatalf("%d keys left, want %d", n, keys)
 		}
 	}
@@ -414,12 +414,12 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 			break
 		}
 	}
-	left := len(c.keys("protoshard/sharding/written/"))
+	left := len(c.keys("protoshard/cli-test/sharding/written/"))
 	deleted, err := source.apply(ctx, p.transactions())
-	if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.RememberEntitiesPrefix("written", "0")) {
+	if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.RememberEntitiesPrefix(testService, "written", "0")) {
 		t.Fatalf("deleted %d, err %v", deleted, err)
 	}
-	if n := len(c.keys("protoshard/sharding/written/")); n != left {
+	if n := len(c.keys("protoshard/cli-test/sharding/written/")); n != left {
 		t.Fatalf("%d keys left, want %d (the transaction rolled back)", n, left)
 	}
 }

@@ -45,7 +45,7 @@ func testState(t *testing.T) storedState {
 			t.Fatal(err)
 		}
 	}
-	return storedState{Key: consulstore.StateKey("T"), Stored: true, ModifyIndex: 42, State: s}
+	return storedState{Key: consulstore.StateKey("app", "T"), Stored: true, ModifyIndex: 42, State: s}
 }
 
 func TestMemberStatusAndLiveness(t *testing.T) {
@@ -160,13 +160,13 @@ func TestRemovalRefusal(t *testing.T) {
 func bucketKeys(n int) []versionedKey {
 	out := make([]versionedKey, n)
 	for i := range out {
-		out[i] = versionedKey{Key: fmt.Sprintf("protoshard/sharding/T/entities/%d/0", i), ModifyIndex: uint64(100 + i)}
+		out[i] = versionedKey{Key: fmt.Sprintf("protoshard/app/sharding/T/entities/%d/0", i), ModifyIndex: uint64(100 + i)}
 	}
 	return out
 }
 
 func TestRemovalPlanTransactions(t *testing.T) {
-	stateKey := consulstore.StateKey("T")
+	stateKey := consulstore.StateKey("app", "T")
 	for _, tc := range []struct {
 		name        string
 		stateStored bool
@@ -305,7 +305,7 @@ func TestWriteShards(t *testing.T) {
 	if err := writeShards(&b, buildShardView("T", st, buckets, ms)); err != nil {
 		t.Fatal(err)
 	}
-	want := `entity type "T": coordinator state protoshard/sharding/T/coordinator-state (modify index 42), remember-entities on
+	want := `entity type "T": coordinator state protoshard/app/sharding/T/coordinator-state (modify index 42), remember-entities on
 
 REGION                          KIND    MEMBER  STATUS   SHARDS
 10.0.0.1:8000/sharding/T        region  m-1     passing  3

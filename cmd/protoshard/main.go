@@ -50,13 +50,24 @@ func main() {
 // options are the flags every command has.
 type options struct {
 	consul  string
-	service string
+	target  target
 	timeout time.Duration
+}
+
+// target is the cluster a command is about.
+type target struct {
+	// service is the Consul service its members register as.
+	service string
+	// cluster is the cluster's name, under which its keys live
+	// (protoshard/<cluster>/...): the service name unless -cluster says
+	// otherwise, as membership.Cluster.Name is with membership/consul.
+	cluster string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.consul, "consul", "", "Consul HTTP address (host:port or URL); default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500")
-	fs.StringVar(&o.service, "service", consulmembership.DefaultServiceName, "Consul service name the members register as")
+	fs.StringVar(&o.target.service, "service", consulmembership.DefaultServiceName, "Consul service name the members register as")
+	fs.StringVar(&o.target.cluster, "cluster", "", "cluster name whose keys to read, protoshard/<cluster>/...; default the -service value")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit for all of the command's Consul requests")
 }
 
@@ -125,6 +136,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = action.validate()
 	}
+	if opts.target.cluster == "" {
+		opts.target.cluster = opts.target.service
+	}
+	if err == nil && opts.target.cluster == "" {
+		err = errors.New("-service (or -cluster) must not be empty")
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "protoshard %s: %v; run 'protoshard %s -h' for usage\n", name, err, name)
 		return exitUsage
@@ -137,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
 	defer cancel()
-	if err := action.run(ctx, source, opts.service, stdout); err != nil {
+	if err := action.run(ctx, source, opts.target, stdout); err != nil {
 		fmt.Fprintf(stderr, "protoshard %s: %s\n", name, oneLine(err.Error()))
 		return exitFailure
 	}
@@ -148,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 type action struct {
 	// validate checks what the flag package cannot (required flags).
 	validate func() error
-	run      func(ctx context.Context, source *consulSource, service string, out io.Writer) error
+	run      func(ctx context.Context, source *consulSource, t target, out io.Writer) error
 }
 
 func (c *command) flagSet() (*flag.FlagSet, *options, action) {

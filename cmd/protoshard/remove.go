@@ -49,8 +49,8 @@ func removeDataFlags(fs *flag.FlagSet) action {
 	dryRun := fs.Bool("dry-run", false, "list the keys that would be deleted and delete nothing")
 	return action{
 		validate: validate,
-		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			d, err := source.read(ctx, *typeName, service)
+		run: func(ctx context.Context, source *consulSource, t target, out io.Writer) error {
+			d, err := source.read(ctx, t, *typeName)
 			if err != nil {
 				return err
 			}

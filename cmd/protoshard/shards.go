@@ -42,8 +42,8 @@ func shardsFlags(fs *flag.FlagSet) action {
 	asJSON := fs.Bool("json", false, "print JSON (with the remembered entity IDs) instead of tables")
 	return action{
 		validate: validate,
-		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			d, err := source.read(ctx, *typeName, service)
+		run: func(ctx context.Context, source *consulSource, t target, out io.Writer) error {
+			d, err := source.read(ctx, t, *typeName)
 			if err != nil {
 				return err
 			}
