@@ -46,12 +46,12 @@ const (
 
 // failoverLeases returns the Consul leases of the lease variant: the
 // coordinator's singleton runs only while its member holds a session lock
-// under a prefix of the round's own (service). The lock delay covers a
+// under the keys of the round's own cluster (service). The lock delay covers a
 // heartbeat and an operation, the holder's time to stop.
 func failoverLeases(client *api.Client, service string) (lease.Provider, error) {
 	p, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:    client,
-		KeyPrefix: "protoshard/bench-lease/" + service + "/",
+		Client:      client,
+		ClusterName: service,
 		TimeoutSettings: lease.TimeoutSettings{
 			HeartbeatTimeout:  failoverLeaseTTL,
 			HeartbeatInterval: time.Second,
