@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -35,9 +37,30 @@ func (c *consulSource) members(ctx context.Context, service string) ([]memberInf
 		if !ok {
 			continue
 		}
-		out = append(out, memberInfo{Member: m, Health: e.Checks.AggregatedStatus()})
+		out = append(out, memberInfo{Member: m, Health: e.Checks.AggregatedStatus(), Service: service})
 	}
 	return sortMembers(out), nil
+}
+
+// allMembers returns the members registered under any Consul service,
+// with their health and service. A stored state's regions are judged
+// against these, not against the members of -service alone: a cluster
+// registered under another service than the one given (a mistyped or
+// defaulted -service) is alive all the same.
+func (c *consulSource) allMembers(ctx context.Context) ([]memberInfo, error) {
+	services, _, err := c.client.Catalog().Services(c.query(ctx))
+	if err != nil {
+		return nil, c.wrap("listing the services", err)
+	}
+	var out []memberInfo
+	for _, service := range slices.Sorted(maps.Keys(services)) {
+		ms, err := c.members(ctx, service)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ms...)
+	}
+	return out, nil
 }
 
 // state reads the coordinator state of typeName in the cluster
@@ -76,19 +99,19 @@ type typeData struct {
 }
 
 // read reads the state and the remembered entities of typeName in the
-// cluster of t, then the members of t's service. The state comes first: a
-// region registered in it after the members were read could run on a
-// member the tool has not seen.
-func (c *consulSource) read(ctx context.Context, t target, typeName string) (typeData, error) {
+// cluster clusterName, then the members of every service (allMembers). The state
+// comes first: a region registered in it after the members were read
+// could run on a member the tool has not seen.
+func (c *consulSource) read(ctx context.Context, clusterName, typeName string) (typeData, error) {
 	var d typeData
 	var err error
-	if d.state, err = c.state(ctx, t.cluster, typeName); err != nil {
+	if d.state, err = c.state(ctx, clusterName, typeName); err != nil {
 		return d, err
 	}
-	if d.buckets, err = c.buckets(ctx, t.cluster, typeName); err != nil {
+	if d.buckets, err = c.buckets(ctx, clusterName, typeName); err != nil {
 		return d, err
 	}
-	d.members, err = c.members(ctx, t.service)
+	d.members, err = c.allMembers(ctx)
 	return d, err
 }
 

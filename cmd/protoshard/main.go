@@ -3,17 +3,23 @@
 // RemoveInternalClusterShardingData together with a read-only view:
 //
 //	protoshard members     [-consul ADDR] [-service NAME] [-json]
-//	protoshard shards      -type T [-consul ADDR] [-service NAME] [-json]
-//	protoshard remove-data -type T [-consul ADDR] [-service NAME] [-dry-run] [-force]
+//	protoshard shards      -type T [-consul ADDR] [-service NAME] [-cluster NAME] [-json]
+//	protoshard remove-data -type T [-consul ADDR] [-service NAME] [-cluster NAME] [-dry-run] [-force]
 //
-// members lists the members registered in Consul, oldest first, with their
-// status. shards shows the coordinator state of an entity type (its regions
-// and proxies, where every shard lives, the shards waiting to be started
-// again) and the entities it remembers. remove-data deletes a type's stored
-// coordinator state and remembered entities, for instance after the type's
-// sharding settings changed incompatibly or after a crash left stale data;
-// it refuses while regions of the type run on live members (see
-// removeData).
+// members lists the members registered in Consul as -service, oldest
+// first, with their status. shards shows the coordinator state of an
+// entity type (its regions and proxies, where every shard lives, the
+// shards waiting to be started again) and the entities it remembers.
+// remove-data deletes a type's stored coordinator state and remembered
+// entities, for instance after the type's sharding settings changed
+// incompatibly or after a crash left stale data; it refuses while regions
+// of the type run on live members of any service (see removeDataFlags).
+//
+// The data of a type lives under its cluster's name,
+// protoshard/<cluster>/sharding/<type>/ (see package
+// actorsharding/consulstore): -cluster, which is the -service value unless
+// given, as membership.Cluster.Name is the service name with
+// membership/consul.
 //
 // Every command reads Consul with consistent reads, at the address of
 // -consul or else CONSUL_HTTP_ADDR (and CONSUL_HTTP_TOKEN and the other
@@ -62,6 +68,11 @@ type target struct {
 	// (protoshard/<cluster>/...): the service name unless -cluster says
 	// otherwise, as membership.Cluster.Name is with membership/consul.
 	cluster string
+}
+
+// entityType names typeName of the target's cluster, for messages.
+func (t target) entityType(typeName string) string {
+	return fmt.Sprintf("entity type %q of cluster %q", typeName, t.cluster)
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -136,11 +147,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = action.validate()
 	}
+	if err == nil && opts.target.service == "" {
+		err = errors.New("-service must not be empty")
+	}
 	if opts.target.cluster == "" {
 		opts.target.cluster = opts.target.service
-	}
-	if err == nil && opts.target.cluster == "" {
-		err = errors.New("-service (or -cluster) must not be empty")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "protoshard %s: %v; run 'protoshard %s -h' for usage\n", name, err, name)

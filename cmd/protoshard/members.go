@@ -23,6 +23,8 @@ type memberInfo struct {
 	// Health is Consul's aggregated status of the instance's checks:
 	// passing, warning, critical or maintenance.
 	Health string
+	// Service is the Consul service the member registered as.
+	Service string
 }
 
 // Live reports whether the member may still be running its regions: its
