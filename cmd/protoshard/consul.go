@@ -99,9 +99,9 @@ type typeData struct {
 }
 
 // read reads the state and the remembered entities of typeName in the
-// cluster clusterName, then the members of every service (allMembers). The state
-// comes first: a region registered in it after the members were read
-// could run on a member the tool has not seen.
+// cluster clusterName, then the members of every service (allMembers).
+// The state comes first: a region registered in it after the members were
+// read could run on a member the tool has not seen.
 func (c *consulSource) read(ctx context.Context, clusterName, typeName string) (typeData, error) {
 	var d typeData
 	var err error

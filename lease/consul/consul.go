@@ -10,9 +10,9 @@
 // under the keys of the cluster Config.ClusterName (the cluster's name
 // escaped as one path segment, as every key of a cluster in Consul), so
 // that two clusters' leases of the same name never exclude each other; the
-// key's value is the owner name. The fencing token is the key's ModifyIndex right
-// after the acquisition: a Raft index, so every later holding of the lease
-// has a larger one.
+// key's value is the owner name. The fencing token is the key's
+// ModifyIndex right after the acquisition: a Raft index, so every later
+// holding of the lease has a larger one.
 //
 // Why the holder knows of a loss before anybody else can take the lease:
 //
