@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
@@ -83,7 +84,7 @@ func newConsulWorld(t *testing.T, opts ...actorsharding.Option) *world {
 // nodes in this process (newConsulWorld), or this child process's one.
 func newConsulWorldOf(t *testing.T, cluster *testkit.Cluster, b *testkit.ConsulBackend, opts []actorsharding.Option) *world {
 	w := &world{t: t, cluster: cluster, consul: true, backend: b,
-		store: consulstore.NewStateStore(b.Client(), consulstore.StateKey(typeName))}
+		store: consulstore.NewStateStore(b.Client(), consul.DefaultServiceName, typeName)}
 	return w.init(opts)
 }
 
@@ -400,5 +401,5 @@ func (w *world) waitRegistered(n int) {
 
 // consulRememberStore is a remember-entities store in the world's Consul.
 func (w *world) consulRememberStore() shardactor.RememberEntitiesStore {
-	return consulstore.NewRememberEntitiesStore(w.backend.Client(), typeName)
+	return consulstore.NewRememberEntitiesStore(w.backend.Client(), consul.DefaultServiceName, typeName)
 }

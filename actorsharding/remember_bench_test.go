@@ -10,6 +10,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"github.com/protoshard/protoshard/testkit/consulagent"
@@ -31,8 +32,8 @@ func BenchmarkRememberEntities10kConsul(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		typ := fmt.Sprintf("Bench%d-%d", time.Now().UnixNano(), i)
-		store := consulstore.NewRememberEntitiesStore(agent.Client(), typ)
-		coordinatorStore := consulstore.NewStateStore(agent.Client(), consulstore.StateKey(typ))
+		store := consulstore.NewRememberEntitiesStore(agent.Client(), local.DefaultName, typ)
+		coordinatorStore := consulstore.NewStateStore(agent.Client(), local.DefaultName, typ)
 		cluster := testkit.NewCluster(b, testkit.NewLocalBackend())
 		var started atomic.Int64
 		props := actor.PropsFromFunc(func(ctx actor.Context) {

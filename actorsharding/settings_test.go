@@ -10,7 +10,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/membership"
@@ -107,23 +109,7 @@ func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
 // With membership whose nodes may be in other processes there is no safe
 // default store: starting a region or a proxy without one fails clearly.
 func TestNoDefaultStateStoreAcrossProcesses(t *testing.T) {
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	quarantine := membership.NewQuarantine()
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
-	r.Start()
-	defer r.Shutdown(false)
-	cluster := membership.NewCluster(system, notInProcess{local.NewRegistry().Provider()}, membership.Config{Quarantine: quarantine})
-	defer cluster.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cluster.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := actorsharding.New(system, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := joinedSharding(t, notInProcess{local.NewRegistry().Provider()})
 	props := actor.PropsFromFunc(func(actor.Context) {})
 	if _, err := s.StartRegion("NoStore", props, nil); !errors.Is(err, actorsharding.ErrNoStateStore) {
 		t.Errorf("StartRegion without a store: %v, want ErrNoStateStore", err)
@@ -134,6 +120,64 @@ func TestNoDefaultStateStoreAcrossProcesses(t *testing.T) {
 	if _, err := s.StartRegion("WithStore", props, nil, actorsharding.WithStateStore(coordinatoractor.NewMemoryStore())); err != nil {
 		t.Errorf("StartRegion with a store: %v", err)
 	}
+}
+
+// A store made for another cluster (or entity type) would share that
+// cluster's keys: StartRegion and StartProxy refuse it.
+func TestStartRefusesAStoreOfAnotherCluster(t *testing.T) {
+	s := joinedSharding(t, local.NewNamedRegistry("app-a").Provider())
+	// Refused before any request: nothing listens at this address.
+	client, err := api.NewClient(&api.Config{Address: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := actor.PropsFromFunc(func(actor.Context) {})
+	for name, opt := range map[string]actorsharding.Option{
+		"state store of another cluster": actorsharding.WithStateStore(consulstore.NewStateStore(client, "app-b", "Counter")),
+		"state store of another type":    actorsharding.WithStateStore(consulstore.NewStateStore(client, "app-a", "Account")),
+		"state store, names swapped":     actorsharding.WithStateStore(consulstore.NewStateStore(client, "Counter", "app-a")),
+		"remember store of another cluster": func(st *actorsharding.Settings) {
+			actorsharding.WithRememberEntities(consulstore.NewRememberEntitiesStore(client, "app-b", "Counter"))(st)
+			st.StateStore = coordinatoractor.NewMemoryStore()
+		},
+	} {
+		if _, err := s.StartRegion("Counter", props, nil, opt); !errors.Is(err, actorsharding.ErrStoreMismatch) ||
+			!strings.Contains(err.Error(), `this is cluster "app-a", entity type "Counter"`) {
+			t.Errorf("StartRegion with a %s: %v, want ErrStoreMismatch", name, err)
+		}
+		if _, err := s.StartProxy("Counter", nil, opt); !errors.Is(err, actorsharding.ErrStoreMismatch) {
+			t.Errorf("StartProxy with a %s: %v, want ErrStoreMismatch", name, err)
+		}
+	}
+	if _, ok := s.Region("Counter"); ok {
+		t.Fatal("a refused start left a region")
+	}
+}
+
+// joinedSharding is the Sharding of a one-node cluster over provider,
+// joined; everything stops when the test ends.
+func joinedSharding(t *testing.T, provider membership.Provider) *actorsharding.Sharding {
+	t.Helper()
+	system := actor.NewActorSystem()
+	quarantine := membership.NewQuarantine()
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
+	r.Start()
+	cluster := membership.NewCluster(system, provider, membership.Config{Quarantine: quarantine})
+	t.Cleanup(func() {
+		cluster.Close()
+		r.Shutdown(false)
+		system.Shutdown()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cluster.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := actorsharding.New(system, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // notInProcess hides the local provider's SharedValue, as a provider of

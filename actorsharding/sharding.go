@@ -26,6 +26,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
+	"github.com/protoshard/protoshard/internal/storescope"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/singleton"
@@ -152,7 +153,15 @@ var ErrNotJoined = errors.New("the cluster has not joined yet: call membership.C
 // coordinator needs a state store and there is no safe default: see
 // Settings.StateStore.
 var ErrNoStateStore = errors.New("no coordinator StateStore: with membership whose nodes may run in other processes, " +
-	"give every node the same store (WithStateStore(consulstore.NewStateStore(...)))")
+	"give every node the same store (WithStateStore(consulstore.NewStateStore(client, sharding.Cluster().Name(), typeName)))")
+
+// ErrStoreMismatch is returned by StartRegion and StartProxy (and the
+// delivery producer controller) for a store made for another cluster or
+// entity type: a store of actorsharding/consulstore keeps its keys under
+// the cluster's name, and one made with another cluster's name would share
+// that cluster's keys. Make it with the cluster's Name():
+// consulstore.NewStateStore(client, sharding.Cluster().Name(), typeName).
+var ErrStoreMismatch = storescope.ErrMismatch
 
 // defaultStateStore is the memory store of typeName that every node of an
 // in-process member list shares.
@@ -219,6 +228,13 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	settings = settings.withDefaults()
 	asked := settings
 	settings.Shard.MemberStale = s.cluster.Stale
+
+	if err := storescope.Check("coordinator state store", settings.StateStore, s.cluster.Name(), typeName); err != nil {
+		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, err)
+	}
+	if err := storescope.Check("remember-entities store", settings.Shard.RememberEntitiesStore, s.cluster.Name(), typeName); err != nil {
+		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -7,7 +7,7 @@
 // Routes, relative to where the handler is mounted (all GET):
 //
 //	/                                   the shard-map page
-//	/cluster/members                    members, oldest first
+//	/cluster/members                    the cluster's name and its members, oldest first
 //	/cluster/singletons                 each singleton and its owner
 //	/cluster/shards                     the entity types started on this node
 //	/cluster/shards/{type}/regions      the regions' addresses (GetCurrentRegions)
@@ -23,6 +23,9 @@
 // lists; the coordinator and map routes answer 503.) A singleton's
 // owner is not asked: it is the oldest Up member of the singleton's role,
 // where its ClusterSingletonManager runs it.
+//
+// The members, coordinator and map routes name the cluster
+// (membership.Cluster.Name), under which its keys in Consul live.
 package management
 
 import (
@@ -128,7 +131,9 @@ func servePage(w http.ResponseWriter, r *http.Request) {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 func (h *handler) members(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, buildMembers(h.cluster.Members(), h.cluster.Self().ID))
+	v := buildMembers(h.cluster.Members(), h.cluster.Self().ID)
+	v.Cluster = h.cluster.Name()
+	writeJSON(w, http.StatusOK, v)
 }
 
 // typeView is one entity type started on this node.
@@ -244,7 +249,10 @@ func (h *handler) askCoordinator(ctx context.Context, region actorsharding.Regio
 
 // coordinatorStateView answers /cluster/shards/{type}/coordinator.
 type coordinatorStateView struct {
-	Type string `json:"type"`
+	// Cluster is the cluster's name: the coordinator's state is stored
+	// under it (actorsharding/consulstore.StateKey).
+	Cluster string `json:"cluster"`
+	Type    string `json:"type"`
 	coordinatorView
 	Regions             []regionRecordView `json:"regions"`
 	Proxies             []regionRecordView `json:"proxies"`
@@ -263,7 +271,9 @@ func (h *handler) coordinator(ctx context.Context, region actorsharding.RegionIn
 	if err != nil {
 		return nil, err
 	}
-	return buildCoordinatorState(region.TypeName, st), nil
+	v := buildCoordinatorState(region.TypeName, st)
+	v.Cluster = h.cluster.Name()
+	return v, nil
 }
 
 func buildCoordinatorState(typeName string, st *messages.ShardCoordinatorState) coordinatorStateView {
@@ -314,7 +324,9 @@ func (h *handler) shardMap(ctx context.Context, region actorsharding.RegionInfo)
 	if stats.err != nil {
 		return nil, stats.err
 	}
-	return buildShardMap(region.TypeName, h.cluster.Members(), h.cluster.Self().ID, coord, stats.st), nil
+	m := buildShardMap(region.TypeName, h.cluster.Members(), h.cluster.Self().ID, coord, stats.st)
+	m.Cluster = h.cluster.Name()
+	return m, nil
 }
 
 // ask sends msg to pid and waits for an answer of type T, up to the

@@ -96,7 +96,7 @@ func TestRoutesOneNode(t *testing.T) {
 	self := s.Cluster().Self()
 
 	var members membersView
-	if code := get(t, srv, "/cluster/members", &members); code != http.StatusOK || len(members.Members) != 1 ||
+	if code := get(t, srv, "/cluster/members", &members); code != http.StatusOK || members.Cluster != s.Cluster().Name() || len(members.Members) != 1 ||
 		members.Members[0].ID != self.ID || members.Members[0].Address != self.Address || members.Oldest != self.ID {
 		t.Errorf("members: %d %+v", code, members)
 	}
@@ -127,12 +127,12 @@ func TestRoutesOneNode(t *testing.T) {
 		t.Errorf("stats count %d entities, want 4: %+v", total, stats)
 	}
 	var coord coordinatorStateView
-	if code := get(t, srv, "/cluster/shards/Counter/coordinator", &coord); code != http.StatusOK ||
+	if code := get(t, srv, "/cluster/shards/Counter/coordinator", &coord); code != http.StatusOK || coord.Cluster != s.Cluster().Name() ||
 		coord.MemberID != self.ID || coord.State != "active" || len(coord.Regions) != 1 {
 		t.Errorf("coordinator: %d %+v", code, coord)
 	}
 	var m shardMap
-	if code := get(t, srv, "/cluster/shards/Counter/map", &m); code != http.StatusOK || m.Entities != 4 || len(m.Nodes) != 1 ||
+	if code := get(t, srv, "/cluster/shards/Counter/map", &m); code != http.StatusOK || m.Cluster != s.Cluster().Name() || m.Entities != 4 || len(m.Nodes) != 1 ||
 		!m.Nodes[0].Coordinator || len(m.Nodes[0].Shards) != len(coord.Regions[0].Shards) {
 		t.Errorf("map: %d %+v", code, m)
 	}

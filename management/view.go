@@ -22,6 +22,9 @@ type memberView struct {
 
 // membersView answers /cluster/members.
 type membersView struct {
+	// Cluster is the cluster's name (membership.Cluster.Name), under which
+	// its keys in Consul live.
+	Cluster string       `json:"cluster"`
 	Self    string       `json:"self"`
 	Oldest  string       `json:"oldest,omitempty"` // the oldest Up member
 	Members []memberView `json:"members"`          // oldest first
@@ -89,6 +92,7 @@ type handOffView struct {
 
 // shardMap answers /cluster/shards/{type}/map: what the page draws.
 type shardMap struct {
+	Cluster     string          `json:"cluster"` // the cluster's name, as in membersView
 	Type        string          `json:"type"`
 	Coordinator coordinatorView `json:"coordinator"`
 	Nodes       []nodeColumn    `json:"nodes"`

@@ -144,6 +144,17 @@ type namedHook struct {
 	fn    LeaveHook
 }
 
+// Name returns the cluster's name: its membership provider's (Provider.Name;
+// with membership/consul the service name the members register as). What
+// the cluster keeps in Consul lives under it, protoshard/<name>/..., so
+// that clusters sharing one Consul keep apart: give the stores of
+// actorsharding/consulstore and the leases of lease/consul this name.
+//
+// It is not configurable apart from the provider: the provider's name is
+// what makes nodes members of one cluster, and a second name could
+// disagree with it (two clusters of one name would share keys again).
+func (c *Cluster) Name() string { return c.provider.Name() }
+
 // SharedValue returns the value stored under key for every node of this
 // process that shares the member list, creating it with create first if
 // there is none. ok is false when the provider's members may run in other

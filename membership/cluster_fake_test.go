@@ -123,6 +123,8 @@ func (p *fakeProvider) Watch(ctx context.Context, onChange func([]membership.Mem
 
 func (p *fakeProvider) Close() {}
 
+func (p *fakeProvider) Name() string { return "fake" }
+
 // fakeSystem is an actor system that looks as if its remote was started:
 // Join only needs the address.
 func fakeSystem() *actor.ActorSystem {

@@ -156,6 +156,16 @@ func TestJoinRefusesSystemWithoutRemote(t *testing.T) {
 	}
 }
 
+// The cluster's name is its provider's.
+func TestClusterName(t *testing.T) {
+	for _, reg := range []*local.Registry{local.NewRegistry(), local.NewNamedRegistry("app-a")} {
+		c := membership.NewCluster(quietSystem(), reg.Provider(), membership.Config{})
+		if c.Name() != reg.Name() {
+			t.Errorf("cluster name %q, want the registry's %q", c.Name(), reg.Name())
+		}
+	}
+}
+
 func TestJoinTwiceFails(t *testing.T) {
 	n := startNode(t, local.NewRegistry(), membership.Config{})
 	if err := n.cluster.Join(context.Background()); err == nil {

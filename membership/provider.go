@@ -9,6 +9,12 @@ import (
 // current members are read. Implementations: membership/local (in-process)
 // and membership/consul.
 type Provider interface {
+	// Name is the name of the cluster the provider's members form
+	// (Consul: the service name they register as; in-process: the
+	// registry's name). It scopes what the cluster keeps outside its
+	// nodes, such as its keys in Consul (see Cluster.Name), so clusters
+	// that share a Consul must have different names. Never empty.
+	Name() string
 	// Register adds self (ID, Address, Roles) and returns it with its Age.
 	Register(ctx context.Context, self Member) (Member, error)
 	// SetLeaving marks the registered member as Leaving.

@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/lease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
+	consulmembership "github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 	"github.com/stretchr/testify/require"
@@ -69,13 +70,16 @@ func consulLeases(t *testing.T, b testkit.Backend) *leaseKit {
 	client := b.(*testkit.ConsulBackend).Client()
 	p, err := leaseconsul.NewProvider(leaseconsul.Config{
 		Client:          client,
+		ClusterName:     consulmembership.DefaultServiceName, // the test kit's members' service
 		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
 		LockDelay:       3 * time.Second,
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
-		key := leaseconsul.DefaultKeyPrefix + name
+		probe, err := p.Lease(name, "probe")
+		require.NoError(t, err)
+		key := probe.Key()
 		pair, _, err := client.KV().Get(key, &api.QueryOptions{RequireConsistent: true})
 		require.NoError(t, err)
 		require.NotNil(t, pair, "the lock %s", key)

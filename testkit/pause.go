@@ -186,6 +186,8 @@ func (p *pausableProvider) Watch(ctx context.Context, onChange func([]membership
 
 func (p *pausableProvider) Close() { p.inner.Close() }
 
+func (p *pausableProvider) Name() string { return p.inner.Name() }
+
 func (p *pausableProvider) SharedValue(key string, create func() any) any {
 	return p.inner.SharedValue(key, create)
 }

@@ -10,9 +10,24 @@
 // process, with the in-memory stores of coordinatoractor and shardactor,
 // do not link the Consul client.
 //
-// The keys of sharding live under protoshard/sharding/<type name>/: the
-// coordinator's state at StateKey, the remembered entities under
-// RememberEntitiesPrefix; a durable producer queue lives under
-// DurableProducerQueuePrefix, protoshard/delivery/<type name>/<producer>/.
-// The layout is a stored format; the CLI (cmd/protoshard) reads it too.
+// # Keys in Consul
+//
+// Every key lives under the name of the cluster it belongs to
+// (membership.Cluster.Name; with membership/consul the service name),
+// escaped as one path segment, so that clusters sharing one Consul never
+// share a key:
+//
+//	protoshard/<cluster>/sharding/<type>/coordinator-state      StateKey
+//	protoshard/<cluster>/sharding/<type>/entities/<shard>/<n>   RememberEntitiesPrefix
+//	protoshard/<cluster>/delivery/<type>/<producer>/...         DurableProducerQueuePrefix
+//	protoshard/<cluster>/lease/<lease name>                     package lease/consul
+//	protoshard/<cluster>/membership/leaving/<member id>         package membership/consul
+//
+// <shard> and <producer> are escaped as one path segment too; <type> is
+// used as it is and must be a clean key path. Every constructor takes
+// the cluster's name: pass sharding.Cluster().Name(). StartRegion,
+// StartProxy and the delivery producer controller refuse a store or queue
+// made for another cluster or entity type (actorsharding.ErrStoreMismatch).
+// The layout is a stored format; the CLI (cmd/protoshard, -cluster) reads
+// it too.
 package consulstore

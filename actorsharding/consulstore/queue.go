@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -28,9 +29,10 @@ import (
 const MaxQueueMessageBytes = 360 << 10
 
 // DurableProducerQueuePrefix is the KV prefix (ending in '/') under which
-// the queue of producerID for the entities of typeName lives.
-func DurableProducerQueuePrefix(typeName, producerID string) string {
-	return "protoshard/delivery/" + typeName + "/" + pathseg.Escape(producerID) + "/"
+// the queue of producerID for the entities of typeName of the cluster
+// clusterName lives: protoshard/<cluster>/delivery/<type>/<producer>/.
+func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string {
+	return consulkey.Prefix(clusterName) + "delivery/" + typeName + "/" + pathseg.Escape(producerID) + "/"
 }
 
 // DurableProducerQueue is a delivery.DurableProducerQueue in Consul KV,
@@ -38,7 +40,7 @@ func DurableProducerQueuePrefix(typeName, producerID string) string {
 //
 // # Key layout
 //
-// Under DurableProducerQueuePrefix(typeName, producerID):
+// Under DurableProducerQueuePrefix(clusterName, typeName, producerID):
 //
 //	owner                                   the holder's random ID (the claim)
 //	entities/<escaped entity ID>/meta       messages.DurableProducerQueueEntity
@@ -93,10 +95,11 @@ func DurableProducerQueuePrefix(typeName, producerID string) string {
 //
 // It is safe for concurrent use.
 type DurableProducerQueue struct {
-	prefix     string
-	client     *api.Client
-	typeName   string
-	producerID string
+	prefix      string
+	client      *api.Client
+	clusterName string
+	typeName    string
+	producerID  string
 
 	// closeTimeout bounds Close, which has no context of its own: a
 	// controller stopping must not hang on an unreachable Consul.
@@ -114,12 +117,22 @@ const queueCloseTimeout = 5 * time.Second
 var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
 
 // NewDurableProducerQueue returns the queue of producerID for the entities
-// of typeName, in the Consul KV of client. typeName must be a clean key
-// path, as for NewRememberEntitiesStore.
-func NewDurableProducerQueue(client *api.Client, typeName, producerID string) *DurableProducerQueue {
-	return &DurableProducerQueue{client: client, typeName: typeName, producerID: producerID,
-		prefix: DurableProducerQueuePrefix(typeName, producerID), closeTimeout: queueCloseTimeout}
+// of typeName of the cluster clusterName, in the Consul KV of client. Pass
+// the cluster's own name, sharding.Cluster().Name(): a producer controller
+// refuses a queue of another cluster or type
+// (actorsharding.ErrStoreMismatch). typeName must be a clean key path and
+// clusterName not empty, as for NewRememberEntitiesStore.
+func NewDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) *DurableProducerQueue {
+	return &DurableProducerQueue{client: client, clusterName: clusterName, typeName: typeName, producerID: producerID,
+		prefix: DurableProducerQueuePrefix(clusterName, typeName, producerID), closeTimeout: queueCloseTimeout}
 }
+
+// ClusterName returns the name of the cluster whose producer the queue
+// serves.
+func (q *DurableProducerQueue) ClusterName() string { return q.clusterName }
+
+// TypeName returns the entity type the queue's messages go to.
+func (q *DurableProducerQueue) TypeName() string { return q.typeName }
 
 // MaxMessageSentBytes is MaxQueueMessageBytes.
 func (q *DurableProducerQueue) MaxMessageSentBytes() int { return MaxQueueMessageBytes }
@@ -140,7 +153,7 @@ func (q *DurableProducerQueue) msgKey(entityID string, seq int64) string {
 
 // LoadState implements delivery.DurableProducerQueue.
 func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
-	if err := checkTypeName(q.typeName); err != nil {
+	if err := checkScope(q.clusterName, q.typeName); err != nil {
 		return nil, q.errorf("load: %w", err)
 	}
 	if q.producerID == "" {

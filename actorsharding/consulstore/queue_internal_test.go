@@ -16,6 +16,9 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
+// testCluster is the cluster name of the tests' queues.
+const testCluster = "app"
+
 // A Consul that takes the request and never answers cannot hold Close
 // (and so a controller's Stop) beyond its bound; the claim is given up.
 func TestDurableProducerQueueCloseIsBounded(t *testing.T) {
@@ -32,7 +35,7 @@ func TestDurableProducerQueueCloseIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := NewDurableProducerQueue(client, "bounded", "p1")
+	q := NewDurableProducerQueue(client, testCluster, "bounded", "p1")
 	if q.closeTimeout != queueCloseTimeout {
 		t.Fatalf("close timeout %v, want %v", q.closeTimeout, queueCloseTimeout)
 	}
@@ -66,7 +69,7 @@ func TestDurableProducerQueueSentCutShortLeavesNumberingsWhole(t *testing.T) {
 	batch := []*messages.MessageSent{queuetest.Sent("e", 8, 1, "new 1"), queuetest.Sent("e", 8, 2, "new 2"), queuetest.Sent("f", 9, 1, "f1")}
 	for cut := 0; ; cut++ {
 		producer := fmt.Sprintf("p%d", cut)
-		q := NewDurableProducerQueue(client, "cut", producer)
+		q := NewDurableProducerQueue(client, testCluster, "cut", producer)
 		if _, err := q.LoadState(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +92,7 @@ func TestDurableProducerQueueSentCutShortLeavesNumberingsWhole(t *testing.T) {
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
-		st, err := NewDurableProducerQueue(client, "cut", producer).LoadState(ctx)
+		st, err := NewDurableProducerQueue(client, testCluster, "cut", producer).LoadState(ctx)
 		if err != nil {
 			t.Fatalf("cut after %d of %d operations: %v", cut, len(ops), err)
 		}

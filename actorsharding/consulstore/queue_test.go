@@ -18,13 +18,29 @@ import (
 func TestDurableProducerQueueContract(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, name string) (delivery.DurableProducerQueue, error) {
-		return consulstore.NewDurableProducerQueue(client, "queue/contract", name), nil
+		return consulstore.NewDurableProducerQueue(client, testCluster, "queue/contract", name), nil
 	}})
 }
 
 func TestDurableProducerQueuePrefix(t *testing.T) {
-	if got, want := consulstore.DurableProducerQueuePrefix("a/b", ".p/1"), "protoshard/delivery/a/b/%2Ep%2F1/"; got != want {
+	if got, want := consulstore.DurableProducerQueuePrefix(testCluster, "a/b", ".p/1"), "protoshard/app/delivery/a/b/%2Ep%2F1/"; got != want {
 		t.Fatalf("prefix = %q, want %q", got, want)
+	}
+	q := consulstore.NewDurableProducerQueue(nil, "app-a", "Counter", "p")
+	if q.ClusterName() != "app-a" || q.TypeName() != "Counter" {
+		t.Fatalf("queue of cluster %q, type %q", q.ClusterName(), q.TypeName())
+	}
+}
+
+// A queue without a cluster name would share its keys with every unnamed
+// cluster's: it loads nothing and claims nothing.
+func TestDurableProducerQueueRefusesEmptyClusterName(t *testing.T) {
+	client := consulagent.Start(t).Client()
+	if _, err := consulstore.NewDurableProducerQueue(client, "", "Counter", "p").LoadState(context.Background()); err == nil {
+		t.Fatal("LoadState without a cluster name succeeded")
+	}
+	if keys, _, err := client.KV().Keys("protoshard/", "", nil); err != nil || len(keys) != 0 {
+		t.Fatalf("keys written: %q, %v", keys, err)
 	}
 }
 
@@ -33,14 +49,14 @@ func TestDurableProducerQueuePrefix(t *testing.T) {
 func TestDurableProducerQueueOwnerFencing(t *testing.T) {
 	ctx := context.Background()
 	client := consulagent.Start(t).Client()
-	q := consulstore.NewDurableProducerQueue(client, "fencing", "p1")
+	q := consulstore.NewDurableProducerQueue(client, testCluster, "fencing", "p1")
 	if _, err := q.LoadState(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.StoreMessageSent(ctx, []*messages.MessageSent{queuetest.Sent("e", 1, 1, "one")}); err != nil {
 		t.Fatal(err)
 	}
-	owner := consulstore.DurableProducerQueuePrefix("fencing", "p1") + "owner"
+	owner := consulstore.DurableProducerQueuePrefix(testCluster, "fencing", "p1") + "owner"
 	if _, err := client.KV().Put(&api.KVPair{Key: owner, Value: []byte("someone else")}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +69,7 @@ func TestDurableProducerQueueOwnerFencing(t *testing.T) {
 	if p, _, err := client.KV().Get(owner, nil); err != nil || p == nil || string(p.Value) != "someone else" {
 		t.Fatalf("the fenced holder's Close touched the new owner: %v, %v", p, err)
 	}
-	q2 := consulstore.NewDurableProducerQueue(client, "fencing", "p1")
+	q2 := consulstore.NewDurableProducerQueue(client, testCluster, "fencing", "p1")
 	st, err := q2.LoadState(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +84,7 @@ func TestDurableProducerQueueOwnerFencing(t *testing.T) {
 func TestDurableProducerQueueSplitsLargeWrites(t *testing.T) {
 	ctx := context.Background()
 	client := consulagent.Start(t).Client()
-	q := consulstore.NewDurableProducerQueue(client, "split", "p1")
+	q := consulstore.NewDurableProducerQueue(client, testCluster, "split", "p1")
 	if _, err := q.LoadState(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +97,7 @@ func TestDurableProducerQueueSplitsLargeWrites(t *testing.T) {
 	if err := q.StoreMessageSent(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	prefix := consulstore.DurableProducerQueuePrefix("split", "p1")
+	prefix := consulstore.DurableProducerQueuePrefix(testCluster, "split", "p1")
 	keys, _, err := client.KV().Keys(prefix, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +115,7 @@ func TestDurableProducerQueueSplitsLargeWrites(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q2 := consulstore.NewDurableProducerQueue(client, "split", "p1")
+	q2 := consulstore.NewDurableProducerQueue(client, testCluster, "split", "p1")
 	st, err := q2.LoadState(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -65,9 +66,10 @@ const maxTxnOps = 64
 //
 // # Key layout
 //
-// A shard's IDs live under RememberEntitiesPrefix(typeName, shardID):
+// A shard's IDs live under RememberEntitiesPrefix(clusterName, typeName,
+// shardID):
 //
-//	protoshard/sharding/<typeName>/entities/<escaped shardID>/<bucket>
+//	protoshard/<cluster>/sharding/<typeName>/entities/<escaped shardID>/<bucket>
 //
 // where <escaped shardID> is url.PathEscape(shardID) with a leading '.' also
 // escaped ("%2E"), so that it is one path segment that HTTP path cleaning
@@ -129,11 +131,12 @@ const maxTxnOps = 64
 //
 // A RememberEntitiesStore is safe for use by several goroutines.
 type RememberEntitiesStore struct {
-	kv       *api.KV
-	txn      *api.Txn
-	typeName string
-	cfg      rememberConfig
-	writes   atomic.Int64
+	kv          *api.KV
+	txn         *api.Txn
+	clusterName string
+	typeName    string
+	cfg         rememberConfig
+	writes      atomic.Int64
 }
 
 var _ shardactor.RememberEntitiesStore = (*RememberEntitiesStore)(nil)
@@ -194,11 +197,14 @@ func WithRememberMaxAttempts(n int) RememberOption {
 }
 
 // NewRememberEntitiesStore returns the store of the entity type
-// typeName in the Consul KV of client. typeName is used as it is in the
-// keys (like the coordinator's state key), so it must be a clean key path:
-// not empty, without empty, "." or ".." segments; otherwise every call
+// typeName of the cluster clusterName in the Consul KV of client. Pass the
+// cluster's own name, sharding.Cluster().Name(): StartRegion refuses a
+// store of another cluster or type (actorsharding.ErrStoreMismatch).
+// typeName is used as it is in the keys (like the coordinator's state
+// key), so it must be a clean key path: not empty, without empty, "." or
+// ".." segments; otherwise, or with an empty cluster name, every call
 // fails with an error.
-func NewRememberEntitiesStore(client *api.Client, typeName string, opts ...RememberOption) *RememberEntitiesStore {
+func NewRememberEntitiesStore(client *api.Client, clusterName, typeName string, opts ...RememberOption) *RememberEntitiesStore {
 	cfg := rememberConfig{
 		buckets:        DefaultRememberBuckets,
 		maxBucketBytes: DefaultRememberMaxBucketBytes,
@@ -210,13 +216,21 @@ func NewRememberEntitiesStore(client *api.Client, typeName string, opts ...Remem
 			o(&cfg)
 		}
 	}
-	return &RememberEntitiesStore{kv: client.KV(), txn: client.Txn(), typeName: typeName, cfg: cfg}
+	return &RememberEntitiesStore{kv: client.KV(), txn: client.Txn(), clusterName: clusterName, typeName: typeName, cfg: cfg}
 }
 
+// ClusterName returns the name of the cluster whose entities the store
+// remembers.
+func (s *RememberEntitiesStore) ClusterName() string { return s.clusterName }
+
+// TypeName returns the entity type whose entities the store remembers.
+func (s *RememberEntitiesStore) TypeName() string { return s.typeName }
+
 // RememberEntitiesPrefix returns the KV prefix (ending in '/') under
-// which the Consul store of typeName keeps the buckets of shardID.
-func RememberEntitiesPrefix(typeName, shardID string) string {
-	return rememberEntitiesTypePrefix(typeName) + pathseg.Escape(shardID) + "/"
+// which the Consul store of typeName in the cluster clusterName keeps the
+// buckets of shardID.
+func RememberEntitiesPrefix(clusterName, typeName, shardID string) string {
+	return rememberEntitiesTypePrefix(clusterName, typeName) + pathseg.Escape(shardID) + "/"
 }
 
 // RememberedBucket is one stored bucket of a RememberEntitiesStore,
@@ -239,14 +253,14 @@ type RememberedBucket struct {
 //
 // Type names may contain '/', so the prefix of one type's entities is also
 // the beginning of other types' keys (type "a/entities/x" keeps its state at
-// "protoshard/sharding/a/entities/x/coordinator-state"). Only keys of the
+// "protoshard/<cluster>/sharding/a/entities/x/coordinator-state"). Only keys of the
 // form <prefix><escaped shard ID>/<bucket number> are this type's; no other
 // type writes a key of that form, and the others are skipped.
 func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket, error) {
-	if err := checkTypeName(s.typeName); err != nil {
-		return nil, fmt.Errorf("consul remember-entities store %s: buckets: %w", s.typeName, err)
+	if err := checkScope(s.clusterName, s.typeName); err != nil {
+		return nil, fmt.Errorf("consul remember-entities store %s: buckets: %w: %w", s.typeName, shardactor.ErrInvalidUpdate, err)
 	}
-	prefix := rememberEntitiesTypePrefix(s.typeName)
+	prefix := rememberEntitiesTypePrefix(s.clusterName, s.typeName)
 	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("consul remember-entities store %s: buckets: listing %s: %w", s.typeName, prefix, consulPermanence(err))
@@ -276,8 +290,8 @@ func (s *RememberEntitiesStore) Buckets(ctx context.Context) ([]RememberedBucket
 
 // rememberEntitiesTypePrefix is the KV prefix of all the shards of
 // typeName.
-func rememberEntitiesTypePrefix(typeName string) string {
-	return "protoshard/sharding/" + typeName + "/entities/"
+func rememberEntitiesTypePrefix(clusterName, typeName string) string {
+	return shardingPrefix(clusterName, typeName) + "entities/"
 }
 
 // Writes returns the number of write requests (transactions, including
@@ -398,10 +412,10 @@ func (s *RememberEntitiesStore) read(ctx context.Context, shardID string) (map[s
 	if shardID == "" {
 		return nil, fmt.Errorf("%w: empty shard ID", shardactor.ErrInvalidUpdate)
 	}
-	if err := checkTypeName(s.typeName); err != nil {
-		return nil, err
+	if err := checkScope(s.clusterName, s.typeName); err != nil {
+		return nil, fmt.Errorf("%w: %w", shardactor.ErrInvalidUpdate, err)
 	}
-	prefix := RememberEntitiesPrefix(s.typeName, shardID)
+	prefix := RememberEntitiesPrefix(s.clusterName, s.typeName, shardID)
 	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", prefix, consulPermanence(err))
@@ -432,16 +446,20 @@ func isBucketName(s string) bool {
 	return err == nil && n >= 0 && strconv.Itoa(n) == s
 }
 
-// checkTypeName refuses a type name that would not survive as a key path:
+// checkScope refuses an empty cluster name (every such cluster would
+// share its keys) and a type name that would not survive as a key path:
 // the HTTP API cleans request paths, so List would read another prefix
 // than the one written.
-func checkTypeName(typeName string) error {
+func checkScope(clusterName, typeName string) error {
+	if err := consulkey.CheckClusterName(clusterName); err != nil {
+		return err
+	}
 	if typeName == "" {
-		return fmt.Errorf("%w: empty entity type name", shardactor.ErrInvalidUpdate)
+		return errors.New("empty entity type name")
 	}
 	for seg := range strings.SplitSeq(typeName, "/") {
 		if seg == "" || seg == "." || seg == ".." {
-			return fmt.Errorf("%w: entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", shardactor.ErrInvalidUpdate, typeName)
+			return fmt.Errorf("entity type name %q is not a clean key path (empty, \".\" or \"..\" segment)", typeName)
 		}
 	}
 	return nil
@@ -474,7 +492,7 @@ func consulPermanence(err error) error {
 // nothing changes. It fails, before anything is written, when a bucket
 // would outgrow its capacity.
 func (s *RememberEntitiesStore) plan(shardID string, buckets map[string]*storedBucket, started, stopped []string) (api.TxnOps, error) {
-	prefix := RememberEntitiesPrefix(s.typeName, shardID)
+	prefix := RememberEntitiesPrefix(s.clusterName, s.typeName, shardID)
 	// Visiting the home bucket first finds an ID at once in the usual case;
 	// the others matter only after the number of buckets changed.
 	ordered := make([]*storedBucket, 0, len(buckets))
@@ -696,5 +714,5 @@ func retryBackoff(attempt int) time.Duration {
 }
 
 func (s *RememberEntitiesStore) errorf(shardID, format string, args ...any) error {
-	return fmt.Errorf("consul remember-entities store %s: shard %q: "+format, append([]any{s.typeName, shardID}, args...)...)
+	return fmt.Errorf("consul remember-entities store %s of cluster %s: shard %q: "+format, append([]any{s.typeName, s.clusterName, shardID}, args...)...)
 }

@@ -32,7 +32,7 @@ func TestRememberEntitiesStore(t *testing.T) {
 		NewStore: func(t *testing.T) remembertest.Store {
 			// A type name per test keeps the tests apart in one agent.
 			typeName := fmt.Sprintf("contract-%d", n.Add(1))
-			s := consulstore.NewRememberEntitiesStore(client, typeName)
+			s := consulstore.NewRememberEntitiesStore(client, testCluster, typeName)
 			mu.Lock()
 			stores[s] = typeName
 			mu.Unlock()
@@ -43,7 +43,7 @@ func TestRememberEntitiesStore(t *testing.T) {
 			mu.Lock()
 			typeName := stores[s]
 			mu.Unlock()
-			pairs, _, err := client.KV().List(consulstore.RememberEntitiesPrefix(typeName, shardID), nil)
+			pairs, _, err := client.KV().List(consulstore.RememberEntitiesPrefix(testCluster, typeName, shardID), nil)
 			require.NoError(t, err)
 			require.NotEmpty(t, pairs, "nothing stored to corrupt")
 			_, err = client.KV().Put(&api.KVPair{Key: pairs[0].Key, Value: []byte("\xff\xffnot a bucket")}, nil)
@@ -71,16 +71,16 @@ func decodeBucket(t *testing.T, value []byte) []string {
 func TestRememberKeyLayout(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	s := consulstore.NewRememberEntitiesStore(client, "layout")
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "layout")
 
-	require.Equal(t, "protoshard/sharding/layout/entities/12/", consulstore.RememberEntitiesPrefix("layout", "12"))
-	require.Equal(t, "protoshard/sharding/layout/entities/a%2Fb/", consulstore.RememberEntitiesPrefix("layout", "a/b"))
-	require.Equal(t, "protoshard/sharding/layout/entities/%2E./", consulstore.RememberEntitiesPrefix("layout", ".."))
-	require.Equal(t, "protoshard/sharding/layout/entities/%25%20%C3%BC/", consulstore.RememberEntitiesPrefix("layout", "% ü"))
+	require.Equal(t, "protoshard/app/sharding/layout/entities/12/", consulstore.RememberEntitiesPrefix(testCluster, "layout", "12"))
+	require.Equal(t, "protoshard/app/sharding/layout/entities/a%2Fb/", consulstore.RememberEntitiesPrefix(testCluster, "layout", "a/b"))
+	require.Equal(t, "protoshard/app/sharding/layout/entities/%2E./", consulstore.RememberEntitiesPrefix(testCluster, "layout", ".."))
+	require.Equal(t, "protoshard/app/sharding/layout/entities/%25%20%C3%BC/", consulstore.RememberEntitiesPrefix(testCluster, "layout", "% ü"))
 
 	ids := remembertest.EntityIDs("k", 1000)
 	require.NoError(t, s.Update(ctx, "a/b", ids, nil))
-	prefix := consulstore.RememberEntitiesPrefix("layout", "a/b")
+	prefix := consulstore.RememberEntitiesPrefix(testCluster, "layout", "a/b")
 	pairs, _, err := client.KV().List(prefix, nil)
 	require.NoError(t, err)
 	require.Len(t, pairs, consulstore.DefaultRememberBuckets, "1000 IDs fill every bucket")
@@ -110,15 +110,15 @@ func TestRememberKeyLayout(t *testing.T) {
 func TestRememberBuckets(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	s := consulstore.NewRememberEntitiesStore(client, "listed")
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "listed")
 	require.NoError(t, s.Update(ctx, "a/b", []string{"x", "y"}, nil))
 	require.NoError(t, s.Update(ctx, "..", []string{"z"}, nil))
 	// Another type whose name makes its keys begin with this type's prefix.
-	other := consulstore.NewRememberEntitiesStore(client, "listed/entities/a%2Fb")
+	other := consulstore.NewRememberEntitiesStore(client, testCluster, "listed/entities/a%2Fb")
 	require.NoError(t, other.Update(ctx, "0", []string{"o"}, nil))
-	_, err := client.KV().Put(&api.KVPair{Key: "protoshard/sharding/listed/entities/a%2Fb/coordinator-state", Value: []byte("x")}, nil)
+	_, err := client.KV().Put(&api.KVPair{Key: "protoshard/app/sharding/listed/entities/a%2Fb/coordinator-state", Value: []byte("x")}, nil)
 	require.NoError(t, err)
-	_, err = client.KV().Put(&api.KVPair{Key: consulstore.RememberEntitiesPrefix("listed", "bad") + "2", Value: []byte{0xff}}, nil)
+	_, err = client.KV().Put(&api.KVPair{Key: consulstore.RememberEntitiesPrefix(testCluster, "listed", "bad") + "2", Value: []byte{0xff}}, nil)
 	require.NoError(t, err)
 
 	buckets, err := s.Buckets(ctx)
@@ -126,7 +126,7 @@ func TestRememberBuckets(t *testing.T) {
 	got := map[string][]string{}
 	for _, b := range buckets {
 		require.NotZero(t, b.ModifyIndex, b.Key)
-		require.True(t, strings.HasPrefix(b.Key, consulstore.RememberEntitiesPrefix("listed", b.ShardID)), b.Key)
+		require.True(t, strings.HasPrefix(b.Key, consulstore.RememberEntitiesPrefix(testCluster, "listed", b.ShardID)), b.Key)
 		if b.ShardID == "bad" {
 			require.ErrorIs(t, b.Err, shardactor.ErrCorruptRememberedEntities)
 			continue
@@ -140,10 +140,10 @@ func TestRememberBuckets(t *testing.T) {
 	require.Equal(t, map[string][]string{"a/b": {"x", "y"}, "..": {"z"}}, got)
 	require.True(t, slices.IsSortedFunc(buckets, func(a, b consulstore.RememberedBucket) int { return strings.Compare(a.Key, b.Key) }))
 
-	empty, err := consulstore.NewRememberEntitiesStore(client, "none").Buckets(ctx)
+	empty, err := consulstore.NewRememberEntitiesStore(client, testCluster, "none").Buckets(ctx)
 	require.NoError(t, err)
 	require.Empty(t, empty)
-	_, err = consulstore.NewRememberEntitiesStore(client, "a//b").Buckets(ctx)
+	_, err = consulstore.NewRememberEntitiesStore(client, testCluster, "a//b").Buckets(ctx)
 	require.ErrorIs(t, err, shardactor.ErrPermanent)
 }
 
@@ -152,7 +152,7 @@ func TestRememberBuckets(t *testing.T) {
 func TestRememberCapacity(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	s := consulstore.NewRememberEntitiesStore(client, "capacity", consulstore.WithRememberBuckets(1))
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "capacity", consulstore.WithRememberBuckets(1))
 
 	// 100-byte IDs take 102 bytes each: 3600 of them are 367,200 bytes,
 	// just below the 368,640-byte bucket limit.
@@ -188,19 +188,19 @@ func TestRememberTxnSplit(t *testing.T) {
 	ctx := context.Background()
 	ids := remembertest.EntityIDs("split", 10_000)
 
-	many := consulstore.NewRememberEntitiesStore(client, "split-ops", consulstore.WithRememberBuckets(100))
+	many := consulstore.NewRememberEntitiesStore(client, testCluster, "split-ops", consulstore.WithRememberBuckets(100))
 	require.NoError(t, many.Update(ctx, "0", ids, nil))
 	require.EqualValues(t, 2, many.Writes(), "100 buckets: 64 + 36 operations")
 	remembertest.RequireEntities(t, many, "0", ids...)
 
-	small := consulstore.NewRememberEntitiesStore(client, "split-bytes", consulstore.WithRememberMaxTxnBytes(64<<10))
+	small := consulstore.NewRememberEntitiesStore(client, testCluster, "split-bytes", consulstore.WithRememberMaxTxnBytes(64<<10))
 	require.NoError(t, small.Update(ctx, "0", ids, nil))
 	// 10,000 IDs of 12 bytes: ~140 KB of values, ~190 KB as JSON.
 	require.Greater(t, small.Writes(), int64(1))
 	require.LessOrEqual(t, small.Writes(), int64(consulstore.DefaultRememberBuckets))
 	remembertest.RequireEntities(t, small, "0", ids...)
 
-	tiny := consulstore.NewRememberEntitiesStore(client, "split-tiny", consulstore.WithRememberMaxTxnBytes(100))
+	tiny := consulstore.NewRememberEntitiesStore(client, testCluster, "split-tiny", consulstore.WithRememberMaxTxnBytes(100))
 	require.ErrorIs(t, tiny.Update(ctx, "0", ids[:10], nil), shardactor.ErrTooManyRememberedEntities)
 	require.Zero(t, tiny.Writes())
 }
@@ -210,11 +210,11 @@ func TestRememberTxnSplit(t *testing.T) {
 func TestRememberChangedBuckets(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	old := consulstore.NewRememberEntitiesStore(client, "rebucket", consulstore.WithRememberBuckets(5))
+	old := consulstore.NewRememberEntitiesStore(client, testCluster, "rebucket", consulstore.WithRememberBuckets(5))
 	ids := remembertest.EntityIDs("r", 500)
 	require.NoError(t, old.Update(ctx, "0", ids, nil))
 
-	s := consulstore.NewRememberEntitiesStore(client, "rebucket")
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "rebucket")
 	remembertest.RequireEntities(t, s, "0", ids...)
 	require.NoError(t, s.Update(ctx, "0", ids[:300], nil))
 	require.Zero(t, s.Writes(), "IDs in a bucket of the old layout are remembered")
@@ -222,7 +222,7 @@ func TestRememberChangedBuckets(t *testing.T) {
 	remembertest.RequireEntities(t, s, "0", append(slices.Clone(ids[250:]), "new")...)
 	require.NoError(t, s.Update(ctx, "0", nil, append(slices.Clone(ids[250:]), "new")))
 	remembertest.RequireEntities(t, s, "0")
-	pairs, _, err := client.KV().List(consulstore.RememberEntitiesPrefix("rebucket", "0"), nil)
+	pairs, _, err := client.KV().List(consulstore.RememberEntitiesPrefix(testCluster, "rebucket", "0"), nil)
 	require.NoError(t, err)
 	require.Empty(t, pairs, "old buckets emptied and deleted")
 }
@@ -230,9 +230,9 @@ func TestRememberChangedBuckets(t *testing.T) {
 func TestRememberCorruptValues(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	s := consulstore.NewRememberEntitiesStore(client, "corrupt")
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "corrupt")
 	put := func(shard, suffix string, value []byte) {
-		_, err := client.KV().Put(&api.KVPair{Key: consulstore.RememberEntitiesPrefix("corrupt", shard) + suffix, Value: value}, nil)
+		_, err := client.KV().Put(&api.KVPair{Key: consulstore.RememberEntitiesPrefix(testCluster, "corrupt", shard) + suffix, Value: value}, nil)
 		require.NoError(t, err)
 	}
 	marshal := func(m proto.Message) []byte {
@@ -264,11 +264,39 @@ func TestRememberCorruptValues(t *testing.T) {
 func TestRememberBadTypeName(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	for _, typeName := range []string{"", "a//b", "..", "a/./b", "/a"} {
-		s := consulstore.NewRememberEntitiesStore(client, typeName)
+		s := consulstore.NewRememberEntitiesStore(client, testCluster, typeName)
 		require.ErrorIs(t, s.Update(context.Background(), "0", []string{"a"}, nil), shardactor.ErrPermanent, "type %q", typeName)
 		_, err := s.GetEntities(context.Background(), "0")
 		require.ErrorIs(t, err, shardactor.ErrPermanent, "type %q", typeName)
 	}
+	// Without a cluster name its keys would be every unnamed cluster's.
+	s := consulstore.NewRememberEntitiesStore(client, "", "Counter")
+	require.ErrorIs(t, s.Update(context.Background(), "0", []string{"a"}, nil), shardactor.ErrPermanent)
+	_, err := s.Buckets(context.Background())
+	require.ErrorIs(t, err, shardactor.ErrPermanent)
+	keys, _, err := client.KV().Keys("protoshard/", "", nil)
+	require.NoError(t, err)
+	require.Empty(t, keys)
+}
+
+// Two clusters with an entity type of the same name remember apart.
+func TestRememberTwoClustersKeepApart(t *testing.T) {
+	client := consulagent.Start(t).Client()
+	ctx := context.Background()
+	a := consulstore.NewRememberEntitiesStore(client, "app-a", "Counter")
+	b := consulstore.NewRememberEntitiesStore(client, "app-b", "Counter")
+	require.Equal(t, "app-a", a.ClusterName())
+	require.Equal(t, "Counter", a.TypeName())
+	require.NoError(t, a.Update(ctx, "0", []string{"x"}, nil))
+	require.NoError(t, b.Update(ctx, "0", []string{"y"}, nil))
+	got, err := a.GetEntities(ctx, "0")
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, got)
+	buckets, err := b.Buckets(ctx)
+	require.NoError(t, err)
+	require.Len(t, buckets, 1)
+	require.Equal(t, []string{"y"}, buckets[0].EntityIDs)
+	require.True(t, strings.HasPrefix(buckets[0].Key, "protoshard/app-b/sharding/Counter/entities/0/"), buckets[0].Key)
 }
 
 // What Consul will never accept is a permanent error; a Consul that cannot
@@ -276,7 +304,7 @@ func TestRememberBadTypeName(t *testing.T) {
 func TestRememberPermanentErrors(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	s := consulstore.NewRememberEntitiesStore(client, "permanent")
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "permanent")
 
 	// One ID larger than a bucket may be.
 	huge := strings.Repeat("x", consulstore.DefaultRememberMaxBucketBytes)
@@ -286,7 +314,7 @@ func TestRememberPermanentErrors(t *testing.T) {
 	remembertest.RequireEntities(t, s, "0")
 
 	// Allowed by the store's own limits, refused by Consul's (413).
-	loose := consulstore.NewRememberEntitiesStore(client, "permanent",
+	loose := consulstore.NewRememberEntitiesStore(client, testCluster, "permanent",
 		consulstore.WithRememberMaxBucketBytes(4<<20), consulstore.WithRememberMaxTxnBytes(8<<20))
 	err = loose.Update(ctx, "1", []string{strings.Repeat("y", 1<<20)}, nil)
 	require.ErrorIs(t, err, shardactor.ErrPermanent)
@@ -297,7 +325,7 @@ func TestRememberPermanentErrors(t *testing.T) {
 	cfg.Address = "127.0.0.1:1" // nothing listens there
 	down, err := api.NewClient(cfg)
 	require.NoError(t, err)
-	unreachable := consulstore.NewRememberEntitiesStore(down, "permanent")
+	unreachable := consulstore.NewRememberEntitiesStore(down, testCluster, "permanent")
 	err = unreachable.Update(ctx, "0", []string{"a"}, nil)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, shardactor.ErrPermanent, "an unreachable Consul may come back")
@@ -314,8 +342,8 @@ func TestRememberRetryOnConflict(t *testing.T) {
 	// Far more contention than the two writers of a hand-off race, so more
 	// attempts than the default: the test is about losing nothing.
 	opts := []consulstore.RememberOption{consulstore.WithRememberBuckets(1), consulstore.WithRememberMaxAttempts(100)}
-	a := consulstore.NewRememberEntitiesStore(client, "race", opts...)
-	b := consulstore.NewRememberEntitiesStore(client, "race", opts...)
+	a := consulstore.NewRememberEntitiesStore(client, testCluster, "race", opts...)
+	b := consulstore.NewRememberEntitiesStore(client, testCluster, "race", opts...)
 	require.NoError(t, a.Update(ctx, "0", []string{"seed"}, nil))
 
 	// Eight writers on one key: every round, one transaction wins and the
@@ -357,7 +385,7 @@ func TestRememberTxnSizeMatchesConsul(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
 	const consulTxnMaxReqLen = 512 << 10
-	s := consulstore.NewRememberEntitiesStore(client, "txnsize", consulstore.WithRememberBuckets(1),
+	s := consulstore.NewRememberEntitiesStore(client, testCluster, "txnsize", consulstore.WithRememberBuckets(1),
 		consulstore.WithRememberMaxBucketBytes(1<<20), consulstore.WithRememberMaxTxnBytes(consulTxnMaxReqLen))
 	// One ID of length n: the largest n the store sends at this budget.
 	lo, hi := 300_000, 400_000 // lo fits, hi does not
@@ -375,7 +403,7 @@ func TestRememberTxnSizeMatchesConsul(t *testing.T) {
 	}
 	t.Logf("largest single ID in one bucket at a %d-byte transaction: %d bytes", consulTxnMaxReqLen, lo)
 
-	over := consulstore.NewRememberEntitiesStore(client, "txnsize", consulstore.WithRememberBuckets(1),
+	over := consulstore.NewRememberEntitiesStore(client, testCluster, "txnsize", consulstore.WithRememberBuckets(1),
 		consulstore.WithRememberMaxBucketBytes(1<<20), consulstore.WithRememberMaxTxnBytes(2*consulTxnMaxReqLen))
 	// A shard name of the probes' length: the key is in the body too.
 	err := over.Update(ctx, "probe-999", []string{strings.Repeat("x", lo+3)}, nil)
@@ -402,7 +430,7 @@ func BenchmarkRememberEntities10k(b *testing.B) {
 	for b.Loop() {
 		runs++
 		i := runs
-		s := consulstore.NewRememberEntitiesStore(client, fmt.Sprintf("bench-%d", i))
+		s := consulstore.NewRememberEntitiesStore(client, testCluster, fmt.Sprintf("bench-%d", i))
 		start := time.Now()
 		for j := 0; j < total; j += burst {
 			if err := s.Update(ctx, "0", ids[j:j+burst], nil); err != nil {

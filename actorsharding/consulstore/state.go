@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/consulkey"
 )
 
 // MaxStateBytes is the largest encoded state a StateStore writes:
@@ -17,9 +18,17 @@ import (
 const MaxStateBytes = 380 * 1024
 
 // StateKey returns the Consul KV key under which the coordinator of the
-// entity type typeName keeps its state.
-func StateKey(typeName string) string {
-	return "protoshard/sharding/" + typeName + "/coordinator-state"
+// entity type typeName of the cluster clusterName (its
+// membership.Cluster.Name) keeps its state:
+// protoshard/<cluster>/sharding/<type>/coordinator-state.
+func StateKey(clusterName, typeName string) string {
+	return shardingPrefix(clusterName, typeName) + "coordinator-state"
+}
+
+// shardingPrefix is the prefix of every sharding key of typeName in the
+// cluster clusterName.
+func shardingPrefix(clusterName, typeName string) string {
+	return consulkey.Prefix(clusterName) + "sharding/" + typeName + "/"
 }
 
 // StateStore is a coordinatoractor.StateStore in one Consul KV key, so that the state
@@ -31,24 +40,40 @@ func StateKey(typeName string) string {
 //
 // A StateStore is safe for use by several goroutines (api.Client is).
 type StateStore struct {
-	kv  *api.KV
-	key string
+	kv          *api.KV
+	clusterName string
+	typeName    string
+	key         string
 }
 
 var _ coordinatoractor.StateStore = (*StateStore)(nil)
 
-// NewStateStore returns a store that keeps the state in key (see StateKey)
-// through client.
-func NewStateStore(client *api.Client, key string) *StateStore {
-	return &StateStore{kv: client.KV(), key: key}
+// NewStateStore returns the store of the coordinator of the entity type
+// typeName in the cluster clusterName, in the key StateKey(clusterName,
+// typeName) of client's Consul KV. Pass the cluster's own name,
+// sharding.Cluster().Name(): StartRegion and StartProxy refuse a store of
+// another cluster or type (actorsharding.ErrStoreMismatch). An empty
+// cluster name, or a type name that is not a clean key path (see
+// NewRememberEntitiesStore), fails every call.
+func NewStateStore(client *api.Client, clusterName, typeName string) *StateStore {
+	return &StateStore{kv: client.KV(), clusterName: clusterName, typeName: typeName, key: StateKey(clusterName, typeName)}
 }
 
 // Key returns the Consul KV key of the store.
 func (s *StateStore) Key() string { return s.key }
 
+// ClusterName returns the name of the cluster whose state the store keeps.
+func (s *StateStore) ClusterName() string { return s.clusterName }
+
+// TypeName returns the entity type whose state the store keeps.
+func (s *StateStore) TypeName() string { return s.typeName }
+
 // Load implements coordinatoractor.StateStore: the version is the key's ModifyIndex; a
 // missing key is the empty state at version 0.
 func (s *StateStore) Load(ctx context.Context) (coordinatoractor.State, uint64, error) {
+	if err := checkScope(s.clusterName, s.typeName); err != nil {
+		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
+	}
 	pair, err := s.get(ctx)
 	if err != nil {
 		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
@@ -78,6 +103,9 @@ func (s *StateStore) Load(ctx context.Context) (coordinatoractor.State, uint64, 
 // A larger state fails with coordinatoractor.ErrStateTooLarge before
 // anything is sent.
 func (s *StateStore) Save(ctx context.Context, state coordinatoractor.State, version uint64) (uint64, error) {
+	if err := checkScope(s.clusterName, s.typeName); err != nil {
+		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
+	}
 	data, err := coordinatoractor.EncodeState(state)
 	if err != nil {
 		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)

@@ -28,8 +28,9 @@ func TestStateStore(t *testing.T) {
 	var n atomic.Int64
 	storetest.Run(t, storetest.Harness{NewStore: func(t *testing.T) (coordinatoractor.StateStore, func(*testing.T, []byte)) {
 		// One agent for all subtests; each gets its own key.
-		key := consulstore.StateKey(fmt.Sprintf("contract-%d", n.Add(1)))
-		s := consulstore.NewStateStore(client, key)
+		typeName := fmt.Sprintf("contract-%d", n.Add(1))
+		key := consulstore.StateKey(testCluster, typeName)
+		s := consulstore.NewStateStore(client, testCluster, typeName)
 		if s.Key() != key {
 			t.Fatalf("Key() = %q, want %q", s.Key(), key)
 		}
@@ -41,17 +42,74 @@ func TestStateStore(t *testing.T) {
 	}})
 }
 
+// testCluster is the cluster name of the tests' stores.
+const testCluster = "app"
+
 func TestStateKey(t *testing.T) {
-	if got, want := consulstore.StateKey("user"), "protoshard/sharding/user/coordinator-state"; got != want {
-		t.Fatalf("StateKey = %q, want %q", got, want)
+	for _, c := range []struct{ cluster, typeName, want string }{
+		{testCluster, "user", "protoshard/app/sharding/user/coordinator-state"},
+		{"app/b", "user", "protoshard/app%2Fb/sharding/user/coordinator-state"},
+		{".hidden", "a/b", "protoshard/%2Ehidden/sharding/a/b/coordinator-state"},
+	} {
+		if got := consulstore.StateKey(c.cluster, c.typeName); got != c.want {
+			t.Errorf("StateKey(%q, %q) = %q, want %q", c.cluster, c.typeName, got, c.want)
+		}
+	}
+	s := consulstore.NewStateStore(nil, "app-a", "Counter")
+	if s.Key() != consulstore.StateKey("app-a", "Counter") || s.ClusterName() != "app-a" || s.TypeName() != "Counter" {
+		t.Errorf("store of app-a/Counter: key %q, cluster %q, type %q", s.Key(), s.ClusterName(), s.TypeName())
+	}
+}
+
+// Two clusters with an entity type of the same name keep two states.
+func TestStateStoresOfTwoClustersKeepApart(t *testing.T) {
+	client := consulagent.Start(t).Client()
+	ctx := context.Background()
+	a := consulstore.NewStateStore(client, "app-a", "Counter")
+	b := consulstore.NewStateStore(client, "app-b", "Counter")
+	va, err := a.Save(ctx, storetest.SampleState(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, vb, err := b.Load(ctx); err != nil || vb != 0 {
+		t.Fatalf("app-b loads version %d, %v after app-a saved; want its own empty state", vb, err)
+	}
+	if _, err := b.Save(ctx, coordinatoractor.NewState(false), 0); err != nil {
+		t.Fatalf("app-b's first save: %v", err)
+	}
+	if _, err := a.Save(ctx, storetest.SampleState(t), va); err != nil {
+		t.Fatalf("app-a's save after app-b's: %v", err)
+	}
+}
+
+// Without a cluster name, or with a type name that is no clean key path,
+// nothing is read or written.
+func TestStateStoreRefusesBadNames(t *testing.T) {
+	client := consulagent.Start(t).Client()
+	ctx := context.Background()
+	for _, s := range []*consulstore.StateStore{
+		consulstore.NewStateStore(client, "", "Counter"),
+		consulstore.NewStateStore(client, testCluster, ""),
+		consulstore.NewStateStore(client, testCluster, "a//b"),
+	} {
+		if _, _, err := s.Load(ctx); err == nil {
+			t.Errorf("Load of %s succeeded", s.Key())
+		}
+		if _, err := s.Save(ctx, coordinatoractor.NewState(false), 0); err == nil {
+			t.Errorf("Save of %s succeeded", s.Key())
+		}
+	}
+	if keys, _, err := client.KV().Keys("protoshard/", "", nil); err != nil || len(keys) != 0 {
+		t.Fatalf("keys written: %q, %v", keys, err)
 	}
 }
 
 func TestStateStoreVersionIsModifyIndex(t *testing.T) {
 	agent := consulagent.Start(t)
 	ctx := context.Background()
-	key := consulstore.StateKey("modify-index")
-	s := consulstore.NewStateStore(agent.Client(), key)
+	typeName := "modify-index"
+	key := consulstore.StateKey(testCluster, typeName)
+	s := consulstore.NewStateStore(agent.Client(), testCluster, typeName)
 	for i := range 3 {
 		_, v, err := s.Load(ctx)
 		if err != nil {
@@ -77,8 +135,9 @@ func TestStateStoreFencesOtherWriters(t *testing.T) {
 	kv := agent.Client().KV()
 
 	t.Run("foreign put", func(t *testing.T) {
-		key := consulstore.StateKey("foreign-put")
-		s := consulstore.NewStateStore(agent.Client(), key)
+		typeName := "foreign-put"
+		key := consulstore.StateKey(testCluster, typeName)
+		s := consulstore.NewStateStore(agent.Client(), testCluster, typeName)
 		v, err := s.Save(ctx, storetest.SampleState(t), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -98,8 +157,9 @@ func TestStateStoreFencesOtherWriters(t *testing.T) {
 	t.Run("key deleted", func(t *testing.T) {
 		// Consul lost or someone reset the state: the old version is gone,
 		// and writing it back would resurrect a stale state.
-		key := consulstore.StateKey("deleted")
-		s := consulstore.NewStateStore(agent.Client(), key)
+		typeName := "deleted"
+		key := consulstore.StateKey(testCluster, typeName)
+		s := consulstore.NewStateStore(agent.Client(), testCluster, typeName)
 		v, err := s.Save(ctx, storetest.SampleState(t), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +182,7 @@ func TestStateStoreFencesOtherWriters(t *testing.T) {
 
 func TestStateStoreSaveCancelledContext(t *testing.T) {
 	agent := consulagent.Start(t)
-	s := consulstore.NewStateStore(agent.Client(), consulstore.StateKey("cancelled"))
+	s := consulstore.NewStateStore(agent.Client(), testCluster, "cancelled")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := s.Save(ctx, storetest.SampleState(t), 0)
@@ -142,7 +202,7 @@ func TestStateStoreSaveCancelledContext(t *testing.T) {
 
 func TestStateStoreStoppedAgent(t *testing.T) {
 	agent := consulagent.Start(t)
-	s := consulstore.NewStateStore(agent.Client(), consulstore.StateKey("stopped"))
+	s := consulstore.NewStateStore(agent.Client(), testCluster, "stopped")
 	v, err := s.Save(context.Background(), storetest.SampleState(t), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +233,7 @@ func TestStateStoreStoppedAgent(t *testing.T) {
 func TestStateStoreOversizedStateIsNoConflict(t *testing.T) {
 	agent := consulagent.Start(t)
 	ctx := context.Background()
-	s := consulstore.NewStateStore(agent.Client(), consulstore.StateKey("oversized"))
+	s := consulstore.NewStateStore(agent.Client(), testCluster, "oversized")
 	v, err := s.Save(ctx, coordinatoractor.NewState(false), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +263,7 @@ func TestStateStoreOversizedStateIsNoConflict(t *testing.T) {
 // rolled back for another reason than a moved index. Only a moved index is
 // a conflict; anything else is a plain error the coordinator may retry.
 func TestStateStoreRolledBackWithoutConflict(t *testing.T) {
-	const key = "protoshard/sharding/fake/coordinator-state"
+	const key = "protoshard/app/sharding/fake/coordinator-state"
 	const stored = 5
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -230,7 +290,7 @@ func TestStateStoreRolledBackWithoutConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := consulstore.NewStateStore(client, key)
+	s := consulstore.NewStateStore(client, testCluster, "fake")
 	ctx := context.Background()
 
 	_, err = s.Save(ctx, coordinatoractor.NewState(false), stored)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
@@ -305,5 +307,27 @@ func TestFencedControllerKeepsTheHoldersClaim(t *testing.T) {
 	}
 	if err := a.Send(ctx, "x", wrapperspb.Int64(4)); err != nil {
 		t.Fatalf("the holder after the others stopped: %v", err)
+	}
+}
+
+// A Consul queue made for another cluster (or entity type) would share
+// that cluster's keys: the controller refuses it before it claims anything.
+func TestProducerRefusesAQueueOfAnotherCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _ := oneNode(t, ctx)
+	// Nothing listens here: a request would fail, not hang.
+	client, err := api.NewClient(&api.Config{Address: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*consulstore.DurableProducerQueue{
+		consulstore.NewDurableProducerQueue(client, s.Cluster().Name()+"-other", "Held", "p1"),
+		consulstore.NewDurableProducerQueue(client, s.Cluster().Name(), "Other", "p1"),
+	} {
+		_, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{DurableQueue: q})
+		if !errors.Is(err, actorsharding.ErrStoreMismatch) {
+			t.Errorf("queue of cluster %q, type %q: %v, want ErrStoreMismatch", q.ClusterName(), q.TypeName(), err)
+		}
 	}
 }

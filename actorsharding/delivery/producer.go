@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/storescope"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -61,6 +62,9 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 	}
 	if _, ok := s.Region(typeName); !ok {
 		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, actorsharding.ErrNotStarted)
+	}
+	if err := storescope.Check("durable producer queue", settings.DurableQueue, s.Cluster().Name(), typeName); err != nil {
+		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, err)
 	}
 	system := s.System()
 	p := &ShardingProducerController{system: system, stopped: make(chan struct{}), durable: settings.DurableQueue != nil}

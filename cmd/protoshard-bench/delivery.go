@@ -352,7 +352,7 @@ func deliveryRemote(ctx context.Context, cfg config, rep *report) error {
 func spawnDeliveryPeerActors(n *node, cfg config, client *api.Client) error {
 	var count atomic.Int64
 	props := reliableProps(func() { count.Add(1) })
-	if _, err := n.sharding.StartRegion(deliveryType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client, deliveryType)); err != nil {
+	if _, err := n.sharding.StartRegion(deliveryType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client, n.sharding.Cluster().Name(), deliveryType)); err != nil {
 		return fmt.Errorf("start region: %w", err)
 	}
 	return spawnStats(n.system, &count)

@@ -46,12 +46,12 @@ const (
 
 // failoverLeases returns the Consul leases of the lease variant: the
 // coordinator's singleton runs only while its member holds a session lock
-// under a prefix of the round's own (service). The lock delay covers a
+// under the keys of the round's own cluster (service). The lock delay covers a
 // heartbeat and an operation, the holder's time to stop.
 func failoverLeases(client *api.Client, service string) (lease.Provider, error) {
 	p, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:    client,
-		KeyPrefix: "protoshard/bench-lease/" + service + "/",
+		Client:      client,
+		ClusterName: service,
 		TimeoutSettings: lease.TimeoutSettings{
 			HeartbeatTimeout:  failoverLeaseTTL,
 			HeartbeatInterval: time.Second,
@@ -93,7 +93,7 @@ func failoverOptions(client *api.Client, service string, withLease bool) ([]acto
 		st.UseLease, st.LeaseRetryInterval = leases, 200*time.Millisecond
 	}
 	return []actorsharding.Option{
-		actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(failoverType))),
+		actorsharding.WithStateStore(consulstore.NewStateStore(client, service, failoverType)),
 		actorsharding.WithSingletonSettings(st),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(time.Hour),
@@ -180,11 +180,11 @@ func benchFailover(ctx context.Context, cfg config, rep *report) error {
 // the time until a new shard is allocated and the time until the
 // membership saw the peer removed.
 func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round int, withLease bool) (failover, removal time.Duration, err error) {
-	// A service of its own per round, so that the members of an earlier
-	// round (their registrations linger until Consul deregisters them) are
-	// not in this one; and a clean coordinator state.
+	// A service (so a cluster name) of its own per round, so that the
+	// members of an earlier round (their registrations linger until Consul
+	// deregisters them) are not in this one; and a clean coordinator state.
 	service := fmt.Sprintf("protoshard-bench-failover-%d-%d-%v", os.Getpid(), round, withLease)
-	store := consulstore.NewStateStore(agent.client, consulstore.StateKey(failoverType))
+	store := consulstore.NewStateStore(agent.client, service, failoverType)
 	if _, err := agent.client.KV().Delete(store.Key(), nil); err != nil {
 		return 0, 0, fmt.Errorf("clearing the coordinator state: %w", err)
 	}

@@ -38,7 +38,7 @@ func benchRecovery(ctx context.Context, cfg config, rep *report) error {
 		typeName := recoveryType(done, consul)
 		var store coordinatoractor.StateStore = coordinatoractor.NewMemoryStore()
 		if consul {
-			store = consulstore.NewStateStore(agent.client, consulstore.StateKey(typeName))
+			store = consulstore.NewStateStore(agent.client, local.DefaultName, typeName)
 		}
 		d, err := recoveryRound(ctx, cfg, store, typeName)
 		return ms(d), err

@@ -66,7 +66,7 @@ func startRemoteRegionOf(ctx context.Context, cfg config, agent *consulAgent, ty
 		return nil, err
 	}
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	proxy, err := n.sharding.StartProxy(typeName, ex, remoteStateStore(agent.client, typeName))
+	proxy, err := n.sharding.StartProxy(typeName, ex, remoteStateStore(agent.client, n.sharding.Cluster().Name(), typeName))
 	if err != nil {
 		n.stop()
 		return nil, fmt.Errorf("start proxy: %w", err)
@@ -396,8 +396,8 @@ func remotePeer(cfg config, client *api.Client, spawn func(*node, config, *api.C
 // remoteStateStore is the coordinator's state store of a two-process
 // workload's typeName: the two processes must share one (the coordinator
 // may run in either), so it is in the section's Consul agent.
-func remoteStateStore(client *api.Client, typeName string) actorsharding.Option {
-	return actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(typeName)))
+func remoteStateStore(client *api.Client, clusterName, typeName string) actorsharding.Option {
+	return actorsharding.WithStateStore(consulstore.NewStateStore(client, clusterName, typeName))
 }
 
 // spawnRemotePeerActors spawns the remote section's peer actors: a region
@@ -406,7 +406,7 @@ func remoteStateStore(client *api.Client, typeName string) actorsharding.Option 
 func spawnRemotePeerActors(n *node, cfg config, client *api.Client) error {
 	var count atomic.Int64
 	props := countingProps(&count)
-	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client, remoteType)); err != nil {
+	if _, err := n.sharding.StartRegion(remoteType, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), remoteStateStore(client, n.sharding.Cluster().Name(), remoteType)); err != nil {
 		return fmt.Errorf("start region: %w", err)
 	}
 	for i := range cfg.entities {

@@ -49,15 +49,16 @@ const (
 )
 
 // shardingOptions are the settings of the entity type on every process:
-// the coordinator's state in Consul KV (shared by all), a removal margin of
+// the coordinator's state in Consul KV (shared by all, under the run's
+// cluster name), a removal margin of
 // one TTL for the coordinator singleton, as the README asks for Consul
 // membership, retries and rebalances every few hundred milliseconds so that
 // a fault's effects show within the run, and no passivation, so that an
 // incarnation stops only because of sharding itself.
-func shardingOptions(client *api.Client, ttl time.Duration) []actorsharding.Option {
+func shardingOptions(client *api.Client, clusterName string, ttl time.Duration) []actorsharding.Option {
 	return []actorsharding.Option{
 		actorsharding.WithRole(nodeRole),
-		actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(typeName))),
+		actorsharding.WithStateStore(consulstore.NewStateStore(client, clusterName, typeName)),
 		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}),
 		actorsharding.WithRetryInterval(500 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(2 * time.Second),
@@ -318,7 +319,7 @@ func nodeMain(cfg config) int {
 		}
 		props = actor.PropsFromProducer(func() actor.Actor { return &reliableEntity{node: cfg.name, ledger: m.ledger, store: store} })
 	}
-	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, cfg.ttl)...); err != nil {
+	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, sharding.Cluster().Name(), cfg.ttl)...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start region: %v\n", cfg.name, err)
 		m.stop()
 		return 1

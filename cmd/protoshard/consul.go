@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -35,16 +37,37 @@ func (c *consulSource) members(ctx context.Context, service string) ([]memberInf
 		if !ok {
 			continue
 		}
-		out = append(out, memberInfo{Member: m, Health: e.Checks.AggregatedStatus()})
+		out = append(out, memberInfo{Member: m, Health: e.Checks.AggregatedStatus(), Service: service})
 	}
 	return sortMembers(out), nil
 }
 
-// state reads the coordinator state of typeName. A value that does not
-// decode is returned with its Err set: the tool shows it and can delete
-// it.
-func (c *consulSource) state(ctx context.Context, typeName string) (storedState, error) {
-	key := consulstore.StateKey(typeName)
+// allMembers returns the members registered under any Consul service,
+// with their health and service. A stored state's regions are judged
+// against these, not against the members of -service alone: a cluster
+// registered under another service than the one given (a mistyped or
+// defaulted -service) is alive all the same.
+func (c *consulSource) allMembers(ctx context.Context) ([]memberInfo, error) {
+	services, _, err := c.client.Catalog().Services(c.query(ctx))
+	if err != nil {
+		return nil, c.wrap("listing the services", err)
+	}
+	var out []memberInfo
+	for _, service := range slices.Sorted(maps.Keys(services)) {
+		ms, err := c.members(ctx, service)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ms...)
+	}
+	return out, nil
+}
+
+// state reads the coordinator state of typeName in the cluster
+// clusterName. A value that does not decode is returned with its Err set:
+// the tool shows it and can delete it.
+func (c *consulSource) state(ctx context.Context, clusterName, typeName string) (storedState, error) {
+	key := consulstore.StateKey(clusterName, typeName)
 	pair, _, err := c.client.KV().Get(key, c.query(ctx))
 	if err != nil {
 		return storedState{}, c.wrap("reading "+key, err)
@@ -58,9 +81,10 @@ func (c *consulSource) state(ctx context.Context, typeName string) (storedState,
 	return st, nil
 }
 
-// buckets reads the remembered entities of typeName.
-func (c *consulSource) buckets(ctx context.Context, typeName string) ([]consulstore.RememberedBucket, error) {
-	b, err := consulstore.NewRememberEntitiesStore(c.client, typeName).Buckets(ctx)
+// buckets reads the remembered entities of typeName in the cluster
+// clusterName.
+func (c *consulSource) buckets(ctx context.Context, clusterName, typeName string) ([]consulstore.RememberedBucket, error) {
+	b, err := consulstore.NewRememberEntitiesStore(c.client, clusterName, typeName).Buckets(ctx)
 	if err != nil {
 		return nil, c.wrap("reading the remembered entities", err)
 	}
@@ -74,20 +98,20 @@ type typeData struct {
 	members []memberInfo
 }
 
-// read reads the state and the remembered entities of typeName, then the
-// members of service. The state comes first: a region registered in it
-// after the members were read could run on a member the tool has not
-// seen.
-func (c *consulSource) read(ctx context.Context, typeName, service string) (typeData, error) {
+// read reads the state and the remembered entities of typeName in the
+// cluster clusterName, then the members of every service (allMembers).
+// The state comes first: a region registered in it after the members were
+// read could run on a member the tool has not seen.
+func (c *consulSource) read(ctx context.Context, clusterName, typeName string) (typeData, error) {
 	var d typeData
 	var err error
-	if d.state, err = c.state(ctx, typeName); err != nil {
+	if d.state, err = c.state(ctx, clusterName, typeName); err != nil {
 		return d, err
 	}
-	if d.buckets, err = c.buckets(ctx, typeName); err != nil {
+	if d.buckets, err = c.buckets(ctx, clusterName, typeName); err != nil {
 		return d, err
 	}
-	d.members, err = c.members(ctx, service)
+	d.members, err = c.allMembers(ctx)
 	return d, err
 }
 

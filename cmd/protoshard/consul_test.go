@@ -37,13 +37,20 @@ func startCluster(t *testing.T) *cluster {
 	return &cluster{t: t, agent: a, client: a.Client()}
 }
 
-// join registers a member through the membership provider and returns the
-// provider (its TTL is refreshed until the test ends).
+// join registers a member of the service testService through the
+// membership provider and returns the provider (its TTL is refreshed until
+// the test ends).
 func (c *cluster) join(id, addr string) *consulmembership.Provider {
+	c.t.Helper()
+	return c.joinAs(testService, id, addr)
+}
+
+// joinAs is join as a member of service.
+func (c *cluster) joinAs(service, id, addr string) *consulmembership.Provider {
 	c.t.Helper()
 	p, err := consulmembership.New(consulmembership.Config{
 		Client:      c.client,
-		ServiceName: testService,
+		ServiceName: service,
 		TTL:         10 * time.Second,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -71,11 +78,17 @@ func (c *cluster) crashed(id, host string, port int) {
 	}
 }
 
-// saveState writes the coordinator state of typeName through the
-// coordinator's own store, with the regions and shards given as
-// member ID → shards (each member has one region at its address), and
-// returns the state's version.
+// saveState writes the coordinator state of typeName of the cluster
+// testService through the coordinator's own store, with the regions and
+// shards given as member ID → shards (each member has one region at its
+// address), and returns the state's version.
 func (c *cluster) saveState(typeName string, version uint64, regions map[string][]string, addrs map[string]string, unallocated ...string) uint64 {
+	c.t.Helper()
+	return c.saveStateOf(testService, typeName, version, regions, addrs, unallocated...)
+}
+
+// saveStateOf is saveState for the cluster clusterName.
+func (c *cluster) saveStateOf(clusterName, typeName string, version uint64, regions map[string][]string, addrs map[string]string, unallocated ...string) uint64 {
 	c.t.Helper()
 	s := coordinatoractor.NewState(true)
 	for _, id := range slices.Sorted(maps.Keys(regions)) {
@@ -88,7 +101,7 @@ func (c *cluster) saveState(typeName string, version uint64, regions map[string]
 	for _, shard := range unallocated {
 		s.Unallocated[shard] = struct{}{}
 	}
-	store := consulstore.NewStateStore(c.client, consulstore.StateKey(typeName))
+	store := consulstore.NewStateStore(c.client, clusterName, typeName)
 	v, err := store.Save(context.Background(), s, version)
 	if err != nil {
 		c.t.Fatal(err)
@@ -103,11 +116,17 @@ func mustApply(t *testing.T, s *coordinatoractor.State, e coordinatoractor.Event
 	}
 }
 
-// remember stores entity IDs of a shard through the remember-entities
-// store.
+// remember stores entity IDs of a shard of the cluster testService
+// through the remember-entities store.
 func (c *cluster) remember(typeName, shard string, ids ...string) {
 	c.t.Helper()
-	if err := consulstore.NewRememberEntitiesStore(c.client, typeName).Update(context.Background(), shard, ids, nil); err != nil {
+	c.rememberOf(testService, typeName, shard, ids...)
+}
+
+// rememberOf is remember for the cluster clusterName.
+func (c *cluster) rememberOf(clusterName, typeName, shard string, ids ...string) {
+	c.t.Helper()
+	if err := consulstore.NewRememberEntitiesStore(c.client, clusterName, typeName).Update(context.Background(), shard, ids, nil); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -215,9 +234,9 @@ func TestShardsCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		"entity type \"counter\": coordinator state protoshard/sharding/counter/coordinator-state (modify index ",
-		"127.0.0.1:9001/sharding/counter  region  m-1     passing  2",
-		"127.0.0.1:9002/sharding/counter  region  m-2     absent   1",
+		"entity type \"counter\" of cluster \"cli-test\": coordinator state protoshard/cli-test/sharding/counter/coordinator-state (modify index ",
+		"127.0.0.1:9001/sharding/counter  region  m-1     cli-test  passing  2",
+		"127.0.0.1:9002/sharding/counter  region  m-2     -         absent   1",
 		"2      allocated     127.0.0.1:9001/sharding/counter  m-1     2",
 		"3      allocated     127.0.0.1:9002/sharding/counter  m-2     0",
 		"7      unallocated   -                                -       1",
@@ -248,12 +267,12 @@ func TestShardsCommand(t *testing.T) {
 		"2": "allocated m-1 alice,bob", "3": "allocated m-2 ", "7": "unallocated  carol",
 		"10": "allocated m-1 ", "a/b": "not-in-state  dave",
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) || !v.StateStored || !v.RememberEntities || len(v.Regions) != 2 || !v.Regions[0].Live || v.Regions[1].Live {
+	if fmt.Sprint(got) != fmt.Sprint(want) || v.Cluster != testService || !v.StateStored || !v.RememberEntities || len(v.Regions) != 2 || !v.Regions[0].Live || v.Regions[1].Live {
 		t.Fatalf("json view %+v", v)
 	}
 
 	// A state that does not decode is shown, not fatal.
-	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
+	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey(testService, "broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = c.cli("shards", "-type", "broken")
@@ -272,8 +291,8 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	c.remember("other", "0", "keep")
 	c.saveState("other", 0, map[string][]string{"m-1": {"0"}}, addrs)
-	stateKey := consulstore.StateKey("counter")
-	entities := "protoshard/sharding/counter/entities/"
+	stateKey := consulstore.StateKey(testService, "counter")
+	entities := "protoshard/cli-test/sharding/counter/entities/"
 	stored := func() int { return len(c.keys(stateKey)) + len(c.keys(entities)) }
 	if stored() != 101 {
 		t.Fatalf("%d keys stored, want 101", stored())
@@ -282,7 +301,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	// Refused while m-1 is live; m-2 is critical and not named.
 	code, out, errOut := c.cli("remove-data", "-type", "counter")
 	if code != exitFailure || out != "" || strings.Count(errOut, "\n") != 1 ||
-		!strings.Contains(errOut, "region 127.0.0.1:9001/sharding/counter on member m-1 (passing)") || strings.Contains(errOut, "m-2") {
+		!strings.Contains(errOut, "region 127.0.0.1:9001/sharding/counter on member m-1 of service cli-test (passing)") || strings.Contains(errOut, "m-2") {
 		t.Fatalf("live: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	// The dry run says the same, and which keys there are.
@@ -297,7 +316,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		"-force: refusing", "would delete 101 keys (the coordinator state, 100 remembered-entity buckets of 100 shards):",
-		"  " + stateKey + " (modify index ", "  " + consulstore.RememberEntitiesPrefix("counter", "99"),
+		"  " + stateKey + " (modify index ", "  " + consulstore.RememberEntitiesPrefix(testService, "counter", "99"),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run misses %q:\n%s", want, out)
@@ -312,14 +331,14 @@ func TestRemoveDataCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = c.cli("remove-data", "-type", "counter")
-	if code != exitOK || out != "entity type \"counter\": deleted 101 keys (the coordinator state, 100 remembered-entity buckets of 100 shards)\n" {
+	if code != exitOK || out != "entity type \"counter\" of cluster \"cli-test\": deleted 101 keys (the coordinator state, 100 remembered-entity buckets of 100 shards)\n" {
 		t.Fatalf("remove: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if n := stored(); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
-	if len(c.keys("protoshard/sharding/other/")) != 2 {
-		t.Fatalf("the other type's keys: %q", c.keys("protoshard/sharding/other/"))
+	if len(c.keys("protoshard/cli-test/sharding/other/")) != 2 {
+		t.Fatalf("the other type's keys: %q", c.keys("protoshard/cli-test/sharding/other/"))
 	}
 	code, out, _ = c.cli("remove-data", "-type", "counter")
 	if code != exitOK || !strings.Contains(out, "nothing stored") {
@@ -334,20 +353,68 @@ func TestRemoveDataCommand(t *testing.T) {
 		t.Fatalf("busy without -force: exit %d", code)
 	}
 	code, out, errOut = c.cli("remove-data", "-type", "busy", "-force")
-	if code != exitOK || !strings.Contains(out, "deleted 2 keys") || len(c.keys("protoshard/sharding/busy/")) != 0 {
+	if code != exitOK || !strings.Contains(out, "deleted 2 keys") || len(c.keys("protoshard/cli-test/sharding/busy/")) != 0 {
 		t.Fatalf("busy -force: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	// A state that does not decode is removed only with -force.
-	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey("broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
+	if _, err := c.client.KV().Put(&api.KVPair{Key: consulstore.StateKey(testService, "broken"), Value: []byte{0xff, 0xff}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = c.cli("remove-data", "-type", "broken")
 	if code != exitFailure || !strings.Contains(errOut, "does not decode") {
 		t.Fatalf("broken: exit %d, %q", code, errOut)
 	}
-	if code, _, errOut := c.cli("remove-data", "-type", "broken", "-force"); code != exitOK || len(c.keys("protoshard/sharding/broken/")) != 0 {
+	if code, _, errOut := c.cli("remove-data", "-type", "broken", "-force"); code != exitOK || len(c.keys("protoshard/cli-test/sharding/broken/")) != 0 {
 		t.Fatalf("broken -force: exit %d, %q", code, errOut)
+	}
+}
+
+// A cluster whose members register under another service than -service is
+// alive all the same: remove-data judges the regions of the stored state
+// against the members of every service, names the live one, and removes
+// the data once the cluster has stopped.
+func TestRemoveDataSeesLiveRegionsOfAnyService(t *testing.T) {
+	c := startCluster(t)
+	// Cluster app-b: members registered as service app-b, data under
+	// protoshard/app-b/. Cluster app-a has a type of the same name.
+	live := c.joinAs("app-b", "b-1", addrs["m-1"])
+	c.saveStateOf("app-b", "Counter", 0, map[string][]string{"b-1": {"0", "1"}}, map[string]string{"b-1": addrs["m-1"]})
+	c.rememberOf("app-b", "Counter", "0", "x")
+	c.saveStateOf("app-a", "Counter", 0, map[string][]string{"a-1": {"0"}}, map[string]string{"a-1": addrs["m-2"]})
+	keysOf := func(cluster string) int { return len(c.keys("protoshard/" + cluster + "/sharding/Counter/")) }
+	if keysOf("app-b") != 2 || keysOf("app-a") != 1 {
+		t.Fatalf("stored: app-b %d keys, app-a %d", keysOf("app-b"), keysOf("app-a"))
+	}
+
+	// The default -service (no member of app-b's) and another one.
+	for _, service := range [][]string{nil, {"-service", testService}} {
+		args := append([]string{"remove-data", "-type", "Counter", "-cluster", "app-b", "-consul", c.agent.Addr()}, service...)
+		code, out, errOut := cli(args...)
+		if code != exitFailure || out != "" || strings.Count(errOut, "\n") != 1 ||
+			!strings.Contains(errOut, `refusing to remove the data of entity type "Counter" of cluster "app-b"`) ||
+			!strings.Contains(errOut, "region 127.0.0.1:9001/sharding/Counter on member b-1 of service app-b (passing)") {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if keysOf("app-b") != 2 {
+		t.Fatalf("a refusal deleted: %d keys left", keysOf("app-b"))
+	}
+	// -cluster defaults to -service: the service app-b names both.
+	if code, _, errOut := cli("remove-data", "-type", "Counter", "-service", "app-b", "-consul", c.agent.Addr()); code != exitFailure || !strings.Contains(errOut, "b-1") {
+		t.Fatalf("-service app-b: exit %d, stderr %q", code, errOut)
+	}
+
+	// Once the cluster has stopped, its data goes, and app-a's stays.
+	if err := live.Deregister(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli("remove-data", "-type", "Counter", "-cluster", "app-b", "-consul", c.agent.Addr())
+	if code != exitOK || out != "entity type \"Counter\" of cluster \"app-b\": deleted 2 keys (the coordinator state, 1 remembered-entity buckets of 1 shards)\n" {
+		t.Fatalf("stopped: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if keysOf("app-b") != 0 || keysOf("app-a") != 1 {
+		t.Fatalf("after removal: app-b %d keys, app-a %d", keysOf("app-b"), keysOf("app-a"))
 	}
 }
 
@@ -361,11 +428,11 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := func(typeName string) removalPlan {
-		st, err := source.state(ctx, typeName)
+		st, err := source.state(ctx, testService, typeName)
 		if err != nil {
 			t.Fatal(err)
 		}
-		buckets, err := source.buckets(ctx, typeName)
+		buckets, err := source.buckets(ctx, testService, typeName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,10 +441,10 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 	mustRefuse := func(typeName string, p removalPlan, keys int) {
 		t.Helper()
 		deleted, err := source.apply(ctx, p.transactions())
-		if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.StateKey(typeName)) {
+		if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.StateKey(testService, typeName)) {
 			t.Fatalf("deleted %d, err %v", deleted, err)
 		}
-		if n := len(c.keys("protoshard/sharding/" + typeName + "/")); n != keys {
+		if n := len(c.keys("protoshard/cli-test/sharding/" + typeName + "/")); n != keys {
 			t.Fatalf("%d keys left, want %d", n, keys)
 		}
 	}
@@ -414,12 +481,12 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 			break
 		}
 	}
-	left := len(c.keys("protoshard/sharding/written/"))
+	left := len(c.keys("protoshard/cli-test/sharding/written/"))
 	deleted, err := source.apply(ctx, p.transactions())
-	if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.RememberEntitiesPrefix("written", "0")) {
+	if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.RememberEntitiesPrefix(testService, "written", "0")) {
 		t.Fatalf("deleted %d, err %v", deleted, err)
 	}
-	if n := len(c.keys("protoshard/sharding/written/")); n != left {
+	if n := len(c.keys("protoshard/cli-test/sharding/written/")); n != left {
 		t.Fatalf("%d keys left, want %d (the transaction rolled back)", n, left)
 	}
 }

@@ -17,8 +17,11 @@ import (
 )
 
 func member(id, addr string, age uint64, health string, status membership.Status) memberInfo {
-	return memberInfo{Member: membership.Member{ID: id, Address: addr, Age: age, Status: status}, Health: health}
+	return memberInfo{Member: membership.Member{ID: id, Address: addr, Age: age, Status: status}, Health: health, Service: "svc"}
 }
+
+// typeT is the entity type of the tests' states, as the messages name it.
+var typeT = target{cluster: "app"}.entityType("T")
 
 // testState is a stored state: region r1 on m-1 with shards 0, 1, 10;
 // region r2 on m-2 with shard 2; a proxy on m-3; shard 5 unallocated.
@@ -45,7 +48,7 @@ func testState(t *testing.T) storedState {
 			t.Fatal(err)
 		}
 	}
-	return storedState{Key: consulstore.StateKey("T"), Stored: true, ModifyIndex: 42, State: s}
+	return storedState{Key: consulstore.StateKey("app", "T"), Stored: true, ModifyIndex: 42, State: s}
 }
 
 func TestMemberStatusAndLiveness(t *testing.T) {
@@ -99,12 +102,12 @@ func TestRemovalRefusal(t *testing.T) {
 		{
 			name: "region on a passing member", st: st, want: errLiveRegions,
 			members: []memberInfo{member("m-2", "10.0.0.2:8000", 2, "passing", membership.Up)},
-			names:   []string{"region 10.0.0.2:8000/sharding/T on member m-2 (passing)"},
+			names:   []string{`refusing to remove the data of entity type "T" of cluster "app"`, "region 10.0.0.2:8000/sharding/T on member m-2 of service svc (passing)"},
 		},
 		{
 			name: "proxy on a leaving member", st: st, want: errLiveRegions,
 			members: []memberInfo{member("m-3", "10.0.0.3:8000", 3, "passing", membership.Leaving)},
-			names:   []string{"proxy 10.0.0.3:8000/sharding/T-proxy on member m-3 (leaving)"},
+			names:   []string{"proxy 10.0.0.3:8000/sharding/T-proxy on member m-3 of service svc (leaving)"},
 		},
 		{
 			name: "several", st: st, want: errLiveRegions,
@@ -116,18 +119,31 @@ func TestRemovalRefusal(t *testing.T) {
 			names: []string{"region 10.0.0.1:8000/sharding/T on member m-1", "proxy 10.0.0.3:8000/sharding/T-proxy on member m-3"},
 		},
 		{
-			name: "a new incarnation at a region's address does not count", st: st,
+			name: "a new incarnation at a region's address counts", st: st, want: errLiveRegions,
 			members: []memberInfo{member("m-1b", "10.0.0.1:8000", 9, "passing", membership.Up)},
+			names:   []string{"region 10.0.0.1:8000/sharding/T on member m-1 (absent; at its address: member m-1b of service svc, passing)"},
+		},
+		{
+			name: "a new incarnation at the address of a critical member counts", st: st, want: errLiveRegions,
+			members: []memberInfo{
+				member("m-1", "10.0.0.1:8000", 1, "critical", membership.Up),
+				member("m-1b", "10.0.0.1:8000", 9, "passing", membership.Up),
+			},
+			names: []string{"region 10.0.0.1:8000/sharding/T on member m-1 of service svc (critical; at its address: member m-1b of service svc, passing)"},
+		},
+		{
+			name: "a critical member at a region's address does not count", st: st,
+			members: []memberInfo{member("m-1b", "10.0.0.1:8000", 9, "critical", membership.Up)},
 		},
 		{
 			name: "a record without member ID is matched by address", st: byAddress, want: errLiveRegions,
 			members: []memberInfo{member("m-1b", "10.0.0.1:8000", 9, "passing", membership.Up)},
-			names:   []string{"region 10.0.0.1:8000/sharding/T on member - (passing)"},
+			names:   []string{"region 10.0.0.1:8000/sharding/T on member - of service svc (passing)"},
 		},
 		{name: "undecodable state", st: undecodable, want: errStateUndecodable, names: []string{"bad bytes", st.Key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := removalRefusal("T", tc.st, tc.members)
+			err := removalRefusal(typeT, tc.st, tc.members)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -148,7 +164,7 @@ func TestRemovalRefusal(t *testing.T) {
 		})
 	}
 	// m-2 is critical in "several": only the live ones are named.
-	err := removalRefusal("T", st, []memberInfo{
+	err := removalRefusal(typeT, st, []memberInfo{
 		member("m-1", "10.0.0.1:8000", 1, "passing", membership.Up),
 		member("m-2", "10.0.0.2:8000", 2, "critical", membership.Up),
 	})
@@ -160,13 +176,13 @@ func TestRemovalRefusal(t *testing.T) {
 func bucketKeys(n int) []versionedKey {
 	out := make([]versionedKey, n)
 	for i := range out {
-		out[i] = versionedKey{Key: fmt.Sprintf("protoshard/sharding/T/entities/%d/0", i), ModifyIndex: uint64(100 + i)}
+		out[i] = versionedKey{Key: fmt.Sprintf("protoshard/app/sharding/T/entities/%d/0", i), ModifyIndex: uint64(100 + i)}
 	}
 	return out
 }
 
 func TestRemovalPlanTransactions(t *testing.T) {
-	stateKey := consulstore.StateKey("T")
+	stateKey := consulstore.StateKey("app", "T")
 	for _, tc := range []struct {
 		name        string
 		stateStored bool
@@ -237,16 +253,16 @@ func TestBuildShardView(t *testing.T) {
 		member("m-1", "10.0.0.1:8000", 1, "passing", membership.Up),
 		member("m-3", "10.0.0.3:8000", 3, "critical", membership.Up),
 	}
-	v := buildShardView("T", st, buckets, ms)
+	v := buildShardView("app", "T", st, buckets, ms)
 
 	wantRegions := []regionView{
-		{Region: "10.0.0.1:8000/sharding/T", Member: "m-1", MemberStatus: "passing", Live: true, Shards: 3},
+		{Region: "10.0.0.1:8000/sharding/T", Member: "m-1", MemberStatus: "passing", Service: "svc", Live: true, Shards: 3},
 		{Region: "10.0.0.2:8000/sharding/T", Member: "m-2", MemberStatus: "absent", Shards: 1},
 	}
 	if !slices.Equal(v.Regions, wantRegions) {
 		t.Fatalf("regions %+v, want %+v", v.Regions, wantRegions)
 	}
-	wantProxies := []regionView{{Region: "10.0.0.3:8000/sharding/T-proxy", Member: "m-3", MemberStatus: "critical"}}
+	wantProxies := []regionView{{Region: "10.0.0.3:8000/sharding/T-proxy", Member: "m-3", MemberStatus: "critical", Service: "svc"}}
 	if !slices.Equal(v.Proxies, wantProxies) {
 		t.Fatalf("proxies %+v, want %+v", v.Proxies, wantProxies)
 	}
@@ -276,7 +292,7 @@ func TestBuildShardView(t *testing.T) {
 		t.Fatalf("problems %q", v.Problems)
 	}
 
-	bad := buildShardView("T", storedState{Key: st.Key, Stored: true, ModifyIndex: 7, Err: errors.New("bad bytes")}, nil, ms)
+	bad := buildShardView("app", "T", storedState{Key: st.Key, Stored: true, ModifyIndex: 7, Err: errors.New("bad bytes")}, nil, ms)
 	if bad.StateError != "bad bytes" || len(bad.Regions) != 0 || len(bad.Shards) != 0 {
 		t.Fatalf("undecodable state: %+v", bad)
 	}
@@ -302,15 +318,15 @@ func TestWriteShards(t *testing.T) {
 	}
 	ms := []memberInfo{member("m-1", "10.0.0.1:8000", 1, "passing", membership.Up)}
 	var b bytes.Buffer
-	if err := writeShards(&b, buildShardView("T", st, buckets, ms)); err != nil {
+	if err := writeShards(&b, buildShardView("app", "T", st, buckets, ms)); err != nil {
 		t.Fatal(err)
 	}
-	want := `entity type "T": coordinator state protoshard/sharding/T/coordinator-state (modify index 42), remember-entities on
+	want := `entity type "T" of cluster "app": coordinator state protoshard/app/sharding/T/coordinator-state (modify index 42), remember-entities on
 
-REGION                          KIND    MEMBER  STATUS   SHARDS
-10.0.0.1:8000/sharding/T        region  m-1     passing  3
-10.0.0.2:8000/sharding/T        region  m-2     absent   1
-10.0.0.3:8000/sharding/T-proxy  proxy   m-3     absent   -
+REGION                          KIND    MEMBER  SERVICE  STATUS   SHARDS
+10.0.0.1:8000/sharding/T        region  m-1     svc      passing  3
+10.0.0.2:8000/sharding/T        region  m-2     -        absent   1
+10.0.0.3:8000/sharding/T-proxy  proxy   m-3     -        absent   -
 
 SHARD  STATE         REGION                    MEMBER  REMEMBERED
 0      allocated     10.0.0.1:8000/sharding/T  m-1     2
@@ -332,11 +348,11 @@ problems:
 		v    shardView
 		want string
 	}{
-		{"nothing", shardView{Type: "T", StateKey: "k"}, "entity type \"T\": no coordinator state (k) and no remembered entities\n"},
-		{"entities only", shardView{Type: "T", StateKey: "k", Shards: []shardRow{{Shard: "3", State: shardNotInState, Entities: []string{"a"}}}},
-			"entity type \"T\": no coordinator state (k)\n\nSHARD  STATE         REGION  MEMBER  REMEMBERED\n3      not-in-state  -       -       1\n"},
-		{"undecodable", shardView{Type: "T", StateKey: "k", StateStored: true, ModifyIndex: 5, StateError: "bad\nbytes"},
-			"entity type \"T\": coordinator state k (modify index 5) does not decode: bad bytes\n"},
+		{"nothing", shardView{Cluster: "app", Type: "T", StateKey: "k"}, "entity type \"T\" of cluster \"app\": no coordinator state (k) and no remembered entities\n"},
+		{"entities only", shardView{Cluster: "app", Type: "T", StateKey: "k", Shards: []shardRow{{Shard: "3", State: shardNotInState, Entities: []string{"a"}}}},
+			"entity type \"T\" of cluster \"app\": no coordinator state (k)\n\nSHARD  STATE         REGION  MEMBER  REMEMBERED\n3      not-in-state  -       -       1\n"},
+		{"undecodable", shardView{Cluster: "app", Type: "T", StateKey: "k", StateStored: true, ModifyIndex: 5, StateError: "bad\nbytes"},
+			"entity type \"T\" of cluster \"app\": coordinator state k (modify index 5) does not decode: bad bytes\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer

@@ -3,17 +3,23 @@
 // RemoveInternalClusterShardingData together with a read-only view:
 //
 //	protoshard members     [-consul ADDR] [-service NAME] [-json]
-//	protoshard shards      -type T [-consul ADDR] [-service NAME] [-json]
-//	protoshard remove-data -type T [-consul ADDR] [-service NAME] [-dry-run] [-force]
+//	protoshard shards      -type T [-consul ADDR] [-service NAME] [-cluster NAME] [-json]
+//	protoshard remove-data -type T [-consul ADDR] [-service NAME] [-cluster NAME] [-dry-run] [-force]
 //
-// members lists the members registered in Consul, oldest first, with their
-// status. shards shows the coordinator state of an entity type (its regions
-// and proxies, where every shard lives, the shards waiting to be started
-// again) and the entities it remembers. remove-data deletes a type's stored
-// coordinator state and remembered entities, for instance after the type's
-// sharding settings changed incompatibly or after a crash left stale data;
-// it refuses while regions of the type run on live members (see
-// removeData).
+// members lists the members registered in Consul as -service, oldest
+// first, with their status. shards shows the coordinator state of an
+// entity type (its regions and proxies, where every shard lives, the
+// shards waiting to be started again) and the entities it remembers.
+// remove-data deletes a type's stored coordinator state and remembered
+// entities, for instance after the type's sharding settings changed
+// incompatibly or after a crash left stale data; it refuses while regions
+// of the type run on live members of any service (see removeDataFlags).
+//
+// The data of a type lives under its cluster's name,
+// protoshard/<cluster>/sharding/<type>/ (see package
+// actorsharding/consulstore): -cluster, which is the -service value unless
+// given, as membership.Cluster.Name is the service name with
+// membership/consul.
 //
 // Every command reads Consul with consistent reads, at the address of
 // -consul or else CONSUL_HTTP_ADDR (and CONSUL_HTTP_TOKEN and the other
@@ -50,13 +56,29 @@ func main() {
 // options are the flags every command has.
 type options struct {
 	consul  string
-	service string
+	target  target
 	timeout time.Duration
+}
+
+// target is the cluster a command is about.
+type target struct {
+	// service is the Consul service its members register as.
+	service string
+	// cluster is the cluster's name, under which its keys live
+	// (protoshard/<cluster>/...): the service name unless -cluster says
+	// otherwise, as membership.Cluster.Name is with membership/consul.
+	cluster string
+}
+
+// entityType names typeName of the target's cluster, for messages.
+func (t target) entityType(typeName string) string {
+	return fmt.Sprintf("entity type %q of cluster %q", typeName, t.cluster)
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.consul, "consul", "", "Consul HTTP address (host:port or URL); default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500")
-	fs.StringVar(&o.service, "service", consulmembership.DefaultServiceName, "Consul service name the members register as")
+	fs.StringVar(&o.target.service, "service", consulmembership.DefaultServiceName, "Consul service name the members register as")
+	fs.StringVar(&o.target.cluster, "cluster", "", "cluster name whose keys to read, protoshard/<cluster>/...; default the -service value")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit for all of the command's Consul requests")
 }
 
@@ -125,6 +147,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = action.validate()
 	}
+	if err == nil && opts.target.service == "" {
+		err = errors.New("-service must not be empty")
+	}
+	if opts.target.cluster == "" {
+		opts.target.cluster = opts.target.service
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "protoshard %s: %v; run 'protoshard %s -h' for usage\n", name, err, name)
 		return exitUsage
@@ -137,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.timeout)
 	defer cancel()
-	if err := action.run(ctx, source, opts.service, stdout); err != nil {
+	if err := action.run(ctx, source, opts.target, stdout); err != nil {
 		fmt.Fprintf(stderr, "protoshard %s: %s\n", name, oneLine(err.Error()))
 		return exitFailure
 	}
@@ -148,7 +176,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 type action struct {
 	// validate checks what the flag package cannot (required flags).
 	validate func() error
-	run      func(ctx context.Context, source *consulSource, service string, out io.Writer) error
+	run      func(ctx context.Context, source *consulSource, t target, out io.Writer) error
 }
 
 func (c *command) flagSet() (*flag.FlagSet, *options, action) {

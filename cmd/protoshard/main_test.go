@@ -19,7 +19,7 @@ func TestUsage(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("-h: exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"members", "shards", "remove-data", "-consul", "-service", "-type", "-json", "-force", "-dry-run", "-timeout"} {
+	for _, want := range []string{"members", "shards", "remove-data", "-consul", "-service", "-cluster", "-type", "-json", "-force", "-dry-run", "-timeout"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-h does not mention %s:\n%s", want, out)
 		}
@@ -42,6 +42,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"shards", "-type"}, "flag needs an argument: -type"},
 		{[]string{"members", "-timeout", "soon"}, "invalid value"},
 		{[]string{"members", "-consul", "ftp://x:1"}, "ftp://x:1"},
+		{[]string{"shards", "-type", "T", "-service", ""}, "-service must not be empty"},
 	} {
 		code, out, errOut := cli(tc.args...)
 		if code != exitUsage {

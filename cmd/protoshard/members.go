@@ -23,6 +23,8 @@ type memberInfo struct {
 	// Health is Consul's aggregated status of the instance's checks:
 	// passing, warning, critical or maintenance.
 	Health string
+	// Service is the Consul service the member registered as.
+	Service string
 }
 
 // Live reports whether the member may still be running its regions: its
@@ -63,15 +65,15 @@ func membersFlags(fs *flag.FlagSet) action {
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	return action{
 		validate: func() error { return nil },
-		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			ms, err := source.members(ctx, service)
+		run: func(ctx context.Context, source *consulSource, t target, out io.Writer) error {
+			ms, err := source.members(ctx, t.service)
 			if err != nil {
 				return err
 			}
 			if *asJSON {
 				return writeJSON(out, membersJSON(ms))
 			}
-			return writeMembers(out, service, ms)
+			return writeMembers(out, t.service, ms)
 		},
 	}
 }

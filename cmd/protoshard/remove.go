@@ -27,10 +27,12 @@ var errStateUndecodable = errors.New("the coordinator state does not decode, so 
 // remembered-entity bucket of its shards.
 //
 // It refuses (removalRefusal) while a region or proxy registered in the
-// stored state runs on a member that Consul shows as live. The state
-// records what a running coordinator has registered, and a coordinator
-// writes it before it answers a region, so a type in use has its regions
-// there.
+// stored state runs on a member that Consul shows as live, under any
+// service: the -service given only picks the default -cluster, and a
+// cluster whose members register under another service is alive all the
+// same. The state records what a running coordinator has registered, and
+// a coordinator writes it before it answers a region, so a type in use
+// has its regions there.
 //
 // It is safe against a coordinator writing at the same moment: every key
 // is deleted by a check-and-set on the ModifyIndex it was read at, and
@@ -49,16 +51,17 @@ func removeDataFlags(fs *flag.FlagSet) action {
 	dryRun := fs.Bool("dry-run", false, "list the keys that would be deleted and delete nothing")
 	return action{
 		validate: validate,
-		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			d, err := source.read(ctx, *typeName, service)
+		run: func(ctx context.Context, source *consulSource, t target, out io.Writer) error {
+			d, err := source.read(ctx, t.cluster, *typeName)
 			if err != nil {
 				return err
 			}
 			plan := newRemovalPlan(d.state, d.buckets)
-			refusal := removalRefusal(*typeName, d.state, d.members)
+			what := t.entityType(*typeName)
+			refusal := removalRefusal(what, d.state, d.members)
 			if refusal != nil && !*force {
 				if *dryRun {
-					writePlan(out, *typeName, plan, true)
+					writePlan(out, what, plan, true)
 				}
 				return refusal
 			}
@@ -66,34 +69,42 @@ func removeDataFlags(fs *flag.FlagSet) action {
 				fmt.Fprintf(out, "-force: %v\n", refusal)
 			}
 			if *dryRun || plan.empty() {
-				writePlan(out, *typeName, plan, *dryRun)
+				writePlan(out, what, plan, *dryRun)
 				return nil
 			}
 			deleted, err := source.apply(ctx, plan.transactions())
 			if err != nil {
-				return fmt.Errorf("removing the data of entity type %q: %w", *typeName, err)
+				return fmt.Errorf("removing the data of %s: %w", what, err)
 			}
-			fmt.Fprintf(out, "entity type %q: deleted %d keys (%s)\n", *typeName, deleted, plan.summary())
+			fmt.Fprintf(out, "%s: deleted %d keys (%s)\n", what, deleted, plan.summary())
 			return nil
 		},
 	}
 }
 
-// removalRefusal returns why the data of typeName must not be removed while
-// the members ms are registered, or nil when it may.
-func removalRefusal(typeName string, st storedState, ms []memberInfo) error {
+// removalRefusal returns why the data of what (an entityType) must not be
+// removed while the members ms are registered, or nil when it may. ms are
+// the members of every service (consulSource.allMembers): a region
+// counts as running when its member, or any member at its address, is
+// live, whatever service it registered as.
+func removalRefusal(what string, st storedState, ms []memberInfo) error {
 	if st.Err != nil {
-		return fmt.Errorf("refusing to remove the data of entity type %q: %w (%s, modify index %d: %v); stop the type's nodes and use -force",
-			typeName, errStateUndecodable, st.Key, st.ModifyIndex, st.Err)
+		return fmt.Errorf("refusing to remove the data of %s: %w (%s, modify index %d: %v); stop the type's nodes and use -force",
+			what, errStateUndecodable, st.Key, st.ModifyIndex, st.Err)
 	}
 	if !st.Stored {
 		return nil
 	}
 	var running []string
 	describe := func(kind, key string, r regionView) {
-		if r.Live {
-			running = append(running, fmt.Sprintf("%s %s on member %s (%s)", kind, key, dash(r.Member), r.MemberStatus))
+		if !r.Live {
+			return
 		}
+		service := ""
+		if r.Service != "" {
+			service = " of service " + r.Service
+		}
+		running = append(running, fmt.Sprintf("%s %s on member %s%s (%s)", kind, key, dash(r.Member), service, r.status()))
 	}
 	for _, key := range slices.Sorted(maps.Keys(st.State.Regions)) {
 		describe("region", key, regionOf(key, st.State.Regions[key], ms))
@@ -104,8 +115,8 @@ func removalRefusal(typeName string, st storedState, ms []memberInfo) error {
 	if len(running) == 0 {
 		return nil
 	}
-	return fmt.Errorf("refusing to remove the data of entity type %q: %w: %s; stop them (or wait until Consul shows their members critical or gone) or use -force",
-		typeName, errLiveRegions, strings.Join(running, ", "))
+	return fmt.Errorf("refusing to remove the data of %s: %w: %s; stop them (or wait until Consul shows their members critical or gone) or use -force",
+		what, errLiveRegions, strings.Join(running, ", "))
 }
 
 // versionedKey is a key with the ModifyIndex it was read at.
@@ -185,16 +196,16 @@ func deleteCAS(k versionedKey) *api.TxnOp {
 }
 
 // writePlan lists the keys of the plan (dry-run) or says there are none.
-func writePlan(w io.Writer, typeName string, p removalPlan, dryRun bool) {
+func writePlan(w io.Writer, what string, p removalPlan, dryRun bool) {
 	if p.empty() {
-		fmt.Fprintf(w, "entity type %q: nothing stored, nothing to delete\n", typeName)
+		fmt.Fprintf(w, "%s: nothing stored, nothing to delete\n", what)
 		return
 	}
 	verb := "deletes"
 	if dryRun {
 		verb = "would delete"
 	}
-	fmt.Fprintf(w, "entity type %q: %s %d keys (%s):\n", typeName, verb, len(p.keys()), p.summary())
+	fmt.Fprintf(w, "%s: %s %d keys (%s):\n", what, verb, len(p.keys()), p.summary())
 	for _, k := range p.keys() {
 		fmt.Fprintf(w, "  %s (modify index %d)\n", k.Key, k.ModifyIndex)
 	}

@@ -42,12 +42,12 @@ func shardsFlags(fs *flag.FlagSet) action {
 	asJSON := fs.Bool("json", false, "print JSON (with the remembered entity IDs) instead of tables")
 	return action{
 		validate: validate,
-		run: func(ctx context.Context, source *consulSource, service string, out io.Writer) error {
-			d, err := source.read(ctx, *typeName, service)
+		run: func(ctx context.Context, source *consulSource, t target, out io.Writer) error {
+			d, err := source.read(ctx, t.cluster, *typeName)
 			if err != nil {
 				return err
 			}
-			v := buildShardView(*typeName, d.state, d.buckets, d.members)
+			v := buildShardView(t.cluster, *typeName, d.state, d.buckets, d.members)
 			if *asJSON {
 				return writeJSON(out, v)
 			}
@@ -59,6 +59,7 @@ func shardsFlags(fs *flag.FlagSet) action {
 // shardView is what shards shows of one entity type; its JSON is the
 // output of shards -json.
 type shardView struct {
+	Cluster          string       `json:"cluster"`
 	Type             string       `json:"type"`
 	StateKey         string       `json:"stateKey"`
 	StateStored      bool         `json:"stateStored"`
@@ -78,8 +79,16 @@ type regionView struct {
 	Region       string `json:"region"` // its PID as address/id
 	Member       string `json:"member"`
 	MemberStatus string `json:"memberStatus"` // a memberInfo.StatusText, or "absent"
-	Live         bool   `json:"live"`
-	Shards       int    `json:"shards"`
+	// Service is the Consul service the member registered as; empty
+	// when it is absent.
+	Service string `json:"service,omitempty"`
+	// LiveAtAddress describes a live member at the region's address other
+	// than the region's own: a new incarnation of its node, which may run
+	// the region still. Empty when there is none.
+	LiveAtAddress string `json:"liveAtAddress,omitempty"`
+	// Live: the region may be running, on its member or at its address.
+	Live   bool `json:"live"`
+	Shards int  `json:"shards"`
 }
 
 // Shard states in shardRow.
@@ -102,8 +111,9 @@ type shardRow struct {
 
 // buildShardView puts the stored state, the remembered entities and the
 // members together.
-func buildShardView(typeName string, st storedState, buckets []consulstore.RememberedBucket, ms []memberInfo) shardView {
+func buildShardView(clusterName, typeName string, st storedState, buckets []consulstore.RememberedBucket, ms []memberInfo) shardView {
 	v := shardView{
+		Cluster:     clusterName,
 		Type:        typeName,
 		StateKey:    st.Key,
 		StateStored: st.Stored,
@@ -159,26 +169,44 @@ func buildShardView(typeName string, st storedState, buckets []consulstore.Remem
 	return v
 }
 
-func regionOf(key string, r coordinatoractor.RegionEntry, ms []memberInfo) regionView {
-	rv := regionView{Region: key, Member: r.MemberID, MemberStatus: "absent", Shards: len(r.Shards)}
-	if m, ok := memberOfRegion(r, ms); ok {
-		rv.MemberStatus, rv.Live = m.StatusText(), m.Live()
+// status is the member's status, and a live member at the region's
+// address when its own is not live.
+func (r regionView) status() string {
+	if r.LiveAtAddress == "" {
+		return r.MemberStatus
 	}
-	return rv
+	return r.MemberStatus + "; at its address: " + r.LiveAtAddress
 }
 
-// memberOfRegion finds the member a region or proxy runs on: by member ID,
-// or by address for a record written without one.
-func memberOfRegion(r coordinatoractor.RegionEntry, ms []memberInfo) (memberInfo, bool) {
+// regionOf describes the region or proxy r (registered as key) with its
+// member among ms, matched by member ID (by address for a record written
+// without one), and whether it may be running: its member is live, or
+// another member is live at its address (a node that rejoined as a new
+// member runs its regions at the same address before the state names the
+// new member).
+func regionOf(key string, r coordinatoractor.RegionEntry, ms []memberInfo) regionView {
+	rv := regionView{Region: key, Member: r.MemberID, MemberStatus: "absent", Shards: len(r.Shards)}
+	var addr string
+	if r.PID != nil {
+		addr = r.PID.GetAddress()
+	}
 	for _, m := range ms {
-		if r.MemberID != "" && m.ID == r.MemberID {
-			return m, true
-		}
-		if r.MemberID == "" && r.PID != nil && m.Address == r.PID.GetAddress() {
-			return m, true
+		if (r.MemberID != "" && m.ID == r.MemberID) || (r.MemberID == "" && m.Address == addr) {
+			rv.MemberStatus, rv.Service, rv.Live = m.StatusText(), m.Service, m.Live()
+			break
 		}
 	}
-	return memberInfo{}, false
+	if rv.Live || addr == "" {
+		return rv
+	}
+	for _, m := range ms {
+		if m.Address == addr && m.Live() {
+			rv.Live = true
+			rv.LiveAtAddress = fmt.Sprintf("member %s of service %s, %s", m.ID, m.Service, m.StatusText())
+			break
+		}
+	}
+	return rv
 }
 
 // compareShardIDs orders numeric shard IDs by number (shard "10" after
@@ -201,28 +229,29 @@ func compareShardIDs(a, b string) int {
 // writeShards prints the view as text: a heading, the regions and proxies,
 // the shards, and the problems.
 func writeShards(w io.Writer, v shardView) error {
+	what := target{cluster: v.Cluster}.entityType(v.Type)
 	if !v.StateStored && len(v.Shards) == 0 {
-		_, err := fmt.Fprintf(w, "entity type %q: no coordinator state (%s) and no remembered entities\n", v.Type, v.StateKey)
+		_, err := fmt.Fprintf(w, "%s: no coordinator state (%s) and no remembered entities\n", what, v.StateKey)
 		return err
 	}
 	switch {
 	case !v.StateStored:
-		fmt.Fprintf(w, "entity type %q: no coordinator state (%s)\n", v.Type, v.StateKey)
+		fmt.Fprintf(w, "%s: no coordinator state (%s)\n", what, v.StateKey)
 	case v.StateError != "":
-		fmt.Fprintf(w, "entity type %q: coordinator state %s (modify index %d) does not decode: %s\n",
-			v.Type, v.StateKey, v.ModifyIndex, oneLine(v.StateError))
+		fmt.Fprintf(w, "%s: coordinator state %s (modify index %d) does not decode: %s\n",
+			what, v.StateKey, v.ModifyIndex, oneLine(v.StateError))
 	default:
-		fmt.Fprintf(w, "entity type %q: coordinator state %s (modify index %d), remember-entities %s\n",
-			v.Type, v.StateKey, v.ModifyIndex, onOff(v.RememberEntities))
+		fmt.Fprintf(w, "%s: coordinator state %s (modify index %d), remember-entities %s\n",
+			what, v.StateKey, v.ModifyIndex, onOff(v.RememberEntities))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(v.Regions)+len(v.Proxies) > 0 {
-		fmt.Fprintln(tw, "\nREGION\tKIND\tMEMBER\tSTATUS\tSHARDS")
+		fmt.Fprintln(tw, "\nREGION\tKIND\tMEMBER\tSERVICE\tSTATUS\tSHARDS")
 		for _, r := range v.Regions {
-			fmt.Fprintf(tw, "%s\tregion\t%s\t%s\t%d\n", r.Region, dash(r.Member), r.MemberStatus, r.Shards)
+			fmt.Fprintf(tw, "%s\tregion\t%s\t%s\t%s\t%d\n", r.Region, dash(r.Member), dash(r.Service), r.status(), r.Shards)
 		}
 		for _, p := range v.Proxies {
-			fmt.Fprintf(tw, "%s\tproxy\t%s\t%s\t-\n", p.Region, dash(p.Member), p.MemberStatus)
+			fmt.Fprintf(tw, "%s\tproxy\t%s\t%s\t%s\t-\n", p.Region, dash(p.Member), dash(p.Service), p.status())
 		}
 	}
 	if len(v.Shards) > 0 {

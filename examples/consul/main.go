@@ -207,7 +207,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 		actorsharding.NewHashCodeMessageExtractor(cfg.shards),
 		// Every node shares the coordinator's state in one Consul key, so it
 		// survives the coordinator's node (check-and-set writes).
-		actorsharding.WithStateStore(consulstore.NewStateStore(client, consulstore.StateKey(typeName))),
+		actorsharding.WithStateStore(consulstore.NewStateStore(client, sharding.Cluster().Name(), typeName)),
 		// A new oldest node waits this long after the old one was removed by
 		// failure detection before it starts the coordinator: at least the
 		// TTL, so that the removed node has fenced itself by then.

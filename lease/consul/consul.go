@@ -3,10 +3,16 @@
 // the Consul client.
 //
 // A holding is a session (TTL = HeartbeatTimeout, behavior "delete", no
-// health checks) that has acquired the key <KeyPrefix><lease name>; the key's
-// value is the owner name. The fencing token is the key's ModifyIndex right
-// after the acquisition: a Raft index, so every later holding of the lease
-// has a larger one.
+// health checks) that has acquired the key
+//
+//	protoshard/<cluster name>/lease/<lease name>
+//
+// under the keys of the cluster Config.ClusterName (the cluster's name
+// escaped as one path segment, as every key of a cluster in Consul), so
+// that two clusters' leases of the same name never exclude each other; the
+// key's value is the owner name. The fencing token is the key's
+// ModifyIndex right after the acquisition: a Raft index, so every later
+// holding of the lease has a larger one.
 //
 // Why the holder knows of a loss before anybody else can take the lease:
 //
@@ -49,13 +55,12 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/lease"
 )
 
 // Defaults and Consul's limits.
 const (
-	// DefaultKeyPrefix is where the lease keys live in Consul KV.
-	DefaultKeyPrefix = "protoshard/lease/"
 	// MinSessionTTL is Consul's minimum session TTL (session_ttl_min), so
 	// the least HeartbeatTimeout.
 	MinSessionTTL = 10 * time.Second
@@ -69,9 +74,13 @@ type Config struct {
 	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
 	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
 	Client *api.Client
-	// KeyPrefix is prepended to the lease name to form the lock's key.
-	// Default DefaultKeyPrefix; a missing trailing '/' is added.
-	KeyPrefix string
+	// ClusterName is the name of the cluster whose leases these are
+	// (membership.Cluster.Name: with membership/consul the service name).
+	// Required: the locks live under the cluster's keys,
+	// protoshard/<cluster>/lease/, and a default shared by every cluster
+	// would let two clusters' singletons of the same name exclude each
+	// other.
+	ClusterName string
 	// TimeoutSettings: HeartbeatTimeout is the session TTL (at least
 	// MinSessionTTL; Akka's default 120s), HeartbeatInterval how often the
 	// session is renewed (default a tenth of the TTL), OperationTimeout bounds
@@ -95,13 +104,6 @@ type Config struct {
 
 // withDefaults fills in the defaults and checks the result.
 func (c Config) withDefaults() (Config, error) {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
-	}
-	c.KeyPrefix = strings.TrimLeft(c.KeyPrefix, "/")
-	if c.KeyPrefix != "" && !strings.HasSuffix(c.KeyPrefix, "/") {
-		c.KeyPrefix += "/"
-	}
 	c.TimeoutSettings = c.TimeoutSettings.WithDefaults()
 	if c.SafetyMargin == 0 {
 		c.SafetyMargin = c.HeartbeatTimeout / 5
@@ -113,6 +115,8 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	switch {
+	case consulkey.CheckClusterName(c.ClusterName) != nil:
+		return c, fmt.Errorf("consul lease: Config.ClusterName: %w, under which the cluster's locks live", consulkey.CheckClusterName(c.ClusterName))
 	case c.HeartbeatTimeout < MinSessionTTL:
 		return c, fmt.Errorf("consul lease: heartbeat timeout %v is below Consul's minimum session TTL %v", c.HeartbeatTimeout, MinSessionTTL)
 	case c.SafetyMargin <= 0 || c.SafetyMargin >= c.HeartbeatTimeout:
@@ -163,7 +167,7 @@ func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
 	if leaseName == "" {
 		return nil, errors.New("consul lease: lease name is empty")
 	}
-	key := p.cfg.KeyPrefix + strings.TrimLeft(leaseName, "/")
+	key := consulkey.Prefix(p.cfg.ClusterName) + "lease/" + strings.TrimLeft(leaseName, "/")
 	return &Lease{
 		settings: lease.Settings{LeaseName: leaseName, OwnerName: ownerName, TimeoutSettings: p.cfg.TimeoutSettings},
 		cfg:      p.cfg,

@@ -35,7 +35,7 @@ const (
 func testConfig(client *api.Client) consul.Config {
 	return consul.Config{
 		Client:          client,
-		KeyPrefix:       "protoshard-test/lease/",
+		ClusterName:     "lease-test",
 		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: testTTL, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
 		LockDelay:       testLockWait,
 		Logger:          testLogger(),
@@ -164,7 +164,7 @@ func TestConsulLeaseTokenIsTheLockIndex(t *testing.T) {
 	agent := consulagent.Start(t)
 	client := agent.Client()
 	a := newLease(t, newProvider(t, client), "token", "owner-a")
-	if a.Key() != "protoshard-test/lease/token" {
+	if a.Key() != "protoshard/lease-test/lease/token" {
 		t.Fatalf("Key = %q", a.Key())
 	}
 	token := acquire(t, a, nil)

@@ -75,7 +75,7 @@ function nodeColumn(n) {
 function render(map) {
   nodesEl.replaceChildren(...map.nodes.map(nodeColumn));
   const c = map.coordinator;
-  let summary = map.shards + " shards, " + map.entities + " entities · coordinator on " + c.address +
+  let summary = "cluster " + map.cluster + " · " + map.shards + " shards, " + map.entities + " entities · coordinator on " + c.address +
     " (" + c.state + ", epoch " + c.epoch + ")";
   if (map.handOffs.length) summary += " · handing off: " + map.handOffs.map((h) => h.shard).join(", ");
   document.getElementById("summary").textContent = summary;

@@ -26,10 +26,12 @@
 // (Consul keeps the CreateIndex of a re-registered service, so the age does
 // not change) and writes a marker key,
 //
-//	protoshard/membership/<service name>/leaving/<member id>
+//	protoshard/<service name>/membership/leaving/<member id>
 //
-// held by a TTL session that lives as long as the member refreshes it and a
-// little longer (ACLs must let the members write under that prefix). A watcher that sees a member
+// (the service name is the cluster's name, escaped as one path segment;
+// all the cluster's keys live under protoshard/<service name>/), held by a
+// TTL session that lives as long as the member refreshes it and a little
+// longer (ACLs must let the members write under that prefix). A watcher that sees a member
 // vanish without ever having read its "leaving" status (SetLeaving and
 // Deregister were closer together than its blocking query could notice)
 // finds the marker and reports the member Leaving before it reports it gone,
@@ -52,6 +54,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/expiring"
 	"github.com/protoshard/protoshard/membership"
 )
@@ -117,7 +120,10 @@ type Config struct {
 	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
 	Client *api.Client
 	// ServiceName is the Consul service every member registers as; members of
-	// one cluster share it. Default "protoshard".
+	// one cluster share it. It is also the cluster's name
+	// (membership.Cluster.Name), under which the cluster's keys in Consul
+	// live: give every cluster that shares a Consul its own. Default
+	// "protoshard".
 	ServiceName string
 	// TTL is the health check TTL: a member that does not refresh it for this
 	// long turns critical and is removed by the others. Default 5s.
@@ -186,6 +192,9 @@ type registration struct {
 }
 
 var _ membership.Confirmer = (*Provider)(nil)
+
+// Name implements membership.Provider: the service name.
+func (p *Provider) Name() string { return p.cfg.ServiceName }
 
 var _ membership.RegistrationLinger = (*Provider)(nil)
 
@@ -525,7 +534,7 @@ func (p *Provider) renewLeaveSession(ctx context.Context, reg *registration) {
 
 // leavingKey is the KV key of a member's leaving marker.
 func (p *Provider) leavingKey(id string) string {
-	return "protoshard/membership/" + p.cfg.ServiceName + "/leaving/" + id
+	return consulkey.Prefix(p.cfg.ServiceName) + "membership/leaving/" + id
 }
 
 // writeLeavingMarker creates the leaving marker of reg: a key held by a
@@ -647,7 +656,7 @@ func (p *Provider) retire(ctx context.Context, reg *registration, async bool) {
 // so the member's age does not change. The TTL check is left as it is.
 //
 // Before that it writes the leaving marker (see the package doc; the key is
-// protoshard/membership/<service>/leaving/<member id>), so that the others
+// protoshard/<service>/membership/leaving/<member id>), so that the others
 // see the removal as graceful even if they miss the "leaving" status. A
 // marker that cannot be written is logged, not returned: the status alone
 // still announces the leave.

@@ -136,6 +136,14 @@ func TestSetLeavingKeepsAgeAndCheck(t *testing.T) {
 	if e.ServiceMeta[consul.MetaStatus] != consul.StatusLeaving {
 		t.Fatalf("meta after SetLeaving: %v", e.ServiceMeta)
 	}
+	// The leaving marker lies under the cluster's (the service's) keys.
+	if p.Name() != "protoshard-test" {
+		t.Fatalf("provider name %q, want the service name", p.Name())
+	}
+	marker, _, err := agent.Client().KV().Get("protoshard/protoshard-test/membership/leaving/"+self.ID, nil)
+	if err != nil || marker == nil || marker.Session == "" {
+		t.Fatalf("leaving marker: %+v, %v", marker, err)
+	}
 	eventually(t, waitDeadline, "the watch to show the member Leaving with its age", func() (bool, string) {
 		m, ok := find(snaps.last(), self.ID)
 		return ok && m.Status == membership.Leaving && m.Age == self.Age && len(m.Roles) == 2 && m.SystemID == "system-of-leaver",

@@ -14,8 +14,12 @@ import (
 	"github.com/protoshard/protoshard/membership"
 )
 
+// DefaultName is the cluster name of a registry made by NewRegistry.
+const DefaultName = "local"
+
 // Registry is the shared member list of one process.
 type Registry struct {
+	name     string
 	mu       sync.Mutex
 	members  map[string]membership.Member
 	nextAge  uint64
@@ -27,10 +31,23 @@ type Registry struct {
 	leftLeaving map[string]bool
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{members: map[string]membership.Member{}, watchers: map[int]chan struct{}{}}
+// NewRegistry returns an empty registry of the cluster named DefaultName.
+// Its nodes need no store outside the process; one that keeps data in a
+// store shared with other clusters (Consul) needs its own name:
+// NewNamedRegistry.
+func NewRegistry() *Registry { return NewNamedRegistry(DefaultName) }
+
+// NewNamedRegistry returns an empty registry of the cluster named name
+// (membership.Cluster.Name), or DefaultName when name is empty.
+func NewNamedRegistry(name string) *Registry {
+	if name == "" {
+		name = DefaultName
+	}
+	return &Registry{name: name, members: map[string]membership.Member{}, watchers: map[int]chan struct{}{}}
 }
+
+// Name returns the name of the registry's cluster.
+func (r *Registry) Name() string { return r.name }
 
 // Provider returns a new backend for one node. Each node needs its own.
 // It is a membership.InProcessProvider.
@@ -116,6 +133,9 @@ type provider struct {
 var errNotRegistered = errors.New("local membership: not registered")
 
 var _ membership.InProcessProvider = (*provider)(nil)
+
+// Name implements membership.Provider: the registry's name.
+func (p *provider) Name() string { return p.reg.name }
 
 // SharedValue is the registry's SharedValue.
 func (p *provider) SharedValue(key string, create func() any) any {

@@ -244,3 +244,18 @@ func TestWatchReportsAFastLeaveAsLeaving(t *testing.T) {
 	}
 	close(gate)
 }
+
+func TestRegistryName(t *testing.T) {
+	for _, c := range []struct {
+		reg  *local.Registry
+		want string
+	}{
+		{local.NewRegistry(), local.DefaultName},
+		{local.NewNamedRegistry(""), local.DefaultName},
+		{local.NewNamedRegistry("app-a"), "app-a"},
+	} {
+		if c.reg.Name() != c.want || c.reg.Provider().Name() != c.want {
+			t.Errorf("registry %q, provider %q, want %q", c.reg.Name(), c.reg.Provider().Name(), c.want)
+		}
+	}
+}

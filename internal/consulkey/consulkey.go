@@ -1,0 +1,41 @@
+// Package consulkey lays out protoshard's keys in Consul KV. Everything a
+// cluster keeps there lives under Prefix(its name), so that clusters that
+// share one Consul never share a key:
+//
+//	protoshard/<cluster>/sharding/<type>/coordinator-state
+//	protoshard/<cluster>/sharding/<type>/entities/<shard>/<bucket>
+//	protoshard/<cluster>/delivery/<type>/<producer>/...
+//	protoshard/<cluster>/lease/<lease name>
+//	protoshard/<cluster>/membership/leaving/<member id>
+//
+// <cluster> is the cluster's name (membership.Cluster.Name) escaped as
+// one path segment (internal/pathseg). The layout is a stored format: the
+// stores, the Consul membership and leases, and the CLI all derive their
+// keys from Prefix.
+package consulkey
+
+import (
+	"errors"
+
+	"github.com/protoshard/protoshard/internal/pathseg"
+)
+
+// ErrNoClusterName: keys were asked for without a cluster name. An empty
+// name would put every such cluster's keys under one prefix.
+var ErrNoClusterName = errors.New("empty cluster name (pass membership.Cluster.Name())")
+
+// Prefix returns the prefix, ending in '/', of every key of the cluster
+// clusterName. An empty name gives "protoshard//", which no writer uses:
+// CheckClusterName refuses it first.
+func Prefix(clusterName string) string {
+	return "protoshard/" + pathseg.Escape(clusterName) + "/"
+}
+
+// CheckClusterName returns ErrNoClusterName for an empty name: a Consul
+// request path with an empty segment is cleaned into another key.
+func CheckClusterName(clusterName string) error {
+	if clusterName == "" {
+		return ErrNoClusterName
+	}
+	return nil
+}
