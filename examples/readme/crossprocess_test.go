@@ -1,0 +1,60 @@
+package readme
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/examples/sharding/counterpb"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+// TestConsulNodeSnippet runs the README's cross-process snippet against a
+// real Consul: a node joins, counts, and leaves; a second node sends
+// through a proxy.
+func TestConsulNodeSnippet(t *testing.T) {
+	agent := consulagent.Start(t)
+	t.Setenv("CONSUL_HTTP_ADDR", agent.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	sharding, store, err := consulNode(ctx, system, "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sharding.Leave(ctx)
+	count, err := countTwice(ctx, sharding, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count != 2 {
+		t.Fatalf("c-42 counted %d, want 2", count)
+	}
+
+	other := actor.NewActorSystem()
+	defer other.Shutdown()
+	sender, senderStore, err := consulNode(ctx, other, "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Leave(ctx)
+	proxy, err := startSender(sender, senderStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := other.Root.RequestFuture(proxy, &counterpb.Increment{EntityId: "c-42"}, 30*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.(*counterpb.Counted).GetCount(); got != 3 {
+		t.Fatalf("through the proxy c-42 counted %d, want 3", got)
+	}
+	keys, _, err := agent.Client().KV().Keys("protoshard/bank/sharding/Counter/", "", nil)
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no coordinator state under the cluster's name: %v %v", keys, err)
+	}
+}
