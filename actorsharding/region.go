@@ -59,7 +59,10 @@ type region struct {
 	epoch       uint64
 	// maxEpoch is the highest coordinator epoch this region has obeyed.
 	maxEpoch uint64
-	members  map[string]membership.Member // live members by address
+	// registeredAs is the member incarnation this region last registered
+	// as (see messages.ShardRegionStatus.RegisteredMemberId).
+	registeredAs string
+	members      map[string]membership.Member // live members by address
 	// identity is the extractor's, sent with Register (see
 	// IdentifiedExtractor).
 	identity coordinatoractor.ExtractorIdentity
@@ -244,6 +247,8 @@ func (r *region) active(ctx actor.Context) {
 		r.onGetShardRegionStats(ctx)
 	case *messages.GetShardRegionState:
 		r.onGetShardRegionState(ctx)
+	case *messages.GetShardRegionStatus:
+		ctx.Respond(r.status())
 	case *messages.StartEntity:
 		r.onStartEntity(ctx, msg)
 	case *SetActiveEntityLimit:
@@ -374,6 +379,7 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 	r.coordinator = c
 	r.epoch = msg.GetEpoch()
 	r.maxEpoch = max(r.maxEpoch, r.epoch)
+	r.registeredAs = r.cluster.Self().ID
 	ctx.Watch(c)
 	r.requestShardBufferHomes(ctx)
 	if r.gracefulShutdown {
@@ -1522,6 +1528,15 @@ func (r *region) askCoordinator(ctx actor.Context, empty proto.Message) {
 		return
 	}
 	ctx.Forward(r.coordinator)
+}
+
+// status answers GetShardRegionStatus, from the region's own state.
+func (r *region) status() *messages.ShardRegionStatus {
+	st := &messages.ShardRegionStatus{TypeName: r.typeName, RegisteredMemberId: r.registeredAs, Proxy: r.proxyOnly()}
+	if r.coordinator != nil {
+		st.RegisteredWithCoordinator, st.Coordinator, st.Epoch = true, r.coordinator, r.epoch
+	}
+	return st
 }
 
 // onGetShardRegionStats answers with the entity count of every local shard.

@@ -1,12 +1,15 @@
 // Package management is Akka Management's HTTP cluster and sharding
-// routes for protoshard: an http.Handler, mounted on the application's own
-// mux (nothing listens by itself), that reports the members, each entity
-// type's regions, shard map and coordinator, and the singletons' owners as
-// JSON, and serves a page that draws the shard map live.
+// routes and health checks for protoshard: an http.Handler, mounted on the
+// application's own mux (nothing listens by itself), that reports the
+// members, each entity type's regions, shard map and coordinator, and the
+// singletons' owners as JSON, serves a page that draws the shard map live,
+// and answers Kubernetes readiness and liveness probes.
 //
 // Routes, relative to where the handler is mounted (all GET):
 //
 //	/                                   the shard-map page
+//	/ready                              readiness: 200 when ready, else 503
+//	/alive                              liveness: 200 when alive, else 503
 //	/cluster/members                    the cluster's name and its members, oldest first
 //	/cluster/singletons                 each singleton and its owner
 //	/cluster/shards                     the entity types started on this node
@@ -26,6 +29,47 @@
 //
 // The members, coordinator and map routes name the cluster
 // (membership.Cluster.Name), under which its keys in Consul live.
+//
+// # Health checks
+//
+// /ready and /alive are Akka Management's readiness and liveness routes;
+// ReadinessHandler and LivenessHandler serve the same checks on their own,
+// to mount where the probes look. Both answer JSON with a "status", a
+// "reason" when the check fails, and the details; HTTP 200 when it passes,
+// 503 when not. Each query of a check is bounded by the time-out
+// (WithTimeout, default DefaultTimeout): give the probe a timeoutSeconds
+// above it.
+//
+// Readiness is Akka's ClusterShardingHealthCheck plus the node's
+// membership: "ready" once the node has joined and each region and proxy
+// started on it (or each type WithReadinessTypes names) has registered
+// with its coordinator as this member. Otherwise, the first that applies:
+//
+//	starting  not joined yet
+//	leaving   Leave was called: the node hands its shards off, or has left
+//	removed   removed from the cluster, not joined again yet
+//	stale     membership not confirmed within the failure detection
+//	          timeout (paused or cut off): fenced, it hosts nothing
+//	starting  a region has not registered yet
+//
+// Each region's entry has "registered" (now, with the coordinator's
+// address and epoch) and a "status": registered; reregistering (it
+// registered as this member and registers again with a coordinator that
+// moves or restarts: still ready); registering (not yet as this member:
+// not ready, as after the node joined again as a new member); notStarted;
+// stopped; unresponsive. Proxies count: without a coordinator a proxy
+// cannot route either. A region stays ready while it registers again
+// because every region of the type is in the same state then: failing
+// them all would take every node out of service at once (Akka's check,
+// too, passes for good once it passed).
+//
+// Liveness is whether the process works: the actor system runs a
+// short-lived actor that answers, and each region and proxy answers a
+// status query (GetShardRegionStatus), in time; a region that has stopped
+// (a graceful shutdown, or the node left) does not fail it. The cluster's
+// state does not count: a stale, removed or leaving node, or a region
+// without a coordinator, is alive, as restarting processes cannot cure a
+// problem of the cluster and would only add to it.
 package management
 
 import (
@@ -54,13 +98,15 @@ var page embed.FS
 type Option func(*config)
 
 type config struct {
-	timeout    time.Duration
-	singletons []singletonSpec
+	timeout        time.Duration
+	singletons     []singletonSpec
+	readinessTypes []string
 }
 
 type singletonSpec struct{ name, role string }
 
-// WithTimeout bounds each query a route makes (default DefaultTimeout).
+// WithTimeout bounds each query a route or health check makes (default
+// DefaultTimeout).
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -109,6 +155,8 @@ func newHandler(system *actor.ActorSystem, cluster *membership.Cluster, regions 
 		o(&h.config)
 	}
 	h.mux.HandleFunc("GET /", servePage)
+	h.mux.HandleFunc("GET /ready", h.ready)
+	h.mux.HandleFunc("GET /alive", h.alive)
 	h.mux.HandleFunc("GET /cluster/members", h.members)
 	h.mux.HandleFunc("GET /cluster/singletons", h.singletons)
 	h.mux.HandleFunc("GET /cluster/shards", h.types)

@@ -56,6 +56,15 @@ func echo() *actor.Props {
 	})
 }
 
+// silentHandler is the handler of s with the time-out timeout, and one
+// more region, "Silent", which never answers.
+func silentHandler(s *actorsharding.Sharding, timeout time.Duration) *handler {
+	silent := s.System().Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	return newHandler(s.System(), s.Cluster(), func() []actorsharding.RegionInfo {
+		return append(s.Regions(), actorsharding.RegionInfo{TypeName: "Silent", PID: silent})
+	}, []Option{WithTimeout(timeout)})
+}
+
 func get(t *testing.T, srv *httptest.Server, path string, into any) int {
 	t.Helper()
 	res, err := srv.Client().Get(srv.URL + path)
@@ -176,12 +185,8 @@ func TestRoutesUnavailable(t *testing.T) {
 	if _, err := s.StartRegion("Counter", echo(), nil, actorsharding.WithRole("nobody")); err != nil {
 		t.Fatal(err)
 	}
-	silent := s.System().Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	const timeout = 300 * time.Millisecond
-	h := newHandler(s.System(), s.Cluster(), func() []actorsharding.RegionInfo {
-		return append(s.Regions(), actorsharding.RegionInfo{TypeName: "Silent", PID: silent})
-	}, []Option{WithTimeout(timeout)})
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(silentHandler(s, timeout))
 	defer srv.Close()
 	for _, path := range []string{
 		"/cluster/shards/Counter/coordinator",

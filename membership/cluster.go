@@ -419,6 +419,16 @@ func (c *Cluster) Stale() bool {
 	return ok && time.Since(at) >= cf.FailureDetectionTimeout()
 }
 
+// Leaving reports whether Leave was called: true from the start of its
+// leave hooks, before the others see MemberLeft, and for good after (a
+// Cluster that left never joins again). A health check reports such a node
+// as not ready.
+func (c *Cluster) Leaving() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaving
+}
+
 // Self returns this node's current member (zero before Join).
 func (c *Cluster) Self() Member {
 	c.mu.Lock()
@@ -478,6 +488,7 @@ func (c *Cluster) Leave(ctx context.Context) error {
 		// Removed (or never joined): still final, so that a pending
 		// re-join after removal does not bring the node back.
 		c.closed = true
+		c.leaving = true
 		c.mu.Unlock()
 		return ErrRemoved
 	}

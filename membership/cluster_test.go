@@ -232,6 +232,14 @@ func TestGracefulLeaveRunsHookBetweenLeftAndRemoved(t *testing.T) {
 		n.rec.waitIndex(t, "c up", isUp(c.id()))
 	}
 
+	if b.cluster.Leaving() {
+		t.Fatal("b is leaving before Leave")
+	}
+	leavingInFirstHook := false // read after Leave, which waits for the hooks
+	b.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "first", func(context.Context) error {
+		leavingInFirstHook = b.cluster.Leaving()
+		return nil
+	})
 	hookErr := make(chan error, 1)
 	b.cluster.RegisterLeaveHook("test", func(ctx context.Context) error {
 		// The others must be told first: wait until they saw MemberLeft.
@@ -263,6 +271,9 @@ func TestGracefulLeaveRunsHookBetweenLeftAndRemoved(t *testing.T) {
 	if err := <-hookErr; err != nil {
 		t.Fatal(err)
 	}
+	if !leavingInFirstHook {
+		t.Error("b is not leaving in its first leave hook")
+	}
 
 	for name, n := range map[string]*node{"a": a, "c": c} {
 		removed := n.rec.waitIndex(t, name+" sees b removed", isRemoved(bID))
@@ -286,6 +297,9 @@ func TestGracefulLeaveRunsHookBetweenLeftAndRemoved(t *testing.T) {
 	}
 	if len(b.cluster.Members()) != 0 {
 		t.Errorf("b still lists members after leaving: %v", b.memberIDs())
+	}
+	if !b.cluster.Leaving() {
+		t.Error("b is not leaving after Leave")
 	}
 
 	// A graceful leave is final.

@@ -1629,6 +1629,135 @@ func (x *ShardRegionStats) GetFailed() []string {
 	return nil
 }
 
+// GetShardRegionStatus asks a region (or proxy) whether it is registered
+// with its coordinator (Akka's ShardRegion.GetShardRegionStatus, which its
+// ClusterShardingHealthCheck asks). The region answers from its own state
+// at once, with ShardRegionStatus.
+type GetShardRegionStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetShardRegionStatus) Reset() {
+	*x = GetShardRegionStatus{}
+	mi := &file_sharding_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetShardRegionStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetShardRegionStatus) ProtoMessage() {}
+
+func (x *GetShardRegionStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetShardRegionStatus.ProtoReflect.Descriptor instead.
+func (*GetShardRegionStatus) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{31}
+}
+
+// ShardRegionStatus answers GetShardRegionStatus.
+type ShardRegionStatus struct {
+	state                     protoimpl.MessageState `protogen:"open.v1"`
+	TypeName                  string                 `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	RegisteredWithCoordinator bool                   `protobuf:"varint,2,opt,name=registered_with_coordinator,json=registeredWithCoordinator,proto3" json:"registered_with_coordinator,omitempty"`
+	Coordinator               *actor.PID             `protobuf:"bytes,3,opt,name=coordinator,proto3" json:"coordinator,omitempty"` // while registered
+	Epoch                     uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`            // the coordinator's, while registered
+	// The member incarnation this region last registered as: set by its
+	// first RegisterAck, kept while it registers again after losing its
+	// coordinator (a coordinator that moves or restarts), changed by its
+	// first RegisterAck after the node joined again as a new member.
+	RegisteredMemberId string `protobuf:"bytes,5,opt,name=registered_member_id,json=registeredMemberId,proto3" json:"registered_member_id,omitempty"`
+	Proxy              bool   `protobuf:"varint,6,opt,name=proxy,proto3" json:"proxy,omitempty"` // a proxy-only region, which hosts no shards
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ShardRegionStatus) Reset() {
+	*x = ShardRegionStatus{}
+	mi := &file_sharding_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardRegionStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardRegionStatus) ProtoMessage() {}
+
+func (x *ShardRegionStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sharding_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardRegionStatus.ProtoReflect.Descriptor instead.
+func (*ShardRegionStatus) Descriptor() ([]byte, []int) {
+	return file_sharding_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ShardRegionStatus) GetTypeName() string {
+	if x != nil {
+		return x.TypeName
+	}
+	return ""
+}
+
+func (x *ShardRegionStatus) GetRegisteredWithCoordinator() bool {
+	if x != nil {
+		return x.RegisteredWithCoordinator
+	}
+	return false
+}
+
+func (x *ShardRegionStatus) GetCoordinator() *actor.PID {
+	if x != nil {
+		return x.Coordinator
+	}
+	return nil
+}
+
+func (x *ShardRegionStatus) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ShardRegionStatus) GetRegisteredMemberId() string {
+	if x != nil {
+		return x.RegisteredMemberId
+	}
+	return ""
+}
+
+func (x *ShardRegionStatus) GetProxy() bool {
+	if x != nil {
+		return x.Proxy
+	}
+	return false
+}
+
 // GetClusterShardingStats asks the coordinator for every region's stats.
 type GetClusterShardingStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1639,7 +1768,7 @@ type GetClusterShardingStats struct {
 
 func (x *GetClusterShardingStats) Reset() {
 	*x = GetClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[31]
+	mi := &file_sharding_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1780,7 @@ func (x *GetClusterShardingStats) String() string {
 func (*GetClusterShardingStats) ProtoMessage() {}
 
 func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[31]
+	mi := &file_sharding_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1793,7 @@ func (x *GetClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*GetClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{31}
+	return file_sharding_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetClusterShardingStats) GetTimeoutMillis() int64 {
@@ -1684,7 +1813,7 @@ type ClusterShardingStats struct {
 
 func (x *ClusterShardingStats) Reset() {
 	*x = ClusterShardingStats{}
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1825,7 @@ func (x *ClusterShardingStats) String() string {
 func (*ClusterShardingStats) ProtoMessage() {}
 
 func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[32]
+	mi := &file_sharding_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1838,7 @@ func (x *ClusterShardingStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShardingStats.ProtoReflect.Descriptor instead.
 func (*ClusterShardingStats) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{32}
+	return file_sharding_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClusterShardingStats) GetRegions() map[string]*ShardRegionStats {
@@ -1730,7 +1859,7 @@ type GetShardCoordinatorState struct {
 
 func (x *GetShardCoordinatorState) Reset() {
 	*x = GetShardCoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[33]
+	mi := &file_sharding_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1871,7 @@ func (x *GetShardCoordinatorState) String() string {
 func (*GetShardCoordinatorState) ProtoMessage() {}
 
 func (x *GetShardCoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[33]
+	mi := &file_sharding_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1884,7 @@ func (x *GetShardCoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetShardCoordinatorState.ProtoReflect.Descriptor instead.
 func (*GetShardCoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{33}
+	return file_sharding_proto_rawDescGZIP(), []int{35}
 }
 
 // ShardCoordinatorState answers GetShardCoordinatorState. A region that is
@@ -1774,7 +1903,7 @@ type ShardCoordinatorState struct {
 
 func (x *ShardCoordinatorState) Reset() {
 	*x = ShardCoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[34]
+	mi := &file_sharding_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1915,7 @@ func (x *ShardCoordinatorState) String() string {
 func (*ShardCoordinatorState) ProtoMessage() {}
 
 func (x *ShardCoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[34]
+	mi := &file_sharding_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1928,7 @@ func (x *ShardCoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardCoordinatorState.ProtoReflect.Descriptor instead.
 func (*ShardCoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{34}
+	return file_sharding_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ShardCoordinatorState) GetCoordinator() *actor.PID {
@@ -1859,7 +1988,7 @@ type CoordinatorState struct {
 
 func (x *CoordinatorState) Reset() {
 	*x = CoordinatorState{}
-	mi := &file_sharding_proto_msgTypes[35]
+	mi := &file_sharding_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2000,7 @@ func (x *CoordinatorState) String() string {
 func (*CoordinatorState) ProtoMessage() {}
 
 func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[35]
+	mi := &file_sharding_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2013,7 @@ func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorState.ProtoReflect.Descriptor instead.
 func (*CoordinatorState) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{35}
+	return file_sharding_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CoordinatorState) GetRegions() []*RegionRecord {
@@ -1932,7 +2061,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_sharding_proto_msgTypes[36]
+	mi := &file_sharding_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2073,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sharding_proto_msgTypes[36]
+	mi := &file_sharding_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2086,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_sharding_proto_rawDescGZIP(), []int{36}
+	return file_sharding_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegionRecord) GetRef() *actor.PID {
@@ -2103,7 +2232,16 @@ const file_sharding_proto_rawDesc = "" +
 	"\n" +
 	"StatsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"@\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x16\n" +
+	"\x14GetShardRegionStatus\"\xfc\x01\n" +
+	"\x11ShardRegionStatus\x12\x1b\n" +
+	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12>\n" +
+	"\x1bregistered_with_coordinator\x18\x02 \x01(\bR\x19registeredWithCoordinator\x12,\n" +
+	"\vcoordinator\x18\x03 \x01(\v2\n" +
+	".actor.PIDR\vcoordinator\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x120\n" +
+	"\x14registered_member_id\x18\x05 \x01(\tR\x12registeredMemberId\x12\x14\n" +
+	"\x05proxy\x18\x06 \x01(\bR\x05proxy\"@\n" +
 	"\x17GetClusterShardingStats\x12%\n" +
 	"\x0etimeout_millis\x18\x01 \x01(\x03R\rtimeoutMillis\"\xb9\x01\n" +
 	"\x14ClusterShardingStats\x12G\n" +
@@ -2146,7 +2284,7 @@ func file_sharding_proto_rawDescGZIP() []byte {
 	return file_sharding_proto_rawDescData
 }
 
-var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_sharding_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sharding_proto_goTypes = []any{
 	(*Register)(nil),                 // 0: protoshard.Register
 	(*RegisterProxy)(nil),            // 1: protoshard.RegisterProxy
@@ -2179,46 +2317,49 @@ var file_sharding_proto_goTypes = []any{
 	(*CurrentShardRegionState)(nil),  // 28: protoshard.CurrentShardRegionState
 	(*GetShardRegionStats)(nil),      // 29: protoshard.GetShardRegionStats
 	(*ShardRegionStats)(nil),         // 30: protoshard.ShardRegionStats
-	(*GetClusterShardingStats)(nil),  // 31: protoshard.GetClusterShardingStats
-	(*ClusterShardingStats)(nil),     // 32: protoshard.ClusterShardingStats
-	(*GetShardCoordinatorState)(nil), // 33: protoshard.GetShardCoordinatorState
-	(*ShardCoordinatorState)(nil),    // 34: protoshard.ShardCoordinatorState
-	(*CoordinatorState)(nil),         // 35: protoshard.CoordinatorState
-	(*RegionRecord)(nil),             // 36: protoshard.RegionRecord
-	nil,                              // 37: protoshard.ShardRegionStats.StatsEntry
-	nil,                              // 38: protoshard.ClusterShardingStats.RegionsEntry
-	(*actor.PID)(nil),                // 39: actor.PID
-	(*anypb.Any)(nil),                // 40: google.protobuf.Any
+	(*GetShardRegionStatus)(nil),     // 31: protoshard.GetShardRegionStatus
+	(*ShardRegionStatus)(nil),        // 32: protoshard.ShardRegionStatus
+	(*GetClusterShardingStats)(nil),  // 33: protoshard.GetClusterShardingStats
+	(*ClusterShardingStats)(nil),     // 34: protoshard.ClusterShardingStats
+	(*GetShardCoordinatorState)(nil), // 35: protoshard.GetShardCoordinatorState
+	(*ShardCoordinatorState)(nil),    // 36: protoshard.ShardCoordinatorState
+	(*CoordinatorState)(nil),         // 37: protoshard.CoordinatorState
+	(*RegionRecord)(nil),             // 38: protoshard.RegionRecord
+	nil,                              // 39: protoshard.ShardRegionStats.StatsEntry
+	nil,                              // 40: protoshard.ClusterShardingStats.RegionsEntry
+	(*actor.PID)(nil),                // 41: actor.PID
+	(*anypb.Any)(nil),                // 42: google.protobuf.Any
 }
 var file_sharding_proto_depIdxs = []int32{
-	39, // 0: protoshard.Register.shard_region:type_name -> actor.PID
-	39, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
-	39, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
-	39, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
-	39, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
-	39, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
-	39, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
-	39, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
-	39, // 8: protoshard.RegisterRefused.coordinator:type_name -> actor.PID
-	39, // 9: protoshard.ShardHome.ref:type_name -> actor.PID
+	41, // 0: protoshard.Register.shard_region:type_name -> actor.PID
+	41, // 1: protoshard.RegisterProxy.shard_region_proxy:type_name -> actor.PID
+	41, // 2: protoshard.BeginHandOffAck.region:type_name -> actor.PID
+	41, // 3: protoshard.BeginHandOffAck.reply_to:type_name -> actor.PID
+	41, // 4: protoshard.HandOffForwarded.old_home:type_name -> actor.PID
+	41, // 5: protoshard.GracefulShutdownReq.shard_region:type_name -> actor.PID
+	41, // 6: protoshard.RegionStopped.shard_region:type_name -> actor.PID
+	41, // 7: protoshard.RegisterAck.coordinator:type_name -> actor.PID
+	41, // 8: protoshard.RegisterRefused.coordinator:type_name -> actor.PID
+	41, // 9: protoshard.ShardHome.ref:type_name -> actor.PID
 	15, // 10: protoshard.ShardHomes.homes:type_name -> protoshard.ShardHomesEntry
-	39, // 11: protoshard.ShardHomesEntry.region:type_name -> actor.PID
-	39, // 12: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
-	40, // 13: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
+	41, // 11: protoshard.ShardHomesEntry.region:type_name -> actor.PID
+	41, // 12: protoshard.HostShard.forwarding_old_home:type_name -> actor.PID
+	42, // 13: protoshard.Passivate.stop_message:type_name -> google.protobuf.Any
 	27, // 14: protoshard.CurrentShardRegionState.shards:type_name -> protoshard.ShardState
-	37, // 15: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
-	38, // 16: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
-	39, // 17: protoshard.ShardCoordinatorState.coordinator:type_name -> actor.PID
-	35, // 18: protoshard.ShardCoordinatorState.state:type_name -> protoshard.CoordinatorState
-	36, // 19: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
-	36, // 20: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
-	39, // 21: protoshard.RegionRecord.ref:type_name -> actor.PID
-	30, // 22: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	39, // 15: protoshard.ShardRegionStats.stats:type_name -> protoshard.ShardRegionStats.StatsEntry
+	41, // 16: protoshard.ShardRegionStatus.coordinator:type_name -> actor.PID
+	40, // 17: protoshard.ClusterShardingStats.regions:type_name -> protoshard.ClusterShardingStats.RegionsEntry
+	41, // 18: protoshard.ShardCoordinatorState.coordinator:type_name -> actor.PID
+	37, // 19: protoshard.ShardCoordinatorState.state:type_name -> protoshard.CoordinatorState
+	38, // 20: protoshard.CoordinatorState.regions:type_name -> protoshard.RegionRecord
+	38, // 21: protoshard.CoordinatorState.region_proxies:type_name -> protoshard.RegionRecord
+	41, // 22: protoshard.RegionRecord.ref:type_name -> actor.PID
+	30, // 23: protoshard.ClusterShardingStats.RegionsEntry.value:type_name -> protoshard.ShardRegionStats
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_sharding_proto_init() }
@@ -2232,7 +2373,7 @@ func file_sharding_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharding_proto_rawDesc), len(file_sharding_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,3 +15,10 @@ func adminMux(sharding *actorsharding.Sharding) *http.ServeMux {
 		management.WithTimeout(3*time.Second), management.WithSingleton("scheduler", ""))))
 	return mux
 }
+
+// probes mounts the readiness and liveness checks where Kubernetes' probes
+// look.
+func probes(mux *http.ServeMux, sharding *actorsharding.Sharding) {
+	mux.Handle("/ready", management.ReadinessHandler(sharding, management.WithReadinessTypes("Counter")))
+	mux.Handle("/alive", management.LivenessHandler(sharding))
+}
