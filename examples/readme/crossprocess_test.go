@@ -2,6 +2,8 @@ package readme
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -33,6 +35,15 @@ func TestConsulNodeSnippet(t *testing.T) {
 	}
 	if count != 2 {
 		t.Fatalf("c-42 counted %d, want 2", count)
+	}
+	mux := http.NewServeMux()
+	probes(mux, sharding)
+	for _, path := range []string{"/ready", "/alive"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
 	}
 
 	other := actor.NewActorSystem()
