@@ -246,3 +246,43 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) error {
 		return fmt.Errorf("%s still running", p.name)
 	}
 }
+
+// TestREADMECLISampleUsesThisExample: the README's CLI sample runs against
+// this example, so its service, cluster and type names are this example's.
+func TestREADMECLISampleUsesThisExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### CLI\n")
+	if !ok {
+		t.Fatal(`README has no "### CLI" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	n := 0
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "$ protoshard ") {
+			continue
+		}
+		n++
+		fields := strings.Fields(line)
+		for i, f := range fields[:len(fields)-1] {
+			want := ""
+			switch f {
+			case "-service", "-cluster":
+				want = serviceName
+			case "-type":
+				want = typeName
+			}
+			if want != "" && fields[i+1] != want {
+				t.Errorf("README: %q: %s %s, but examples/consul uses %s", line, f, fields[i+1], want)
+			}
+		}
+		if !strings.Contains(line, "-service "+serviceName) && !strings.Contains(line, "-cluster "+serviceName) {
+			t.Errorf("README: %q names neither the example's service nor its cluster", line)
+		}
+	}
+	if n == 0 {
+		t.Fatal("README's CLI section runs no protoshard command")
+	}
+}
