@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -71,7 +72,7 @@ func (s *shard) acquiringLease(ctx actor.Context) {
 func (s *shard) tryAcquireLease(ctx actor.Context) {
 	if s.lease == nil {
 		owner := ctx.ActorSystem().Address() + "/" + ctx.ActorSystem().ID
-		l, err := s.settings.UseLease.NewLease(LeaseName(s.typeName, s.shardID), owner)
+		l, err := lease.NewLease(s.settings.UseLease, LeaseName(s.typeName, s.shardID), owner, ctx.Logger())
 		if err != nil {
 			ctx.Logger().Error(fmt.Sprintf("shard: Failed to get lease for shard id [%s]. Retry in %s", s.shardID, s.settings.LeaseRetryInterval),
 				append(s.attrs(), slog.Any("error", err))...)

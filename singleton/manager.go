@@ -1071,11 +1071,11 @@ func (m *manager) askNext(ctx actor.Context) {
 // --- lease ---
 
 // currentLease returns the lease of this member incarnation, creating it
-// on first use: a re-joined member is a new owner.
-func (m *manager) currentLease() (lease.Lease, error) {
+// on first use (logging to logger): a re-joined member is a new owner.
+func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
 	owner := m.self.Address + "/" + m.self.ID
 	if m.lease == nil || m.leaseOwner != owner {
-		l, err := m.settings.UseLease.NewLease(LeaseName(m.name), owner)
+		l, err := lease.NewLease(m.settings.UseLease, LeaseName(m.name), owner, logger)
 		if err != nil {
 			return nil, fmt.Errorf("singleton: lease %q for %s: %w", LeaseName(m.name), owner, err)
 		}
@@ -1087,7 +1087,7 @@ func (m *manager) currentLease() (lease.Lease, error) {
 // tryAcquireLease asks the lease for a holding; the answer comes back as an
 // acquireLeaseResult, and a later loss as a leaseLost, both numbered.
 func (m *manager) tryAcquireLease(ctx actor.Context) {
-	l, err := m.currentLease()
+	l, err := m.currentLease(ctx.Logger())
 	if err != nil {
 		ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", err))
 		m.leaseRequested = false

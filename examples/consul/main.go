@@ -187,7 +187,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	}()
 	p.printf("pid=%d address=%s consul=%s service=%s", os.Getpid(), system.Address(), cfg.consulAddr, serviceName)
 
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: serviceName, TTL: cfg.ttl, Logger: logger})
+	provider, err := consul.New(consul.Config{Client: client, ServiceName: serviceName, TTL: cfg.ttl})
 	if err != nil {
 		return err
 	}
