@@ -90,7 +90,7 @@ func (s *shard) tryAcquireLease(ctx actor.Context) {
 		}
 	}
 	s.leaseMayHold = true
-	ctx.Logger().Info("shard: acquiring lease", append(s.attrs(), slog.String("lease", LeaseName(s.typeName, s.shardID)))...)
+	ctx.Logger().Debug("shard: acquiring lease", append(s.attrs(), slog.String("lease", LeaseName(s.typeName, s.shardID)))...)
 	s.runLeaseOp(ctx, func() any {
 		_, acquired, err := l.Acquire(stopped, lost)
 		return leaseAcquireResult{gen: gen, acquired: acquired, err: err}
@@ -104,7 +104,7 @@ func (s *shard) onLeaseAcquireResult(ctx actor.Context, r leaseAcquireResult) {
 	// A loss that came before this answer was ignored (acquiringLease
 	// starts nothing); CheckLease sees it.
 	if r.acquired && s.lease.CheckLease() {
-		ctx.Logger().Info("shard: lease acquired", s.attrs()...)
+		ctx.Logger().Debug("shard: lease acquired", s.attrs()...)
 		s.ready(ctx)
 		return
 	}
@@ -115,7 +115,7 @@ func (s *shard) onLeaseAcquireResult(ctx actor.Context, r leaseAcquireResult) {
 	case r.acquired:
 		ctx.Logger().Warn(msg+" (lost before it could be used)", s.attrs()...)
 	default:
-		ctx.Logger().Info(msg+" (held by another owner)", s.attrs()...)
+		ctx.Logger().Debug(msg+" (held by another owner)", s.attrs()...)
 	}
 	s.cancels = append(s.cancels, s.timers.SendOnce(s.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{}))
 }
@@ -157,7 +157,7 @@ func (s *shard) releaseLease(ctx actor.Context, why string) {
 			log.Error("shard: failed to release the lease; the next holder waits for it to time out",
 				append(attrs, slog.String("why", why), slog.Any("error", err))...)
 		case released:
-			log.Info("shard: lease released", append(attrs, slog.String("why", why))...)
+			log.Debug("shard: lease released", append(attrs, slog.String("why", why))...)
 		}
 		return nil
 	})

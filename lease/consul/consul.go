@@ -281,7 +281,7 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 	l.mu.Lock()
 	l.cur = h
 	l.mu.Unlock()
-	l.log.Info("consul lease acquired", slog.Uint64("token", token), slog.String("session", session))
+	l.log.Debug("consul lease acquired", slog.Uint64("token", token), slog.String("session", session))
 	go l.heartbeat(hctx, h)
 	return token, true, nil
 }
@@ -460,7 +460,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 		l.log.Warn("consul lease: release found the lock no longer held", slog.Any("errors", txnErrors(resp)))
 		return false, nil
 	}
-	l.log.Info("consul lease released", slog.Uint64("token", h.token))
+	l.log.Debug("consul lease released", slog.Uint64("token", h.token))
 	return true, nil
 }
 

@@ -410,7 +410,7 @@ func (p *Provider) Register(ctx context.Context, self membership.Member) (member
 		p.retire(ctx, reg, true)
 		return membership.Member{}, fmt.Errorf("consul membership: registering member %s: %w", self.ID, err)
 	}
-	p.logger().Info("registered", slog.String("member", self.ID), slog.String("address", self.Address),
+	p.logger().Debug("registered", slog.String("member", self.ID), slog.String("address", self.Address),
 		slog.Uint64("age", age), slog.Duration("ttl", p.cfg.TTL))
 	return reg.self, nil
 }
@@ -708,7 +708,7 @@ func (p *Provider) SetLeaving(ctx context.Context) error {
 	p.mu.Lock()
 	reg.service = &svc
 	p.mu.Unlock()
-	p.logger().Info("marked leaving", slog.String("member", reg.self.ID))
+	p.logger().Debug("marked leaving", slog.String("member", reg.self.ID))
 	return nil
 }
 
@@ -735,7 +735,7 @@ func (p *Provider) Deregister(ctx context.Context) error {
 	if err != nil && !isUnknownService(err) {
 		return fmt.Errorf("consul membership: deregistering member %s: %w", reg.self.ID, err)
 	}
-	p.logger().Info("deregistered", slog.String("member", reg.self.ID))
+	p.logger().Debug("deregistered", slog.String("member", reg.self.ID))
 	return nil
 }
 
