@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ type LogLine struct {
 	// Attrs are the line's attributes with its logger's, by key (in a
 	// group: "group.key"), their values as text.
 	Attrs map[string]string
+	// Func is the function that logged the line, with its package path
+	// ("github.com/asynkron/protoactor-go/remote.(*endpointWriter)..."):
+	// whose line it is.
+	Func string
 }
 
 // String renders the line as "LEVEL message key=value ...", keys sorted.
@@ -74,6 +79,10 @@ func (h *logsHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *logsHandler) Handle(ctx context.Context, r slog.Record) error {
 	line := LogLine{Level: r.Level, Message: r.Message, Attrs: make(map[string]string, len(h.attrs)+r.NumAttrs())}
+	if r.PC != 0 {
+		f, _ := runtime.CallersFrames([]uintptr{r.PC}).Next()
+		line.Func = f.Function
+	}
 	for k, v := range h.attrs {
 		line.Attrs[k] = v
 	}

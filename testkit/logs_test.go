@@ -27,6 +27,9 @@ func TestLogsRecordEveryLevelWithTheLoggersAttributes(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	if f := logs.Lines()[0].Func; f != "github.com/protoshard/protoshard/testkit.TestLogsRecordEveryLevelWithTheLoggersAttributes" {
+		t.Fatalf("Func = %q, want this test", f)
+	}
 }
 
 func TestLogsPassOnWhatTheNextHandlerTakes(t *testing.T) {
