@@ -113,9 +113,11 @@ type coordinator struct {
 	allRegionsRegistered bool
 	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
 	rebalanceInProgress map[string][]*actor.PID
-	rebalanceWorkers    map[string]*actor.PID // shard -> worker
-	handOffsStarted     map[string]handOffStart
-	metrics             *metrics.Type
+	// rebalance follows the rebalance in progress, for its log lines.
+	rebalance        rebalanceSummary
+	rebalanceWorkers map[string]*actor.PID // shard -> worker
+	handOffsStarted  map[string]handOffStart
+	metrics          *metrics.Type
 	// forwards: shards handed off whose old home still forwards what it
 	// held; their new home is told only to the old home meanwhile.
 	forwards forwardHolds
@@ -986,8 +988,16 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		started++
 	}
 	if started > 0 {
-		ctx.Logger().Info("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
+		ctx.Logger().Debug("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
 			slog.Int("in-progress", len(c.rebalanceInProgress)))
+	}
+	now := time.Now()
+	switch event, total := c.rebalance.tick(started, len(shards) == 0 && len(c.rebalanceInProgress) == 0, now); event {
+	case rebalanceBegan:
+		ctx.Logger().Info("shard coordinator: rebalance started", slog.String("type", c.typeName), slog.Int("shards", started))
+	case rebalanceEnded:
+		ctx.Logger().Info("shard coordinator: rebalance done", slog.String("type", c.typeName), slog.Int("shards", total.shards),
+			slog.Int("rounds", total.rounds), slog.Duration("took", total.took(now)))
 	}
 }
 
