@@ -1118,10 +1118,11 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	if !ok {
 		return true
 	}
-	// A region that stopped with shards (a crash, a removal) moves them: a
-	// summary worth an info line. A leaving region handed them off first.
+	// A region that stopped with shards without a graceful shutdown (a
+	// crash, a removal) moves them: a summary worth an info line. One
+	// shutting down handed them off, or the whole cluster stops.
 	level := slog.LevelDebug
-	if len(r.Shards) > 0 {
+	if len(r.Shards) > 0 && !c.gracefulShutdownInProgress[key] {
 		level = slog.LevelInfo
 	}
 	ctx.Logger().Log(context.Background(), level, "shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
