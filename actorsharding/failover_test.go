@@ -38,6 +38,20 @@ func spread(st *coordinatoractor.CurrentCoordinatorState) (counts []int, total i
 	return counts, total
 }
 
+// waitBalanced waits until the coordinator's regions hold within one
+// shard of each other and no hand-off is in progress. A shard handed off
+// is allocated again only on its next message, so the total may be below
+// the number of shards then.
+func (w *world) waitBalanced(regions int) {
+	w.t.Helper()
+	testkit.WaitFor(w.t, 90*time.Second, func() bool {
+		st := w.coordinatorState()
+		counts, _ := spread(st)
+		lo, hi := minMax(counts)
+		return len(counts) == regions && hi-lo <= 1 && len(st.RebalanceInProgress) == 0
+	}, "shards did not spread over %d regions: %v", regions, testkit.Lazy(func() any { c, _ := spread(w.coordinatorState()); return c }))
+}
+
 func minMax(xs []int) (int, int) {
 	if len(xs) == 0 {
 		return 0, 0
@@ -85,14 +99,7 @@ func TestRebalanceOnJoin(t *testing.T) {
 	w.startNode(false)
 	w.startNode(false)
 	w.cluster.WaitConverged(t, 30*time.Second)
-	testkit.WaitFor(t, 90*time.Second, func() bool {
-		// A shard handed off is allocated again only on its next message,
-		// so the total may be below 100 here.
-		st := w.coordinatorState()
-		counts, _ := spread(st)
-		lo, hi := minMax(counts)
-		return len(counts) == 3 && hi-lo <= 1 && len(st.RebalanceInProgress) == 0
-	}, "shards did not spread: %v", testkit.Lazy(func() any { c, _ := spread(w.coordinatorState()); return c }))
+	w.waitBalanced(3)
 	close(stop)
 	wg.Wait()
 

@@ -158,7 +158,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.metrics = metrics.For(ctx.ActorSystem()).Type(r.typeName)
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
-		ctx.Logger().Info("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
+		ctx.Logger().Debug("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
 			slog.String("state", StateActive))
 		r.register(ctx)
 	default:
@@ -256,7 +256,7 @@ func (r *region) active(ctx actor.Context) {
 			r.drop(ctx, msg, fmt.Sprintf("negative active-entity limit %d", msg.Limit))
 			return
 		}
-		ctx.Logger().Info("shard region: active-entity limit changed", slog.String("type", r.typeName), slog.Int("limit", msg.Limit))
+		ctx.Logger().Debug("shard region: active-entity limit changed", slog.String("type", r.typeName), slog.Int("limit", msg.Limit))
 		r.activeEntityLimit = msg.Limit
 		r.shareEntityLimit(ctx)
 	case *routed:
@@ -371,7 +371,7 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 	if why != "" {
 		ctx.Logger().Warn("shard region: "+why, slog.String("type", r.typeName), slog.String("coordinator", c.String()))
 	}
-	ctx.Logger().Info("shard region registered with coordinator", slog.String("type", r.typeName),
+	ctx.Logger().Debug("shard region registered with coordinator", slog.String("type", r.typeName),
 		slog.String("coordinator", c.String()), slog.Uint64("epoch", msg.GetEpoch()))
 	if r.coordinator != nil && !r.coordinator.Equal(c) {
 		ctx.Unwatch(r.coordinator)
@@ -558,7 +558,7 @@ func (r *region) coordinatorLost(ctx actor.Context, why string) {
 	if r.coordinator == nil {
 		return
 	}
-	ctx.Logger().Info("shard region lost its coordinator; registering again", slog.String("type", r.typeName),
+	ctx.Logger().Debug("shard region lost its coordinator; registering again", slog.String("type", r.typeName),
 		slog.String("why", why))
 	ctx.Unwatch(r.coordinator)
 	r.coordinator = nil
@@ -1049,7 +1049,7 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 			r.memberAt(ctx, before[m.Address], m)
 		}
 		if r.removed && msg.Self.ID != "" && msg.Self.ID != r.removedID {
-			ctx.Logger().Info("shard region: this node joined the cluster again as a new member; registering",
+			ctx.Logger().Debug("shard region: this node joined the cluster again as a new member; registering",
 				slog.String("type", r.typeName), slog.String("member", msg.Self.ID))
 			r.removed = false
 		}
@@ -1142,7 +1142,7 @@ var errRemoved = fmt.Errorf("this node was removed from the cluster (failure det
 
 func (r *region) onGracefulShutdown(ctx actor.Context) {
 	if !r.gracefulShutdown {
-		ctx.Logger().Info("shard region: graceful shutdown starting", slog.String("type", r.typeName),
+		ctx.Logger().Debug("shard region: graceful shutdown starting", slog.String("type", r.typeName),
 			slog.Int("shards", r.table.runningCount()))
 	}
 	r.gracefulShutdown = true
@@ -1186,7 +1186,7 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 	}
 	r.stoppingLocally = true
 	running := r.table.runningShards()
-	ctx.Logger().Info("shard region: no other member of the role is up to take the shards (the cluster is shutting down); stopping them here",
+	ctx.Logger().Debug("shard region: no other member of the role is up to take the shards (the cluster is shutting down); stopping them here",
 		slog.String("type", r.typeName), slog.Int("shards", len(running)))
 	for _, s := range running {
 		if pid, err := r.table.handOff(s.shard); err == nil {
@@ -1203,7 +1203,7 @@ var errClusterShuttingDown = fmt.Errorf("the cluster is shutting down: no member
 
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
 	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 && r.handOffs.owedCount() == 0 {
-		ctx.Logger().Info("shard region: graceful shutdown complete", slog.String("type", r.typeName))
+		ctx.Logger().Debug("shard region: graceful shutdown complete", slog.String("type", r.typeName))
 		ctx.Stop(ctx.Self())
 	}
 }

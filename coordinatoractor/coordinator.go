@@ -113,9 +113,11 @@ type coordinator struct {
 	allRegionsRegistered bool
 	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
 	rebalanceInProgress map[string][]*actor.PID
-	rebalanceWorkers    map[string]*actor.PID // shard -> worker
-	handOffsStarted     map[string]handOffStart
-	metrics             *metrics.Type
+	// rebalance follows the rebalance in progress, for its log lines.
+	rebalance        rebalanceSummary
+	rebalanceWorkers map[string]*actor.PID // shard -> worker
+	handOffsStarted  map[string]handOffStart
+	metrics          *metrics.Type
 	// forwards: shards handed off whose old home still forwards what it
 	// held; their new home is told only to the old home meanwhile.
 	forwards forwardHolds
@@ -209,7 +211,7 @@ func (c *coordinator) start(ctx actor.Context) {
 
 func (c *coordinator) become(ctx actor.Context, name string, b actor.ReceiveFunc) {
 	if c.stateName != name {
-		ctx.Logger().Info("shard coordinator state change", slog.String("type", c.typeName),
+		ctx.Logger().Debug("shard coordinator state change", slog.String("type", c.typeName),
 			slog.String("from", c.stateName), slog.String("to", name))
 	}
 	c.stateName = name
@@ -276,7 +278,7 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 }
 
 func (c *coordinator) activate(ctx actor.Context) {
-	ctx.Logger().Info("shard coordinator recovered its state", slog.String("type", c.typeName),
+	ctx.Logger().Debug("shard coordinator recovered its state", slog.String("type", c.typeName),
 		slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
 		slog.Int("shards", len(c.state.Shards)), slog.Uint64("epoch", c.epoch))
 	c.become(ctx, StateActive, c.active)
@@ -547,7 +549,7 @@ func (c *coordinator) active(ctx actor.Context) {
 			return
 		}
 		if r, ok := c.state.RegionOf(msg.shard); ok && RegionKey(r) == RegionKey(msg.region) {
-			ctx.Logger().Info("shard coordinator: resending HostShard", slog.String("type", c.typeName),
+			ctx.Logger().Debug("shard coordinator: resending HostShard", slog.String("type", c.typeName),
 				slog.String("shard", msg.shard), slog.String("region", RegionKey(r)))
 			c.sendHostShard(ctx, msg.shard, r)
 		}
@@ -598,7 +600,7 @@ func (c *coordinator) active(ctx actor.Context) {
 			// region's entities (a partition, a pause). Its shards move
 			// when membership removes the member (MemberRemoved), as Akka
 			// waits for downing; moving them now could run an entity twice.
-			ctx.Logger().Info("shard coordinator: lost the connection to a region; waiting for its member's removal",
+			ctx.Logger().Debug("shard coordinator: lost the connection to a region; waiting for its member's removal",
 				slog.String("type", c.typeName), slog.String("region", RegionKey(msg.Who)))
 			return
 		}
@@ -655,7 +657,7 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 		}
 		registered := func(ctx actor.Context) {
 			ctx.Watch(region)
-			ctx.Logger().Info("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)),
+			ctx.Logger().Debug("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)),
 				slog.String("extractor", extractor.String()))
 		}
 		event := ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}
@@ -986,8 +988,16 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		started++
 	}
 	if started > 0 {
-		ctx.Logger().Info("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
+		ctx.Logger().Debug("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
 			slog.Int("in-progress", len(c.rebalanceInProgress)))
+	}
+	now := time.Now()
+	switch event, total := c.rebalance.tick(started, len(shards) == 0 && len(c.rebalanceInProgress) == 0, now); event {
+	case rebalanceBegan:
+		ctx.Logger().Info("shard coordinator: rebalance started", slog.String("type", c.typeName), slog.Int("shards", started))
+	case rebalanceEnded:
+		ctx.Logger().Info("shard coordinator: rebalance done", slog.String("type", c.typeName), slog.Int("shards", total.shards),
+			slog.Int("rounds", total.rounds), slog.Duration("took", total.took(now)))
 	}
 }
 
@@ -1086,7 +1096,7 @@ func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
 	key := RegionKey(region)
 	if !c.gracefulShutdownInProgress[key] {
-		ctx.Logger().Info("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
+		ctx.Logger().Debug("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
 	}
 	c.gracefulShutdownInProgress[key] = true
 	for _, shard := range c.state.Regions[key].Shards {
@@ -1108,7 +1118,14 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	if !ok {
 		return true
 	}
-	ctx.Logger().Info("shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
+	// A region that stopped with shards without a graceful shutdown (a
+	// crash, a removal) moves them: a summary worth an info line. One
+	// shutting down handed them off, or the whole cluster stops.
+	level := slog.LevelDebug
+	if len(r.Shards) > 0 && !c.gracefulShutdownInProgress[key] {
+		level = slog.LevelInfo
+	}
+	ctx.Logger().Log(context.Background(), level, "shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
 		slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
 	if err := c.update(ctx, update{event: ShardRegionTerminated{Region: region}}); err != nil {
 		return !errors.Is(err, errStopped)
@@ -1298,7 +1315,7 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 			cancel()
 		}
 		c.dropUnwritten(ctx, errStopped)
-		ctx.Logger().Info("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
+		ctx.Logger().Debug("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
 	}
 }
 

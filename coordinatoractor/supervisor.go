@@ -146,7 +146,7 @@ func (s *supervisor) start(ctx actor.Context) {
 
 func (s *supervisor) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
 	if s.state != name && s.state != "" {
-		ctx.Logger().Info("shard coordinator supervisor state change", slog.String("from", s.state), slog.String("to", name))
+		ctx.Logger().Debug("shard coordinator supervisor state change", slog.String("from", s.state), slog.String("to", name))
 	}
 	s.state = name
 	s.behavior.Become(receive)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -69,6 +70,27 @@ type Provider interface {
 	// NewLease returns a new holder of the lease leaseName for ownerName.
 	// ownerName identifies the holder in the lease store and in logs.
 	NewLease(leaseName, ownerName string) (Lease, error)
+}
+
+// LoggingProvider is implemented by a Provider whose leases log
+// (lease/consul). The cluster singleton and the shards create their leases
+// with NewLease, which hands such a provider their actor system's logger:
+// a lease logs where the rest of its node does, and a provider shared by
+// the nodes of one process logs each lease under its own node.
+type LoggingProvider interface {
+	Provider
+	// NewLeaseLogging is NewLease whose lease logs to logger, unless the
+	// provider was configured with a logger of its own.
+	NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (Lease, error)
+}
+
+// NewLease returns p's new holder of the lease leaseName for ownerName; if
+// p is a LoggingProvider, the lease logs to logger.
+func NewLease(p Provider, leaseName, ownerName string, logger *slog.Logger) (Lease, error) {
+	if lp, ok := p.(LoggingProvider); ok && logger != nil {
+		return lp.NewLeaseLogging(leaseName, ownerName, logger)
+	}
+	return p.NewLease(leaseName, ownerName)
 }
 
 // TimeoutSettings are Akka's lease TimeoutSettings (akka.coordination.lease).

@@ -170,13 +170,16 @@ func (c *Cluster) SharedValue(key string, create func() any) (value any, ok bool
 
 // NewCluster creates the membership view of system over provider. It does
 // not join yet: the system's remote must be started first, so its address is
-// known.
+// known. A LoggingProvider logs through the system's logger from now on.
 func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Cluster {
 	if cfg.RejoinBackoff <= 0 {
 		cfg.RejoinBackoff = time.Second
 	}
 	if cfg.LeaveHookTimeout <= 0 {
 		cfg.LeaveHookTimeout = 60 * time.Second
+	}
+	if p, ok := provider.(LoggingProvider); ok {
+		p.UseLogger(system.Logger())
 	}
 	c := &Cluster{
 		system:   system,

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -28,6 +29,17 @@ type Provider interface {
 	// Close stops background work (such as TTL refreshes) without
 	// deregistering: to the others it looks like a crash.
 	Close()
+}
+
+// LoggingProvider is implemented by a Provider that logs. NewCluster hands
+// it the actor system's logger, so that its lines go where the rest of the
+// node's go, under the same level and attributes. A logger the provider
+// was configured with explicitly wins.
+type LoggingProvider interface {
+	Provider
+	// UseLogger makes logger the provider's logger, unless it was
+	// configured with one. Safe to call while the provider runs.
+	UseLogger(logger *slog.Logger)
 }
 
 // InProcessProvider is implemented by a Provider whose members all run in

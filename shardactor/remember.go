@@ -149,7 +149,7 @@ func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 		// Nothing is known before the read: a bug.
 		ctx.Logger().Error("shard: remembered entities refused", append(s.attrs(), slog.Any("error", err))...)
 	}
-	ctx.Logger().Info("shard: remembered entities read", append(s.attrs(), slog.Int("entities", len(msg.ids)))...)
+	ctx.Logger().Debug("shard: remembered entities read", append(s.attrs(), slog.Int("entities", len(msg.ids)))...)
 	s.becomeActive(ctx)
 	if s.state != stateActive {
 		return // what waited stopped the shard
@@ -212,7 +212,7 @@ func (s *shard) onResendStarts(ctx actor.Context) {
 // extractor changed), this shard forgets it.
 func (s *shard) onStartEntityAck(ctx actor.Context, ack *messages.StartEntityAck) {
 	if _, moved := s.entities.acked(ack.GetEntityId(), ack.GetShardId(), s.shardID); moved {
-		ctx.Logger().Info("shard: remembered entity now belongs to another shard; forgetting it here",
+		ctx.Logger().Debug("shard: remembered entity now belongs to another shard; forgetting it here",
 			append(s.attrs(), slog.String("entity", ack.GetEntityId()), slog.String("now", ack.GetShardId()))...)
 		s.flushWrites(ctx)
 	}

@@ -568,7 +568,7 @@ func (s *shard) onEntityTerminated(ctx actor.Context, t *actor.Terminated) {
 		ctx.Logger().Debug("shard: entity passivated; forgetting it", append(s.attrs(), slog.String("entity", id))...)
 		s.flushWrites(ctx)
 	case restartAfterBackoff:
-		ctx.Logger().Info("shard: remembered entity stopped unexpectedly; starting it again after the back-off",
+		ctx.Logger().Debug("shard: remembered entity stopped unexpectedly; starting it again after the back-off",
 			append(s.attrs(), slog.String("entity", id), slog.Duration("backoff", s.settings.EntityRestartBackoff))...)
 		s.restartEntityLater(ctx, id)
 	case restartHeld:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -71,7 +72,7 @@ func (s *shard) acquiringLease(ctx actor.Context) {
 func (s *shard) tryAcquireLease(ctx actor.Context) {
 	if s.lease == nil {
 		owner := ctx.ActorSystem().Address() + "/" + ctx.ActorSystem().ID
-		l, err := s.settings.UseLease.NewLease(LeaseName(s.typeName, s.shardID), owner)
+		l, err := lease.NewLease(s.settings.UseLease, LeaseName(s.typeName, s.shardID), owner, ctx.Logger())
 		if err != nil {
 			ctx.Logger().Error(fmt.Sprintf("shard: Failed to get lease for shard id [%s]. Retry in %s", s.shardID, s.settings.LeaseRetryInterval),
 				append(s.attrs(), slog.Any("error", err))...)
@@ -89,7 +90,7 @@ func (s *shard) tryAcquireLease(ctx actor.Context) {
 		}
 	}
 	s.leaseMayHold = true
-	ctx.Logger().Info("shard: acquiring lease", append(s.attrs(), slog.String("lease", LeaseName(s.typeName, s.shardID)))...)
+	ctx.Logger().Debug("shard: acquiring lease", append(s.attrs(), slog.String("lease", LeaseName(s.typeName, s.shardID)))...)
 	s.runLeaseOp(ctx, func() any {
 		_, acquired, err := l.Acquire(stopped, lost)
 		return leaseAcquireResult{gen: gen, acquired: acquired, err: err}
@@ -103,7 +104,7 @@ func (s *shard) onLeaseAcquireResult(ctx actor.Context, r leaseAcquireResult) {
 	// A loss that came before this answer was ignored (acquiringLease
 	// starts nothing); CheckLease sees it.
 	if r.acquired && s.lease.CheckLease() {
-		ctx.Logger().Info("shard: lease acquired", s.attrs()...)
+		ctx.Logger().Debug("shard: lease acquired", s.attrs()...)
 		s.ready(ctx)
 		return
 	}
@@ -114,7 +115,7 @@ func (s *shard) onLeaseAcquireResult(ctx actor.Context, r leaseAcquireResult) {
 	case r.acquired:
 		ctx.Logger().Warn(msg+" (lost before it could be used)", s.attrs()...)
 	default:
-		ctx.Logger().Info(msg+" (held by another owner)", s.attrs()...)
+		ctx.Logger().Debug(msg+" (held by another owner)", s.attrs()...)
 	}
 	s.cancels = append(s.cancels, s.timers.SendOnce(s.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{}))
 }
@@ -156,7 +157,7 @@ func (s *shard) releaseLease(ctx actor.Context, why string) {
 			log.Error("shard: failed to release the lease; the next holder waits for it to time out",
 				append(attrs, slog.String("why", why), slog.Any("error", err))...)
 		case released:
-			log.Info("shard: lease released", append(attrs, slog.String("why", why))...)
+			log.Debug("shard: lease released", append(attrs, slog.String("why", why))...)
 		}
 		return nil
 	})

@@ -262,7 +262,7 @@ func (m *manager) younger(ctx actor.Context) {
 		}
 	case *messages.HandOverToMe:
 		if m.selfExited {
-			ctx.Logger().Info("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", msg.FromMemberId))
+			ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", msg.FromMemberId))
 			return
 		}
 		// This member never ran the singleton in this incarnation (it may
@@ -276,7 +276,7 @@ func (m *manager) younger(ctx actor.Context) {
 func (m *manager) becomingOldest(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *messages.HandOverInProgress:
-		ctx.Logger().Info("singleton: hand-over in progress", slog.String("at", msg.FromMemberId))
+		ctx.Logger().Debug("singleton: hand-over in progress", slog.String("at", msg.FromMemberId))
 		m.timerGen++ // Akka cancels the retry timer
 	case *messages.HandOverDone:
 		prev, ok := firstLive(m.previousOldest, m.removed)
@@ -288,7 +288,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 			}
 			return
 		}
-		ctx.Logger().Info("singleton: ignoring HandOverDone from unexpected member",
+		ctx.Logger().Debug("singleton: ignoring HandOverDone from unexpected member",
 			slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
 	case *messages.TakeOverFromMe:
 		if m.removed[msg.FromMemberId] {
@@ -302,7 +302,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 			m.previousOldest = append([]membership.Member{{ID: msg.FromMemberId, Address: ctx.Sender().Address}}, m.previousOldest...)
 			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
 		default:
-			ctx.Logger().Info("singleton: ignoring TakeOverFromMe from unexpected member",
+			ctx.Logger().Debug("singleton: ignoring TakeOverFromMe from unexpected member",
 				slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
 		}
 	case handOverRetry:
@@ -392,7 +392,7 @@ func (m *manager) onRestartDue(ctx actor.Context, msg restartSingleton) {
 	useLease := m.settings.UseLease != nil
 	switch decideRestartDue(useLease, m.lease != nil && m.lease.CheckLease()) {
 	case startAgainNow:
-		ctx.Logger().Info("singleton: back-off passed; starting the singleton actor again",
+		ctx.Logger().Debug("singleton: back-off passed; starting the singleton actor again",
 			slog.String("state", m.state), slog.Int("restart", attempt))
 		m.gotoOldest(ctx, m.leaseToken, useLease)
 	case acquireLeaseBeforeRestart:
@@ -417,12 +417,12 @@ func (m *manager) acquiringLease(ctx actor.Context) {
 		case acquireLeaseNow:
 			m.tryAcquireLease(ctx)
 		case waitForSingletonToStop:
-			ctx.Logger().Info("singleton: lease retry waits for the previous singleton to terminate")
+			ctx.Logger().Debug("singleton: lease retry waits for the previous singleton to terminate")
 		}
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			m.singleton = nil
-			ctx.Logger().Info("singleton: singleton actor terminated; trying to acquire the lease again before re-creating it")
+			ctx.Logger().Debug("singleton: singleton actor terminated; trying to acquire the lease again before re-creating it")
 			m.tryAcquireLease(ctx)
 		}
 	case leaseLost:
@@ -556,7 +556,7 @@ func (m *manager) end(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *initialOldestState:
 		if msg.self.ID != m.self.ID {
-			ctx.Logger().Info("singleton: re-joined as a new member; starting over", slog.String("member", msg.self.ID))
+			ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", msg.self.ID))
 			m.onInitial(ctx, msg)
 			return
 		}
@@ -658,7 +658,7 @@ func (m *manager) unhandled(ctx actor.Context) {
 
 func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
 	if m.state != name {
-		ctx.Logger().Info("singleton manager state change", slog.String("from", m.state), slog.String("to", name),
+		ctx.Logger().Debug("singleton manager state change", slog.String("from", m.state), slog.String("to", name),
 			slog.String("member", m.self.ID), slog.String("manager", ctx.Self().Id))
 	}
 	if name != StateOldest {
@@ -674,7 +674,7 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 // longer runs it (hand-over, leave, removal, lease loss).
 func (m *manager) cancelRestart(ctx actor.Context, why string) {
 	if m.restarts.cancel() {
-		ctx.Logger().Info("singleton: pending restart of the singleton actor cancelled", slog.String("state", m.state),
+		ctx.Logger().Debug("singleton: pending restart of the singleton actor cancelled", slog.String("state", m.state),
 			slog.String("why", why))
 	}
 }
@@ -707,7 +707,7 @@ func (m *manager) tryGotoOldest(ctx actor.Context) {
 		m.gotoOldest(ctx, 0, false)
 		return
 	}
-	ctx.Logger().Info("singleton: trying to acquire lease before starting singleton", slog.String("lease", LeaseName(m.name)))
+	ctx.Logger().Debug("singleton: trying to acquire lease before starting singleton", slog.String("lease", LeaseName(m.name)))
 	m.previousOldest = nil
 	m.become(ctx, StateAcquiringLease, m.acquiringLease)
 	m.askNext(ctx)
@@ -741,10 +741,10 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	m.singleton = pid
 	m.previousOldest = nil
 	if leased {
-		ctx.Logger().Info("singleton manager starting singleton actor", slog.String("pid", pid.String()),
+		ctx.Logger().Debug("singleton manager starting singleton actor", slog.String("pid", pid.String()),
 			slog.Uint64("fencingToken", token))
 	} else {
-		ctx.Logger().Info("singleton manager starting singleton actor", slog.String("pid", pid.String()))
+		ctx.Logger().Debug("singleton manager starting singleton actor", slog.String("pid", pid.String()))
 	}
 	m.become(ctx, StateOldest, m.oldest)
 	m.askNext(ctx)
@@ -792,13 +792,13 @@ func (m *manager) gotoHandingOver(ctx actor.Context, handOverTo *actor.PID) {
 	if handOverTo != nil {
 		m.send(ctx, handOverTo, &messages.HandOverInProgress{FromMemberId: m.self.ID})
 	}
-	ctx.Logger().Info("singleton manager stopping singleton actor", slog.String("pid", m.singleton.String()))
+	ctx.Logger().Debug("singleton manager stopping singleton actor", slog.String("pid", m.singleton.String()))
 	m.terminateSingleton(ctx)
 	m.become(ctx, StateHandingOver, m.handingOver)
 }
 
 func (m *manager) handOverDone(ctx actor.Context) {
-	ctx.Logger().Info("singleton terminated, hand-over done", slog.Any("to", m.handOverTo))
+	ctx.Logger().Debug("singleton terminated, hand-over done", slog.Any("to", m.handOverTo))
 	to := m.handOverTo
 	m.handOverTo = nil
 	m.newOldest = nil
@@ -880,7 +880,7 @@ func (m *manager) onSelfRemoved(ctx actor.Context, graceful bool) {
 	}
 	m.selfGone = true
 	m.timerGen++
-	ctx.Logger().Info("singleton: self removed", slog.Bool("graceful", graceful), slog.String("state", m.state))
+	ctx.Logger().Debug("singleton: self removed", slog.Bool("graceful", graceful), slog.String("state", m.state))
 	if m.singleton != nil {
 		ctx.Stop(m.singleton)
 		m.become(ctx, StateStopping, m.stopping)
@@ -1034,7 +1034,7 @@ func (m *manager) logChange(ctx actor.Context, newOldest *membership.Member) {
 	if newOldest != nil {
 		to = newOldest.ID
 	}
-	ctx.Logger().Info("singleton: observed OldestChanged", slog.String("state", m.state), slog.String("newOldest", to),
+	ctx.Logger().Debug("singleton: observed OldestChanged", slog.String("state", m.state), slog.String("newOldest", to),
 		slog.String("self", m.self.ID))
 }
 
@@ -1071,11 +1071,11 @@ func (m *manager) askNext(ctx actor.Context) {
 // --- lease ---
 
 // currentLease returns the lease of this member incarnation, creating it
-// on first use: a re-joined member is a new owner.
-func (m *manager) currentLease() (lease.Lease, error) {
+// on first use (logging to logger): a re-joined member is a new owner.
+func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
 	owner := m.self.Address + "/" + m.self.ID
 	if m.lease == nil || m.leaseOwner != owner {
-		l, err := m.settings.UseLease.NewLease(LeaseName(m.name), owner)
+		l, err := lease.NewLease(m.settings.UseLease, LeaseName(m.name), owner, logger)
 		if err != nil {
 			return nil, fmt.Errorf("singleton: lease %q for %s: %w", LeaseName(m.name), owner, err)
 		}
@@ -1087,7 +1087,7 @@ func (m *manager) currentLease() (lease.Lease, error) {
 // tryAcquireLease asks the lease for a holding; the answer comes back as an
 // acquireLeaseResult, and a later loss as a leaseLost, both numbered.
 func (m *manager) tryAcquireLease(ctx actor.Context) {
-	l, err := m.currentLease()
+	l, err := m.currentLease(ctx.Logger())
 	if err != nil {
 		ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", err))
 		m.leaseRequested = false
@@ -1125,7 +1125,7 @@ func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
 	switch decideAcquireResult(acquireOutcome{current: current, acquiring: acquiring, acquired: msg.acquired,
 		stillHeld: held, mayHold: m.leaseMayHold}) {
 	case startWithLease:
-		ctx.Logger().Info("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
+		ctx.Logger().Debug("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
 		m.gotoOldest(ctx, msg.token, true)
 	case retryLeaseLater:
 		switch {
@@ -1136,7 +1136,7 @@ func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
 			ctx.Logger().Warn("singleton: lease lost before the singleton could start (will be retried)",
 				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
 		default:
-			ctx.Logger().Info("singleton: acquire lease result false: held by another owner, or not yet free (will be retried)",
+			ctx.Logger().Debug("singleton: acquire lease result false: held by another owner, or not yet free (will be retried)",
 				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
 		}
 		m.armLeaseRetry(ctx)
@@ -1184,7 +1184,7 @@ func (m *manager) releaseLease(ctx actor.Context, why string, afterHandOver bool
 	m.leaseMayHold = false
 	m.leaseRequested = false
 	l := m.lease
-	ctx.Logger().Info("singleton: releasing lease", slog.String("why", why))
+	ctx.Logger().Debug("singleton: releasing lease", slog.String("why", why))
 	m.runLeaseOp(ctx, func() any {
 		rctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 		defer cancel()
@@ -1224,7 +1224,7 @@ func (m *manager) logReleaseResult(ctx actor.Context, msg releaseLeaseResult) {
 		ctx.Logger().Error("singleton: failed to release lease; the singleton may not run elsewhere until the lease times out",
 			slog.Any("error", msg.err))
 	case msg.released:
-		ctx.Logger().Info("singleton: lease released")
+		ctx.Logger().Debug("singleton: lease released")
 	default:
 		ctx.Logger().Debug("singleton: lease was not held any more when released")
 	}

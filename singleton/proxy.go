@@ -86,7 +86,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		if p.singleton != nil && p.singleton.Equal(msg.Who) {
 			// Identify again on the next tick, not now: the manager may not
 			// have seen the termination yet and would name the dead one.
-			ctx.Logger().Info("singleton proxy: singleton terminated; identifying again", slog.String("pid", msg.Who.String()))
+			ctx.Logger().Debug("singleton proxy: singleton terminated; identifying again", slog.String("pid", msg.Who.String()))
 			p.singleton = nil
 		}
 	case nil:
@@ -176,7 +176,7 @@ func (p *proxy) onIdentity(ctx actor.Context, msg *messages.SingletonIdentity) {
 	p.singleton = msg.Ref
 	p.singletonOf = msg.MemberId
 	ctx.Watch(p.singleton)
-	ctx.Logger().Info("singleton proxy: singleton identified", slog.String("pid", p.singleton.String()),
+	ctx.Logger().Debug("singleton proxy: singleton identified", slog.String("pid", p.singleton.String()),
 		slog.Int("buffered", len(p.buffer)))
 	buffered := p.buffer
 	p.buffer = nil

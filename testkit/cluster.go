@@ -82,6 +82,7 @@ type nodeConfig struct {
 	stayOut    bool
 	configure  []func(*membership.Config)
 	beforeJoin []func(*Node)
+	logs       []*Logs
 }
 
 // WithName names the node in logs and failure messages (default "node-N").
@@ -151,7 +152,7 @@ func (c *Cluster) StartNode(opts ...NodeOption) *Node {
 		o(&cfg)
 	}
 
-	system := actor.NewActorSystem(actor.WithLoggerFactory(testLogger(cfg.name)))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(testLogger(cfg.name, cfg.logs)))
 	quarantine := membership.NewQuarantine()
 	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
 	r.Start()
@@ -419,27 +420,31 @@ func isRemoteInternal(id string) bool {
 	return id == "activator" || id == "EndpointSupervisor" || strings.HasPrefix(id, "EndpointSupervisor/")
 }
 
-// testLogger returns the actor system's logger factory: see testSlog.
-func testLogger(name string) func(*actor.ActorSystem) *slog.Logger {
+// testLogger returns the actor system's logger factory: see testHandler;
+// each of logs records the system's logs too (WithLogs).
+func testLogger(name string, logs []*Logs) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
-		return testSlog(name).With(slog.String("system", system.ID))
+		h := testHandler()
+		for _, l := range logs {
+			h = l.handler(h)
+		}
+		return slog.New(h).With(slog.String("node", name), slog.String("system", system.ID))
 	}
 }
 
-// testSlog returns a logger that is silent unless the environment variable
-// PROTOSHARD_TEST_LOG is set ("debug" for debug level, anything else but "0"
-// for info); then it writes text to stderr, tagged with name. Tests are
-// quiet by default because a dozen nodes' logs drown the failure message.
-func testSlog(name string) *slog.Logger {
+// testHandler returns a handler that is silent unless the environment
+// variable PROTOSHARD_TEST_LOG is set ("debug" for debug level, anything
+// else but "0" for info); then it writes text to stderr. Tests are quiet
+// by default because a dozen nodes' logs drown the failure message.
+func testHandler() slog.Handler {
 	level := slog.LevelInfo
 	switch os.Getenv("PROTOSHARD_TEST_LOG") {
 	case "", "0":
-		return slog.New(slog.DiscardHandler)
+		return slog.DiscardHandler
 	case "debug":
 		level = slog.LevelDebug
 	}
-	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-	return slog.New(h).With(slog.String("node", name))
+	return slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 }
 
 // silence makes the remote drop every message it would send from now on,

@@ -52,7 +52,6 @@ func (b *ConsulBackend) NewProvider() (membership.Provider, error) {
 	p, err := consul.New(consul.Config{
 		Client: b.Client(),
 		TTL:    b.TTL,
-		Logger: testSlog("consul"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consul provider: %w", err)

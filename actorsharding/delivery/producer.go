@@ -332,7 +332,7 @@ func (c *producerController) report(msg any) {
 
 func (c *producerController) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
 	if c.stateName != "" && c.stateName != name {
-		ctx.Logger().Info("delivery: producer controller state change", slog.String("type", c.typeName),
+		ctx.Logger().Debug("delivery: producer controller state change", slog.String("type", c.typeName),
 			slog.String("producer", c.producerID), slog.String("from", c.stateName), slog.String("to", name))
 	}
 	c.stateName = name
@@ -356,7 +356,7 @@ func (c *producerController) common(ctx actor.Context) bool {
 		} else {
 			c.become(ctx, StateActive, c.active)
 		}
-		ctx.Logger().Info("delivery: producer controller started", append(c.attrs(), slog.Bool("durable", c.settings.DurableQueue != nil))...)
+		ctx.Logger().Debug("delivery: producer controller started", append(c.attrs(), slog.Bool("durable", c.settings.DurableQueue != nil))...)
 	case *actor.Stopping:
 		for _, cancel := range c.cancels {
 			cancel()
@@ -460,7 +460,7 @@ func (c *producerController) onLoaded(ctx actor.Context, r *loadResult) {
 		c.fail(ctx, fmt.Errorf("%w: %w", ErrQueueFailed, err))
 		return
 	}
-	ctx.Logger().Info("delivery: durable queue loaded", append(c.attrs(), slog.Int("entities", len(r.state.GetEntities())),
+	ctx.Logger().Debug("delivery: durable queue loaded", append(c.attrs(), slog.Int("entities", len(r.state.GetEntities())),
 		slog.Int("unconfirmed", len(r.state.GetUnconfirmed())))...)
 	c.become(ctx, StateActive, c.active)
 	c.carryOut(ctx, out, nil, nil)

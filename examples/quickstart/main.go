@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"time"
 
@@ -28,15 +29,19 @@ func (a *account) Receive(ctx actor.Context) {
 }
 
 func main() {
-	if err := run(os.Stdout); err != nil {
+	if err := run(os.Stdout, os.Stderr); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(out io.Writer) error {
+func run(out, logs io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	system := actor.NewActorSystem()
+	// Warnings and errors only: proto.actor and protoshard log the node's
+	// start, stop and membership changes at info level.
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}))
 	defer system.Shutdown()
 
 	// Start remoting and join the cluster: in-process membership here;

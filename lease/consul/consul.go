@@ -98,7 +98,9 @@ type Config struct {
 	// after a crash: that one acquires between TTL + LockDelay and
 	// 2×TTL + LockDelay after the crashed holder's last renewal.
 	LockDelay time.Duration
-	// Logger receives the leases' logs. Default slog.Default().
+	// Logger receives the leases' logs. Default: the logger of the actor
+	// system of the singleton or shard that holds the lease (see
+	// lease.LoggingProvider), slog.Default() for a lease made otherwise.
 	Logger *slog.Logger
 }
 
@@ -110,9 +112,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LockDelay == 0 {
 		c.LockDelay = min(c.HeartbeatTimeout, MaxLockDelay)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	switch {
 	case consulkey.CheckClusterName(c.ClusterName) != nil:
@@ -140,7 +139,7 @@ type Provider struct {
 	client *api.Client
 }
 
-var _ lease.Provider = (*Provider)(nil)
+var _ lease.LoggingProvider = (*Provider)(nil)
 
 // NewProvider checks cfg and returns a Provider of its leases.
 func NewProvider(cfg Config) (*Provider, error) {
@@ -162,8 +161,26 @@ func (p *Provider) NewLease(leaseName, ownerName string) (lease.Lease, error) {
 	return p.Lease(leaseName, ownerName)
 }
 
+// NewLeaseLogging implements lease.LoggingProvider: the lease logs to
+// logger unless Config.Logger is set.
+func (p *Provider) NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (lease.Lease, error) {
+	return p.lease(leaseName, ownerName, logger)
+}
+
 // Lease returns a new holder of the lease leaseName, typed.
 func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
+	return p.lease(leaseName, ownerName, nil)
+}
+
+// lease is Lease logging to Config.Logger, else to logger, else to
+// slog.Default().
+func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lease, error) {
+	switch {
+	case p.cfg.Logger != nil:
+		logger = p.cfg.Logger
+	case logger == nil:
+		logger = slog.Default()
+	}
 	if leaseName == "" {
 		return nil, errors.New("consul lease: lease name is empty")
 	}
@@ -173,7 +190,7 @@ func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
 		cfg:      p.cfg,
 		client:   p.client,
 		key:      key,
-		log: p.cfg.Logger.With(slog.String("component", "consul-lease"), slog.String("lease", leaseName),
+		log: logger.With(slog.String("component", "consul-lease"), slog.String("lease", leaseName),
 			slog.String("owner", ownerName)),
 	}, nil
 }
@@ -268,7 +285,7 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 	l.mu.Lock()
 	l.cur = h
 	l.mu.Unlock()
-	l.log.Info("consul lease acquired", slog.Uint64("token", token), slog.String("session", session))
+	l.log.Debug("consul lease acquired", slog.Uint64("token", token), slog.String("session", session))
 	go l.heartbeat(hctx, h)
 	return token, true, nil
 }
@@ -447,7 +464,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 		l.log.Warn("consul lease: release found the lock no longer held", slog.Any("errors", txnErrors(resp)))
 		return false, nil
 	}
-	l.log.Info("consul lease released", slog.Uint64("token", h.token))
+	l.log.Debug("consul lease released", slog.Uint64("token", h.token))
 	return true, nil
 }
 

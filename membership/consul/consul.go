@@ -138,7 +138,9 @@ type Config struct {
 	// RetryBackoff is the first delay after a failed watch query; it doubles
 	// up to 10s. Default 500ms.
 	RetryBackoff time.Duration
-	// Logger receives the provider's logs. Default slog.Default().
+	// Logger receives the provider's logs. Default: the logger of the actor
+	// system whose membership.Cluster uses the provider (see
+	// membership.LoggingProvider), slog.Default() before that.
 	Logger *slog.Logger
 }
 
@@ -148,7 +150,9 @@ type Config struct {
 type Provider struct {
 	cfg    Config
 	client *api.Client
-	log    *slog.Logger
+	// log is the provider's logger: cfg.Logger, else the one UseLogger
+	// gave, else slog.Default(); with the provider's attributes.
+	log atomic.Pointer[slog.Logger]
 
 	closeCtx context.Context // done once Close was called
 	closeFn  context.CancelFunc
@@ -262,9 +266,6 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = defaultRetryBackoff
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
 	client := cfg.Client
 	if client == nil {
 		c, err := api.NewClient(api.DefaultConfig())
@@ -274,15 +275,36 @@ func New(cfg Config) (*Provider, error) {
 		client = c
 	}
 	closeCtx, closeFn := context.WithCancel(context.Background())
-	return &Provider{
+	p := &Provider{
 		cfg:      cfg,
 		client:   client,
-		log:      cfg.Logger.With(slog.String("component", "consul-membership"), slog.String("service", cfg.ServiceName)),
 		closeCtx: closeCtx,
 		closeFn:  closeFn,
 		gone:     expiring.NewSet[struct{}](expiring.Window(0, registrationLinger(cfg)), nil),
-	}, nil
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	p.setLogger(logger)
+	return p, nil
 }
+
+var _ membership.LoggingProvider = (*Provider)(nil)
+
+// UseLogger implements membership.LoggingProvider: the provider logs to
+// logger unless Config.Logger is set.
+func (p *Provider) UseLogger(logger *slog.Logger) {
+	if p.cfg.Logger == nil && logger != nil {
+		p.setLogger(logger)
+	}
+}
+
+func (p *Provider) setLogger(logger *slog.Logger) {
+	p.log.Store(logger.With(slog.String("component", "consul-membership"), slog.String("service", p.cfg.ServiceName)))
+}
+
+func (p *Provider) logger() *slog.Logger { return p.log.Load() }
 
 var _ membership.Provider = (*Provider)(nil)
 
@@ -397,7 +419,7 @@ func (p *Provider) Register(ctx context.Context, self membership.Member) (member
 		p.retire(ctx, reg, true)
 		return membership.Member{}, fmt.Errorf("consul membership: registering member %s: %w", self.ID, err)
 	}
-	p.log.Info("registered", slog.String("member", self.ID), slog.String("address", self.Address),
+	p.logger().Debug("registered", slog.String("member", self.ID), slog.String("address", self.Address),
 		slog.Uint64("age", age), slog.Duration("ttl", p.cfg.TTL))
 	return reg.self, nil
 }
@@ -429,7 +451,7 @@ func (p *Provider) waitVisible(ctx context.Context, id string) (uint64, error) {
 			if ctx.Err() != nil {
 				return 0, fmt.Errorf("waiting for the catalog to show the registration: %w", err)
 			}
-			p.log.Debug("catalog read failed while waiting for own registration", slog.Any("error", err))
+			p.logger().Debug("catalog read failed while waiting for own registration", slog.Any("error", err))
 			if !sleep(ctx, backoff, nil) {
 				return 0, fmt.Errorf("waiting for the catalog to show the registration: %w", ctx.Err())
 			}
@@ -492,7 +514,7 @@ func (p *Provider) refreshLoop(ctx context.Context, reg *registration, lastOK ti
 		}
 		if err == nil {
 			if failures > 0 {
-				p.log.Info("TTL refresh works again", slog.String("member", reg.self.ID), slog.Int("failures", failures))
+				p.logger().Info("TTL refresh works again", slog.String("member", reg.self.ID), slog.Int("failures", failures))
 			}
 			failures = 0
 			lastOK = sent
@@ -507,7 +529,7 @@ func (p *Provider) refreshLoop(ctx context.Context, reg *registration, lastOK ti
 			return
 		}
 		failures++
-		p.log.Warn("TTL refresh failed", slog.String("member", reg.self.ID), slog.Any("error", err),
+		p.logger().Warn("TTL refresh failed", slog.String("member", reg.self.ID), slog.Any("error", err),
 			slog.Duration("ttl_left", time.Until(lastOK.Add(p.cfg.TTL))))
 	}
 }
@@ -526,9 +548,9 @@ func (p *Provider) renewLeaveSession(ctx context.Context, reg *registration) {
 	entry, _, err := p.client.Session().Renew(sid, (&api.WriteOptions{}).WithContext(cctx))
 	switch {
 	case err != nil:
-		p.log.Debug("renewing the leaving marker's session failed", slog.String("member", reg.self.ID), slog.Any("error", err))
+		p.logger().Debug("renewing the leaving marker's session failed", slog.String("member", reg.self.ID), slog.Any("error", err))
 	case entry == nil:
-		p.log.Debug("the leaving marker's session is gone", slog.String("member", reg.self.ID))
+		p.logger().Debug("the leaving marker's session is gone", slog.String("member", reg.self.ID))
 	}
 }
 
@@ -572,7 +594,7 @@ func (p *Provider) writeLeavingMarker(ctx context.Context, reg *registration) er
 func (p *Provider) leftGracefully(ctx context.Context, id string) bool {
 	pair, _, err := p.client.KV().Get(p.leavingKey(id), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		p.log.Debug("reading a leaving marker failed", slog.String("member", id), slog.Any("error", err))
+		p.logger().Debug("reading a leaving marker failed", slog.String("member", id), slog.Any("error", err))
 		return false
 	}
 	return pair != nil
@@ -608,7 +630,7 @@ func (p *Provider) fenceReg(reg *registration, reason string) {
 	}
 	p.fenceLocked(reg)
 	p.mu.Unlock()
-	p.log.Warn("member fenced: reporting itself removed", slog.String("member", reg.self.ID), slog.String("reason", reason))
+	p.logger().Warn("member fenced: reporting itself removed", slog.String("member", reg.self.ID), slog.String("reason", reason))
 }
 
 func (p *Provider) fenceLocked(reg *registration) {
@@ -639,7 +661,7 @@ func (p *Provider) retire(ctx context.Context, reg *registration, async bool) {
 		defer cancel()
 		err := p.client.Agent().ServiceDeregisterOpts(reg.self.ID, (&api.QueryOptions{}).WithContext(dctx))
 		if err != nil && !isUnknownService(err) {
-			p.log.Warn("could not deregister an abandoned registration; its TTL will run out",
+			p.logger().Warn("could not deregister an abandoned registration; its TTL will run out",
 				slog.String("member", reg.self.ID), slog.Any("error", err))
 		}
 	}
@@ -686,7 +708,7 @@ func (p *Provider) SetLeaving(ctx context.Context) error {
 	p.mu.Unlock()
 
 	if err := p.writeLeavingMarker(ctx, reg); err != nil {
-		p.log.Warn("could not write the leaving marker; others may see the removal as not graceful",
+		p.logger().Warn("could not write the leaving marker; others may see the removal as not graceful",
 			slog.String("member", reg.self.ID), slog.Any("error", err))
 	}
 	if err := p.client.Agent().ServiceRegisterOpts(&svc, api.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
@@ -695,7 +717,7 @@ func (p *Provider) SetLeaving(ctx context.Context) error {
 	p.mu.Lock()
 	reg.service = &svc
 	p.mu.Unlock()
-	p.log.Info("marked leaving", slog.String("member", reg.self.ID))
+	p.logger().Debug("marked leaving", slog.String("member", reg.self.ID))
 	return nil
 }
 
@@ -722,7 +744,7 @@ func (p *Provider) Deregister(ctx context.Context) error {
 	if err != nil && !isUnknownService(err) {
 		return fmt.Errorf("consul membership: deregistering member %s: %w", reg.self.ID, err)
 	}
-	p.log.Info("deregistered", slog.String("member", reg.self.ID))
+	p.logger().Debug("deregistered", slog.String("member", reg.self.ID))
 	return nil
 }
 
@@ -809,7 +831,7 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		}
 		if err != nil {
 			failures++
-			p.log.Warn("reading the members failed; keeping the last view", slog.Any("error", err),
+			p.logger().Warn("reading the members failed; keeping the last view", slog.Any("error", err),
 				slog.Int("failures", failures), slog.Duration("retry_in", backoff))
 			if !sleep(ctx, backoff, fenceCh) {
 				return
@@ -818,7 +840,7 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 			continue
 		}
 		if failures > 0 {
-			p.log.Info("reading the members works again", slog.Int("failures", failures))
+			p.logger().Info("reading the members works again", slog.Int("failures", failures))
 		}
 		failures = 0
 		backoff = p.cfg.RetryBackoff
@@ -826,7 +848,7 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		if meta.LastIndex < idx {
 			// Consul lost its state (restarted without data, or restored an
 			// old snapshot): the indexes we know mean nothing any more.
-			p.log.Warn("Consul index went backwards; Consul lost its state or was restarted",
+			p.logger().Warn("Consul index went backwards; Consul lost its state or was restarted",
 				slog.Uint64("was", idx), slog.Uint64("now", meta.LastIndex))
 			p.noteIndexReset(reg)
 			idx = 0
@@ -907,7 +929,7 @@ func (p *Provider) checkSelf(reg *registration, members []membership.Member, ind
 	}
 	p.fenceLocked(reg)
 	p.mu.Unlock()
-	p.log.Warn("member fenced: reporting itself removed", slog.String("member", reg.self.ID), slog.String("reason", reason))
+	p.logger().Warn("member fenced: reporting itself removed", slog.String("member", reg.self.ID), slog.String("reason", reason))
 }
 
 // toMembers converts health entries to members, oldest first. Entries that
@@ -918,7 +940,7 @@ func (p *Provider) toMembers(entries []*api.ServiceEntry) []membership.Member {
 	for _, e := range entries {
 		m, ok := MemberOf(e)
 		if !ok {
-			p.log.Debug("skipping a service entry that is not a member")
+			p.logger().Debug("skipping a service entry that is not a member")
 			continue
 		}
 		out = append(out, m)

@@ -1,0 +1,59 @@
+package consul_test
+
+import (
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/consul"
+	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+// A lease made with lease.NewLease, as the singleton manager and the shard
+// make theirs, logs to the logger it is handed (their actor system's),
+// unless the provider was configured with a logger of its own.
+func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
+	agent := consulagent.Start(t)
+	cfg := testConfig(agent.Client())
+	cfg.Logger = nil
+	hold := func(cfg consul.Config, owner string, logger *slog.Logger) {
+		t.Helper()
+		p, err := consul.NewProvider(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := lease.NewLease(p, "logs", owner, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acquire(t, l.(*consul.Lease), nil)
+		if ok, err := l.Release(ctxFor(t)); !ok || err != nil {
+			t.Fatalf("Release = (%v, %v)", ok, err)
+		}
+	}
+	logged := func(logs *testkit.Logs, msg, owner string) bool {
+		return slices.ContainsFunc(logs.Lines(), func(l testkit.LogLine) bool {
+			return l.Message == msg && l.Attrs["owner"] == owner && l.Attrs["component"] == "consul-lease"
+		})
+	}
+
+	var holder testkit.Logs
+	hold(cfg, "owner-a", holder.Logger())
+	for _, msg := range []string{"consul lease acquired", "consul lease released"} {
+		if !logged(&holder, msg, "owner-a") {
+			t.Fatalf("the holder's log has no %q: %v", msg, holder.Lines())
+		}
+	}
+
+	var provider, otherHolder testkit.Logs
+	cfg.Logger = provider.Logger()
+	hold(cfg, "owner-b", otherHolder.Logger())
+	if !logged(&provider, "consul lease acquired", "owner-b") {
+		t.Fatalf("the provider's configured logger has no acquisition: %v", provider.Lines())
+	}
+	if lines := otherHolder.Lines(); len(lines) > 0 {
+		t.Fatalf("a provider with its own logger logged to the holder's: %v", lines)
+	}
+}

@@ -1,0 +1,43 @@
+package consul_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/testkit/consulagent"
+)
+
+// A provider without a Config.Logger logs through the actor system of the
+// Cluster that uses it, with the system's attributes; one with a
+// Config.Logger keeps logging there.
+func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
+	agent := consulagent.Start(t)
+	registered := func(logs *testkit.Logs, node string) bool {
+		return slices.ContainsFunc(logs.Lines(), func(l testkit.LogLine) bool {
+			return l.Message == "registered" && l.Attrs["component"] == "consul-membership" && l.Attrs["node"] == node
+		})
+	}
+
+	var system testkit.Logs
+	n := newNode(t, agent, system.Logger(), "default", nodeOpts{
+		config: func(c *consul.Config) { c.Logger = nil },
+	})
+	n.join(t)
+	if !registered(&system, "default") {
+		t.Fatalf("the system's log has no registration line of the provider: %v", system.Lines())
+	}
+
+	var own, otherSystem testkit.Logs
+	m := newNode(t, agent, otherSystem.Logger(), "explicit", nodeOpts{
+		config: func(c *consul.Config) { c.Logger = own.Logger().With("node", "explicit") },
+	})
+	m.join(t)
+	if !registered(&own, "explicit") {
+		t.Fatalf("the configured logger has no registration line: %v", own.Lines())
+	}
+	if slices.ContainsFunc(otherSystem.Lines(), func(l testkit.LogLine) bool { return l.Attrs["component"] == "consul-membership" }) {
+		t.Fatalf("a provider with its own logger logged to the system's: %v", otherSystem.Lines())
+	}
+}
