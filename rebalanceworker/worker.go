@@ -45,6 +45,11 @@ type RegionTerminated struct {
 	Region *actor.PID
 }
 
+// Notice marks RegionTerminated as a notice (internal/guard.Notice): the
+// coordinator tells every worker it knows of, one that has just finished
+// included.
+func (*RegionTerminated) Notice() {}
+
 // handOffTimedOut is the worker's time-out.
 type handOffTimedOut struct{}
 

@@ -214,12 +214,39 @@ func (m *mailbox) PostSystemMessage(msg any) {
 	m.Mailbox.PostSystemMessage(msg)
 }
 
+// Notice is implemented by a protocol message whose loss at a stopped
+// receiver loses nothing: it informs the receiver, or asks of it what the
+// sender gets otherwise too (a hand-off worker's time-out, the
+// receiver's Terminated). Its sender cannot know that the receiver
+// stopped before it sent (a region stopping with its last shard when the
+// whole cluster shuts down, a worker that has just finished), so such a
+// message reaching a stopped actor is logged at debug level, not
+// reported as a drop.
+type Notice interface {
+	// Notice marks the message as a notice.
+	Notice()
+}
+
+// isNotice: a Notice, or proto.actor's answer that a request went to dead
+// letters (its loss was reported where it happened).
+func isNotice(msg any) bool {
+	switch msg.(type) {
+	case Notice, *actor.DeadLetterResponse:
+		return true
+	}
+	return false
+}
+
 func (m *mailbox) refuse(msg any, err error) {
 	payload, sender := msg, (*actor.PID)(nil)
 	if env, ok := msg.(*actor.MessageEnvelope); ok && env != nil {
 		payload, sender = env.Message, env.Sender
 	}
 	o := m.owner.Load()
+	if isNotice(payload) && errors.Is(err, errStopped) && o != nil && o.system != nil {
+		o.system.Logger().Debug("notice reached a stopped actor", slog.String("to", o.self().GetId()), slog.String("type", fmt.Sprintf("%T", payload)))
+		return
+	}
 	if o == nil || o.system == nil {
 		// Only a message that races the actor's spawn lands here.
 		slog.Default().Warn("message dropped", slog.String("reason", err.Error()), slog.String("type", fmt.Sprintf("%T", payload)))

@@ -296,3 +296,45 @@ func TestMailboxOfAnActorBehindAFrontStaysOpen(t *testing.T) {
 
 // front is a process put in front of an actor's own, as a region's router.
 type front struct{ actor.Process }
+
+// notice is a guard.Notice.
+type notice struct{ seq int64 }
+
+func (notice) Notice() {}
+
+// A notice that reaches a stopped actor is no drop: the pings queued
+// behind the stop are reported, the notices among them are not.
+func TestMailboxReportsNoNoticeThatReachesAStoppedActor(t *testing.T) {
+	system, ev := newSystem(t)
+	busy, release := make(chan struct{}), make(chan struct{})
+	pid, err := system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if p, ok := ctx.Message().(*testpb.Ping); ok && p.Seq == 0 {
+			close(busy)
+			<-release
+		}
+	}, guard.WithMailbox()), "noticed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	system.Root.Send(pid, &testpb.Ping{Seq: 0})
+	<-busy
+	const queued = 50
+	for seq := int64(1); seq <= queued; seq++ {
+		system.Root.Send(pid, notice{seq: seq})
+		system.Root.Send(pid, &actor.DeadLetterResponse{Target: pid})
+		system.Root.Send(pid, &testpb.Ping{Seq: seq})
+	}
+	system.Root.Stop(pid)
+	close(release)
+	testkit.WaitFor(t, 10*time.Second, func() bool { return len(ev.with(deadletter.ErrStopped)) >= queued },
+		"%d stopped-actor events; got %d", queued, testkit.Lazy(func() any { return len(ev.with(deadletter.ErrStopped)) }))
+	time.Sleep(100 * time.Millisecond) // a notice reported late would show now
+	for _, e := range ev.with(deadletter.ErrStopped) {
+		if _, ok := e.Message.(*testpb.Ping); !ok {
+			t.Errorf("stopped-actor event for %T %v", e.Message, e.Message)
+		}
+	}
+	if n := len(ev.with(deadletter.ErrStopped)); n != queued {
+		t.Errorf("%d stopped-actor events, want %d", n, queued)
+	}
+}
