@@ -17,6 +17,7 @@ import (
 // real Consul: a node joins, counts, and leaves; a second node sends
 // through a proxy.
 func TestConsulNodeSnippet(t *testing.T) {
+	skipUnderRace(t)
 	agent := consulagent.Start(t)
 	t.Setenv("CONSUL_HTTP_ADDR", agent.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

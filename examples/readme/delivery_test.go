@@ -37,6 +37,7 @@ func (m *memoryAccounts) CompareAndSave(id string, next record, version uint64) 
 // TestReliableDeliverySnippet runs the README's producer and entity: both
 // deposits end up in the store, once each.
 func TestReliableDeliverySnippet(t *testing.T) {
+	skipUnderRace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	system := actor.NewActorSystem()

@@ -15,6 +15,7 @@ import (
 // TestManualPath: a node started the README's manual way hosts entities
 // and leaves.
 func TestManualPath(t *testing.T) {
+	skipUnderRace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	system := actor.NewActorSystem()

@@ -106,3 +106,12 @@ func TestEveryGoBlockOfTheREADMEIsCompiledCode(t *testing.T) {
 		}
 	}
 }
+
+// skipUnderRace skips a test that starts proto.actor remotes (see
+// raceEnabled).
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("starts proto.actor remotes, which race in proto.actor under -race")
+	}
+}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSingletonQuickstart(t *testing.T) {
+	skipUnderRace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	system := actor.NewActorSystem()
