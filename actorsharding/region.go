@@ -1097,7 +1097,10 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 		}
 		r.startRegistration(ctx)
 	case membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
-		unregistered, oldest := r.coordinator == nil, r.oldestOfRole()
+		unregistered, oldest := r.coordinator == nil, ""
+		if unregistered {
+			oldest = r.oldestOfRole()
+		}
 		switch msg := msg.(type) {
 		case membership.MemberUp:
 			r.memberAt(ctx, r.members[msg.Member.Address], msg.Member)
