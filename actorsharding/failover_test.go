@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -430,5 +431,52 @@ func TestWholeClusterLeavesAtOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// After the coordinator's node crashes, the regions and proxies register
+// with the coordinator on the new oldest as soon as it starts: their
+// proxies identified the new oldest when the membership changed, and its
+// singleton manager tells them the coordinator when it starts. The retry
+// interval, far longer here, is only the fallback.
+func TestRegionsFindNewCoordinatorAtOnce(t *testing.T) {
+	const retryInterval = 10 * time.Second
+	w := newLocalWorld(t, actorsharding.WithRetryInterval(retryInterval),
+		// The new oldest starts the coordinator a second after the
+		// crash: the others identify it before.
+		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: time.Second}))
+	a, b, c, d := w.startNode(false), w.startNode(false), w.startNode(false), w.startNode(true)
+	w.cluster.WaitConverged(t, 30*time.Second)
+	registeredWith := func(on *testkit.Node, nodes ...*testkit.Node) bool {
+		for _, n := range nodes {
+			st := regionStatus(t, n, w.region(n))
+			if !st.GetRegisteredWithCoordinator() || st.GetCoordinator().GetAddress() != on.Address() {
+				return false
+			}
+		}
+		return true
+	}
+	testkit.WaitFor(t, 60*time.Second, func() bool { return registeredWith(a, a, b, c, d) }, "the regions to register with the coordinator on a")
+
+	a.Crash()
+	var started time.Time
+	testkit.WaitFor(t, 60*time.Second, func() bool {
+		st := w.coordinatorState()
+		if st != nil && st.Name == coordinatoractor.StateActive && w.cluster.Oldest("") == b {
+			started = time.Now()
+			return true
+		}
+		return false
+	}, "no coordinator on b")
+	for !registeredWith(b, b, c, d) {
+		if time.Since(started) > retryInterval {
+			t.Fatalf("the regions registered with the coordinator on b only after the retry interval (%v)", retryInterval)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(started)
+	t.Logf("registered with the new coordinator %v after it started", took)
+	if took > 2500*time.Millisecond {
+		t.Errorf("the regions registered with the new coordinator %v after it started, want well within the retry interval (%v)", took, retryInterval)
 	}
 }

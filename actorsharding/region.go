@@ -50,6 +50,9 @@ type region struct {
 
 	timers      *scheduler.TimerScheduler
 	cancelRetry scheduler.CancelFunc
+	// registrations: when the region registers again while it has no
+	// coordinator, besides the periodic retry.
+	registrations registrationSchedule
 	// lastSweep: when the region last swept its routes and the homes on
 	// other nodes (see sweepRoutes).
 	lastSweep time.Time
@@ -158,9 +161,10 @@ func (r *region) Receive(ctx actor.Context) {
 		r.metrics = metrics.For(ctx.ActorSystem()).Type(r.typeName)
 		r.cluster.Subscribe(ctx.Self())
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
+		r.registrations = newRegistrationSchedule(r.settings.RetryInterval)
 		ctx.Logger().Debug("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
 			slog.String("state", StateActive))
-		r.register(ctx)
+		r.startRegistration(ctx)
 	default:
 		r.active(ctx)
 	}
@@ -193,6 +197,8 @@ func (r *region) active(ctx actor.Context) {
 		ctx.Logger().Debug("shard region: a request reached no one", slog.String("type", r.typeName), slog.Any("target", msg.Target))
 	case retryTick:
 		r.onRetryTick(ctx)
+	case registerRetry:
+		r.onRegisterRetry(ctx, msg)
 	case getRouteCounts:
 		ctx.Respond(routeCounts{routes: r.routes.count(), entities: r.routes.entities.count(), homes: len(r.table.homes)})
 	case restartShard:
@@ -295,6 +301,34 @@ func (r *region) active(ctx actor.Context) {
 
 // --- registration and fencing ---
 
+// startRegistration registers now and schedules the next attempts (see
+// registrationSchedule), when the region has no coordinator: it started,
+// joined, lost its coordinator, or the oldest member changed.
+func (r *region) startRegistration(ctx actor.Context) {
+	if r.coordinator != nil || r.removed || r.cluster.Self().ID == "" {
+		return // registered; or removed, or not joined yet: started again once (re-)joined
+	}
+	r.register(ctx)
+	if retry, delay, ok := r.registrations.start(); ok {
+		r.timers.SendOnce(delay, ctx.Self(), retry)
+	}
+}
+
+func (r *region) onRegisterRetry(ctx actor.Context, retry registerRetry) {
+	if r.coordinator != nil {
+		r.registrations.stop()
+		return
+	}
+	current, next, delay, ok := r.registrations.due(retry)
+	if !current {
+		return
+	}
+	r.register(ctx)
+	if ok {
+		r.timers.SendOnce(delay, ctx.Self(), next)
+	}
+}
+
 func (r *region) register(ctx actor.Context) {
 	self := r.cluster.Self()
 	if self.ID == "" || r.removed {
@@ -377,6 +411,7 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 		ctx.Unwatch(r.coordinator)
 	}
 	r.coordinator = c
+	r.registrations.stop()
 	r.epoch = msg.GetEpoch()
 	r.maxEpoch = max(r.maxEpoch, r.epoch)
 	r.registeredAs = r.cluster.Self().ID
@@ -471,6 +506,13 @@ func isChildOf(pid, parent *actor.PID) bool {
 	return pid.GetAddress() == parent.GetAddress() && strings.HasPrefix(pid.GetId(), parent.GetId()+"/")
 }
 
+// oldestOfRole is the ID of the oldest member with the region's role,
+// where its coordinator runs; "" if none.
+func (r *region) oldestOfRole() string {
+	oldest, _ := membership.Oldest(r.memberList(), r.settings.Role)
+	return oldest.ID
+}
+
 func (r *region) memberList() []membership.Member {
 	out := make([]membership.Member, 0, len(r.members))
 	for _, m := range r.members {
@@ -562,7 +604,7 @@ func (r *region) coordinatorLost(ctx actor.Context, why string) {
 		slog.String("why", why))
 	ctx.Unwatch(r.coordinator)
 	r.coordinator = nil
-	r.register(ctx)
+	r.startRegistration(ctx)
 }
 
 // --- shard homes ---
@@ -1053,15 +1095,25 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 				slog.String("type", r.typeName), slog.String("member", msg.Self.ID))
 			r.removed = false
 		}
-		if r.coordinator == nil {
-			r.register(ctx)
+		r.startRegistration(ctx)
+	case membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
+		unregistered, oldest := r.coordinator == nil, ""
+		if unregistered {
+			oldest = r.oldestOfRole()
 		}
-	case membership.MemberUp:
-		r.memberAt(ctx, r.members[msg.Member.Address], msg.Member)
-	case membership.MemberLeft:
-		r.members[msg.Member.Address] = msg.Member
-	case membership.MemberRemoved:
-		r.onMemberRemoved(ctx, msg)
+		switch msg := msg.(type) {
+		case membership.MemberUp:
+			r.memberAt(ctx, r.members[msg.Member.Address], msg.Member)
+		case membership.MemberLeft:
+			r.members[msg.Member.Address] = msg.Member
+		case membership.MemberRemoved:
+			r.onMemberRemoved(ctx, msg) // registers again if its coordinator ran there
+		}
+		if unregistered && r.oldestOfRole() != oldest {
+			// Where the coordinator runs next (Akka's region registers
+			// on every change of the oldest, too).
+			r.startRegistration(ctx)
+		}
 	default:
 		return false
 	}
@@ -1131,6 +1183,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 		ctx.Unwatch(r.coordinator)
 		r.coordinator = nil
 	}
+	r.registrations.stop()
 }
 
 var errStale = fmt.Errorf("this node has not confirmed its membership within the failure detection timeout "+

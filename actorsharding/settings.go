@@ -24,7 +24,12 @@ type Settings struct {
 	// dead-letter event. Default 100000.
 	BufferSize int
 	// RetryInterval: Register and GetShardHome are resent at this interval
-	// until answered. Default 2s.
+	// until answered. Default 2s. A region without a coordinator (it
+	// started, lost its coordinator, or the oldest member changed)
+	// registers at once, and again after a delay that doubles from
+	// max(100ms, RetryInterval/8) up to it, as Akka's region; the
+	// coordinator's singleton proxy finds a coordinator that starts later
+	// as it starts.
 	RetryInterval time.Duration
 	// ShardRegionQueryTimeout bounds the answers to GetShardRegionState,
 	// GetShardRegionStats and GetClusterShardingStats. Default 3s.

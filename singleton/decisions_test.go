@@ -1,9 +1,11 @@
 package singleton
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/stretchr/testify/assert"
 )
@@ -249,4 +251,45 @@ func TestSettingsDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Second, s.LeaseRetryInterval, "Akka's lease-retry-interval")
 	assert.Nil(t, s.UseLease, "no lease unless asked for")
 	assert.Equal(t, "singleton-counter", LeaseName("counter"))
+}
+
+func TestDecideIdentifyWaiters(t *testing.T) {
+	for _, tt := range []struct {
+		state      string
+		identified bool
+		want       identifyWaitersFate
+	}{
+		{StateOldest, true, announceToWaiters},
+		{StateStart, false, keepWaiters},
+		{StateYounger, false, keepWaiters}, // a proxy saw the change first
+		{StateBecomingOldest, false, keepWaiters},
+		{StateAcquiringLease, false, keepWaiters},
+		{StateOldest, false, keepWaiters}, // its restart is due, or it is leaving and hands over next
+		{StateWasOldest, false, forgetWaiters},
+		{StateHandingOver, false, forgetWaiters},
+		{StateStopping, false, forgetWaiters},
+		{StateEnd, false, forgetWaiters},
+	} {
+		assert.Equal(t, tt.want, decideIdentifyWaiters(tt.state, tt.identified), "%s, identified %v", tt.state, tt.identified)
+	}
+}
+
+func TestIdentifyWaiters(t *testing.T) {
+	var w identifyWaiters
+	a, b := actor.NewPID("10.0.0.1:1", "proxy"), actor.NewPID("10.0.0.2:1", "proxy")
+	w.add(a)
+	w.add(actor.NewPID(a.Address, a.Id)) // the same proxy asking again
+	w.add(b)
+	w.add(nil)
+	w.add(actor.NewPID("10.0.0.3:1", ""))
+	assert.Equal(t, 2, w.len())
+	got := w.take()
+	assert.ElementsMatch(t, []*actor.PID{a, b}, got)
+	assert.Equal(t, 0, w.len())
+	assert.Empty(t, w.take())
+
+	for i := range maxIdentifyWaiters + 10 {
+		w.add(actor.NewPID("10.0.0.1:1", fmt.Sprintf("proxy-%d", i)))
+	}
+	assert.Equal(t, maxIdentifyWaiters, w.len())
 }

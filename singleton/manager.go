@@ -125,6 +125,9 @@ type manager struct {
 	drainGen       int                           // End: re-armed by each proxied message
 	quiet          bool                          // End: no proxied message for an interval
 	awaitingNext   bool                          // a getNext is out: the buffer owes one change
+	// identifyWaiters: proxies told that no singleton runs here, to be
+	// told when it starts.
+	identifyWaiters identifyWaiters
 
 	// The lease (Settings.UseLease). Its operations run one after the
 	// other, off the actor, in the order asked for; their answers come back
@@ -198,7 +201,11 @@ func (m *manager) Receive(ctx actor.Context) {
 		ctx.Respond(&CurrentState{State: m.state, MemberID: m.self.ID, Singleton: m.runningSingleton()})
 		return
 	case *messages.SingletonIdentify:
-		ctx.Respond(&messages.SingletonIdentity{Ref: m.identifiedSingleton(), MemberId: m.self.ID})
+		ref := m.identifiedSingleton()
+		ctx.Respond(&messages.SingletonIdentity{Ref: ref, MemberId: m.self.ID})
+		if ref == nil && decideIdentifyWaiters(m.state, false) == keepWaiters {
+			m.identifyWaiters.add(ctx.Sender())
+		}
 		return
 	case *messages.SingletonEnvelope:
 		m.onEnvelope(ctx, msg)
@@ -258,6 +265,9 @@ func (m *manager) younger(ctx actor.Context) {
 			if msg.oldest != nil && !containsMember(m.previousOldest, msg.oldest.ID) {
 				m.previousOldest = append([]membership.Member{*msg.oldest}, m.previousOldest...)
 			}
+			// The proxies that took this member for the oldest ask the
+			// other one next.
+			m.identifyWaiters.take()
 			m.askNext(ctx)
 		}
 	case *messages.HandOverToMe:
@@ -668,6 +678,24 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 	m.behavior.Become(receive)
 	m.record(name)
 	m.answerLeaveWaitersIfIdle(ctx)
+	m.settleIdentifyWaiters(ctx)
+}
+
+// settleIdentifyWaiters tells the proxies waiting for the singleton that
+// it runs, or forgets them when it will not run here.
+func (m *manager) settleIdentifyWaiters(ctx actor.Context) {
+	if m.identifyWaiters.len() == 0 {
+		return
+	}
+	ref := m.identifiedSingleton()
+	switch decideIdentifyWaiters(m.state, ref != nil) {
+	case announceToWaiters:
+		for _, pid := range m.identifyWaiters.take() {
+			ctx.Send(pid, &messages.SingletonIdentity{Ref: ref, MemberId: m.self.ID})
+		}
+	case forgetWaiters:
+		m.identifyWaiters.take()
+	}
 }
 
 // cancelRestart drops a pending restart of the singleton: this member no

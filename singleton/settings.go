@@ -166,7 +166,11 @@ type ProxySettings struct {
 	// Role must match the manager's.
 	Role string
 	// SingletonIdentificationInterval is how often the proxy asks the oldest
-	// member's manager for the singleton until it is found. Default 1s.
+	// member's manager for the singleton until it is found. Default 1s. The
+	// proxy also asks whenever the oldest changes, and a manager that is
+	// about to run the singleton (taking over, or not started yet) answers
+	// those that asked again once it runs, so the interval is only the
+	// fallback.
 	SingletonIdentificationInterval time.Duration
 	// BufferSize bounds the messages held while the singleton is unknown;
 	// when full the oldest is dropped (logged, dead letter). Default 1000,

@@ -126,6 +126,8 @@ type fixture struct {
 	managers map[*testkit.Node]*actor.PID
 	// singletonProps makes the singleton of a node; nil: a counter.
 	singletonProps func(n *testkit.Node) *actor.Props
+	// identificationInterval is the proxies' (zero: 200ms).
+	identificationInterval time.Duration
 
 	mu       sync.Mutex
 	received map[string]int
@@ -202,8 +204,12 @@ func (f *fixture) startNode() *testkit.Node {
 	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.settings)
 	require.NoError(f.t, err)
 	f.managers[node] = mgr
+	interval := f.identificationInterval
+	if interval == 0 {
+		interval = 200 * time.Millisecond
+	}
 	proxy, err := singleton.StartProxy(node.System, node.Membership, manager, singleton.ProxySettings{
-		SingletonIdentificationInterval: 200 * time.Millisecond,
+		SingletonIdentificationInterval: interval,
 	})
 	require.NoError(f.t, err)
 	f.proxies[node] = proxy
@@ -352,6 +358,27 @@ func TestSingletonOldestCrashes(t *testing.T) {
 		f.waitSingletonOn(next)
 		f.allProxiesReach(next)
 	})
+}
+
+// The proxies identify the new oldest when the oldest crashes, while its
+// manager still waits out the removal margin; its manager tells them the
+// singleton as soon as it starts, long before their next identification.
+func TestProxiesFindSingletonAsItStarts(t *testing.T) {
+	f := newFixture(t, testkit.NewLocalBackend(), time.Second)
+	f.identificationInterval = time.Minute
+	nodes := f.startNodes(3)
+	f.waitSingletonOn(nodes[0])
+	f.allProxiesReach(nodes[0])
+	nodes[0].Crash()
+	f.waitSingletonOn(nodes[1])
+	started := time.Now()
+	for _, n := range nodes[1:] {
+		// Buffered by the proxy until it knows the singleton.
+		res, err := n.System.Root.RequestFuture(f.proxies[n], wrapperspb.String("ping from "+n.Name), 5*time.Second).Result()
+		require.NoError(t, err, "the proxy on %s never found the singleton on %s (%v after it started)", n.Name, nodes[1].Name, time.Since(started))
+		require.True(t, runsOn(res.(*wrapperspb.StringValue).Value, nodes[1]), "answer from %v", res)
+	}
+	require.Less(t, time.Since(started), 5*time.Second, "the proxies found the new singleton only after")
 }
 
 // (d) the three oldest of six crash together: exactly one singleton again,
