@@ -24,8 +24,29 @@ type EntityRef struct {
 	region    *actor.PID
 	extractor MessageExtractor
 	router    *regionProcess
-	// route caches the entity's route, shared by the copies of the ref.
-	route *atomic.Pointer[entityRoute]
+	// cache is shared by the copies of the ref.
+	cache *refCache
+}
+
+// refCache is what an EntityRef and its copies learn as they send.
+type refCache struct {
+	// route is the entity's route, while it has one.
+	route atomic.Pointer[entityRoute]
+	// header carries the entity's ID to another node's region, for the
+	// messages that do not name the entity (see entityIDHeaderOf); made on
+	// first use.
+	header atomic.Pointer[map[string]string]
+}
+
+// idHeader is the ref's entityIDHeaderOf(id) (nil for an ID that cannot
+// go in a header: its messages go in envelopes).
+func (e EntityRef) idHeader() map[string]string {
+	if h := e.cache.header.Load(); h != nil {
+		return *h
+	}
+	h := entityIDHeaderOf(e.id)
+	e.cache.header.CompareAndSwap(nil, &h)
+	return *e.cache.header.Load()
 }
 
 // ErrDropped is wrapped by the error of a request whose message protoshard
@@ -51,7 +72,7 @@ func (s *Sharding) EntityRefFor(typeName, entityID string) (EntityRef, error) {
 		return EntityRef{}, fmt.Errorf("actorsharding: EntityRefFor %s %q: %w", typeName, entityID, ErrNotStarted)
 	}
 	return EntityRef{sharding: s, typeName: typeName, id: entityID, region: r.pid, extractor: r.extractor,
-		router: r.router, route: &atomic.Pointer[entityRoute]{}}, nil
+		router: r.router, cache: &refCache{}}, nil
 }
 
 // EntityID is the entity's ID.
@@ -61,64 +82,72 @@ func (e EntityRef) EntityID() string { return e.id }
 func (e EntityRef) TypeName() string { return e.typeName }
 
 // Send sends msg to the entity (Akka's tell). msg goes as it is when the
-// extractor finds this entity's ID in it; otherwise it goes in a
-// ShardingEnvelope, which takes protobuf messages only. A drop after Send
-// is reported as a dead-letter event (deadletter.Event).
+// extractor finds this entity's ID in it; otherwise the ref's ID goes
+// with it, and the entity receives msg itself: such a msg must be a
+// protobuf message. A drop after Send is reported as a dead-letter event
+// (deadletter.Event).
 func (e EntityRef) Send(msg any) error {
-	m, err := e.pack(msg)
+	m, own, err := e.pack(msg)
 	if err != nil {
 		return err
 	}
-	if !e.direct(nil, m) {
-		e.sharding.system.Root.Send(e.region, m)
-		e.cacheRoute(m)
+	if e.direct(nil, m, own) {
+		return nil
 	}
+	if own {
+		e.sharding.system.Root.Send(e.region, m)
+	} else {
+		e.router.sendFor(e.region, nil, e.id, e.idHeader(), m.(proto.Message))
+	}
+	e.cacheRoute()
 	return nil
 }
 
 // direct sends m (what pack made) straight to the entity's mailbox, as
 // the region's router would, through the route the ref cached; false: m
-// must go through the region. The router's rules hold: the route is open,
+// must go through the router. The router's rules hold: the route is open,
 // and none of the shard's messages is still on the slow way.
-func (e EntityRef) direct(env *actor.MessageEnvelope, m any) bool {
-	r := e.route.Load()
-	if r == nil || !e.asItIs(m) || !r.shard.open.Load() || !r.shard.drained() || e.router.cluster.Stale() {
+func (e EntityRef) direct(env *actor.MessageEnvelope, m any, own bool) bool {
+	r := e.cache.route.Load()
+	if r == nil || !e.hosted() || !r.shard.open.Load() || !r.shard.drained() || e.router.cluster.Stale() {
 		return false
 	}
-	um, err := e.extractor.UnwrapMessage(m)
-	if err != nil || um == nil {
-		return false
+	um := m
+	if own {
+		if isRegionMessage(m) {
+			return false
+		}
+		var err error
+		if um, err = e.extractor.UnwrapMessage(m); err != nil || um == nil {
+			return false
+		}
 	}
 	return r.send(e.sharding.system.Root, env, um)
 }
 
-// asItIs: pack kept the message as it is (m is no envelope), so the
-// router would take the entity's message from it with the extractor.
-func (e EntityRef) asItIs(m any) bool {
-	_, env := m.(*messages.ShardingEnvelope)
-	return !env && e.router != nil && e.router.hosting && !isRegionMessage(m)
-}
+// hosted: the ref's region hosts entities, so the entity may have a route.
+func (e EntityRef) hosted() bool { return e.router != nil && e.router.hosting }
 
 // cacheRoute notes the entity's route, if it has one now, for the next
-// sends of a message that goes as it is.
-func (e EntityRef) cacheRoute(m any) {
-	if !e.asItIs(m) {
+// sends.
+func (e EntityRef) cacheRoute() {
+	if !e.hosted() {
 		return
 	}
 	if r := e.router.table.entities.get(e.id); r != nil {
-		e.route.Store(r)
-	} else {
-		e.route.Store(nil)
+		e.cache.route.Store(r)
+	} else if e.cache.route.Load() != nil {
+		e.cache.route.Store(nil)
 	}
 }
 
 // Request sends msg to the entity and waits up to timeout for its answer
-// (Akka's ask). If protoshard dropped the message on this node, the error
-// wraps ErrDropped, the typed reason if any, and actor.ErrDeadLetter, and
-// says why; a drop on another node gives actor.ErrDeadLetter alone, and no
-// answer in time actor.ErrTimeout.
+// (Akka's ask); msg goes as Send sends it. If protoshard dropped the
+// message on this node, the error wraps ErrDropped, the typed reason if
+// any, and actor.ErrDeadLetter, and says why; a drop on another node
+// gives actor.ErrDeadLetter alone, and no answer in time actor.ErrTimeout.
 func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
-	m, err := e.pack(msg)
+	m, own, err := e.pack(msg)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +155,14 @@ func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
 	f := actor.NewFuture(system, timeout)
 	note := e.sharding.requests.watch(f.PID())
 	defer e.sharding.requests.forget(f.PID())
-	if !e.direct(&actor.MessageEnvelope{Sender: f.PID()}, m) {
-		system.Root.RequestWithCustomSender(e.region, m, f.PID())
-		e.cacheRoute(m)
+	env := &actor.MessageEnvelope{Sender: f.PID()}
+	if !e.direct(env, m, own) {
+		if own {
+			system.Root.RequestWithCustomSender(e.region, m, f.PID())
+		} else {
+			e.router.sendFor(e.region, env, e.id, e.idHeader(), m.(proto.Message))
+		}
+		e.cacheRoute()
 	}
 	res, err := f.Result()
 	if err == nil {
@@ -143,25 +177,26 @@ func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
 	return nil, fmt.Errorf("actorsharding: request to %s %q: %w", e.typeName, e.id, err)
 }
 
-// pack returns msg as it can go to the region for this entity.
-func (e EntityRef) pack(msg any) (any, error) {
+// pack returns msg as it goes to the router for this entity; own: the
+// extractor finds this entity's ID in it (else msg is a protobuf message
+// that goes with the ref's ID).
+func (e EntityRef) pack(msg any) (m any, own bool, err error) {
 	if msg == nil {
-		return nil, fmt.Errorf("actorsharding: %s %q: %w", e.typeName, e.id, deadletter.ErrNilMessage)
+		return nil, false, fmt.Errorf("actorsharding: %s %q: %w", e.typeName, e.id, deadletter.ErrNilMessage)
 	}
 	if e.sharding == nil {
-		return nil, fmt.Errorf("actorsharding: the zero EntityRef: %w", ErrNotStarted)
+		return nil, false, fmt.Errorf("actorsharding: the zero EntityRef: %w", ErrNotStarted)
 	}
 	if _, isEnvelope := msg.(*messages.ShardingEnvelope); !isEnvelope {
-		if id, err := e.extractor.EntityID(msg); err == nil && id == e.id {
-			return msg, nil
+		if namesEntity(e.extractor, msg, e.id) {
+			return msg, true, nil
 		}
 	}
-	pm, ok := msg.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("actorsharding: %s %q: %T carries another entity ID or none, and only a protobuf message can be wrapped for the entity: %w",
+	if _, ok := msg.(proto.Message); !ok {
+		return nil, false, fmt.Errorf("actorsharding: %s %q: %T carries another entity ID or none, and only a protobuf message can go with the ref's: %w",
 			e.typeName, e.id, msg, deadletter.ErrNotSerializable)
 	}
-	return NewEnvelope(e.id, pm)
+	return msg, false, nil
 }
 
 // dropWatch notes, for requests under way, the dead-letter event of their

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
@@ -77,6 +78,61 @@ func sendsAsItIs(ex MessageExtractor, id string, msg proto.Message) bool {
 	// which panics on a value that is not comparable.
 	vu, vm := reflect.ValueOf(u), reflect.ValueOf(msg)
 	return vu.Kind() == reflect.Pointer && vm.Kind() == reflect.Pointer && vu.Type() == vm.Type() && vu.Pointer() == vm.Pointer()
+}
+
+// entityIDHeader is the remote header that carries the entity ID of a
+// message sent to a region's entry without naming its entity (an
+// EntityRef's message): cheaper than packing it in a ShardingEnvelope, and
+// the entity receives the message itself, as from an envelope.
+const entityIDHeader = "protoshard-entity-id"
+
+// takesEntityIDHeader is noted in a member's set of known types once its
+// regions said they take entityIDHeader (MessageTypeKnown.entity_id_header);
+// a region of an earlier version would find no entity in the message.
+// Not a protobuf full name (it has a '-'), so no message type has it.
+const takesEntityIDHeader protoreflect.FullName = "protoshard.entity-id-header"
+
+// withEntityID is msg, for entity id, as it goes to an entry that takes
+// the ID in entityIDHeader; false if the member does not take the header
+// for msg's type, or the ID cannot go in a header. header, if not nil, is
+// entityIDHeaderOf(id) made before.
+func withEntityID(types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID) (*actor.MessageEnvelope, bool) {
+	if !has(types, takesEntityIDHeader) || !has(types, msg.ProtoReflect().Descriptor().FullName()) {
+		return nil, false
+	}
+	if header == nil {
+		if header = entityIDHeaderOf(id); header == nil {
+			return nil, false
+		}
+	}
+	return &actor.MessageEnvelope{Header: header, Message: msg, Sender: sender}, true
+}
+
+// entityIDHeaderOf is the header that carries entity ID id, or nil if id
+// cannot go in one (a protobuf string is UTF-8: the encoding would fail,
+// and proto.actor's remote would drop the message). Nobody writes to it
+// once made (proto.actor's remote copies it as it encodes it), so one may
+// go with every message for the entity.
+func entityIDHeaderOf(id string) map[string]string {
+	if !utf8.ValidString(id) {
+		return nil
+	}
+	return map[string]string{entityIDHeader: id}
+}
+
+// sizeWithEntityID bounds the encoded size of msg with id in its header.
+func sizeWithEntityID(id string, msg proto.Message) int {
+	return proto.Size(msg) + len(entityIDHeader) + len(id) + 16
+}
+
+// carriedEntityID is the entity ID a message that reached an entry (to
+// names the entry's member incarnation) carries in its header, if any.
+func carriedEntityID(env *actor.MessageEnvelope, to string) (string, bool) {
+	if to == "" || env == nil || env.Header == nil {
+		return "", false
+	}
+	id, ok := env.Header[entityIDHeader]
+	return id, ok
 }
 
 // knownTypes are, per member, the message types its regions confirmed

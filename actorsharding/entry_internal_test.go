@@ -51,7 +51,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	ping := &testpb.Ping{EntityId: "e", Seq: 1}
 	const limit = 1 << 20
 
-	if !h.send(system.Root, nil, "e", "7", ping, ping, nil, limit) {
+	if !h.send(system.Root, nil, "7", ping, &routing{id: "e", plain: ping}, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	got := home.take()
@@ -65,7 +65,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 
 	table.types.learn("m1", ping.ProtoReflect().Descriptor().FullName())
 	table.types.learn("m2", (&testpb.Pong{}).ProtoReflect().Descriptor().FullName())
-	if !h.send(system.Root, nil, "e", "7", ping, ping, nil, limit) || !h.send(system.Root, nil, "e", "7", &testpb.Pong{}, &testpb.Pong{}, nil, limit) {
+	if !h.send(system.Root, nil, "7", ping, &routing{id: "e", plain: ping}, limit) || !h.send(system.Root, nil, "7", &testpb.Pong{}, &routing{id: "e", plain: &testpb.Pong{}}, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	if got := entry.take(); len(got) != 1 || got[0] != ping {
@@ -76,15 +76,47 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	}
 
 	// A message that cannot go as it is goes in an envelope, known or not.
-	if !h.send(system.Root, nil, "e", "7", ping, nil, nil, limit) {
+	if !h.send(system.Root, nil, "7", ping, &routing{id: "e"}, limit) {
 		t.Fatal("send to an open home refused")
 	}
 	if got := home.take(); len(got) != 1 || len(entry.take()) != 0 {
 		t.Fatalf("home got %v, want the ping in an envelope", got)
 	}
 
+	// A message that does not name its entity (an EntityRef's) goes in an
+	// envelope until the home said it takes the entity ID in a header,
+	// then by itself with the ID in the header; an ID that is no UTF-8
+	// cannot go in a header.
+	anon := &testpb.Ping{Seq: 2}
+	byRef := func(id string) bool {
+		return h.send(system.Root, nil, "7", anon, &routing{id: id, m: anon, plain: anon, byRef: true}, limit)
+	}
+	if !byRef("e") {
+		t.Fatal("send to an open home refused")
+	}
+	if got := home.take(); len(got) != 1 || len(entry.take()) != 0 {
+		t.Fatalf("home got %v, want the ping in an envelope before the header is known", got)
+	}
+	table.types.learn("m1", takesEntityIDHeader)
+	if !byRef("e") || !byRef("\xff") {
+		t.Fatal("send to an open home refused")
+	}
+	got = entry.take()
+	if len(got) != 1 {
+		t.Fatalf("entry got %v, want one message", got)
+	}
+	if me, ok := got[0].(*actor.MessageEnvelope); !ok || me.Message != anon || me.GetHeader(entityIDHeader) != "e" {
+		t.Fatalf("entry got %#v, want the ping with entity e in its header", got[0])
+	}
+	if got := home.take(); len(got) != 1 {
+		t.Fatalf("home got %v, want the ping for a non-UTF-8 ID in an envelope", got)
+	}
+	if h.send(system.Root, nil, "7", anon, &routing{id: string(make([]byte, limit)), m: anon, plain: anon, byRef: true}, limit) {
+		t.Fatal("a message whose ID makes it oversized was sent")
+	}
+
 	big := &testpb.Ping{EntityId: "e", From: string(make([]byte, 2*limit))}
-	if h.send(system.Root, nil, "e", "7", big, big, nil, limit) {
+	if h.send(system.Root, nil, "7", big, &routing{id: "e", plain: big}, limit) {
 		t.Fatal("an oversized message of a known type was sent")
 	}
 	table.types.forget("m1")
@@ -92,7 +124,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 		t.Fatal("setting the same home again replaced it")
 	}
 	sr.closeRemote()
-	if h.send(system.Root, nil, "e", "7", ping, ping, nil, limit) {
+	if h.send(system.Root, nil, "7", ping, &routing{id: "e", plain: ping}, limit) {
 		t.Fatal("a closed home took a message")
 	}
 	if len(home.take())+len(entry.take()) != 0 {

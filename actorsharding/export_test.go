@@ -11,6 +11,13 @@ import (
 // RegionEntryName is regionEntryName, for the package's external tests.
 var RegionEntryName = regionEntryName
 
+// EntityIDHeader is entityIDHeader, and TakesEntityIDHeader the name
+// RegionKnowsType reports once a member takes it.
+const (
+	EntityIDHeader      = entityIDHeader
+	TakesEntityIDHeader = string(takesEntityIDHeader)
+)
+
 // RegionKnowsType reports whether the region of typeName on system has
 // heard that member memberID knows the message type name.
 func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string) bool {
@@ -23,7 +30,7 @@ func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string)
 }
 
 // EntityRefCached reports whether ref has cached its entity's route.
-func EntityRefCached(ref EntityRef) bool { return ref.route != nil && ref.route.Load() != nil }
+func EntityRefCached(ref EntityRef) bool { return ref.cache != nil && ref.cache.route.Load() != nil }
 
 // SendRouted hands the region actor of typeName on system msg for entity
 // id as the router does once its checks passed: forwarded to member

@@ -140,6 +140,19 @@ func (e HashCodeMessageExtractor) EntityID(message any) (string, error) {
 	}
 }
 
+// namesEntity reports whether ex finds entity id in msg (no envelope). An
+// EntityRef asks it of every message, and HashCodeMessageExtractor's
+// EntityID would format an error for each message that names no entity.
+func namesEntity(ex MessageExtractor, msg any, id string) bool {
+	switch ex.(type) {
+	case HashCodeMessageExtractor, *HashCodeMessageExtractor:
+		m, ok := msg.(EntityIDMessage)
+		return ok && m.GetEntityId() == id
+	}
+	got, err := ex.EntityID(msg)
+	return err == nil && got == id
+}
+
 // ShardID implements MessageExtractor.
 func (e HashCodeMessageExtractor) ShardID(entityID string) string {
 	h := int64(JavaStringHashCode(entityID))

@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -34,7 +35,17 @@ const (
 	// mixedPings: one way and the other in turn, so that one sender's
 	// messages take both paths one after the other.
 	mixedPings
+	// refPings: each Ping naming no entity, through the entity's EntityRef.
+	refPings
+	// mixedRefPings: through the EntityRef naming no entity, and as it is
+	// through the region, in turn.
+	mixedRefPings
 )
+
+// byRef reports whether the n-th message goes through the EntityRef.
+func (m loadMode) byRef(n int64) bool {
+	return m == refPings || (m == mixedRefPings && n%2 == 0)
+}
 
 // message is the n-th message of the load for entity id.
 func (m loadMode) message(id string, seq, n int64) any {
@@ -62,6 +73,18 @@ type loadSender struct {
 func startLoad(w *world, index int64, n *testkit.Node, ids []string, interval time.Duration, mode loadMode) *loadSender {
 	s := &loadSender{index: index, node: n, sent: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	region := w.region(n)
+	refs := map[string]actorsharding.EntityRef{}
+	if mode == refPings || mode == mixedRefPings {
+		sharding, err := actorsharding.New(n.System, n.Membership)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, id := range ids {
+			if refs[id], err = sharding.EntityRefFor(typeName, id); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+	}
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(interval)
@@ -69,7 +92,15 @@ func startLoad(w *world, index int64, n *testkit.Node, ids []string, interval ti
 		for {
 			for _, id := range ids {
 				s.sent[id]++
-				n.System.Root.Send(region, mode.message(id, index<<loadSenderShift|s.sent[id], s.sent[id]))
+				seq := index<<loadSenderShift | s.sent[id]
+				if mode.byRef(s.sent[id]) {
+					if err := refs[id].Send(&testpb.Ping{Seq: seq}); err != nil {
+						w.t.Errorf("EntityRef.Send: %v", err)
+						return
+					}
+					continue
+				}
+				n.System.Root.Send(region, mode.message(id, seq, s.sent[id]))
 			}
 			s.count.Add(int64(len(ids)))
 			select {
@@ -174,6 +205,11 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 		// A proxy sends to other nodes' regions directly, as a region does.
 		{name: "rebalance to a new node, a proxy sending", senders: []int{1, 3}, proxy: true, move: rebalanceToNewNode},
 		{name: "graceful leave of the oldest, a proxy sending envelopes", senders: []int{1, 3}, proxy: true, modes: []loadMode{mixedPings, envelopedPings}, move: leaveOldest},
+		// EntityRefs of messages that name no entity, alone and mixed with
+		// messages that do, from a region and from a proxy.
+		{name: "graceful leave of the oldest, entity refs", senders: []int{1, 2}, modes: []loadMode{refPings, mixedRefPings}, move: leaveOldest},
+		{name: "rebalance to a new node, entity refs", senders: []int{1, 2}, modes: []loadMode{mixedRefPings, refPings}, move: rebalanceToNewNode},
+		{name: "rebalance to a new node, a proxy sending by entity refs", senders: []int{1, 3}, proxy: true, modes: []loadMode{refPings, mixedRefPings}, move: rebalanceToNewNode},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

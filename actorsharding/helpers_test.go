@@ -198,7 +198,12 @@ func (w *world) entityProps(n *testkit.Node) *actor.Props {
 			case panicSeq:
 				panic("test entity told to fail")
 			}
-			w.received.addAt(m.EntityId, m.Seq, n.Name)
+			// An EntityRef's Ping may name no entity: the entity's own ID.
+			id := m.EntityId
+			if id == "" {
+				id = entityKey(ctx)
+			}
+			w.received.addAt(id, m.Seq, n.Name)
 			if ctx.Sender() == nil {
 				return // sent, not asked: no answer to dead-letter
 			}

@@ -1070,6 +1070,9 @@ func (r *region) onMessageTypeKnown(ctx actor.Context, msg *messages.MessageType
 	for _, m := range r.members {
 		if m.ID == msg.GetMemberId() && msg.GetTypeName() != "" {
 			r.routes.types.learn(m.ID, protoreflect.FullName(msg.GetTypeName()))
+			if msg.GetEntityIdHeader() {
+				r.routes.types.learn(m.ID, takesEntityIDHeader)
+			}
 			return
 		}
 	}
@@ -1493,13 +1496,26 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
 	}
-	if has(r.routes.types.of(member.ID), pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
+	types := r.routes.types.of(member.ID)
+	if has(types, pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
 		// The home knows the type: by itself to its entry (see entry.go).
 		if err := guard.CheckSize(pm, r.settings.MaxMessageSize); err != nil {
 			tooLarge(err)
 			return
 		}
 		ctx.RequestWithCustomSender(actor.NewPID(home.Address, regionEntryName(r.typeName, member.ID)), pm, m.sender)
+		m.pending.Release()
+		return
+	}
+	if out, ok := withEntityID(types, m.entityID, nil, pm, m.sender); ok {
+		// The message does not name its entity (an EntityRef's, or one the
+		// extractor unwraps): the ID goes in a header.
+		if n := sizeWithEntityID(m.entityID, pm); n > r.settings.MaxMessageSize {
+			tooLarge(fmt.Errorf("%T with its entity ID encodes to about %d bytes, more than the %d a remote node accepts: %w",
+				pm, n, r.settings.MaxMessageSize, deadletter.ErrMessageTooLarge))
+			return
+		}
+		ctx.Send(actor.NewPID(home.Address, regionEntryName(r.typeName, member.ID)), out)
 		m.pending.Release()
 		return
 	}

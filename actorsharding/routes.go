@@ -105,47 +105,65 @@ func (s *shardRoute) closeRemote() {
 	}
 }
 
-// send sends msg, the message for entity id of shard, to the home: as
-// the sender sent it (asItIs, nil if it cannot go so) to the home's entry
-// if the home knows its type, else msg packed (or packed already: the
-// payload of the sender's envelope) into a ShardingEnvelope that asks the
-// home to confirm it knows msg's type. asItIs is what the home's
-// extractor, the same as this node's, finds id and msg in. It does not
-// send if the home was closed, msg cannot be packed, or it is over maxSize
-// (the region actor reports why).
-func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, id, shard string, msg, asItIs proto.Message, packed *anypb.Any, maxSize int) bool {
+// send sends msg, the message for entity r.id of shard, to the home: as
+// the sender sent it (r.plain) to the home's entry if the home knows its
+// type (with the entity ID in a header if r.plain does not name the
+// entity), else msg packed (or packed already: r.packed) into a
+// ShardingEnvelope that asks the home to confirm it knows msg's type. It
+// does not send if the home was closed, msg cannot be packed, or it is
+// over maxSize (the region actor reports why).
+func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, shard string, msg proto.Message, r *routing, maxSize int) bool {
 	v, ok := h.guard.enter()
 	if !ok {
 		return false
 	}
 	defer h.guard.exit()
-	if asItIs != nil && has(h.types, asItIs.ProtoReflect().Descriptor().FullName()) {
-		if proto.Size(asItIs) > maxSize {
+	switch {
+	case r.plain == nil:
+	case r.byRef:
+		if out, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env)); ok {
+			if sizeWithEntityID(r.id, r.plain) > maxSize {
+				return false
+			}
+			root.Send(h.entry, out)
+			h.guard.markUsed(v)
+			return true
+		}
+	case has(h.types, r.plain.ProtoReflect().Descriptor().FullName()):
+		if proto.Size(r.plain) > maxSize {
 			return false
 		}
-		sendWithSender(root, h.entry, env, asItIs)
+		sendWithSender(root, h.entry, env, r.plain)
 		h.guard.markUsed(v)
 		return true
 	}
-	payload := packed
+	payload := r.packed
 	if payload == nil {
 		var err error
 		if payload, err = anypb.New(msg); err != nil {
 			return false
 		}
 	}
-	out := &messages.ShardingEnvelope{EntityId: id, Message: payload, ShardId: shard, ToMemberId: h.memberID,
+	out := &messages.ShardingEnvelope{EntityId: r.id, Message: payload, ShardId: shard, ToMemberId: h.memberID,
 		KnownTypeAckTo: root.ActorSystem().Address()}
 	// The payload is encoded already: its length and the other fields'
 	// bound the envelope's size (tags and lengths take at most 8 bytes
 	// each); only near the limit is the exact size worth computing.
-	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8
+	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(r.id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8
 	if bound > maxSize && guard.CheckSize(out, maxSize) != nil {
 		return false
 	}
 	sendWithSender(root, h.pid, env, out)
 	h.guard.markUsed(v)
 	return true
+}
+
+// senderOf is env's sender, if any.
+func senderOf(env *actor.MessageEnvelope) *actor.PID {
+	if env == nil {
+		return nil
+	}
+	return env.Sender
 }
 
 // sendWithSender sends msg to pid with the sender of env, if any.
@@ -488,22 +506,44 @@ func (p *regionProcess) isSelf(memberID string) bool {
 	return self != nil && *self == memberID
 }
 
+// routing is what the router worked out about a message for an entity.
+type routing struct {
+	id string
+	m  any // what the entity receives
+	// packed: m's payload, already encoded, if it came in an envelope.
+	packed *anypb.Any
+	// plain: the sender's own message (no envelope), which goes to
+	// another node's region as it is if the type is known there.
+	plain proto.Message
+	// byRef: plain does not name the entity (an EntityRef sends it, and
+	// m is plain): it goes with the ID in a header, header if not nil.
+	byRef  bool
+	header map[string]string
+}
+
 // route sends msg directly, or to the region actor as routed; false: the
 // region actor takes msg as it is (a protocol message, or one it drops
 // with the reason). to: the member incarnation another node's region
 // forwarded msg to, by itself to the entry ("": from a sender of this
 // node, or in an envelope that names it).
 func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID, to string) bool {
-	var id string
-	var m any
-	var packed *anypb.Any // msg's payload, already encoded, if it came in an envelope
+	if id, ok := carriedEntityID(env, to); ok {
+		// Another node's region sent an EntityRef's message: the entity
+		// receives it as it is, whatever its type.
+		if err := messages.CheckEntityID(id); err != nil {
+			deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: the %s header: %w", p.typeName, entityIDHeader, err))
+			return true
+		}
+		return p.routeTo(pid, env, sender, to, &routing{id: id, m: msg})
+	}
+	var r routing
 	switch x := msg.(type) {
 	case *messages.ShardingEnvelope:
-		id = x.GetEntityId()
-		if messages.CheckEntityID(id) != nil {
+		r.id = x.GetEntityId()
+		if messages.CheckEntityID(r.id) != nil {
 			return false
 		}
-		if x.GetShardId() != "" && x.GetShardId() != p.extractor.ShardID(id) {
+		if x.GetShardId() != "" && x.GetShardId() != p.extractor.ShardID(r.id) {
 			return false
 		}
 		if t := x.GetToMemberId(); t != "" {
@@ -515,65 +555,79 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			to = t
 		}
 		var err error
-		if m, err = UnpackEnvelope(x); err != nil {
+		if r.m, err = UnpackEnvelope(x); err != nil {
 			return false
 		}
-		packed = x.GetMessage()
+		r.packed = x.GetMessage()
 		if ack := x.GetKnownTypeAckTo(); ack != "" {
-			p.ackKnownType(ack, m)
+			p.ackKnownType(ack, r.m)
 		}
 	default:
 		if isRegionMessage(msg) {
 			return false
 		}
 		var err error
-		if id, err = p.extractor.EntityID(msg); err != nil || messages.CheckEntityID(id) != nil {
+		if r.id, err = p.extractor.EntityID(msg); err != nil || messages.CheckEntityID(r.id) != nil {
 			return false
 		}
-		if m, err = p.extractor.UnwrapMessage(msg); err != nil || m == nil {
+		if r.m, err = p.extractor.UnwrapMessage(msg); err != nil || r.m == nil {
 			return false
 		}
+		r.plain, _ = msg.(proto.Message)
 	}
+	return p.routeTo(pid, env, sender, to, &r)
+}
+
+// sendFor routes msg, which does not name entity id, to that entity as
+// route does a message that names it; the entity receives msg itself. An
+// EntityRef calls it on its sender's goroutine, as a send to the region's
+// PID would; pid is the region's, header entityIDHeaderOf(id) or nil.
+func (p *regionProcess) sendFor(pid *actor.PID, env *actor.MessageEnvelope, id string, header map[string]string, msg proto.Message) {
+	if p.stopped.Load() {
+		if env == nil {
+			p.table.system.DeadLetter.SendUserMessage(pid, msg)
+		} else {
+			p.table.system.DeadLetter.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: msg, Sender: env.Sender})
+		}
+		return
+	}
+	if !p.routeTo(pid, env, senderOf(env), "", &routing{id: id, m: msg, plain: msg, byRef: true, header: header}) {
+		deadletter.PublishError(p.table.system, pid, msg, senderOf(env),
+			fmt.Errorf("shard region %s: the extractor gives no valid shard for entity %q: %w", p.typeName, id, messages.ErrInvalidID))
+	}
+}
+
+// routeTo sends r's message directly, or to the region actor as routed;
+// false: the extractor gives r's entity no valid shard.
+func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, sender *actor.PID, to string, r *routing) bool {
 	// The hot path: one lookup, and the entity's shard says whether it
 	// may go directly. Nothing runs in a proxy.
 	if p.hosting {
-		if e := p.table.entities.get(id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.cluster.Stale() &&
-			e.send(p.table.system.Root, env, m) {
+		if e := p.table.entities.get(r.id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.cluster.Stale() &&
+			e.send(p.table.system.Root, env, r.m) {
 			return true
 		}
 	}
-	shard := p.extractor.ShardID(id)
+	shard := p.extractor.ShardID(r.id)
 	if messages.CheckShardID(shard) != nil {
 		return false
 	}
 	sr := p.table.shard(shard)
 	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !p.cluster.Stale() {
 		// Its home is another node: one hop there, as a raw remote send.
-		// Not forwarded: msg is the sender's own message (or envelope),
-		// from which this extractor took id and m.
-		if pm, ok := m.(proto.Message); ok && h.send(p.table.system.Root, env, id, shard, pm, asItIs(msg, packed), packed, p.maxMessageSize) {
+		// Not forwarded: r is the sender's own message (or envelope).
+		if pm, ok := r.m.(proto.Message); ok && h.send(p.table.system.Root, env, shard, pm, r, p.maxMessageSize) {
 			return true
 		}
 	}
 	_, pending := p.table.markPending(shard, sr)
-	r := &routed{entityID: id, shard: shard, message: m, to: to, pending: pending}
+	rt := &routed{entityID: r.id, shard: shard, message: r.m, to: to, pending: pending}
 	if env != nil {
-		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: r, Sender: sender})
+		p.region.SendUserMessage(pid, &actor.MessageEnvelope{Header: env.Header, Message: rt, Sender: sender})
 	} else {
-		p.region.SendUserMessage(pid, r)
+		p.region.SendUserMessage(pid, rt)
 	}
 	return true
-}
-
-// asItIs is the sender's message that may go to another node's region as
-// it is, if its type is known there: not one that came in an envelope
-// (packed), which goes on in one.
-func asItIs(msg any, packed *anypb.Any) proto.Message {
-	if packed != nil {
-		return nil
-	}
-	pm, _ := msg.(proto.Message)
-	return pm
 }
 
 // earlierIncarnation is the reason a message forwarded to member to, an
@@ -594,7 +648,7 @@ func (p *regionProcess) ackKnownType(address string, m any) {
 		return
 	}
 	p.table.system.Root.Send(actor.NewPID(address, RegionName(p.typeName)),
-		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self})
+		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self, EntityIdHeader: true})
 }
 
 // SendSystemMessage implements actor.Process.

@@ -445,11 +445,15 @@ func (x *HandOffForwardedAck) GetShard() string {
 // without the envelope: a type the receiver did not know would make
 // proto.actor's remote drop the whole batch and close the stream.
 type MessageTypeKnown struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TypeName      string                 `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TypeName string                 `protobuf:"bytes,1,opt,name=type_name,json=typeName,proto3" json:"type_name,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// entity_id_header: member_id's regions also take, at their entry, a
+	// message of a type they know that does not name its entity, with the
+	// entity ID in the remote envelope's header (an EntityRef's message).
+	EntityIdHeader bool `protobuf:"varint,3,opt,name=entity_id_header,json=entityIdHeader,proto3" json:"entity_id_header,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MessageTypeKnown) Reset() {
@@ -494,6 +498,13 @@ func (x *MessageTypeKnown) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *MessageTypeKnown) GetEntityIdHeader() bool {
+	if x != nil {
+		return x.EntityIdHeader
+	}
+	return false
 }
 
 // ShardStopped reports that all entities of a handed-off shard stopped.
@@ -2158,10 +2169,11 @@ const file_sharding_proto_rawDesc = "" +
 	"\bold_home\x18\x02 \x01(\v2\n" +
 	".actor.PIDR\aoldHome\"+\n" +
 	"\x13HandOffForwardedAck\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"L\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\"v\n" +
 	"\x10MessageTypeKnown\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"$\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12(\n" +
+	"\x10entity_id_header\x18\x03 \x01(\bR\x0eentityIdHeader\"$\n" +
 	"\fShardStopped\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"D\n" +
 	"\x13GracefulShutdownReq\x12-\n" +

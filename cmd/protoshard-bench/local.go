@@ -45,11 +45,14 @@ func benchLocal(ctx context.Context, cfg config, rep *report) error {
 			return err
 		}
 	}
-	var regionRates, refRates, directRates series
+	anon := withoutIDs(msgs)
+	var regionRates, refRates, anonRefRates, directRates series
 	err = interleave(cfg.reps, regionRates.side("through the region", func() (float64, error) {
 		return sendRate(ctx, n.system, count, cfg.messages, msgs, func(int) *actor.PID { return region })
 	}), refRates.side("through EntityRefs", func() (float64, error) {
 		return refRate(ctx, count, cfg.messages, msgs, refs)
+	}), anonRefRates.side("through EntityRefs, without the IDs", func() (float64, error) {
+		return refRate(ctx, count, cfg.messages, anon, refs)
 	}), directRates.side("direct", func() (float64, error) {
 		return sendRate(ctx, n.system, count, cfg.messages, msgs, func(i int) *actor.PID { return direct[i] })
 	}))
@@ -68,7 +71,32 @@ func benchLocal(ctx context.Context, cfg config, rep *report) error {
 			HigherIsBetter: true,
 		}, f.rates, directRates))
 	}
+	rep.add(paired(withoutIDsFigure("local", "one node", cfg), anonRefRates, refRates))
 	return nil
+}
+
+// withoutIDsFigure is the figure of EntityRef.Send of messages without
+// the entity ID, against the same with the ID, to cfg.entities entities
+// where ("one node", "on another process").
+func withoutIDsFigure(section, where string, cfg config) figure {
+	return figure{
+		Section: section,
+		Workload: fmt.Sprintf("fire-and-forget through EntityRefs, messages without the entity ID, to %d entities, %s, %s",
+			cfg.entities, where, runsText(cfg.reps)),
+		Unit:           "msgs/s",
+		BaselineName:   "EntityRef.Send of the messages with the ID",
+		HigherIsBetter: true,
+	}
+}
+
+// withoutIDs are copies of msgs with no entity ID, for EntityRefs (Akka
+// typed's messages name no entity).
+func withoutIDs(msgs []*testpb.Ping) []*testpb.Ping {
+	out := make([]*testpb.Ping, len(msgs))
+	for i, m := range msgs {
+		out[i] = &testpb.Ping{Seq: m.Seq, From: m.From}
+	}
+	return out
 }
 
 // refRate is sendRate through an EntityRef per entity.

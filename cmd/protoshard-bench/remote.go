@@ -159,6 +159,28 @@ func benchRemote(ctx context.Context, cfg config, rep *report) error {
 	if err != nil {
 		return err
 	}
+	refs := make([]actorsharding.EntityRef, len(r.msgs))
+	for i, m := range r.msgs {
+		if refs[i], err = r.node.sharding.EntityRefFor(remoteType, m.EntityId); err != nil {
+			return err
+		}
+	}
+	anon := withoutIDs(r.msgs)
+	refRate := func(msgs []*testpb.Ping) (float64, error) {
+		return remoteRate(ctx, r.node.system, r.stats, cfg.remoteMessages, func(i int) error {
+			e := i % len(msgs)
+			return refs[e].Send(msgs[e])
+		})
+	}
+	var refRates, anonRefRates series
+	err = interleave(cfg.reps, anonRefRates.side("through EntityRefs, without the IDs", func() (float64, error) {
+		return refRate(anon)
+	}), refRates.side("through EntityRefs", func() (float64, error) {
+		return refRate(r.msgs)
+	}))
+	if err != nil {
+		return err
+	}
 	var regionLat, rawLat percentileSeries
 	err = interleave(cfg.reps, regionLat.side("requests through the region", func() (p50, p99 float64, err error) {
 		return r.regionLatencies(cfg)
@@ -178,6 +200,7 @@ func benchRemote(ctx context.Context, cfg config, rep *report) error {
 		BaselineName:   "raw proto.actor remote Send",
 		HigherIsBetter: true,
 	}, regionRates, rawRates))
+	rep.add(paired(withoutIDsFigure("remote", "on another process", cfg), anonRefRates, refRates))
 	for _, f := range []struct {
 		p           string
 		region, raw []float64
