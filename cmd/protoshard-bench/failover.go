@@ -252,23 +252,8 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 	if err := peer.kill(); err != nil {
 		return 0, 0, err
 	}
-	// A request that times out leaves its message buffered in the region
-	// until the shard has a home (then its answer goes to dead letters),
-	// so the first answered attempt comes within one attempt of the
-	// allocation.
-	for {
-		start := time.Now()
-		res, err := n.system.Root.RequestFuture(region, fresh, failoverAttempt).Result()
-		if _, ok := res.(*testpb.Pong); err == nil && ok {
-			break
-		}
-		if ctx.Err() != nil {
-			return 0, 0, fmt.Errorf("no answer for a new shard %v after the kill (last: %v): %w", time.Since(t0), err, ctx.Err())
-		}
-		if !errors.Is(err, actor.ErrTimeout) {
-			// Not a timeout: do not spin.
-			_ = backoff.Sleep(ctx, failoverAttempt-time.Since(start))
-		}
+	if err := firstAnswer(ctx, n.system, region, fresh, failoverAttempt); err != nil {
+		return 0, 0, fmt.Errorf("a new shard %v after the kill: %w", time.Since(t0), err)
 	}
 	failover = time.Since(t0)
 	select {
@@ -342,6 +327,28 @@ func entitiesOfShards(ex actorsharding.MessageExtractor, prefix string, n int, s
 		out = append(out, &testpb.Ping{EntityId: id, Seq: int64(i), From: "bench"})
 	}
 	return out
+}
+
+// firstAnswer asks msg through region in attempts of attempt each until one
+// is answered. A request that times out leaves its message buffered in the
+// region until the shard has a home (then its answer goes to dead
+// letters), so the first answered attempt comes within one attempt of the
+// allocation.
+func firstAnswer(ctx context.Context, system *actor.ActorSystem, region *actor.PID, msg *testpb.Ping, attempt time.Duration) error {
+	for {
+		start := time.Now()
+		res, err := system.Root.RequestFuture(region, msg, attempt).Result()
+		if _, ok := res.(*testpb.Pong); err == nil && ok {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("no answer (last: %v): %w", err, ctx.Err())
+		}
+		if !errors.Is(err, actor.ErrTimeout) {
+			// Not a timeout: do not spin.
+			_ = backoff.Sleep(ctx, attempt-time.Since(start))
+		}
+	}
 }
 
 // askUntil asks msg through region until it is answered or d passed.

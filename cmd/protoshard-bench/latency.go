@@ -130,12 +130,7 @@ func rebalance(ctx context.Context, cfg config) (took, place time.Duration, err 
 	registry := local.NewRegistry()
 	store := coordinatoractor.NewMemoryStore()
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.rebalanceShards)
-	opts := []actorsharding.Option{
-		actorsharding.WithStateStore(store),
-		actorsharding.WithRebalanceInterval(cfg.rebalanceInterval),
-		actorsharding.WithRetryInterval(200 * time.Millisecond),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
-	}
+	opts := rebalanceOptions(store, cfg.rebalanceInterval)
 	props := entityProps(&counter{})
 	var nodes []*node
 	defer func() { stopNodes(nodes...) }()
@@ -221,6 +216,19 @@ func rebalance(ctx context.Context, cfg config) (took, place time.Duration, err 
 		}
 	}
 	return time.Since(t1), place, nil
+}
+
+// rebalanceOptions are the options of the regions of a workload that
+// rebalances every interval, their coordinator's state in store: retries
+// and hand-overs at a fifth of a second, so that a lost message costs
+// little of the measured time.
+func rebalanceOptions(store coordinatoractor.StateStore, interval time.Duration) []actorsharding.Option {
+	return []actorsharding.Option{
+		actorsharding.WithStateStore(store),
+		actorsharding.WithRebalanceInterval(interval),
+		actorsharding.WithRetryInterval(200 * time.Millisecond),
+		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+	}
 }
 
 // even: want regions hold every shard, none two more than another.

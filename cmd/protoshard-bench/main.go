@@ -43,6 +43,14 @@
 //     the live region; the time until the written state places them all
 //     there, with the state in Consul KV (a throwaway dev agent) vs in
 //     memory. Skipped, with the reason, when no Consul binary is found.
+//   - scale: 100 regions, each on a node (an actor system with its remote
+//     on loopback) of this process, with in-process membership: the time
+//     to allocate 10,000 shards and to rebalance after 10 regions join, and
+//     on 50 regions the time to fail the coordinator over after its node
+//     crashed, each against the same on a tenth of the cluster; the rebalance rounds and their sizes
+//     against the allocation strategy alone and its per-round limit; the
+//     encoded coordinator state (and that of a 10x cluster, built in
+//     memory) against Consul's limit.
 //
 // Usage:
 //
@@ -97,6 +105,10 @@ type config struct {
 	failoverRounds    int           // kills of the coordinator's node in the failover section
 	recoveryShards    int           // remembered shards allocated again in the recovery section
 	recoveryRounds    int           // rounds of the recovery section (each store), the median counts
+	scaleRegions      int           // regions (nodes) of the scale section's cluster
+	scaleShards       int           // shards allocated over them
+	scaleRounds       int           // rounds of the scale section (each size), the median counts
+	scaleFailover     int           // regions (nodes) of the scale section's failover cluster
 	reps              int           // interleaved repetitions of each figure with a baseline (the medians count)
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
@@ -110,7 +122,7 @@ type config struct {
 	service    string
 }
 
-var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "delivery", "failover", "recovery"}
+var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "delivery", "failover", "recovery", "scale"}
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
@@ -131,6 +143,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	failoverRounds := fs.Int("failover-rounds", 0, "kills of the coordinator's node in the failover section, the median counts (default 3, 1 with -short)")
 	recoveryShards := fs.Int("recovery-shards", 0, "remembered shards allocated again in the recovery section (default 1000, 200 with -short)")
 	recoveryRounds := fs.Int("recovery-rounds", 0, "rounds of the recovery section with each store, the median counts (default 5, 1 with -short)")
+	scaleRegions := fs.Int("scale-regions", 0, "regions (nodes, in this process) of the scale section (default 100, 20 with -short); its baseline has a tenth")
+	scaleShards := fs.Int("scale-shards", 0, "shards allocated in the scale section (default 10000, 2000 with -short); its baseline has a tenth")
+	scaleFailover := fs.Int("scale-failover-regions", 0, "regions (nodes, in this process) of the scale section's failover (default 50, 10 with -short; after a failover every node connects to every other: about 4 file descriptors per pair); its baseline has a tenth")
+	scaleRounds := fs.Int("scale-rounds", 0, "rounds of the scale section with each size, the median counts (default 3, 1 with -short)")
 	reps := fs.Int("reps", 0, "interleaved repetitions of each throughput and latency figure and its baseline, the medians count (default 5, 3 with -short)")
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
@@ -172,6 +188,10 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		failoverRounds:    pick(*failoverRounds, 3, 1),
 		recoveryShards:    pick(*recoveryShards, 1000, 200),
 		recoveryRounds:    pick(*recoveryRounds, 5, 1),
+		scaleRegions:      pick(*scaleRegions, 100, 20),
+		scaleShards:       pick(*scaleShards, 10_000, 2000),
+		scaleRounds:       pick(*scaleRounds, 3, 1),
+		scaleFailover:     pick(*scaleFailover, 50, 10),
 		reps:              pick(*reps, 5, 3),
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
@@ -198,8 +218,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
 		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 ||
 		cfg.deliveryMessages < 1 || cfg.deliverySamples < 1 ||
-		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 || cfg.reps < 1 {
-		return config{}, errors.New("every count must be positive (rebalance-shards at least 3) and the rebalance interval above zero")
+		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 || cfg.scaleRegions < 1 || cfg.scaleShards < 1 || cfg.scaleRounds < 1 || cfg.scaleFailover < 2 || cfg.reps < 1 {
+		return config{}, errors.New("every count must be positive (rebalance-shards at least 3, scale-failover-regions at least 2) and the rebalance interval above zero")
 	}
 	return cfg, nil
 }
@@ -332,6 +352,10 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			"failover_rounds":    cfg.failoverRounds,
 			"recovery_shards":    cfg.recoveryShards,
 			"recovery_rounds":    cfg.recoveryRounds,
+			"scale_regions":      cfg.scaleRegions,
+			"scale_shards":       cfg.scaleShards,
+			"scale_rounds":       cfg.scaleRounds,
+			"scale_failover":     cfg.scaleFailover,
 			"reps":               cfg.reps,
 		},
 		Skipped: map[string]string{},
@@ -356,6 +380,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"delivery", benchDelivery},
 		{"failover", benchFailover},
 		{"recovery", benchRecovery},
+		{"scale", benchScale},
 	} {
 		if !cfg.sections[s.name] {
 			continue

@@ -50,7 +50,7 @@ func TestShortRun(t *testing.T) {
 	}
 	// The figures each section must produce.
 	// (the grains and grains-remote sections both add "vs grains" figures.)
-	want := map[string]int{"local": 3, "latency": 3, "remote": 4, "vs grains": 6, "delivery": 6, "failover": 2, "recovery": 1, "memory": 1}
+	want := map[string]int{"local": 3, "latency": 3, "remote": 4, "vs grains": 6, "delivery": 6, "failover": 2, "recovery": 1, "memory": 1, "scale": 7}
 	// The delivery section's rows to another process are skipped without
 	// Consul, its one-node rows are not.
 	for _, section := range []string{"remote", "grains-remote", "delivery", "failover", "recovery"} {
@@ -136,6 +136,15 @@ func TestParseFlags(t *testing.T) {
 	}
 	if cfg, err := parseFlags([]string{"-short"}, os.Stderr); err != nil || cfg.reps != 3 || cfg.deliveryMessages != 25_000 || cfg.deliverySamples != 500 {
 		t.Errorf("-short: %d runs, %d delivery messages, %d samples (%v), want 3, 25000, 500", cfg.reps, cfg.deliveryMessages, cfg.deliverySamples, err)
+	}
+	if cfg.scaleRegions != 100 || cfg.scaleShards != 10_000 || cfg.scaleFailover != 50 {
+		t.Errorf("scale: %d regions, %d shards, failover on %d regions, want 100, 10000, 50", cfg.scaleRegions, cfg.scaleShards, cfg.scaleFailover)
+	}
+	if cfg, err := parseFlags([]string{"-short"}, os.Stderr); err != nil || cfg.scaleRegions != 20 || cfg.scaleShards != 2000 || cfg.scaleFailover != 10 || cfg.scaleRounds != 1 {
+		t.Errorf("-short scale: %d regions, %d shards, failover on %d regions, %d rounds (%v), want 20, 2000, 10, 1", cfg.scaleRegions, cfg.scaleShards, cfg.scaleFailover, cfg.scaleRounds, err)
+	}
+	if _, err := parseFlags([]string{"-scale-failover-regions", "1"}, &bytes.Buffer{}); err == nil {
+		t.Error("a failover cluster of one region was accepted")
 	}
 	if cfg, err := parseFlags([]string{"-short", "-reps", "7"}, os.Stderr); err != nil || cfg.reps != 7 {
 		t.Errorf("-short -reps 7: %d runs (%v), want 7", cfg.reps, err)

@@ -24,17 +24,53 @@ const requestTimeout = 10 * time.Second
 
 // newSystem returns an actor system whose logs are discarded unless
 // PROTOSHARD_LOG is set ("debug" for the debug level).
-func newSystem(name string) *actor.ActorSystem {
+func newSystem(name string) *actor.ActorSystem { return newObservedSystem(name, nil) }
+
+// newObservedSystem is newSystem whose log records also go to observe (if
+// not nil), at every level.
+func newObservedSystem(name string, observe func(slog.Record)) *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		level := slog.LevelInfo
+		var h slog.Handler
 		switch os.Getenv("PROTOSHARD_LOG") {
 		case "", "0":
-			return slog.New(slog.DiscardHandler)
+			h = slog.DiscardHandler
 		case "debug":
 			level = slog.LevelDebug
 		}
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With(slog.String("node", name))
+		if h == nil {
+			h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+		}
+		if observe != nil {
+			h = observedHandler{next: h, observe: observe}
+		}
+		return slog.New(h).With(slog.String("node", name))
 	}))
+}
+
+// observedHandler passes every record to observe and those its next
+// handler takes on to it.
+type observedHandler struct {
+	next    slog.Handler
+	observe func(slog.Record)
+}
+
+func (h observedHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h observedHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.observe(r)
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h observedHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return observedHandler{next: h.next.WithAttrs(attrs), observe: h.observe}
+}
+
+func (h observedHandler) WithGroup(name string) slog.Handler {
+	return observedHandler{next: h.next.WithGroup(name), observe: h.observe}
 }
 
 // node is one protoshard member: an actor system with its remote on
@@ -48,11 +84,16 @@ type node struct {
 }
 
 func startNode(ctx context.Context, name string, provider membership.Provider) (*node, error) {
-	system := newSystem(name)
+	return startNodeOn(ctx, newSystem(name), name, provider)
+}
+
+// startNodeOn is startNode on the actor system system, its remote
+// configured with remoteOpts too.
+func startNodeOn(ctx context.Context, system *actor.ActorSystem, name string, provider membership.Provider, remoteOpts ...remote.ConfigOption) (*node, error) {
 	// The quarantine fences this node against removed members at the remote
 	// layer (nothing a removed node still sends is processed).
 	quarantine := membership.NewQuarantine()
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, quarantine.RemoteOption()))
+	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, append([]remote.ConfigOption{quarantine.RemoteOption()}, remoteOpts...)...))
 	r.Start() // before membership: a member is known by its address
 	c := membership.NewCluster(system, provider, membership.Config{Quarantine: quarantine})
 	n := &node{name: name, system: system, remote: r, cluster: c}
@@ -206,9 +247,14 @@ func pings(prefix string, n int) []*testpb.Ping {
 // requestAll sends one request per message to target(i) at once and waits
 // for every answer.
 func requestAll(system *actor.ActorSystem, msgs []*testpb.Ping, target func(i int) *actor.PID) error {
+	return requestAllWithin(system, msgs, target, requestTimeout)
+}
+
+// requestAllWithin is requestAll with a timeout of each request.
+func requestAllWithin(system *actor.ActorSystem, msgs []*testpb.Ping, target func(i int) *actor.PID, timeout time.Duration) error {
 	futures := make([]*actor.Future, len(msgs))
 	for i, m := range msgs {
-		futures[i] = system.Root.RequestFuture(target(i), m, requestTimeout)
+		futures[i] = system.Root.RequestFuture(target(i), m, timeout)
 	}
 	for i, f := range futures {
 		res, err := f.Result()

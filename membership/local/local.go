@@ -210,7 +210,12 @@ func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		delete(p.reg.watchers, id)
 		p.reg.mu.Unlock()
 	}()
-	ch <- struct{}{}
+	// The first delivery. Not a blocking send: a change may have filled
+	// the channel since it was registered, and nothing reads it yet.
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 	var last []membership.Member
 	for {
 		select {

@@ -2,7 +2,9 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,5 +259,42 @@ func TestRegistryName(t *testing.T) {
 		if c.reg.Name() != c.want || c.reg.Provider().Name() != c.want {
 			t.Errorf("registry %q, provider %q, want %q", c.reg.Name(), c.reg.Provider().Name(), c.want)
 		}
+	}
+}
+
+// TestWatchStartsWhileMembersJoin: watches that start while other members
+// register (nodes joining at once) each deliver a first snapshot; a change
+// between a watch's start and its first delivery must not stall it.
+func TestWatchStartsWhileMembersJoin(t *testing.T) {
+	reg := local.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const watchers, joiners, members = 400, 4, 25
+	var wg sync.WaitGroup
+	var delivered sync.WaitGroup
+	delivered.Add(watchers)
+	for w := range watchers {
+		if w%(watchers/joiners) == 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range members {
+					if _, err := reg.Provider().Register(ctx, membership.Member{ID: fmt.Sprintf("m%d-%d", w, i), Address: "127.0.0.1:1"}); err != nil {
+						t.Errorf("Register: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		var once sync.Once
+		go reg.Provider().Watch(ctx, func([]membership.Member) { once.Do(delivered.Done) })
+	}
+	wg.Wait()
+	done := make(chan struct{})
+	go func() { delivered.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("a watch delivered no first snapshot")
 	}
 }
