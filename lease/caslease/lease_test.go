@@ -1,0 +1,333 @@
+package caslease_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/caslease"
+	"github.com/protoshard/protoshard/lease/leasetest"
+)
+
+// Short timings for the in-memory store: the holder gives up 0.79 s after
+// its last renewal started, a contender takes over after 1.21 s of an
+// unchanged record. Waits are generous: the machine is shared.
+const waitDeadline = 30 * time.Second
+
+func testConfig(store caslease.Store) caslease.Config {
+	return caslease.Config{
+		Store:            store,
+		KeyPrefix:        "test/lease/",
+		Duration:         time.Second,
+		RenewInterval:    150 * time.Millisecond,
+		SafetyMargin:     200 * time.Millisecond,
+		OperationTimeout: 200 * time.Millisecond,
+		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func newProvider(t *testing.T, store caslease.Store) *caslease.Provider {
+	t.Helper()
+	p, err := caslease.NewProvider(testConfig(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newLease(t *testing.T, p *caslease.Provider, name, owner string) *caslease.Lease {
+	t.Helper()
+	l, err := p.Lease(name, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = l.Release(context.Background()) })
+	return l
+}
+
+// takeOver writes a record of another holder over key, as a contender that
+// wrongly took over would: the holder must notice at its next renewal.
+func takeOver(t *testing.T, store caslease.Store, key string) {
+	t.Helper()
+	ctx := context.Background()
+	_, version, _, err := store.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := store.CAS(ctx, key, []byte(`{"holder":"intruder#0","owner":"intruder","token":1}`), version); !ok || err != nil {
+		t.Fatalf("overwriting %s: %v, %v", key, ok, err)
+	}
+}
+
+func TestMemoryStoreLeaseContract(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	p := newProvider(t, store)
+	leasetest.Run(t, leasetest.Harness{
+		NewLease: func(t *testing.T, name, owner string) lease.Lease { return newLease(t, p, name, owner) },
+		Lose: func(t *testing.T, _ string, holder lease.Lease) {
+			takeOver(t, store, holder.(*caslease.Lease).Key())
+		},
+		Deadline: waitDeadline,
+	})
+}
+
+// cutStore stands between one holder and the store: while cut, every
+// request hangs until its context ends, as across a network partition; a
+// request let through after a cut may have its answer dropped.
+type cutStore struct {
+	caslease.Store
+	cut      atomic.Bool
+	dropNext atomic.Bool // the next write goes through but reports an error
+}
+
+var errDropped = errors.New("answer lost")
+
+func (s *cutStore) Get(ctx context.Context, key string) ([]byte, uint64, bool, error) {
+	if s.cut.Load() {
+		<-ctx.Done()
+		return nil, 0, false, ctx.Err()
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *cutStore) CAS(ctx context.Context, key string, value []byte, version uint64) (uint64, bool, error) {
+	if s.cut.Load() {
+		<-ctx.Done()
+		return 0, false, ctx.Err()
+	}
+	v, ok, err := s.Store.CAS(ctx, key, value, version)
+	if err == nil && s.dropNext.CompareAndSwap(true, false) {
+		return 0, false, errDropped
+	}
+	return v, ok, err
+}
+
+type lostRecorder struct {
+	mu     sync.Mutex
+	at     time.Time
+	reason error
+	calls  int
+	ch     chan struct{}
+}
+
+func newLostRecorder() *lostRecorder { return &lostRecorder{ch: make(chan struct{})} }
+
+func (r *lostRecorder) callback(reason error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.calls == 1 {
+		r.at, r.reason = time.Now(), reason
+		close(r.ch)
+	}
+}
+
+func (r *lostRecorder) wait(t *testing.T) (time.Time, error) {
+	t.Helper()
+	select {
+	case <-r.ch:
+	case <-time.After(waitDeadline):
+		t.Fatalf("the lease-lost callback did not run within %v", waitDeadline)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at, r.reason
+}
+
+func acquireEventually(t *testing.T, l lease.Lease) (uint64, time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(waitDeadline)
+	for {
+		token, ok, err := l.Acquire(context.Background(), nil)
+		if ok && err == nil {
+			return token, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Acquire succeeded within %v (last: %v, %v)", waitDeadline, ok, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A holder cut off from the store reports the loss HoldFor after its last
+// renewal started, and the contender, polling all along, takes over no
+// sooner than WaitFor after it first read that renewal: after the loss,
+// with a larger token.
+func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	cut := &cutStore{Store: store}
+	cfg := testConfig(store)
+	timing := caslease.Timing{Duration: cfg.Duration, SafetyMargin: cfg.SafetyMargin, Drift: caslease.DefaultDrift}
+	a := newLease(t, newProvider(t, cut), "partition", "a")
+	b := newLease(t, newProvider(t, store), "partition", "b")
+	lost := newLostRecorder()
+	ta, ok, err := a.Acquire(context.Background(), lost.callback)
+	if !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	time.Sleep(400 * time.Millisecond) // renewals go on
+	if !a.CheckLease() {
+		t.Fatal("the holder lost its lease while renewing")
+	}
+	if _, ok, err := b.Acquire(context.Background(), nil); ok || err != nil {
+		t.Fatalf("b acquired a renewed lease (or failed: %v)", err)
+	}
+
+	cutAt := time.Now()
+	cut.cut.Store(true)
+	tb, acquiredAt := acquireEventually(t, b)
+	lostAt, reason := lost.wait(t)
+	t.Logf("partition: the holder reported the loss after %v, the contender took over after %v",
+		lostAt.Sub(cutAt).Round(time.Millisecond), acquiredAt.Sub(cutAt).Round(time.Millisecond))
+	if !errors.Is(reason, lease.ErrLost) || !strings.Contains(reason.Error(), "no successful renewal") {
+		t.Errorf("reason %v", reason)
+	}
+	if !lostAt.Before(acquiredAt) {
+		t.Fatalf("the contender took over at %v, before the holder stopped at %v", acquiredAt, lostAt)
+	}
+	if gap := acquiredAt.Sub(lostAt); gap < timing.WaitFor()-timing.HoldFor() {
+		t.Fatalf("takeover only %v after the loss, want at least WaitFor − HoldFor = %v", gap, timing.WaitFor()-timing.HoldFor())
+	}
+	if lostAt.Sub(cutAt) > timing.HoldFor()+100*time.Millisecond {
+		t.Errorf("the loss came %v after the cut, later than HoldFor %v after the last renewal", lostAt.Sub(cutAt), timing.HoldFor())
+	}
+	if a.CheckLease() {
+		t.Fatal("CheckLease is true after the loss")
+	}
+	if tb <= ta {
+		t.Fatalf("token %d of the new holder is not above %d", tb, ta)
+	}
+	// Back from the partition: the old holder finds the record taken.
+	cut.cut.Store(false)
+	if ok, err := a.Release(context.Background()); ok || err != nil {
+		t.Fatalf("Release after the loss = %v, %v", ok, err)
+	}
+	if !b.CheckLease() {
+		t.Fatal("the old holder's Release took the new holder's lease")
+	}
+}
+
+// A holder cut off only briefly keeps its lease: a later renewal succeeds
+// before HoldFor runs out.
+func TestShortPartitionKeepsTheLease(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	cut := &cutStore{Store: store}
+	a := newLease(t, newProvider(t, cut), "short", "a")
+	lost := newLostRecorder()
+	if _, ok, err := a.Acquire(context.Background(), lost.callback); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	cut.cut.Store(true)
+	time.Sleep(300 * time.Millisecond)
+	cut.cut.Store(false)
+	time.Sleep(time.Second)
+	select {
+	case <-lost.ch:
+		t.Fatalf("lost after a 300ms partition: %v", lost.reason)
+	default:
+	}
+	if !a.CheckLease() {
+		t.Fatal("CheckLease false after the partition healed")
+	}
+}
+
+// A renewal whose answer is lost but which went through: the holder adopts
+// its own record at the next conflict and keeps the lease; Release frees
+// it.
+func TestLostAnswerOfARenewal(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	cut := &cutStore{Store: store}
+	a := newLease(t, newProvider(t, cut), "dropped", "a")
+	lost := newLostRecorder()
+	token, ok, err := a.Acquire(context.Background(), lost.callback)
+	if !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	cut.dropNext.Store(true)
+	time.Sleep(time.Second)
+	select {
+	case <-lost.ch:
+		t.Fatalf("lost after a dropped answer: %v", lost.reason)
+	default:
+	}
+	if cut.dropNext.Load() {
+		t.Fatal("no renewal was written")
+	}
+	if got, ok, err := a.Acquire(context.Background(), nil); !ok || err != nil || got != token {
+		t.Fatalf("Acquire again = %d, %v, %v; want the same token %d", got, ok, err, token)
+	}
+	if ok, err := a.Release(context.Background()); !ok || err != nil {
+		t.Fatalf("Release = %v, %v", ok, err)
+	}
+	b := newLease(t, newProvider(t, store), "dropped", "b")
+	if tb, ok, err := b.Acquire(context.Background(), nil); !ok || err != nil || tb <= token {
+		t.Fatalf("after Release another's Acquire = %d, %v, %v; want at once with a token above %d", tb, ok, err, token)
+	}
+}
+
+// A holder that lost its lease to timeouts frees the record on Release once
+// it has stopped, so the next holder need not wait out the record.
+func TestReleaseAfterTimeoutFreesTheRecord(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	cut := &cutStore{Store: store}
+	a := newLease(t, newProvider(t, cut), "timeout", "a")
+	lost := newLostRecorder()
+	if _, ok, err := a.Acquire(context.Background(), lost.callback); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	b := newLease(t, newProvider(t, store), "timeout", "b")
+	if _, ok, _ := b.Acquire(context.Background(), nil); ok {
+		t.Fatal("b acquired a held lease")
+	}
+	cut.cut.Store(true)
+	lost.wait(t)
+	cut.cut.Store(false)
+	if ok, err := a.Release(context.Background()); ok || err != nil {
+		t.Fatalf("Release after the loss = %v, %v; want false, nil", ok, err)
+	}
+	if _, ok, err := b.Acquire(context.Background(), nil); !ok || err != nil {
+		t.Fatalf("Acquire after the lost holder released = %v, %v; want at once", ok, err)
+	}
+}
+
+func TestForeignRecordIsAnError(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	a := newLease(t, newProvider(t, store), "foreign", "a")
+	if _, ok, err := store.CAS(context.Background(), a.Key(), []byte("owner-x"), 0); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := a.Acquire(context.Background(), nil); ok || !errors.Is(err, caslease.ErrBadRecord) {
+		t.Fatalf("Acquire over a foreign value = %v, %v; want ErrBadRecord", ok, err)
+	}
+}
+
+func TestConfigChecks(t *testing.T) {
+	store := &caslease.MemoryStore{}
+	for _, c := range []struct {
+		name string
+		cfg  caslease.Config
+		want string
+	}{
+		{"no store", caslease.Config{}, "Store is nil"},
+		{"renewal slower than the holding", caslease.Config{Store: store, RenewInterval: 4 * time.Second}, "leaves no renewal"},
+		{"drift too large", caslease.Config{Store: store, Drift: 0.5}, "drift"},
+	} {
+		if _, err := caslease.NewProvider(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: NewProvider = %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	if _, err := caslease.NewProvider(caslease.Config{Store: store}); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	p := newProvider(t, store)
+	if _, err := p.NewLease("/", "a"); err == nil {
+		t.Error("an empty lease name was accepted")
+	}
+}

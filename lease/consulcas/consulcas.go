@@ -1,0 +1,130 @@
+// Package consulcas is the compare-and-set lease of package lease/caslease
+// with its record in Consul KV, at
+//
+//	protoshard/<cluster name>/lease/<lease name>
+//
+// under the keys of the cluster Config.ClusterName, the key lease/consul
+// uses for the same lease: every node of a cluster must use the same kind
+// of lease (a record locked by a Consul session is reported as an error,
+// never taken over). A renewal or an acquisition is one transaction with a
+// check-and-set on the key's ModifyIndex, which Consul commits through Raft,
+// so it fails whenever anybody wrote the key since it was read.
+//
+// Against lease/consul's session lease: a holder that dies is taken over
+// about Duration × (1 + ρ) + SafetyMargin after its last renewal (6.05 s
+// with the defaults), where a session lease waits its TTL (at least 10 s),
+// up to twice that as Consul expires sessions late, and then its lock
+// delay. Both leases keep the same guarantee (the holder declares the loss
+// before anybody can take over) and the same fencing rule (tokens grow with
+// every holder), on different grounds: the session lease on Consul's timers
+// and lock delay, this one on bounded clock drift between the holder's and
+// the contender's monotonic clocks (see caslease).
+package consulcas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/lease/caslease"
+)
+
+// Config configures the Consul compare-and-set leases. Zero fields take
+// caslease's defaults.
+type Config struct {
+	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
+	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
+	Client *api.Client
+	// ClusterName is the name of the cluster whose leases these are
+	// (membership.Cluster.Name). Required: the records live under the
+	// cluster's keys, protoshard/<cluster>/lease/.
+	ClusterName string
+	// Duration, RenewInterval, SafetyMargin, OperationTimeout and Drift are
+	// caslease.Config's (defaults 5 s, 1 s, 1 s, 1 s, 1%).
+	Duration         time.Duration
+	RenewInterval    time.Duration
+	SafetyMargin     time.Duration
+	OperationTimeout time.Duration
+	Drift            float64
+	// Logger receives the leases' logs. Default: the actor system's logger
+	// of the singleton or shard that holds the lease.
+	Logger *slog.Logger
+}
+
+// NewProvider checks cfg and returns a Provider of Consul compare-and-set
+// leases: a lease.Provider for the singleton's, the coordinator's (through
+// the singleton settings) and the shards' use-lease.
+func NewProvider(cfg Config) (*caslease.Provider, error) {
+	if err := consulkey.CheckClusterName(cfg.ClusterName); err != nil {
+		return nil, fmt.Errorf("consul cas lease: Config.ClusterName: %w, under which the cluster's leases live", err)
+	}
+	client := cfg.Client
+	if client == nil {
+		var err error
+		if client, err = api.NewClient(api.DefaultConfig()); err != nil {
+			return nil, fmt.Errorf("consul cas lease: creating the Consul client: %w", err)
+		}
+	}
+	return caslease.NewProvider(caslease.Config{
+		Store:            NewStore(client),
+		KeyPrefix:        consulkey.Prefix(cfg.ClusterName) + "lease/",
+		Duration:         cfg.Duration,
+		RenewInterval:    cfg.RenewInterval,
+		SafetyMargin:     cfg.SafetyMargin,
+		OperationTimeout: cfg.OperationTimeout,
+		Drift:            cfg.Drift,
+		Logger:           cfg.Logger,
+	})
+}
+
+// ErrSessionLocked: the key is locked by a Consul session, so a session
+// lease (lease/consul) of another node uses it.
+var ErrSessionLocked = errors.New("key is locked by a Consul session (a session lease uses it)")
+
+// Store is caslease.Store on Consul KV; versions are ModifyIndexes.
+type Store struct {
+	client *api.Client
+}
+
+var _ caslease.Store = (*Store)(nil)
+
+// NewStore returns a Store on client.
+func NewStore(client *api.Client) *Store { return &Store{client: client} }
+
+// Get implements caslease.Store with a read served by the leader.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, uint64, bool, error) {
+	pair, _, err := s.client.KV().Get(key, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if pair == nil {
+		return nil, 0, false, nil
+	}
+	if pair.Session != "" {
+		return nil, 0, false, fmt.Errorf("%s: %w", key, ErrSessionLocked)
+	}
+	return pair.Value, pair.ModifyIndex, true, nil
+}
+
+// CAS implements caslease.Store: one transaction with a check-and-set,
+// whose result carries the new ModifyIndex.
+func (s *Store) CAS(ctx context.Context, key string, value []byte, version uint64) (uint64, bool, error) {
+	ok, resp, _, err := s.client.Txn().Txn(api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: value, Index: version}},
+	}, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return 0, false, err
+	}
+	if !ok {
+		return 0, false, nil // the index moved: Consul reports it as a failed operation
+	}
+	if resp == nil || len(resp.Results) != 1 || resp.Results[0].KV == nil {
+		return 0, false, fmt.Errorf("%s: the transaction committed without a result", key)
+	}
+	return resp.Results[0].KV.ModifyIndex, true, nil
+}
