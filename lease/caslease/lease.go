@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
 // Defaults: a holder gone silent is taken over about 6 s after its last
@@ -62,13 +63,9 @@ const (
 	DefaultDrift            = 0.01
 )
 
-// Config configures the leases of one Provider. Zero fields take their
-// defaults.
-type Config struct {
-	// Store keeps the records. Required.
-	Store Store
-	// KeyPrefix is prepended to the lease name to make the record's key.
-	KeyPrefix string
+// Settings are the lease's timings and logger, shared by every store.
+// Zero fields take their defaults.
+type Settings struct {
 	// Duration: a record left unchanged this long (plus drift and margin)
 	// may be taken over. Default DefaultDuration.
 	Duration time.Duration
@@ -87,11 +84,26 @@ type Config struct {
 	// Default DefaultDrift; negative means 0.
 	Drift float64
 	// Logger receives the leases' logs. Default: the logger handed to
-	// NewLeaseLogging (the actor system's), else slog.Default().
+	// NewLeaseLogging (the actor system's of the singleton or shard that
+	// holds the lease), else slog.Default().
 	Logger *slog.Logger
 }
 
-func (c Config) withDefaults() (Config, error) {
+// Timing returns the settings' clock arithmetic, defaults filled in.
+func (s Settings) Timing() Timing {
+	return Config{Settings: s}.fill().timing()
+}
+
+// Config configures the leases of one Provider.
+type Config struct {
+	// Store keeps the records. Required.
+	Store Store
+	// KeyPrefix is prepended to the lease name to make the record's key.
+	KeyPrefix string
+	Settings
+}
+
+func (c Config) fill() Config {
 	if c.Duration <= 0 {
 		c.Duration = DefaultDuration
 	}
@@ -110,6 +122,11 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Drift < 0:
 		c.Drift = 0
 	}
+	return c
+}
+
+func (c Config) withDefaults() (Config, error) {
+	c = c.fill()
 	hold := c.timing().HoldFor()
 	switch {
 	case c.Store == nil:
@@ -300,64 +317,24 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 }
 
 // renew rewrites the record every RenewInterval and declares the lease lost
-// when the record is another's, or when the holding's time is up. A write
-// that hangs does not delay the loss: the loss timer runs on its own.
+// when the record is another's, or when the holding's time is up.
 func (l *Lease) renew(ctx context.Context, h *holding) {
 	defer close(h.done)
-	loss := time.NewTimer(l.untilLoss())
-	defer loss.Stop()
-	next := time.NewTimer(l.cfg.RenewInterval)
-	defer next.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-loss.C:
-			if l.expire(h) {
-				return
-			}
-			loss.Reset(l.untilLoss())
-			continue
-		case <-next.C:
-		}
-		start := time.Now()
-		done := make(chan error, 1)
-		rctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
-		go func() { done <- l.renewOnce(rctx, h, start) }()
-		var err error
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				cancel()
-				return
-			case <-loss.C:
-				if l.expire(h) {
-					cancel()
-					return
-				}
-				loss.Reset(l.untilLoss())
-			case err = <-done:
-				break wait
-			}
-		}
-		cancel()
-		if errors.Is(err, lease.ErrLost) {
-			l.lose(h, err)
-			return
-		}
-		if err != nil {
-			l.log.Warn("cas lease: renewal failed; retrying", slog.Any("error", err),
-				slog.Duration("lostIn", l.untilLoss()))
-		}
-		if !loss.Stop() {
-			select {
-			case <-loss.C:
-			default:
-			}
-		}
-		loss.Reset(l.untilLoss())
-		next.Reset(max(0, l.cfg.RenewInterval-time.Since(start)))
+	err := renewloop.Run(ctx, renewloop.Loop{
+		Interval:         l.cfg.RenewInterval,
+		OperationTimeout: l.cfg.OperationTimeout,
+		UntilLoss:        l.untilLoss,
+		Renew:            func(ctx context.Context, start time.Time) error { return l.renewOnce(ctx, h, start) },
+		Final:            func(err error) bool { return errors.Is(err, lease.ErrLost) },
+		Retrying: func(err error) {
+			l.log.Warn("cas lease: renewal failed; retrying", slog.Any("error", err), slog.Duration("lostIn", l.untilLoss()))
+		},
+	})
+	switch {
+	case errors.Is(err, renewloop.ErrExpired):
+		l.expire(h)
+	case err != nil:
+		l.lose(h, err)
 	}
 }
 

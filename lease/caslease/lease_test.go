@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,13 +22,15 @@ const waitDeadline = 30 * time.Second
 
 func testConfig(store caslease.Store) caslease.Config {
 	return caslease.Config{
-		Store:            store,
-		KeyPrefix:        "test/lease/",
-		Duration:         time.Second,
-		RenewInterval:    150 * time.Millisecond,
-		SafetyMargin:     200 * time.Millisecond,
-		OperationTimeout: 200 * time.Millisecond,
-		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:     store,
+		KeyPrefix: "test/lease/",
+		Settings: caslease.Settings{
+			Duration:         time.Second,
+			RenewInterval:    150 * time.Millisecond,
+			SafetyMargin:     200 * time.Millisecond,
+			OperationTimeout: 200 * time.Millisecond,
+			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	}
 }
 
@@ -44,12 +45,7 @@ func newProvider(t *testing.T, store caslease.Store) *caslease.Provider {
 
 func newLease(t *testing.T, p *caslease.Provider, name, owner string) *caslease.Lease {
 	t.Helper()
-	l, err := p.Lease(name, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = l.Release(context.Background()) })
-	return l
+	return leasetest.Holder(t, p, name, owner).(*caslease.Lease)
 }
 
 // takeOver writes a record of another holder over key, as a contender that
@@ -109,53 +105,6 @@ func (s *cutStore) CAS(ctx context.Context, key string, value []byte, version ui
 	return v, ok, err
 }
 
-type lostRecorder struct {
-	mu     sync.Mutex
-	at     time.Time
-	reason error
-	calls  int
-	ch     chan struct{}
-}
-
-func newLostRecorder() *lostRecorder { return &lostRecorder{ch: make(chan struct{})} }
-
-func (r *lostRecorder) callback(reason error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls++
-	if r.calls == 1 {
-		r.at, r.reason = time.Now(), reason
-		close(r.ch)
-	}
-}
-
-func (r *lostRecorder) wait(t *testing.T) (time.Time, error) {
-	t.Helper()
-	select {
-	case <-r.ch:
-	case <-time.After(waitDeadline):
-		t.Fatalf("the lease-lost callback did not run within %v", waitDeadline)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.at, r.reason
-}
-
-func acquireEventually(t *testing.T, l lease.Lease) (uint64, time.Time) {
-	t.Helper()
-	deadline := time.Now().Add(waitDeadline)
-	for {
-		token, ok, err := l.Acquire(context.Background(), nil)
-		if ok && err == nil {
-			return token, time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Acquire succeeded within %v (last: %v, %v)", waitDeadline, ok, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // A holder cut off from the store reports the loss HoldFor after its last
 // renewal started, and the contender, polling all along, takes over no
 // sooner than WaitFor after it first read that renewal: after the loss,
@@ -163,12 +112,11 @@ func acquireEventually(t *testing.T, l lease.Lease) (uint64, time.Time) {
 func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 	store := &caslease.MemoryStore{}
 	cut := &cutStore{Store: store}
-	cfg := testConfig(store)
-	timing := caslease.Timing{Duration: cfg.Duration, SafetyMargin: cfg.SafetyMargin, Drift: caslease.DefaultDrift}
+	timing := testConfig(store).Timing()
 	a := newLease(t, newProvider(t, cut), "partition", "a")
 	b := newLease(t, newProvider(t, store), "partition", "b")
-	lost := newLostRecorder()
-	ta, ok, err := a.Acquire(context.Background(), lost.callback)
+	lost := leasetest.NewLostRecorder()
+	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
@@ -182,8 +130,8 @@ func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 
 	cutAt := time.Now()
 	cut.cut.Store(true)
-	tb, acquiredAt := acquireEventually(t, b)
-	lostAt, reason := lost.wait(t)
+	tb, acquiredAt := leasetest.AcquireEventually(t, b, waitDeadline)
+	lostAt, reason := lost.Wait(t, waitDeadline)
 	t.Logf("partition: the holder reported the loss after %v, the contender took over after %v",
 		lostAt.Sub(cutAt).Round(time.Millisecond), acquiredAt.Sub(cutAt).Round(time.Millisecond))
 	if !errors.Is(reason, lease.ErrLost) || !strings.Contains(reason.Error(), "no successful renewal") {
@@ -220,18 +168,17 @@ func TestShortPartitionKeepsTheLease(t *testing.T) {
 	store := &caslease.MemoryStore{}
 	cut := &cutStore{Store: store}
 	a := newLease(t, newProvider(t, cut), "short", "a")
-	lost := newLostRecorder()
-	if _, ok, err := a.Acquire(context.Background(), lost.callback); !ok || err != nil {
+	lost := leasetest.NewLostRecorder()
+	if _, ok, err := a.Acquire(context.Background(), lost.Callback); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
 	cut.cut.Store(true)
 	time.Sleep(300 * time.Millisecond)
 	cut.cut.Store(false)
 	time.Sleep(time.Second)
-	select {
-	case <-lost.ch:
-		t.Fatalf("lost after a 300ms partition: %v", lost.reason)
-	default:
+	if lost.Calls() != 0 {
+		_, reason := lost.Last()
+		t.Fatalf("lost after a 300ms partition: %v", reason)
 	}
 	if !a.CheckLease() {
 		t.Fatal("CheckLease false after the partition healed")
@@ -245,17 +192,16 @@ func TestLostAnswerOfARenewal(t *testing.T) {
 	store := &caslease.MemoryStore{}
 	cut := &cutStore{Store: store}
 	a := newLease(t, newProvider(t, cut), "dropped", "a")
-	lost := newLostRecorder()
-	token, ok, err := a.Acquire(context.Background(), lost.callback)
+	lost := leasetest.NewLostRecorder()
+	token, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
 	cut.dropNext.Store(true)
 	time.Sleep(time.Second)
-	select {
-	case <-lost.ch:
-		t.Fatalf("lost after a dropped answer: %v", lost.reason)
-	default:
+	if lost.Calls() != 0 {
+		_, reason := lost.Last()
+		t.Fatalf("lost after a dropped answer: %v", reason)
 	}
 	if cut.dropNext.Load() {
 		t.Fatal("no renewal was written")
@@ -278,8 +224,8 @@ func TestReleaseAfterTimeoutFreesTheRecord(t *testing.T) {
 	store := &caslease.MemoryStore{}
 	cut := &cutStore{Store: store}
 	a := newLease(t, newProvider(t, cut), "timeout", "a")
-	lost := newLostRecorder()
-	if _, ok, err := a.Acquire(context.Background(), lost.callback); !ok || err != nil {
+	lost := leasetest.NewLostRecorder()
+	if _, ok, err := a.Acquire(context.Background(), lost.Callback); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
 	b := newLease(t, newProvider(t, store), "timeout", "b")
@@ -287,7 +233,7 @@ func TestReleaseAfterTimeoutFreesTheRecord(t *testing.T) {
 		t.Fatal("b acquired a held lease")
 	}
 	cut.cut.Store(true)
-	lost.wait(t)
+	lost.Wait(t, waitDeadline)
 	cut.cut.Store(false)
 	if ok, err := a.Release(context.Background()); ok || err != nil {
 		t.Fatalf("Release after the loss = %v, %v; want false, nil", ok, err)
@@ -316,8 +262,8 @@ func TestConfigChecks(t *testing.T) {
 		want string
 	}{
 		{"no store", caslease.Config{}, "Store is nil"},
-		{"renewal slower than the holding", caslease.Config{Store: store, RenewInterval: 4 * time.Second}, "leaves no renewal"},
-		{"drift too large", caslease.Config{Store: store, Drift: 0.5}, "drift"},
+		{"renewal slower than the holding", caslease.Config{Store: store, Settings: caslease.Settings{RenewInterval: 4 * time.Second}}, "leaves no renewal"},
+		{"drift too large", caslease.Config{Store: store, Settings: caslease.Settings{Drift: 0.5}}, "drift"},
 	} {
 		if _, err := caslease.NewProvider(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: NewProvider = %v, want an error with %q", c.name, err, c.want)
@@ -325,6 +271,9 @@ func TestConfigChecks(t *testing.T) {
 	}
 	if _, err := caslease.NewProvider(caslease.Config{Store: store}); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	if got, want := (caslease.Settings{}).Timing(), (caslease.Timing{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}); got != want {
+		t.Errorf("default timing %+v, want %+v", got, want)
 	}
 	p := newProvider(t, store)
 	if _, err := p.NewLease("/", "a"); err == nil {

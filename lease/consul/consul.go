@@ -57,6 +57,7 @@ import (
 
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
 // Defaults and Consul's limits.
@@ -317,56 +318,33 @@ var errGone = errors.New("holding gone")
 
 // heartbeat renews the session every HeartbeatInterval and declares the
 // lease lost when the session or the lock is gone, or when no renewal has
-// succeeded for lossAfter. A renewal that hangs does not delay the loss: the
-// loss timer runs on its own.
+// succeeded for lossAfter.
 func (l *Lease) heartbeat(ctx context.Context, h *holding) {
-	loss := time.NewTimer(l.untilLoss(h))
-	defer loss.Stop()
-	next := time.NewTimer(l.cfg.HeartbeatInterval)
-	defer next.Stop()
-	lostReason := func() error {
-		return fmt.Errorf("%w: no successful heartbeat to Consul for %v (heartbeat timeout %v − safety margin %v)",
-			lease.ErrLost, l.lossAfter(), l.cfg.HeartbeatTimeout, l.cfg.SafetyMargin)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-loss.C:
-			l.lose(h, lostReason())
-			return
-		case <-next.C:
-		}
-		start := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
-		done := make(chan error, 1)
-		go func() { done <- l.renew(rctx, h.session) }()
-		var err error
-		select {
-		case <-ctx.Done():
-			cancel()
-			return
-		case <-loss.C:
-			cancel()
-			l.lose(h, lostReason())
-			return
-		case err = <-done:
-			cancel()
-		}
-		switch {
-		case err == nil:
+	err := renewloop.Run(ctx, renewloop.Loop{
+		Interval:         l.cfg.HeartbeatInterval,
+		OperationTimeout: l.cfg.OperationTimeout,
+		UntilLoss:        func() time.Duration { return l.untilLoss(h) },
+		Renew: func(ctx context.Context, start time.Time) error {
+			if err := l.renew(ctx, h.session); err != nil {
+				return err
+			}
 			l.mu.Lock()
 			h.lastRenew = start
 			l.mu.Unlock()
-			loss.Reset(l.untilLoss(h))
-		case errors.Is(err, errGone):
-			l.lose(h, fmt.Errorf("%w: %w", lease.ErrLost, err))
-			return
-		default:
+			return nil
+		},
+		Final: func(err error) bool { return errors.Is(err, errGone) },
+		Retrying: func(err error) {
 			l.log.Warn("consul lease: heartbeat failed; retrying", slog.Any("error", err),
 				slog.Duration("lostIn", l.untilLoss(h)))
-		}
-		next.Reset(max(0, l.cfg.HeartbeatInterval-time.Since(start)))
+		},
+	})
+	switch {
+	case errors.Is(err, renewloop.ErrExpired):
+		l.lose(h, fmt.Errorf("%w: no successful heartbeat to Consul for %v (heartbeat timeout %v − safety margin %v)",
+			lease.ErrLost, l.lossAfter(), l.cfg.HeartbeatTimeout, l.cfg.SafetyMargin))
+	case err != nil:
+		l.lose(h, fmt.Errorf("%w: %w", lease.ErrLost, err))
 	}
 }
 

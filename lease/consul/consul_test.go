@@ -62,16 +62,7 @@ func newProvider(t *testing.T, client *api.Client) *consul.Provider {
 
 func newLease(t *testing.T, p *consul.Provider, name, owner string) *consul.Lease {
 	t.Helper()
-	l, err := p.Lease(name, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = l.Release(ctx)
-	})
-	return l
+	return leasetest.Holder(t, p, name, owner).(*consul.Lease)
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -129,21 +120,9 @@ func acquire(t *testing.T, l *consul.Lease, cb lease.LostFunc) uint64 {
 	return token
 }
 
-// acquireEventually retries every 200ms and returns the token and the time
-// of the first success.
 func acquireEventually(t *testing.T, l *consul.Lease) (uint64, time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(waitDeadline)
-	for {
-		token, ok, err := l.Acquire(ctxFor(t), nil)
-		if ok && err == nil {
-			return token, time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Acquire succeeded within %v (last: %v, %v)", waitDeadline, ok, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return leasetest.AcquireEventually(t, l, waitDeadline)
 }
 
 func TestConsulLeaseContract(t *testing.T) {

@@ -25,8 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -35,7 +33,7 @@ import (
 )
 
 // Config configures the Consul compare-and-set leases. Zero fields take
-// caslease's defaults.
+// their defaults.
 type Config struct {
 	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
 	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
@@ -44,16 +42,9 @@ type Config struct {
 	// (membership.Cluster.Name). Required: the records live under the
 	// cluster's keys, protoshard/<cluster>/lease/.
 	ClusterName string
-	// Duration, RenewInterval, SafetyMargin, OperationTimeout and Drift are
-	// caslease.Config's (defaults 5 s, 1 s, 1 s, 1 s, 1%).
-	Duration         time.Duration
-	RenewInterval    time.Duration
-	SafetyMargin     time.Duration
-	OperationTimeout time.Duration
-	Drift            float64
-	// Logger receives the leases' logs. Default: the actor system's logger
-	// of the singleton or shard that holds the lease.
-	Logger *slog.Logger
+	// Settings: the timings (defaults: Duration 5 s, RenewInterval 1 s,
+	// SafetyMargin 1 s, OperationTimeout 1 s, Drift 1%) and the logger.
+	caslease.Settings
 }
 
 // NewProvider checks cfg and returns a Provider of Consul compare-and-set
@@ -71,14 +62,9 @@ func NewProvider(cfg Config) (*caslease.Provider, error) {
 		}
 	}
 	return caslease.NewProvider(caslease.Config{
-		Store:            NewStore(client),
-		KeyPrefix:        consulkey.Prefix(cfg.ClusterName) + "lease/",
-		Duration:         cfg.Duration,
-		RenewInterval:    cfg.RenewInterval,
-		SafetyMargin:     cfg.SafetyMargin,
-		OperationTimeout: cfg.OperationTimeout,
-		Drift:            cfg.Drift,
-		Logger:           cfg.Logger,
+		Store:     NewStore(client),
+		KeyPrefix: consulkey.Prefix(cfg.ClusterName) + "lease/",
+		Settings:  cfg.Settings,
 	})
 }
 

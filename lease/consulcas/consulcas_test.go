@@ -21,23 +21,21 @@ import (
 
 // Test timings: the holder gives up 1.48 s after its last renewal started,
 // a contender takes over after seeing a record unchanged for 2.52 s.
-const (
-	testDuration = 2 * time.Second
-	testMargin   = 500 * time.Millisecond
-	waitDeadline = 60 * time.Second
-)
+const waitDeadline = 60 * time.Second
 
-var testTiming = caslease.Timing{Duration: testDuration, SafetyMargin: testMargin, Drift: caslease.DefaultDrift}
+var testTiming = testConfig(nil).Timing()
 
 func testConfig(client *api.Client) consulcas.Config {
 	return consulcas.Config{
-		Client:           client,
-		ClusterName:      "lease-test",
-		Duration:         testDuration,
-		RenewInterval:    300 * time.Millisecond,
-		SafetyMargin:     testMargin,
-		OperationTimeout: time.Second,
-		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Client:      client,
+		ClusterName: "lease-test",
+		Settings: caslease.Settings{
+			Duration:         2 * time.Second,
+			RenewInterval:    300 * time.Millisecond,
+			SafetyMargin:     500 * time.Millisecond,
+			OperationTimeout: time.Second,
+			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	}
 }
 
@@ -52,16 +50,7 @@ func newProvider(t *testing.T, client *api.Client) *caslease.Provider {
 
 func newLease(t *testing.T, p *caslease.Provider, name, owner string) *caslease.Lease {
 	t.Helper()
-	l, err := p.Lease(name, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = l.Release(ctx)
-	})
-	return l
+	return leasetest.Holder(t, p, name, owner).(*caslease.Lease)
 }
 
 func readRecord(t *testing.T, client *api.Client, key string) (caslease.Record, *api.KVPair) {
@@ -184,41 +173,27 @@ func TestConsulCASLeaseTakeoverAfterHolderDies(t *testing.T) {
 	client := agent.Client()
 	dying := &deadStore{Store: consulcas.NewStore(client)}
 	cfg := testConfig(client)
-	pa, err := caslease.NewProvider(caslease.Config{Store: dying, KeyPrefix: "protoshard/lease-test/lease/",
-		Duration: cfg.Duration, RenewInterval: cfg.RenewInterval, SafetyMargin: cfg.SafetyMargin,
-		OperationTimeout: cfg.OperationTimeout, Logger: cfg.Logger})
+	pa, err := caslease.NewProvider(caslease.Config{Store: dying, KeyPrefix: "protoshard/lease-test/lease/", Settings: cfg.Settings})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := newLease(t, pa, "dies", "a"), newLease(t, newProvider(t, client), "dies", "b")
-	lostAt := make(chan time.Time, 1)
-	ta, ok, err := a.Acquire(context.Background(), func(error) { lostAt <- time.Now() })
+	lost := leasetest.NewLostRecorder()
+	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
 	time.Sleep(time.Second)
 	killedAt := time.Now()
 	dying.dead.Store(true)
-	var tb uint64
-	for deadline := time.Now().Add(waitDeadline); ; time.Sleep(50 * time.Millisecond) {
-		var ok bool
-		if tb, ok, err = b.Acquire(context.Background(), nil); ok && err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no takeover within %v (last error %v)", waitDeadline, err)
-		}
-	}
-	acquiredAt := time.Now()
-	var lost time.Time
-	select {
-	case lost = <-lostAt:
-	default:
+	tb, acquiredAt := leasetest.AcquireEventually(t, b, waitDeadline)
+	lostAt, _ := lost.Last()
+	if lost.Calls() == 0 || !lostAt.Before(acquiredAt) {
 		t.Fatal("taken over before the holder reported the loss")
 	}
 	took := acquiredAt.Sub(killedAt)
 	t.Logf("holder killed: it reported the loss after %v, another took over after %v (WaitFor %v)",
-		lost.Sub(killedAt).Round(time.Millisecond), took.Round(time.Millisecond), testTiming.WaitFor())
+		lostAt.Sub(killedAt).Round(time.Millisecond), took.Round(time.Millisecond), testTiming.WaitFor())
 	if took < testTiming.WaitFor()-cfg.RenewInterval {
 		t.Fatalf("taken over %v after the kill, sooner than WaitFor − RenewInterval", took)
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,23 +98,6 @@ func release(t *testing.T, h Harness, l lease.Lease, want bool) {
 	}
 }
 
-// acquireEventually retries Acquire until it succeeds or the deadline
-// passes, returning the token and when it succeeded.
-func acquireEventually(t *testing.T, h Harness, l lease.Lease) (uint64, time.Time) {
-	t.Helper()
-	deadline := time.Now().Add(h.Deadline)
-	for {
-		token, ok, err := l.Acquire(opCtx(t, h), nil)
-		if ok && err == nil {
-			return token, time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Acquire succeeded within %v (last: %v, %v)", h.Deadline, ok, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func oneHolderAtATime(t *testing.T, h Harness, name string) {
 	a, b := h.NewLease(t, name, "a"), h.NewLease(t, name, "b")
 	mustAcquire(t, h, a, nil)
@@ -170,48 +152,26 @@ func releaseWithoutHolding(t *testing.T, h Harness, name string) {
 // and the next holding has a larger token.
 func lostHolderIsToldFirst(t *testing.T, h Harness, name string) {
 	a, b := h.NewLease(t, name, "a"), h.NewLease(t, name, "b")
-	var (
-		mu      sync.Mutex
-		calls   int
-		lostAt  time.Time
-		reason  error
-		lostNow = make(chan struct{})
-	)
-	ta := mustAcquire(t, h, a, func(r error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			lostAt, reason = time.Now(), r
-			close(lostNow)
-		}
-	})
+	lost := NewLostRecorder()
+	ta := mustAcquire(t, h, a, lost.Callback)
 	h.Lose(t, name, a)
-	select {
-	case <-lostNow:
-	case <-time.After(h.Deadline):
-		t.Fatalf("the lease-lost callback did not run within %v", h.Deadline)
-	}
-	mu.Lock()
+	lostAt, reason := lost.Wait(t, h.Deadline)
 	if !errors.Is(reason, lease.ErrLost) {
 		t.Errorf("lost reason %v does not wrap lease.ErrLost", reason)
 	}
-	mu.Unlock()
 	if a.CheckLease() {
 		t.Fatal("CheckLease is true after the lease-lost callback")
 	}
 	// The holder has stopped what the lease protected: it lets go.
 	release(t, h, a, false)
-	tb, acquiredAt := acquireEventually(t, h, b)
-	mu.Lock()
-	defer mu.Unlock()
+	tb, acquiredAt := AcquireEventually(t, b, h.Deadline)
 	if !acquiredAt.After(lostAt) {
 		t.Fatalf("b acquired at %v, not after a was told of the loss at %v", acquiredAt, lostAt)
 	}
 	if tb <= ta {
 		t.Fatalf("the next holder's token %d is not larger than the lost holder's %d", tb, ta)
 	}
-	if calls != 1 {
+	if calls := lost.Calls(); calls != 1 {
 		t.Fatalf("the lease-lost callback ran %d times, want once", calls)
 	}
 	release(t, h, b, true)
