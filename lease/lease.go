@@ -11,8 +11,9 @@
 // fences off a holder that has lost the lease but has not stopped yet.
 //
 // Implementations: MemoryLeases, shared by the nodes of one process (tests
-// and in-process membership), and package lease/consul, on a Consul session
-// and a KV lock. Package lease/leasetest holds the contract tests every
+// and in-process membership); package lease/consul, on a Consul session
+// and a KV lock; package lease/caslease, on a compare-and-set record
+// (lease/consulcas keeps it in Consul KV), which fails over in seconds. Package lease/leasetest holds the contract tests every
 // implementation passes.
 package lease
 
@@ -60,6 +61,19 @@ type Lease interface {
 	// CheckLease reports whether this value holds the lease as far as it
 	// knows now, without asking the lease store (Akka's checkLease).
 	CheckLease() bool
+}
+
+// Observer is implemented by a Lease that takes over a silent holder's lease
+// only after its own reads have shown it unchanged for a while
+// (lease/caslease). Observe keeps reading the lease until ctx ends, so that
+// the count has begun when Acquire is called: the cluster singleton's
+// manager observes its lease from its start, and a member that becomes the
+// oldest after a crash takes the lease over about when failure detection
+// lets it, instead of a lease duration later.
+type Observer interface {
+	// Observe reads the lease periodically until ctx ends; it does nothing
+	// while this value holds the lease.
+	Observe(ctx context.Context)
 }
 
 // Provider creates the leases of one implementation, configured once (Akka's

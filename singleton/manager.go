@@ -142,6 +142,7 @@ type manager struct {
 	leaseOpsTail   chan struct{}   // closed when the last queued operation is over
 	leaseCtx       context.Context // canceled when the manager has stopped
 	cancelLease    context.CancelFunc
+	stopObserving  context.CancelFunc // ends the current lease's Observe (lease.Observer)
 }
 
 // maxEnvelopeHops bounds manager-to-manager forwards of a proxied message.
@@ -234,6 +235,14 @@ func (m *manager) start(ctx actor.Context) {
 
 func (m *manager) onInitial(ctx actor.Context, msg *initialOldestState) {
 	m.self = msg.self
+	if m.settings.UseLease != nil {
+		// Made now rather than at the first acquisition, so that a lease
+		// that observes its holder (lease.Observer) starts counting before
+		// this member may become the oldest.
+		if _, err := m.currentLease(ctx.Logger()); err != nil {
+			ctx.Logger().Warn("singleton: failed to get lease (will be retried when needed)", slog.Any("error", err))
+		}
+	}
 	m.selfGone = false
 	m.selfExited = false
 	m.removed = map[string]bool{}
@@ -1099,7 +1108,9 @@ func (m *manager) askNext(ctx actor.Context) {
 // --- lease ---
 
 // currentLease returns the lease of this member incarnation, creating it
-// on first use (logging to logger): a re-joined member is a new owner.
+// on first use (logging to logger): a re-joined member is a new owner. A
+// lease.Observer observes from its creation until it is replaced or the
+// manager stops.
 func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
 	owner := m.self.Address + "/" + m.self.ID
 	if m.lease == nil || m.leaseOwner != owner {
@@ -1108,6 +1119,15 @@ func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
 			return nil, fmt.Errorf("singleton: lease %q for %s: %w", LeaseName(m.name), owner, err)
 		}
 		m.lease, m.leaseOwner = l, owner
+		if m.stopObserving != nil {
+			m.stopObserving()
+			m.stopObserving = nil
+		}
+		if o, ok := l.(lease.Observer); ok {
+			var octx context.Context
+			octx, m.stopObserving = context.WithCancel(m.leaseCtx)
+			go o.Observe(octx)
+		}
 	}
 	return m.lease, nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/caslease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
+	"github.com/protoshard/protoshard/lease/consulcas"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
@@ -33,16 +35,18 @@ const (
 
 // backends runs each scenario over in-process membership and over a real
 // Consul agent; with use-lease, over the lease that goes with each.
+// casLeases is the compare-and-set lease's, run as well.
 var backends = []struct {
-	name   string
-	new    func(t *testing.T) (testkit.Backend, time.Duration)
-	leases func(t *testing.T, b testkit.Backend) *leaseKit
+	name      string
+	new       func(t *testing.T) (testkit.Backend, time.Duration)
+	leases    func(t *testing.T, b testkit.Backend) *leaseKit
+	casLeases func(t *testing.T, b testkit.Backend) *leaseKit
 }{
-	{"local", func(t *testing.T) (testkit.Backend, time.Duration) { return testkit.NewLocalBackend(), 0 }, memoryLeases},
+	{"local", func(t *testing.T) (testkit.Backend, time.Duration) { return testkit.NewLocalBackend(), 0 }, memoryLeases, memoryCASLeases},
 	{"consul", func(t *testing.T) (testkit.Backend, time.Duration) {
 		b := testkit.NewConsulBackend(t)
 		return b, b.TTL // removal margin: the check TTL, as recommended
-	}, consulLeases},
+	}, consulLeases, consulCASLeases},
 }
 
 // leaseKit is the lease of one backend: the provider every node's manager
@@ -280,6 +284,12 @@ func forEachBackendWithLease(t *testing.T, test func(t *testing.T, f *fixture)) 
 			f.useLease(b.leases(t, backend))
 			test(t, f)
 		})
+		t.Run(b.name+"+caslease", func(t *testing.T) {
+			backend, margin := b.new(t)
+			f := newFixture(t, backend, margin)
+			f.useLease(b.casLeases(t, backend))
+			test(t, f)
+		})
 	}
 }
 
@@ -288,6 +298,44 @@ func forEachBackendWithLease(t *testing.T, test func(t *testing.T, f *fixture)) 
 func forEachBackendWithAndWithoutLease(t *testing.T, test func(t *testing.T, f *fixture)) {
 	forEachBackend(t, test)
 	forEachBackendWithLease(t, test)
+}
+
+// casTimings are short compare-and-set lease timings: a holder gives up
+// 1.48 s after its last renewal, a dead one is taken over after 2.52 s.
+var casTimings = caslease.Settings{Duration: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
+	SafetyMargin: 500 * time.Millisecond, OperationTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
+
+// casLeaseKit: compare-and-set leases on store; a holder loses its lease
+// when another holder's record is written over its own (it notices at its
+// next renewal; the record then looks held by a silent holder, which is
+// taken over after WaitFor).
+func casLeaseKit(p *caslease.Provider, store caslease.Store) *leaseKit {
+	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
+		probe, err := p.Lease(name, "probe")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		_, version, found, err := store.Get(ctx, probe.Key())
+		require.NoError(t, err)
+		require.True(t, found, "the record %s", probe.Key())
+		_, ok, err := store.CAS(ctx, probe.Key(), []byte(`{"holder":"intruder#0","owner":"intruder","token":1}`), version)
+		require.NoError(t, err)
+		require.True(t, ok, "overwriting %s", probe.Key())
+	}}
+}
+
+func memoryCASLeases(t *testing.T, _ testkit.Backend) *leaseKit {
+	store := &caslease.MemoryStore{}
+	p, err := caslease.NewProvider(caslease.Config{Store: store, KeyPrefix: "lease/", Settings: casTimings})
+	require.NoError(t, err)
+	return casLeaseKit(p, store)
+}
+
+func consulCASLeases(t *testing.T, b testkit.Backend) *leaseKit {
+	client := b.(*testkit.ConsulBackend).Client()
+	p, err := consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: consulmembership.DefaultServiceName, Settings: casTimings})
+	require.NoError(t, err)
+	return casLeaseKit(p, consulcas.NewStore(client))
 }
 
 // (a) 3-5 nodes: exactly one singleton, on the oldest; every proxy reaches it.

@@ -131,9 +131,7 @@ func newState(timing Timing, self, owner string) state {
 func (s *state) observe(v view, now time.Time) decision {
 	rec := v.Record
 	if v.Found && rec.Holder != "" && rec.Holder != s.self {
-		if !s.seen || s.seenV != v.Version {
-			s.seen, s.seenV, s.seenAt = true, v.Version, now
-		}
+		s.watch(v, now)
 		if waited := now.Sub(s.seenAt); waited < s.timing.WaitFor() {
 			return decision{Kind: kindBusy, RetryIn: s.timing.WaitFor() - waited}
 		}
@@ -143,6 +141,18 @@ func (s *state) observe(v view, now time.Time) decision {
 	token := max(rec.Token, v.Version) + 1
 	return decision{Kind: kindWrite, Version: v.Version,
 		Record: Record{Holder: s.self, Owner: s.owner, Token: token}}
+}
+
+// watch records a read of the record by a value that is not about to
+// write (Lease.Observe): when another holder's record shows a new version,
+// the count of how long it stays unchanged starts at now.
+func (s *state) watch(v view, now time.Time) {
+	if s.held || !v.Found || v.Record.Holder == "" || v.Record.Holder == s.self {
+		return
+	}
+	if !s.seen || s.seenV != v.Version {
+		s.seen, s.seenV, s.seenAt = true, v.Version, now
+	}
 }
 
 // acquired records a successful acquiring write of rec that started at

@@ -198,3 +198,40 @@ func TestRecordCoding(t *testing.T) {
 		t.Fatalf("decoding a session lease's value: %v, want ErrBadRecord", err)
 	}
 }
+
+// watch (Lease.Observe) starts the count of another holder's version; a
+// later observe counts from there.
+func TestWatch(t *testing.T) {
+	t0 := time.Now()
+	other := view{Found: true, Version: 20, Record: Record{Holder: "b#2", Owner: "b", Token: 7}}
+	s := newState(testTiming, "a#1", "a")
+	s.watch(other, t0)
+	s.watch(other, t0.Add(2*time.Second)) // the same version: the count goes on
+	if d := s.observe(other, t0.Add(testTiming.WaitFor())); d.Kind != kindWrite || d.Version != 20 {
+		t.Fatalf("observe after watching for WaitFor = %+v, want a takeover on version 20", d)
+	}
+
+	s = newState(testTiming, "a#1", "a")
+	s.watch(other, t0)
+	renewed := other
+	renewed.Version = 21
+	s.watch(renewed, t0.Add(time.Second)) // renewed: the count starts again
+	if d := s.observe(renewed, t0.Add(testTiming.WaitFor())); d.Kind != kindBusy || d.RetryIn != time.Second {
+		t.Fatalf("observe = %+v, want busy for another second", d)
+	}
+
+	// Nothing to count: a free record, this value's own, or while holding.
+	for _, v := range []view{{}, {Found: true, Version: 5, Record: Record{Token: 3}}, {Found: true, Version: 5, Record: Record{Holder: "a#1"}}} {
+		s := newState(testTiming, "a#1", "a")
+		s.watch(v, t0)
+		if s.seen {
+			t.Errorf("watch(%+v) started a count", v)
+		}
+	}
+	s = newState(testTiming, "a#1", "a")
+	s.acquired(Record{Holder: "a#1", Owner: "a", Token: 1}, 4, t0)
+	s.watch(other, t0)
+	if s.seen {
+		t.Error("a holder started a count")
+	}
+}

@@ -29,6 +29,17 @@
 // safety margins later. A contender that read an older version (a stale
 // read, a renewal it missed) writes on a version that is gone, and fails.
 //
+// Acquire does not wait: it reports not acquired until the record has
+// stayed unchanged long enough, and the next Acquire of the same value
+// counts on. A contender that only asks when it wants the lease takes a
+// dead holder's lease over WaitFor after its first Acquire; one that has
+// observed the record ahead (Lease.Observe, a lease.Observer: the
+// singleton's manager observes from its start) takes it over WaitFor after
+// the holder's last renewal, one RenewInterval later at most. Either way a
+// retry interval adds to that: give the singleton and the shards a
+// LeaseRetryInterval near RenewInterval (Akka's default of 5 s adds up to
+// 5 s to a failover).
+//
 // A free record (its holder released it) is taken at once. The fencing
 // token of a new holding is max(previous token, version replaced) + 1, so
 // it grows with every holder; a release keeps the token in the record. A
@@ -314,6 +325,40 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 	l.log.Debug("cas lease acquired", slog.Uint64("token", h.token), slog.Uint64("version", version))
 	go l.renew(hctx, h)
 	return h.token, true, nil
+}
+
+var _ lease.Observer = (*Lease)(nil)
+
+// Observe implements lease.Observer: it reads the record every
+// RenewInterval while this value does not hold the lease, so that a later
+// Acquire counts from the first of these reads that showed the record's
+// current version. It costs one read per RenewInterval per observing
+// value.
+func (l *Lease) Observe(ctx context.Context) {
+	tick := time.NewTicker(l.cfg.RenewInterval)
+	defer tick.Stop()
+	for {
+		l.mu.Lock()
+		held := l.st.held
+		l.mu.Unlock()
+		if !held {
+			rctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
+			v, err := l.read(rctx)
+			cancel()
+			if err == nil {
+				l.mu.Lock()
+				l.st.watch(v, time.Now())
+				l.mu.Unlock()
+			} else if ctx.Err() == nil {
+				l.log.Debug("cas lease: observing the record failed", slog.Any("error", err))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // renew rewrites the record every RenewInterval and declares the lease lost

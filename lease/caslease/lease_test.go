@@ -105,16 +105,21 @@ func (s *cutStore) CAS(ctx context.Context, key string, value []byte, version ui
 	return v, ok, err
 }
 
+// holderAndContender returns two holders of the lease name on one memory
+// store: a reaches it through cut, b directly.
+func holderAndContender(t *testing.T, name string) (cut *cutStore, a, b *caslease.Lease) {
+	store := &caslease.MemoryStore{}
+	cut = &cutStore{Store: store}
+	return cut, newLease(t, newProvider(t, cut), name, "a"), newLease(t, newProvider(t, store), name, "b")
+}
+
 // A holder cut off from the store reports the loss HoldFor after its last
 // renewal started, and the contender, polling all along, takes over no
 // sooner than WaitFor after it first read that renewal: after the loss,
 // with a larger token.
 func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
-	store := &caslease.MemoryStore{}
-	cut := &cutStore{Store: store}
-	timing := testConfig(store).Timing()
-	a := newLease(t, newProvider(t, cut), "partition", "a")
-	b := newLease(t, newProvider(t, store), "partition", "b")
+	cut, a, b := holderAndContender(t, "partition")
+	timing := testConfig(nil).Timing()
 	lost := leasetest.NewLostRecorder()
 	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
@@ -221,14 +226,11 @@ func TestLostAnswerOfARenewal(t *testing.T) {
 // A holder that lost its lease to timeouts frees the record on Release once
 // it has stopped, so the next holder need not wait out the record.
 func TestReleaseAfterTimeoutFreesTheRecord(t *testing.T) {
-	store := &caslease.MemoryStore{}
-	cut := &cutStore{Store: store}
-	a := newLease(t, newProvider(t, cut), "timeout", "a")
+	cut, a, b := holderAndContender(t, "timeout")
 	lost := leasetest.NewLostRecorder()
 	if _, ok, err := a.Acquire(context.Background(), lost.Callback); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
-	b := newLease(t, newProvider(t, store), "timeout", "b")
 	if _, ok, _ := b.Acquire(context.Background(), nil); ok {
 		t.Fatal("b acquired a held lease")
 	}
@@ -278,5 +280,41 @@ func TestConfigChecks(t *testing.T) {
 	p := newProvider(t, store)
 	if _, err := p.NewLease("/", "a"); err == nil {
 		t.Error("an empty lease name was accepted")
+	}
+}
+
+// A contender that observes ahead (lease.Observer, as the singleton's
+// manager does) takes over a dead holder's lease at its first Acquire once
+// WaitFor has passed since the last renewal; while the holder renews, it
+// never can.
+func TestObserveCountsAhead(t *testing.T) {
+	cut, a, b := holderAndContender(t, "observe")
+	timing := testConfig(nil).Timing()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.Observe(ctx)
+	lost := leasetest.NewLostRecorder()
+	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
+	if !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	time.Sleep(timing.WaitFor() + 300*time.Millisecond)
+	if _, ok, err := b.Acquire(context.Background(), nil); ok || err != nil {
+		t.Fatalf("b took over a renewed lease after observing it for WaitFor (err %v)", err)
+	}
+
+	killedAt := time.Now()
+	cut.cut.Store(true)
+	time.Sleep(timing.WaitFor() + 2*testConfig(nil).RenewInterval)
+	tb, ok, err := b.Acquire(context.Background(), nil)
+	if !ok || err != nil {
+		t.Fatalf("first Acquire %v after the holder died = %v, %v; want a takeover", time.Since(killedAt), ok, err)
+	}
+	lostAt, _ := lost.Last()
+	if lost.Calls() != 1 || !lostAt.Before(time.Now()) {
+		t.Fatal("taken over before the holder reported the loss")
+	}
+	if tb <= ta {
+		t.Fatalf("token %d not above %d", tb, ta)
 	}
 }
