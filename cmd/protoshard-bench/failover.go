@@ -17,7 +17,9 @@ import (
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/caslease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
+	"github.com/protoshard/protoshard/lease/consulcas"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
@@ -44,11 +46,30 @@ const (
 	failoverLeaseTTL = 10 * time.Second
 )
 
-// failoverLeases returns the Consul leases of the lease variant: the
-// coordinator's singleton runs only while its member holds a session lock
-// under the keys of the round's own cluster (service). The lock delay covers a
-// heartbeat and an operation, the holder's time to stop.
-func failoverLeases(client *api.Client, service string) (lease.Provider, error) {
+// failoverLease is the coordinator's lease in a failover variant.
+type failoverLease int
+
+const (
+	noLease      failoverLease = iota
+	sessionLease               // lease/consul: a Consul session and a KV lock
+	casLease                   // lease/consulcas: a compare-and-set record, default timings
+)
+
+// failoverLeases returns the Consul leases of a lease variant: the
+// coordinator's singleton runs only while its member holds the lease under
+// the keys of the round's own cluster (service). The session lease's lock
+// delay covers a heartbeat and an operation, the holder's time to stop;
+// the compare-and-set lease runs on its defaults (duration 5s, renewal
+// every second, margin 1s, drift 1%).
+func failoverLeases(client *api.Client, service string, kind failoverLease) (lease.Provider, error) {
+	if kind == casLease {
+		p, err := consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: service,
+			Settings: caslease.Settings{Logger: slog.New(slog.DiscardHandler)}})
+		if err != nil {
+			return nil, fmt.Errorf("consul cas leases: %w", err)
+		}
+		return p, nil
+	}
 	p, err := leaseconsul.NewProvider(leaseconsul.Config{
 		Client:      client,
 		ClusterName: service,
@@ -81,12 +102,12 @@ func failoverLeases(client *api.Client, service string) (lease.Provider, error) 
 //   - no rebalance during the measurement (an hour), so that no hand-off
 //     is in flight when the coordinator's node dies.
 //
-// With withLease (the lease variant), the coordinator's singleton also
-// runs only while its member holds a Consul lease (failoverLeases).
-func failoverOptions(client *api.Client, service string, withLease bool) ([]actorsharding.Option, error) {
+// With a lease (the lease variants), the coordinator's singleton also runs
+// only while its member holds a Consul lease (failoverLeases).
+func failoverOptions(client *api.Client, service string, kind failoverLease) ([]actorsharding.Option, error) {
 	st := singleton.Settings{RemovalMargin: failoverTTL, HandOverRetryInterval: 200 * time.Millisecond}
-	if withLease {
-		leases, err := failoverLeases(client, service)
+	if kind != noLease {
+		leases, err := failoverLeases(client, service, kind)
 		if err != nil {
 			return nil, err
 		}
@@ -111,12 +132,12 @@ func failoverProvider(client *api.Client, service string) (*consul.Provider, err
 
 // failoverPeer starts the failover section's peer node: the first member,
 // so the oldest, which runs the coordinator, with a region of the type.
-func failoverPeer(cfg config, client *api.Client, withLease bool) (*node, error) {
+func failoverPeer(cfg config, client *api.Client, kind failoverLease) (*node, error) {
 	provider, err := failoverProvider(client, cfg.service)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := failoverOptions(client, cfg.service, withLease)
+	opts, err := failoverOptions(client, cfg.service, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -148,21 +169,24 @@ func benchFailover(ctx context.Context, cfg config, rep *report) error {
 	}
 	defer agent.stop()
 	of := medianOf(cfg.failoverRounds, "kill", "kills")
-	// The lease variant first: it is the safe configuration, and the
-	// figure to read; the margin alone shows what the lease costs.
-	for _, withLease := range []bool{true, false} {
+	// The lease variants first: they are the safe configurations, and the
+	// figures to read; the margin alone shows what a lease costs.
+	for _, kind := range []failoverLease{sessionLease, casLease, noLease} {
 		var failover, removal []float64
 		for round := range cfg.failoverRounds {
-			f, r, err := failoverRound(ctx, cfg, agent, round, withLease)
+			f, r, err := failoverRound(ctx, cfg, agent, round, kind)
 			if err != nil {
-				return fmt.Errorf("round %d (lease %v): %w", round+1, withLease, err)
+				return fmt.Errorf("round %d (lease variant %d): %w", round+1, kind, err)
 			}
 			failover, removal = append(failover, ms(f)), append(removal, ms(r))
 		}
 		how := fmt.Sprintf("Consul TTL %v, removal margin %v", failoverTTL, failoverTTL)
-		if withLease {
+		switch kind {
+		case sessionLease:
 			how += fmt.Sprintf(", coordinator lease: session TTL %v", failoverLeaseTTL)
-		} else {
+		case casLease:
+			how += fmt.Sprintf(", coordinator lease: compare-and-set record, duration %v", caslease.DefaultDuration)
+		default:
 			how += ", no lease"
 		}
 		rep.add(paired(figure{
@@ -179,19 +203,16 @@ func benchFailover(ctx context.Context, cfg config, rep *report) error {
 // node of this process, places shards on both, kills the peer and returns
 // the time until a new shard is allocated and the time until the
 // membership saw the peer removed.
-func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round int, withLease bool) (failover, removal time.Duration, err error) {
+func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round int, kind failoverLease) (failover, removal time.Duration, err error) {
 	// A service (so a cluster name) of its own per round, so that the
 	// members of an earlier round (their registrations linger until Consul
 	// deregisters them) are not in this one; and a clean coordinator state.
-	service := fmt.Sprintf("protoshard-bench-failover-%d-%d-%v", os.Getpid(), round, withLease)
+	service := fmt.Sprintf("protoshard-bench-failover-%d-%d-%d", os.Getpid(), round, kind)
 	store := consulstore.NewStateStore(agent.client, service, failoverType)
 	if _, err := agent.client.KV().Delete(store.Key(), nil); err != nil {
 		return 0, 0, fmt.Errorf("clearing the coordinator state: %w", err)
 	}
-	role := failoverRole
-	if withLease {
-		role = failoverLeaseRole
-	}
+	role := map[failoverLease]string{noLease: failoverRole, sessionLease: failoverLeaseRole, casLease: failoverCASLeaseRole}[kind]
 	peer, err := startPeer(ctx, cfg, role, agent.addr, service)
 	if err != nil {
 		return 0, 0, err
@@ -213,7 +234,7 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 	defer n.system.Root.Stop(removed.pid)
 
 	ex := actorsharding.NewHashCodeMessageExtractor(cfg.shards)
-	opts, err := failoverOptions(agent.client, service, withLease)
+	opts, err := failoverOptions(agent.client, service, kind)
 	if err != nil {
 		return 0, 0, err
 	}

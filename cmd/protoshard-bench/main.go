@@ -152,7 +152,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (each peer process writes its own, named with its role appended)")
-	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, grainsRole, deliveryRole}, ", ")+")")
+	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, failoverCASLeaseRole, grainsRole, deliveryRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
 	if err := fs.Parse(args); err != nil {

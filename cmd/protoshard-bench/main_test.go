@@ -50,7 +50,7 @@ func TestShortRun(t *testing.T) {
 	}
 	// The figures each section must produce.
 	// (the grains and grains-remote sections both add "vs grains" figures.)
-	want := map[string]int{"local": 3, "latency": 3, "remote": 4, "vs grains": 6, "delivery": 6, "failover": 2, "recovery": 1, "memory": 1, "scale": 7}
+	want := map[string]int{"local": 3, "latency": 3, "remote": 4, "vs grains": 6, "delivery": 6, "failover": 3, "recovery": 1, "memory": 1, "scale": 7}
 	// The delivery section's rows to another process are skipped without
 	// Consul, its one-node rows are not.
 	for _, section := range []string{"remote", "grains-remote", "delivery", "failover", "recovery"} {

@@ -262,8 +262,10 @@ const (
 	// failoverRole hosts the failover section's region and, being the
 	// oldest member, its coordinator.
 	failoverRole = "failover-peer"
-	// failoverLeaseRole is failoverRole with the coordinator on a lease.
-	failoverLeaseRole = "failover-lease-peer"
+	// failoverLeaseRole is failoverRole with the coordinator on a session
+	// lease, failoverCASLeaseRole on a compare-and-set lease.
+	failoverLeaseRole    = "failover-lease-peer"
+	failoverCASLeaseRole = "failover-caslease-peer"
 	// grainsRole is a member of proto.actor's own cluster hosting the
 	// grains of the grains-remote section, and the stats actor.
 	grainsRole = "grains-peer"
@@ -374,8 +376,12 @@ func peerMain(cfg config) int {
 		address, stop, err = served(remotePeer(cfg, client, spawnRemotePeerActors))
 	case deliveryRole:
 		address, stop, err = served(remotePeer(cfg, client, spawnDeliveryPeerActors))
-	case failoverRole, failoverLeaseRole:
-		address, stop, err = served(failoverPeer(cfg, client, cfg.role == failoverLeaseRole))
+	case failoverRole:
+		address, stop, err = served(failoverPeer(cfg, client, noLease))
+	case failoverLeaseRole:
+		address, stop, err = served(failoverPeer(cfg, client, sessionLease))
+	case failoverCASLeaseRole:
+		address, stop, err = served(failoverPeer(cfg, client, casLease))
 	case grainsRole:
 		address, stop, err = grainsPeer(cfg, ccfg)
 	default:
