@@ -295,6 +295,9 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 // ModifyIndex with a consistent read.
 func (l *Lease) lock(ctx context.Context, session string) (uint64, bool, error) {
 	kv := l.client.KV()
+	if err := l.checkKind(ctx); err != nil {
+		return 0, false, err
+	}
 	ok, _, err := kv.Acquire(&api.KVPair{Key: l.key, Value: []byte(l.settings.OwnerName), Session: session},
 		(&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
@@ -311,6 +314,28 @@ func (l *Lease) lock(ctx context.Context, session string) (uint64, bool, error) 
 		return 0, false, nil
 	}
 	return pair.ModifyIndex, true, nil
+}
+
+// ErrForeignKey: the lease's key exists without a session. This lease never
+// leaves it so (a release deletes it, and so does the end of the session),
+// so another kind of lease of the same name uses it: a node on
+// lease/consulcas, whose record a lock would overwrite. Every node of a
+// cluster must use the same kind of lease; delete the key once none uses
+// the other kind.
+var ErrForeignKey = errors.New("the lease key exists without a session (another kind of lease uses it)")
+
+// checkKind refuses to lock over a key this kind of lease does not leave:
+// it detects a cluster that mixes kinds of leases (best effort: a record
+// written between this read and the lock is not seen).
+func (l *Lease) checkKind(ctx context.Context) error {
+	pair, _, err := l.client.KV().Get(l.key, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("consul lease %q: reading %s: %w", l.settings.LeaseName, l.key, err)
+	}
+	if pair != nil && pair.Session == "" {
+		return fmt.Errorf("consul lease %q: %s: %w", l.settings.LeaseName, l.key, ErrForeignKey)
+	}
+	return nil
 }
 
 // errGone: the session or the lock is no longer there; the holding is over.

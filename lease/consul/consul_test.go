@@ -305,3 +305,20 @@ func TestConsulLeasePartitionedHolderReportsLossFirst(t *testing.T) {
 		t.Fatalf("token %d of the new holder is not above the old %d", tb, ta)
 	}
 }
+
+// A key written by a compare-and-set lease (lease/consulcas) of a node
+// that uses the other kind: never locked over, an error instead.
+func TestConsulLeaseRefusesAForeignKey(t *testing.T) {
+	agent := consulagent.Start(t)
+	client := agent.Client()
+	a := newLease(t, newProvider(t, client), "foreign", "a")
+	if _, err := client.KV().Put(&api.KVPair{Key: a.Key(), Value: []byte(`{"holder":"b#1","owner":"b","token":3}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := a.Acquire(ctxFor(t), nil); ok || !errors.Is(err, consul.ErrForeignKey) {
+		t.Fatalf("Acquire = %v, %v; want ErrForeignKey", ok, err)
+	}
+	if sessions, _, err := client.Session().List(nil); err != nil || len(sessions) != 0 {
+		t.Fatalf("sessions left: %v (err %v)", sessions, err)
+	}
+}

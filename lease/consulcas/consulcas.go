@@ -5,8 +5,8 @@
 //
 // under the keys of the cluster Config.ClusterName, the key lease/consul
 // uses for the same lease: every node of a cluster must use the same kind
-// of lease (a record locked by a Consul session is reported as an error,
-// never taken over). A renewal or an acquisition is one transaction with a
+// of lease. Each refuses the other's key with an error (ErrSessionLocked
+// here, lease/consul's ErrForeignKey there) rather than take it over. A renewal or an acquisition is one transaction with a
 // check-and-set on the key's ModifyIndex, which Consul commits through Raft,
 // so it fails whenever anybody wrote the key since it was read.
 //
