@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 
@@ -48,7 +47,9 @@ func WithMembership(provider membership.Provider) JoinOption {
 // starts: remote.WithAdvertisedHost (the host:port other nodes dial, behind
 // NAT or in a container), remote.WithServerOptions (TLS credentials,
 // grpc.MaxRecvMsgSize), remote.WithDialOptions, the endpoint batch and
-// queue sizes... Join applies them in order, then the quarantine's option,
+// queue sizes (Join's queue is EndpointWriterQueueSize slots unless
+// remote.WithEndpointWriterQueueSize says otherwise; both sizes must be at
+// least 1)... Join applies them in order, then the quarantine's option,
 // which adds its gRPC interceptors to the server and dial options they
 // set, so none of them can remove the quarantine. The host and port are
 // WithAddress's. remote.WithDialOptions replaces proto.actor's default
@@ -64,6 +65,18 @@ func WithRemoteOptions(opts ...remote.ConfigOption) JoinOption {
 func WithMembershipConfig(cfg membership.Config) JoinOption {
 	return func(c *joinConfig) { c.membership = cfg }
 }
+
+// EndpointWriterQueueSize is the initial size, in messages, of the queue
+// of the remote Join starts to each node it sends to. proto.actor's
+// default, 1,000,000 slots, is a 16 MB ring per peer from its first
+// message on: 800 MB of heap on a node of a 51-node cluster, which the
+// garbage collector scans at every cycle and the process touches as the
+// ring wraps. The ring doubles whenever it is full, without bound and
+// without losing a message, and never shrinks, so the initial size only
+// saves the first doublings: 4096 slots (64 KB) hold four of the remote's
+// batches (1000 messages by default) before the first, and a peer that
+// needs more grows its own queue to its own peak.
+const EndpointWriterQueueSize = 4096
 
 // noHost is proto.actor's address of a system whose remote has not
 // started.
@@ -103,7 +116,10 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 		return nil, fmt.Errorf("actorsharding: Join: %w (%s)", ErrRemoteStarted, system.Address())
 	}
 	quarantine := membership.NewQuarantine()
-	rcfg := remote.Configure(cfg.host, cfg.port, append(slices.Clone(cfg.remote), quarantine.RemoteOption())...)
+	rcfg, err := cfg.remoteConfig(quarantine)
+	if err != nil {
+		return nil, fmt.Errorf("actorsharding: Join: %w", err)
+	}
 	if cfg.provider == nil {
 		if addr, ok := loopbackOnly(rcfg); !ok {
 			return nil, fmt.Errorf("actorsharding: Join: %w (the remote would be at %s)", ErrNoMembership, addr)
@@ -135,6 +151,20 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 	s.remote = r
 	s.mu.Unlock()
 	return s, nil
+}
+
+// remoteConfig is the config of the remote Join starts: its defaults, then
+// the user's options, which may override them, then the quarantine's.
+func (c joinConfig) remoteConfig(q *membership.Quarantine) (*remote.Config, error) {
+	opts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(EndpointWriterQueueSize)}, c.remote...)
+	rcfg := remote.Configure(c.host, c.port, append(opts, q.RemoteOption())...)
+	// proto.actor's endpoint writer divides by the queue size and spins on
+	// empty batches.
+	if rcfg.EndpointWriterQueueSize < 1 || rcfg.EndpointWriterBatchSize < 1 {
+		return nil, fmt.Errorf("endpoint writer queue size %d and batch size %d: both must be at least 1",
+			rcfg.EndpointWriterQueueSize, rcfg.EndpointWriterBatchSize)
+	}
+	return rcfg, nil
 }
 
 // startRemote starts r. proto.actor's Remote.Start panics when it cannot

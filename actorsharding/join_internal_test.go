@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/protoshard/protoshard/membership"
 )
 
 // In-process membership is for remotes that only this machine can reach:
@@ -41,5 +43,44 @@ func TestLoopbackOnly(t *testing.T) {
 		if !got && addr == "" {
 			t.Errorf("host %q advertised %q: no address named", tc.host, tc.advertised)
 		}
+	}
+}
+
+// Join's remote starts with a small endpoint queue per peer, which the
+// user's remote options can change; the quarantine's option comes last.
+func TestJoinRemoteConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []remote.ConfigOption
+		wantQueue int
+		wantErr   bool
+	}{
+		{"default", nil, EndpointWriterQueueSize, false},
+		{"user's size", []remote.ConfigOption{remote.WithEndpointWriterQueueSize(123)}, 123, false},
+		{"proto.actor's size", []remote.ConfigOption{remote.WithEndpointWriterQueueSize(1_000_000)}, 1_000_000, false},
+		{"other options only", []remote.ConfigOption{remote.WithEndpointWriterBatchSize(10)}, EndpointWriterQueueSize, false},
+		{"empty queue", []remote.ConfigOption{remote.WithEndpointWriterQueueSize(0)}, 0, true},
+		{"empty batch", []remote.ConfigOption{remote.WithEndpointWriterBatchSize(0)}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := membership.NewQuarantine()
+			cfg := joinConfig{host: "127.0.0.1", remote: tc.opts}
+			rcfg, err := cfg.remoteConfig(q)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("accepted queue size %d, batch size %d", rcfg.EndpointWriterQueueSize, rcfg.EndpointWriterBatchSize)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rcfg.EndpointWriterQueueSize != tc.wantQueue {
+				t.Errorf("queue size %d, want %d", rcfg.EndpointWriterQueueSize, tc.wantQueue)
+			}
+			if len(rcfg.ServerOptions) == 0 || len(rcfg.DialOptions) == 0 {
+				t.Error("the quarantine's gRPC options are missing")
+			}
+		})
 	}
 }

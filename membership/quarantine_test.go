@@ -48,6 +48,17 @@ type quarantinedNode struct {
 	inbox   *inbox
 	pid     *actor.PID
 	q       *membership.Quarantine
+	stopped sync.Once
+}
+
+// crash stops the node without a goodbye (once; the test's cleanup calls
+// it too).
+func (n *quarantinedNode) crash() {
+	n.stopped.Do(func() {
+		n.cluster.Close()
+		n.remote.Shutdown(false)
+		n.system.Shutdown()
+	})
 }
 
 func startQuarantinedNode(t *testing.T, reg *local.Registry, cfg membership.Config) *quarantinedNode {
@@ -61,22 +72,19 @@ func startQuarantinedNode(t *testing.T, reg *local.Registry, cfg membership.Conf
 	r.Start()
 	cfg.Quarantine = q
 	c := membership.NewCluster(system, reg.Provider(), cfg)
-	t.Cleanup(func() {
-		c.Close()
-		r.Shutdown(false)
-		system.Shutdown()
-	})
-	box := &inbox{}
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return box }), "inbox")
+	n := &quarantinedNode{system: system, remote: r, cluster: c, q: q, inbox: &inbox{}}
+	t.Cleanup(n.crash)
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return n.inbox }), "inbox")
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.pid = pid
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := c.Join(ctx); err != nil {
 		t.Fatalf("join: %v", err)
 	}
-	return &quarantinedNode{system: system, remote: r, cluster: c, inbox: box, pid: pid, q: q}
+	return n
 }
 
 // A member removed while it still runs (paused, cut off) is quarantined:

@@ -51,6 +51,16 @@
 //     against the allocation strategy alone and its per-round limit; the
 //     encoded coordinator state (and that of a 10x cluster, built in
 //     memory) against Consul's limit.
+//   - peers: the Go heap and resident set of one node (actorsharding.Join,
+//     in a process of its own, -role=peers-node) that has exchanged a
+//     message with each of 20 and of 50 nodes (actor systems with a remote
+//     each, in this process), against the same node with one peer.
+//     -peers-endpoint-queue sets its remote's endpoint queue.
+//   - soak (only when named: it runs for -soak-duration, 10 minutes): this
+//     process's node in a cluster of three peer processes (Consul
+//     membership), one of which leaves or is killed every -soak-churn
+//     (40 s) and is replaced; the node's resident set and heap at the end
+//     against after its first two minutes. Skipped without Consul.
 //
 // Usage:
 //
@@ -109,6 +119,9 @@ type config struct {
 	scaleShards       int           // shards allocated over them
 	scaleRounds       int           // rounds of the scale section (each size), the median counts
 	scaleFailover     int           // regions (nodes) of the scale section's failover cluster
+	peersQueue        int           // the endpoint queue size of the peers section's node (0: Join's)
+	soakDuration      time.Duration // how long the soak section runs
+	soakChurn         time.Duration // how often a peer of the soak leaves or is killed
 	reps              int           // interleaved repetitions of each figure with a baseline (the medians count)
 	sectionTimeout    time.Duration // bounds each section
 	jsonPath          string
@@ -120,15 +133,19 @@ type config struct {
 	role       string
 	consulAddr string
 	service    string
+	peerAddrs  string // the peers section's node: the addresses of its peers, comma-separated
 }
 
-var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "delivery", "failover", "recovery", "scale"}
+var allSections = []string{"local", "memory", "latency", "remote", "grains", "grains-remote", "delivery", "failover", "recovery", "scale", "peers"}
+
+// optInSections run only when named: they take many minutes.
+var optInSections = []string{"soak"}
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("protoshard-bench", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	short := fs.Bool("short", false, "a quick run (well under a minute): smaller sets and counts")
-	sections := fs.String("sections", "all", "comma-separated sections to run: "+strings.Join(allSections, ",")+" or all")
+	sections := fs.String("sections", "all", "comma-separated sections to run: "+strings.Join(allSections, ",")+" or all; and "+strings.Join(optInSections, ",")+", which all leaves out")
 	entities := fs.Int("entities", 1000, "entities of the local, remote and grain workloads")
 	shards := fs.Int("shards", 100, "number of shards of the extractor")
 	messages := fs.Int("messages", 0, "fire-and-forget messages per local measurement (default 1000000, 100000 with -short)")
@@ -147,14 +164,18 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	scaleShards := fs.Int("scale-shards", 0, "shards allocated in the scale section (default 10000, 2000 with -short); its baseline has a tenth")
 	scaleFailover := fs.Int("scale-failover-regions", 0, "regions (nodes, in this process) of the scale section's failover (default 50, 10 with -short; after a failover every node connects to every other: about 4 file descriptors per pair); its baseline has a tenth")
 	scaleRounds := fs.Int("scale-rounds", 0, "rounds of the scale section with each size, the median counts (default 3, 1 with -short)")
+	peersQueue := fs.Int("peers-endpoint-queue", 0, "the initial endpoint queue size (messages per peer) of the peers section's node (default: actorsharding.Join's; 1000000 is proto.actor's)")
+	soakDuration := fs.Duration("soak-duration", 10*time.Minute, "how long the soak section runs (more than its 2 minutes of warm-up)")
+	soakChurn := fs.Duration("soak-churn", 40*time.Second, "how often a peer of the soak section leaves or is killed (in turn) and is replaced")
 	reps := fs.Int("reps", 0, "interleaved repetitions of each throughput and latency figure and its baseline, the medians count (default 5, 3 with -short)")
 	sectionTimeout := fs.Duration("section-timeout", 5*time.Minute, "bounds each section")
 	jsonPath := fs.String("json", "", "write the figures as JSON to this file")
 	svgPath := fs.String("svg", "", "draw the figures as an SVG bar chart into this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (each peer process writes its own, named with its role appended)")
-	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, failoverCASLeaseRole, grainsRole, deliveryRole}, ", ")+")")
+	role := fs.String("role", "", "internal: the role of this process ("+strings.Join([]string{remoteRole, failoverRole, failoverLeaseRole, failoverCASLeaseRole, grainsRole, deliveryRole, peersRole}, ", ")+")")
 	consulAddr := fs.String("consul-addr", "", "internal: the Consul agent of the peer")
 	service := fs.String("service", "", "internal: the Consul service name of the peer")
+	peerAddrs := fs.String("peers", "", "internal: the addresses of the peers section node's peers, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -192,6 +213,9 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		scaleShards:       pick(*scaleShards, 10_000, 2000),
 		scaleRounds:       pick(*scaleRounds, 3, 1),
 		scaleFailover:     pick(*scaleFailover, 50, 10),
+		peersQueue:        *peersQueue,
+		soakDuration:      *soakDuration,
+		soakChurn:         *soakChurn,
 		reps:              pick(*reps, 5, 3),
 		sectionTimeout:    *sectionTimeout,
 		jsonPath:          *jsonPath,
@@ -200,6 +224,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		role:              *role,
 		consulAddr:        *consulAddr,
 		service:           *service,
+		peerAddrs:         *peerAddrs,
 	}
 	for _, s := range strings.Split(*sections, ",") {
 		s = strings.TrimSpace(s)
@@ -208,17 +233,17 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			for _, a := range allSections {
 				cfg.sections[a] = true
 			}
-		case contains(allSections, s):
+		case contains(allSections, s), contains(optInSections, s):
 			cfg.sections[s] = true
 		case s == "":
 		default:
-			return config{}, fmt.Errorf("unknown section %q (want %s or all)", s, strings.Join(allSections, ","))
+			return config{}, fmt.Errorf("unknown section %q (want %s, %s or all)", s, strings.Join(allSections, ","), strings.Join(optInSections, ","))
 		}
 	}
 	if cfg.entities < 1 || cfg.shards < 1 || cfg.messages < 1 || cfg.memEntities < 1 || cfg.latencySamples < 1 ||
 		cfg.rebalanceShards < 3 || cfg.rebalanceInterval <= 0 || cfg.remoteMessages < 1 || cfg.remoteSamples < 1 || cfg.failoverRounds < 1 ||
 		cfg.deliveryMessages < 1 || cfg.deliverySamples < 1 ||
-		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 || cfg.scaleRegions < 1 || cfg.scaleShards < 1 || cfg.scaleRounds < 1 || cfg.scaleFailover < 2 || cfg.reps < 1 {
+		cfg.recoveryShards < 1 || cfg.recoveryRounds < 1 || cfg.scaleRegions < 1 || cfg.scaleShards < 1 || cfg.scaleRounds < 1 || cfg.scaleFailover < 2 || cfg.peersQueue < 0 || cfg.soakChurn <= 0 || cfg.reps < 1 {
 		return config{}, errors.New("every count must be positive (rebalance-shards at least 3, scale-failover-regions at least 2) and the rebalance interval above zero")
 	}
 	return cfg, nil
@@ -356,6 +381,9 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 			"scale_shards":       cfg.scaleShards,
 			"scale_rounds":       cfg.scaleRounds,
 			"scale_failover":     cfg.scaleFailover,
+			"peers_queue":        cfg.peersQueue,
+			"soak_duration":      cfg.soakDuration.String(),
+			"soak_churn":         cfg.soakChurn.String(),
 			"reps":               cfg.reps,
 		},
 		Skipped: map[string]string{},
@@ -381,13 +409,19 @@ func run(ctx context.Context, out io.Writer, cfg config) (*report, error) {
 		{"failover", benchFailover},
 		{"recovery", benchRecovery},
 		{"scale", benchScale},
+		{"peers", benchPeers},
+		{"soak", benchSoak},
 	} {
 		if !cfg.sections[s.name] {
 			continue
 		}
 		fmt.Fprintf(out, "running %s...\n", s.name)
 		start := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, cfg.sectionTimeout)
+		timeout := cfg.sectionTimeout
+		if s.name == "soak" {
+			timeout = max(timeout, cfg.soakDuration+5*time.Minute)
+		}
+		sctx, cancel := context.WithTimeout(ctx, timeout)
 		err := s.fn(sctx, cfg, rep)
 		cancel()
 		var skip *skipError

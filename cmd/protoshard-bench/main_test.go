@@ -50,7 +50,7 @@ func TestShortRun(t *testing.T) {
 	}
 	// The figures each section must produce.
 	// (the grains and grains-remote sections both add "vs grains" figures.)
-	want := map[string]int{"local": 3, "latency": 3, "remote": 4, "vs grains": 6, "delivery": 6, "failover": 3, "recovery": 1, "memory": 1, "scale": 7}
+	want := map[string]int{"local": 3, "latency": 3, "remote": 4, "vs grains": 6, "delivery": 6, "failover": 3, "recovery": 1, "memory": 1, "scale": 7, "peers": 4}
 	// The delivery section's rows to another process are skipped without
 	// Consul, its one-node rows are not.
 	for _, section := range []string{"remote", "grains-remote", "delivery", "failover", "recovery"} {
@@ -81,7 +81,7 @@ func TestShortRun(t *testing.T) {
 		}
 		// The throughput and latency figures are medians of cfg.reps
 		// interleaved runs (failover, recovery and memory count their own).
-		if contains([]string{"local", "latency", "remote", "vs grains", "delivery"}, f.Section) && f.Reps != cfg.reps {
+		if contains([]string{"local", "latency", "remote", "vs grains", "delivery", "peers"}, f.Section) && f.Reps != cfg.reps {
 			t.Errorf("%s: %s: %d runs, want %d", f.Section, f.Workload, f.Reps, cfg.reps)
 		}
 	}
@@ -151,5 +151,11 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-sections", "nope"}, &bytes.Buffer{}); err == nil {
 		t.Error("an unknown section was accepted")
+	}
+	if cfg, err := parseFlags(nil, os.Stderr); err != nil || !cfg.sections["peers"] || cfg.sections["soak"] {
+		t.Errorf("all: %v (%v), want the peers section and not the soak", cfg.sections, err)
+	}
+	if cfg, err := parseFlags([]string{"-sections", "soak", "-soak-duration", "3m"}, os.Stderr); err != nil || !cfg.sections["soak"] || cfg.soakDuration != 3*time.Minute || cfg.soakChurn != 40*time.Second {
+		t.Errorf("-sections soak: %v, %v, churn %v (%v)", cfg.sections, cfg.soakDuration, cfg.soakChurn, err)
 	}
 }

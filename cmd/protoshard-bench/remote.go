@@ -272,6 +272,8 @@ const (
 	// deliveryRole hosts the delivery section's region, whose entities
 	// take reliable deliveries, and the stats actor.
 	deliveryRole = "delivery-peer"
+	// peersRole is the node the peers section measures (see peersNode).
+	peersRole = "peers-node"
 )
 
 // peerProcess is the second node: this program run again with -role=<role>.
@@ -279,13 +281,16 @@ type peerProcess struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	address string
-	exited  chan struct{}
+	// lines are the lines it printed before its READY line.
+	lines  chan string
+	exited chan struct{}
 }
 
 // startPeer runs this program again as role, a member of the cluster whose
 // members register as service with the Consul agent at consulAddr, and
-// returns once the peer printed its READY line with its address.
-func startPeer(ctx context.Context, cfg config, role, consulAddr, service string) (*peerProcess, error) {
+// returns once the peer printed its READY line with its address. args are
+// more arguments for the peer.
+func startPeer(ctx context.Context, cfg config, role, consulAddr, service string, args ...string) (*peerProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to start the peer: %w", err)
@@ -293,6 +298,7 @@ func startPeer(ctx context.Context, cfg config, role, consulAddr, service string
 	// -role first: TestMain recognises a peer by its first argument.
 	cmd := exec.Command(self, "-role="+role, "-consul-addr="+consulAddr, "-service="+service,
 		fmt.Sprintf("-entities=%d", cfg.entities), fmt.Sprintf("-shards=%d", cfg.shards))
+	cmd.Args = append(cmd.Args, args...)
 	if cfg.cpuProfile != "" {
 		cmd.Args = append(cmd.Args, "-cpuprofile="+cfg.cpuProfile+"."+role)
 	}
@@ -308,13 +314,19 @@ func startPeer(ctx context.Context, cfg config, role, consulAddr, service string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the %s: %w", role, err)
 	}
-	p := &peerProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	p := &peerProcess{cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{})}
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		readySeen := false
 		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
+			addr, ok := strings.CutPrefix(sc.Text(), "READY ")
+			switch {
+			case ok:
+				readySeen = true
 				ready <- addr
+			case !readySeen && len(p.lines) < cap(p.lines):
+				p.lines <- sc.Text()
 			}
 		}
 		_ = cmd.Wait()
@@ -354,8 +366,9 @@ func (p *peerProcess) kill() error {
 }
 
 // peerMain runs the peer node of cfg.role until its stdin closes. It prints
-// one line on stdout, "READY <address>", once the node serves: stdout is
-// the handshake with the parent, so nothing else may go there.
+// one line on stdout, "READY <address>", once the node serves (the peers
+// section's node its figures before it): stdout is the handshake with the
+// parent, so nothing else may go there.
 func peerMain(cfg config) int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.role, err)
@@ -372,6 +385,8 @@ func peerMain(cfg config) int {
 		stop    func()
 	)
 	switch cfg.role {
+	case peersRole:
+		address, stop, err = peersNode(cfg)
 	case remoteRole:
 		address, stop, err = served(remotePeer(cfg, client, spawnRemotePeerActors))
 	case deliveryRole:

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
@@ -42,11 +41,6 @@ const (
 	// all start at once, and the last waits for every allocation before
 	// its own.
 	scaleRequestTimeout = time.Minute
-	// scaleEndpointQueue is the remote's queue of messages to each other
-	// node. proto.actor's default, 1,000,000, allocates a ring of 16 MB
-	// per node connected to: 12 GB and most of the CPU time in the garbage
-	// collector with 110 nodes in one process.
-	scaleEndpointQueue = 10_000
 )
 
 // scaleSize is a cluster of the scale section: regions (one per node)
@@ -220,7 +214,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 	}()
 	start := func(i int, system *actor.ActorSystem) error {
 		name := fmt.Sprintf("scale-%d", i)
-		n, err := startNodeOn(ctx, system, name, registry.Provider(), remote.WithEndpointWriterQueueSize(scaleEndpointQueue))
+		n, err := startNodeOn(ctx, system, name, registry.Provider())
 		if err != nil {
 			return err
 		}
