@@ -31,6 +31,14 @@ func Prefix(clusterName string) string {
 	return "protoshard/" + pathseg.Escape(clusterName) + "/"
 }
 
+// LeasePrefix returns the prefix, ending in '/', of the cluster's lease
+// keys. Both Consul leases (lease/consul's sessions and lease/consulcas's
+// records) keep a lease at LeasePrefix + its name, so that each refuses a
+// key the other kind holds.
+func LeasePrefix(clusterName string) string {
+	return Prefix(clusterName) + "lease/"
+}
+
 // CheckClusterName returns ErrNoClusterName for an empty name: a Consul
 // request path with an empty segment is cleaned into another key.
 func CheckClusterName(clusterName string) error {

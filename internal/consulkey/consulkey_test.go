@@ -15,6 +15,9 @@ func TestPrefix(t *testing.T) {
 		if got := Prefix(name); got != want {
 			t.Errorf("Prefix(%q) = %q, want %q", name, got, want)
 		}
+		if got := LeasePrefix(name); got != want+"lease/" {
+			t.Errorf("LeasePrefix(%q) = %q, want %q", name, got, want+"lease/")
+		}
 		if err := CheckClusterName(name); err != nil {
 			t.Errorf("CheckClusterName(%q): %v", name, err)
 		}

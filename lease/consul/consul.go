@@ -185,7 +185,7 @@ func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lea
 	if leaseName == "" {
 		return nil, errors.New("consul lease: lease name is empty")
 	}
-	key := consulkey.Prefix(p.cfg.ClusterName) + "lease/" + strings.TrimLeft(leaseName, "/")
+	key := consulkey.LeasePrefix(p.cfg.ClusterName) + strings.TrimLeft(leaseName, "/")
 	return &Lease{
 		settings: lease.Settings{LeaseName: leaseName, OwnerName: ownerName, TimeoutSettings: p.cfg.TimeoutSettings},
 		cfg:      p.cfg,

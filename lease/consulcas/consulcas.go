@@ -63,7 +63,7 @@ func NewProvider(cfg Config) (*caslease.Provider, error) {
 	}
 	return caslease.NewProvider(caslease.Config{
 		Store:     NewStore(client),
-		KeyPrefix: consulkey.Prefix(cfg.ClusterName) + "lease/",
+		KeyPrefix: consulkey.LeasePrefix(cfg.ClusterName),
 		Settings:  cfg.Settings,
 	})
 }
