@@ -1,7 +1,6 @@
 package readme
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -17,14 +16,9 @@ import (
 // real Consul: a node joins, counts, and leaves; a second node sends
 // through a proxy.
 func TestConsulNodeSnippet(t *testing.T) {
-	skipUnderRace(t)
+	ctx, system := newNode(t, 2*time.Minute)
 	agent := consulagent.Start(t)
 	t.Setenv("CONSUL_HTTP_ADDR", agent.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
 	sharding, store, err := consulNode(ctx, system, "127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)

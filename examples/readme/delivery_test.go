@@ -1,7 +1,6 @@
 package readme
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -37,11 +36,7 @@ func (m *memoryAccounts) CompareAndSave(id string, next record, version uint64) 
 // TestReliableDeliverySnippet runs the README's producer and entity: both
 // deposits end up in the store, once each.
 func TestReliableDeliverySnippet(t *testing.T) {
-	skipUnderRace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
+	ctx, system := newNode(t, time.Minute)
 	sharding, err := actorsharding.Join(ctx, system)
 	if err != nil {
 		t.Fatal(err)

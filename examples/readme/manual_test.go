@@ -1,7 +1,6 @@
 package readme
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,11 +14,7 @@ import (
 // TestManualPath: a node started the README's manual way hosts entities
 // and leaves.
 func TestManualPath(t *testing.T) {
-	skipUnderRace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
+	ctx, system := newNode(t, time.Minute)
 	node, err := startManually(ctx, system, local.NewRegistry().Provider())
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,14 @@
 package readme
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // goBlock is one Go code block of the README.
@@ -107,11 +111,17 @@ func TestEveryGoBlockOfTheREADMEIsCompiledCode(t *testing.T) {
 	}
 }
 
-// skipUnderRace skips a test that starts proto.actor remotes (see
-// raceEnabled).
-func skipUnderRace(t *testing.T) {
+// newNode is what a test of a snippet that starts a node needs: a
+// context bounded by timeout and an actor system, both ended with the
+// test. It skips the test under -race (see raceEnabled).
+func newNode(t *testing.T, timeout time.Duration) (context.Context, *actor.ActorSystem) {
 	t.Helper()
 	if raceEnabled {
 		t.Skip("starts proto.actor remotes, which race in proto.actor under -race")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	return ctx, system
 }

@@ -1,19 +1,12 @@
 package readme
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 )
 
 func TestSingletonQuickstart(t *testing.T) {
-	skipUnderRace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
+	ctx, system := newNode(t, time.Minute)
 	got, err := greetThroughSingleton(ctx, system)
 	if err != nil {
 		t.Fatal(err)
