@@ -1,6 +1,10 @@
 package singleton
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/internal/pidkey"
+)
 
 // identifyWaiters are the proxies that asked a manager for its singleton
 // while none ran there and it may run one soon: a proxy asks the member it
@@ -27,7 +31,7 @@ func (w *identifyWaiters) add(pid *actor.PID) {
 	if pid == nil || pid.GetId() == "" {
 		return
 	}
-	key := pid.GetAddress() + "/" + pid.GetId()
+	key := pidkey.Of(pid)
 	if _, ok := w.pids[key]; ok || len(w.pids) >= maxIdentifyWaiters {
 		return
 	}
