@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestEntityRef: a reference addresses its entity whatever ID the message
@@ -220,8 +221,9 @@ func TestEntityRefWithoutTheIDOnThisNode(t *testing.T) {
 // TestEntityRefWithoutTheIDToAnotherNode: a message that names no entity
 // reaches the ref's entity on another node, in the order sent, mixed with
 // messages that name it, before and after that node confirmed it takes
-// the entity ID in a header; a drop is reported, and a header that names
-// no valid entity is dropped with the reason.
+// the entity ID with the message (an EntityMessage); a drop is reported,
+// and a header or EntityMessage that names no valid entity or type is
+// dropped with the reason.
 func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	// The ID-less Ping never reached b yet: the first ones go in
 	// envelopes (see entry.go).
@@ -258,9 +260,12 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	}
 	send(1, count)
 	inOrder(count)
+	pingType := string((&testpb.Ping{}).ProtoReflect().Descriptor().FullName())
+	var typeID uint32
 	testkit.WaitFor(t, 10*time.Second, func() bool {
-		return actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityIDHeader)
-	}, "a to hear that b takes the entity ID in a header")
+		typeID = actorsharding.RegionTypeID(a.System, typeName, b.MemberID(), pingType)
+		return typeID != 0 && actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityIDHeader)
+	}, "a to hear that b takes Pings in an EntityMessage")
 	send(count, 2*count)
 	inOrder(2 * count)
 
@@ -287,6 +292,28 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 			return ok && p.Seq == -2 && errors.Is(d.Err, messages.ErrInvalidID)
 		})
 	}, "b to drop the Ping whose header names no entity")
+
+	// EntityMessages that name no valid entity, or a type b did not give.
+	encoded, err := proto.Marshal(&testpb.Ping{Seq: -3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		m    *messages.EntityMessage
+		want error
+	}{
+		{&messages.EntityMessage{EntityId: "", TypeId: typeID, Message: encoded}, messages.ErrInvalidID},
+		{&messages.EntityMessage{EntityId: id, TypeId: typeID + 1000, Message: encoded}, deadletter.ErrNotSerializable},
+		{&messages.EntityMessage{EntityId: id, TypeId: typeID, Message: []byte{0xff}}, deadletter.ErrNotSerializable},
+	} {
+		a.System.Root.Send(entry, bad.m)
+		testkit.WaitFor(t, 10*time.Second, func() bool {
+			return slices.ContainsFunc(w.dropped()[before:], func(d *deadletter.Event) bool {
+				m, ok := d.Message.(proto.Message)
+				return ok && proto.Equal(m, bad.m) && errors.Is(d.Err, bad.want)
+			})
+		}, "b to drop %v with %v", bad.m, bad.want)
+	}
 }
 
 // refToAnotherNode starts two nodes a and b (messages up to 64 KiB) and

@@ -1,12 +1,17 @@
 package actorsharding
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -93,19 +98,37 @@ const entityIDHeader = "protoshard-entity-id"
 const takesEntityIDHeader protoreflect.FullName = "protoshard.entity-id-header"
 
 // withEntityID is msg, for entity id, as it goes to an entry that takes
-// the ID in entityIDHeader; false if the member does not take the header
-// for msg's type, or the ID cannot go in a header. header, if not nil, is
-// entityIDHeaderOf(id) made before.
-func withEntityID(types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID) (*actor.MessageEnvelope, bool) {
-	if !has(types, takesEntityIDHeader) || !has(types, msg.ProtoReflect().Descriptor().FullName()) {
-		return nil, false
-	}
+// it without its entity's name, and about its encoded size: an
+// EntityMessage if the member gave msg's type an ID, else msg with the ID
+// in entityIDHeader; false if the member takes neither for msg's type, or
+// the ID cannot go in a header. header, if not nil, is entityIDHeaderOf(id)
+// made before.
+func withEntityID(types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID) (any, int, bool) {
 	if header == nil {
+		// Both ways need an ID that a protobuf string takes.
 		if header = entityIDHeaderOf(id); header == nil {
-			return nil, false
+			return nil, 0, false
 		}
 	}
-	return &actor.MessageEnvelope{Header: header, Message: msg, Sender: sender}, true
+	name := msg.ProtoReflect().Descriptor().FullName()
+	if tid := typeIDOf(types, name); tid != 0 {
+		if b, err := proto.Marshal(msg); err == nil {
+			em := &messages.EntityMessage{EntityId: id, TypeId: tid, Message: b}
+			return envelopeFor(em, sender), len(b) + len(id) + 16, true
+		}
+	}
+	if !has(types, takesEntityIDHeader) || !has(types, name) {
+		return nil, 0, false
+	}
+	return &actor.MessageEnvelope{Header: header, Message: msg, Sender: sender}, sizeWithEntityID(id, msg), true
+}
+
+// envelopeFor is msg with sender, if any, as root.Send takes it.
+func envelopeFor(msg any, sender *actor.PID) any {
+	if sender == nil {
+		return msg
+	}
+	return &actor.MessageEnvelope{Message: msg, Sender: sender}
 }
 
 // entityIDHeaderOf is the header that carries entity ID id, or nil if id
@@ -136,12 +159,13 @@ func carriedEntityID(env *actor.MessageEnvelope, to string) (string, bool) {
 }
 
 // knownTypes are, per member, the message types its regions confirmed
-// they know (MessageTypeKnown), for the routers' sends to their entries.
+// they know (MessageTypeKnown), for the routers' sends to their entries,
+// with the ID the member gave each for EntityMessage (0: none).
 type knownTypes struct {
 	members sync.Map // member ID -> *typeSet
 }
 
-type typeSet = cowMap[protoreflect.FullName, struct{}]
+type typeSet = cowMap[protoreflect.FullName, uint32]
 
 // of returns memberID's set, made on first use.
 func (k *knownTypes) of(memberID string) *typeSet {
@@ -152,10 +176,11 @@ func (k *knownTypes) of(memberID string) *typeSet {
 	return v.(*typeSet)
 }
 
-// learn notes that memberID knows the type name.
-func (k *knownTypes) learn(memberID string, name protoreflect.FullName) {
-	if s := k.of(memberID); !has(s, name) {
-		s.swap(name, struct{}{})
+// learn notes that memberID knows the type name, with its ID typeID for
+// EntityMessage (0: none).
+func (k *knownTypes) learn(memberID string, name protoreflect.FullName, typeID uint32) {
+	if s := k.of(memberID); !has(s, name) || typeIDOf(s, name) != typeID {
+		s.swap(name, typeID)
 	}
 }
 
@@ -165,4 +190,60 @@ func (k *knownTypes) forget(memberID string) { k.members.Delete(memberID) }
 func has(s *typeSet, name protoreflect.FullName) bool {
 	_, ok := s.get(name)
 	return ok
+}
+
+// typeIDOf is the ID the member of s gave type name for EntityMessage, or 0.
+func typeIDOf(s *typeSet, name protoreflect.FullName) uint32 {
+	id, _ := s.get(name)
+	return id
+}
+
+// typeIDs are the IDs a node gives the message types its regions take in
+// an EntityMessage (MessageTypeKnown.type_id): a small number on the wire
+// instead of a type URL, resolved with one load. One set per node
+// (Sharding), so an ID keeps its type for the member's life, even when a
+// region stops and starts again; IDs start at 1.
+type typeIDs struct {
+	mu     sync.Mutex // writers
+	byName map[protoreflect.FullName]uint32
+	types  atomic.Pointer[[]protoreflect.MessageType] // ID-1 -> type
+}
+
+// idOf returns mt's ID, given on first use.
+func (t *typeIDs) idOf(mt protoreflect.MessageType) uint32 {
+	name := mt.Descriptor().FullName()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.byName[name]; ok {
+		return id
+	}
+	if t.byName == nil {
+		t.byName = map[protoreflect.FullName]uint32{}
+	}
+	var next []protoreflect.MessageType
+	if cur := t.types.Load(); cur != nil {
+		next = slices.Clone(*cur)
+	}
+	next = append(next, mt)
+	t.types.Store(&next)
+	id := uint32(len(next))
+	t.byName[name] = id
+	return id
+}
+
+// decode is the message em carries, decoded as the type of its type_id.
+func (t *typeIDs) decode(em *messages.EntityMessage) (proto.Message, error) {
+	types := t.types.Load()
+	id := em.GetTypeId()
+	if types == nil || id == 0 || int64(id) > int64(len(*types)) {
+		return nil, fmt.Errorf("EntityMessage for entity %q names type ID %d, which this node did not give: %w",
+			em.GetEntityId(), id, deadletter.ErrNotSerializable)
+	}
+	mt := (*types)[id-1]
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(em.GetMessage(), m); err != nil {
+		return nil, fmt.Errorf("EntityMessage for entity %q: cannot decode %s: %w: %w",
+			em.GetEntityId(), mt.Descriptor().FullName(), deadletter.ErrNotSerializable, err)
+	}
+	return m, nil
 }

@@ -1,12 +1,14 @@
 package actorsharding
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
@@ -41,7 +43,7 @@ func (p *recordingProcess) take() []any {
 // neither way.
 func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T")
+	table := newRouteTable(system, "T", &typeIDs{})
 	home, entry := &recordingProcess{}, &recordingProcess{}
 	homePID, _ := system.ProcessRegistry.Add(home, RegionName("T"))
 	system.ProcessRegistry.Add(entry, regionEntryName("T", "m1"))
@@ -63,8 +65,8 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 		t.Fatalf("payload %v (%v), want %v", m, err, ping)
 	}
 
-	table.types.learn("m1", ping.ProtoReflect().Descriptor().FullName())
-	table.types.learn("m2", (&testpb.Pong{}).ProtoReflect().Descriptor().FullName())
+	table.types.learn("m1", ping.ProtoReflect().Descriptor().FullName(), 0)
+	table.types.learn("m2", (&testpb.Pong{}).ProtoReflect().Descriptor().FullName(), 0)
 	if !h.send(system.Root, nil, "7", ping, &routing{id: "e", plain: ping}, limit) || !h.send(system.Root, nil, "7", &testpb.Pong{}, &routing{id: "e", plain: &testpb.Pong{}}, limit) {
 		t.Fatal("send to an open home refused")
 	}
@@ -97,7 +99,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	if got := home.take(); len(got) != 1 || len(entry.take()) != 0 {
 		t.Fatalf("home got %v, want the ping in an envelope before the header is known", got)
 	}
-	table.types.learn("m1", takesEntityIDHeader)
+	table.types.learn("m1", takesEntityIDHeader, 0)
 	if !byRef("e") || !byRef("\xff") {
 		t.Fatal("send to an open home refused")
 	}
@@ -115,6 +117,30 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 		t.Fatal("a message whose ID makes it oversized was sent")
 	}
 
+	// Once the home gave the type an ID, the message goes encoded in an
+	// EntityMessage, with its sender; a non-UTF-8 ID still in an envelope.
+	table.types.learn("m1", anon.ProtoReflect().Descriptor().FullName(), 7)
+	sender := actor.NewPID("elsewhere", "asker")
+	if !h.send(system.Root, &actor.MessageEnvelope{Sender: sender}, "7", anon, &routing{id: "e", m: anon, plain: anon, byRef: true}, limit) || !byRef("\xff") {
+		t.Fatal("send to an open home refused")
+	}
+	got = entry.take()
+	me, ok := got[0].(*actor.MessageEnvelope)
+	if len(got) != 1 || !ok || !me.Sender.Equal(sender) {
+		t.Fatalf("entry got %v, want one message from %v", got, sender)
+	}
+	em, ok := me.Message.(*messages.EntityMessage)
+	decoded := &testpb.Ping{}
+	if !ok || em.GetEntityId() != "e" || em.GetTypeId() != 7 || proto.Unmarshal(em.GetMessage(), decoded) != nil || !proto.Equal(decoded, anon) {
+		t.Fatalf("entry got %v, want the ping for e in an EntityMessage of type 7", me.Message)
+	}
+	if got := home.take(); len(got) != 1 {
+		t.Fatalf("home got %v, want the ping for a non-UTF-8 ID in an envelope", got)
+	}
+	if h.send(system.Root, nil, "7", anon, &routing{id: string(make([]byte, limit)), m: anon, plain: anon, byRef: true}, limit) {
+		t.Fatal("an EntityMessage whose ID makes it oversized was sent")
+	}
+
 	big := &testpb.Ping{EntityId: "e", From: string(make([]byte, 2*limit))}
 	if h.send(system.Root, nil, "7", big, &routing{id: "e", plain: big}, limit) {
 		t.Fatal("an oversized message of a known type was sent")
@@ -129,6 +155,37 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	}
 	if len(home.take())+len(entry.take()) != 0 {
 		t.Fatal("something arrived after the refusals")
+	}
+}
+
+// TestTypeIDs: a type keeps the ID it was given first; an EntityMessage
+// decodes as the type of its ID, and one with an ID never given, or that
+// does not decode, fails with ErrNotSerializable.
+func TestTypeIDs(t *testing.T) {
+	var ids typeIDs
+	ping, pong := (&testpb.Ping{}).ProtoReflect().Type(), (&testpb.Pong{}).ProtoReflect().Type()
+	if _, err := ids.decode(&messages.EntityMessage{EntityId: "e", TypeId: 1}); !errors.Is(err, deadletter.ErrNotSerializable) {
+		t.Fatalf("decode before any ID: %v, want ErrNotSerializable", err)
+	}
+	if a, b, c := ids.idOf(ping), ids.idOf(pong), ids.idOf(ping); a != 1 || b != 2 || c != 1 {
+		t.Fatalf("IDs %d %d %d, want 1 2 1", a, b, c)
+	}
+	encoded, err := proto.Marshal(&testpb.Pong{Seq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ids.decode(&messages.EntityMessage{EntityId: "e", TypeId: 2, Message: encoded})
+	if err != nil || !proto.Equal(m, &testpb.Pong{Seq: 5}) {
+		t.Fatalf("decode: %v %v, want the Pong", m, err)
+	}
+	for _, bad := range []*messages.EntityMessage{
+		{EntityId: "e", TypeId: 0, Message: encoded},
+		{EntityId: "e", TypeId: 3, Message: encoded},
+		{EntityId: "e", TypeId: 1, Message: []byte{0xff}},
+	} {
+		if m, err := ids.decode(bad); !errors.Is(err, deadletter.ErrNotSerializable) {
+			t.Errorf("decode %v: %v %v, want ErrNotSerializable", bad, m, err)
+		}
 	}
 }
 

@@ -29,6 +29,20 @@ func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string)
 	return ok && has(rp.table.types.of(memberID), protoreflect.FullName(name))
 }
 
+// RegionTypeID is the ID member memberID gave the message type name for
+// EntityMessage, as the region of typeName on system heard it (0: none).
+func RegionTypeID(system *actor.ActorSystem, typeName, memberID, name string) uint32 {
+	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	if !ok {
+		return 0
+	}
+	rp, ok := p.(*regionProcess)
+	if !ok {
+		return 0
+	}
+	return typeIDOf(rp.table.types.of(memberID), protoreflect.FullName(name))
+}
+
 // EntityRefCached reports whether ref has cached its entity's route.
 func EntityRefCached(ref EntityRef) bool { return ref.cache != nil && ref.cache.route.Load() != nil }
 

@@ -153,7 +153,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.members = map[string]membership.Member{}
 		r.table = newShardTable(ctx.Self())
 		if r.routes == nil {
-			r.routes = newRouteTable(ctx.ActorSystem(), r.typeName)
+			r.routes = newRouteTable(ctx.ActorSystem(), r.typeName, &typeIDs{})
 		}
 		r.buffers = newShardBuffers(r.settings.BufferSize)
 		r.handOffs = newHandOffs()
@@ -1069,9 +1069,9 @@ func (r *region) closeEntry(ctx actor.Context) {
 func (r *region) onMessageTypeKnown(ctx actor.Context, msg *messages.MessageTypeKnown) {
 	for _, m := range r.members {
 		if m.ID == msg.GetMemberId() && msg.GetTypeName() != "" {
-			r.routes.types.learn(m.ID, protoreflect.FullName(msg.GetTypeName()))
+			r.routes.types.learn(m.ID, protoreflect.FullName(msg.GetTypeName()), msg.GetTypeId())
 			if msg.GetEntityIdHeader() {
-				r.routes.types.learn(m.ID, takesEntityIDHeader)
+				r.routes.types.learn(m.ID, takesEntityIDHeader, 0)
 			}
 			return
 		}
@@ -1507,10 +1507,10 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		m.pending.Release()
 		return
 	}
-	if out, ok := withEntityID(types, m.entityID, nil, pm, m.sender); ok {
+	if out, n, ok := withEntityID(types, m.entityID, nil, pm, m.sender); ok {
 		// The message does not name its entity (an EntityRef's, or one the
-		// extractor unwraps): the ID goes in a header.
-		if n := sizeWithEntityID(m.entityID, pm); n > r.settings.MaxMessageSize {
+		// extractor unwraps): the ID goes with it (see withEntityID).
+		if n > r.settings.MaxMessageSize {
 			tooLarge(fmt.Errorf("%T with its entity ID encodes to about %d bytes, more than the %d a remote node accepts: %w",
 				pm, n, r.settings.MaxMessageSize, deadletter.ErrMessageTooLarge))
 			return

@@ -35,6 +35,9 @@ type routeTable struct {
 	typeName string
 	// types: the message types other members' regions know (see entry.go).
 	types knownTypes
+	// typeIDs: this node's IDs of the types its regions take in an
+	// EntityMessage.
+	typeIDs *typeIDs
 }
 
 // shardRoute is one shard's part of the route table; it is the shard's
@@ -121,8 +124,8 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 	switch {
 	case r.plain == nil:
 	case r.byRef:
-		if out, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env)); ok {
-			if sizeWithEntityID(r.id, r.plain) > maxSize {
+		if out, size, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env)); ok {
+			if size > maxSize {
 				return false
 			}
 			root.Send(h.entry, out)
@@ -229,8 +232,8 @@ func (g *sendGuard) close() {
 	}
 }
 
-func newRouteTable(system *actor.ActorSystem, typeName string) *routeTable {
-	return &routeTable{system: system, typeName: typeName}
+func newRouteTable(system *actor.ActorSystem, typeName string, ids *typeIDs) *routeTable {
+	return &routeTable{system: system, typeName: typeName, typeIDs: ids}
 }
 
 // shard returns shard's route, made on first use.
@@ -527,6 +530,10 @@ type routing struct {
 // forwarded msg to, by itself to the entry ("": from a sender of this
 // node, or in an envelope that names it).
 func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID, to string) bool {
+	if em, ok := msg.(*messages.EntityMessage); ok {
+		p.routeEntityMessage(pid, env, em, sender, to)
+		return true
+	}
 	if id, ok := carriedEntityID(env, to); ok {
 		// Another node's region sent an EntityRef's message: the entity
 		// receives it as it is, whatever its type.
@@ -576,6 +583,23 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		r.plain, _ = msg.(proto.Message)
 	}
 	return p.routeTo(pid, env, sender, to, &r)
+}
+
+// routeEntityMessage routes the message em carries, decoded, to entity
+// em.entity_id as route does a message that names it; a message em does
+// not carry validly is dropped with the reason.
+func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnvelope, em *messages.EntityMessage, sender *actor.PID, to string) {
+	id := em.GetEntityId()
+	m, err := p.table.typeIDs.decode(em)
+	if err == nil {
+		err = messages.CheckEntityID(id)
+	}
+	if err == nil && !p.routeTo(pid, env, sender, to, &routing{id: id, m: m}) {
+		err = fmt.Errorf("the extractor gives no valid shard for entity %q: %w", id, messages.ErrInvalidID)
+	}
+	if err != nil {
+		deadletter.PublishError(p.table.system, pid, em, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
+	}
 }
 
 // sendFor routes msg, which does not name entity id, to that entity as
@@ -648,7 +672,8 @@ func (p *regionProcess) ackKnownType(address string, m any) {
 		return
 	}
 	p.table.system.Root.Send(actor.NewPID(address, RegionName(p.typeName)),
-		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self, EntityIdHeader: true})
+		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self, EntityIdHeader: true,
+			TypeId: p.table.typeIDs.idOf(pm.ProtoReflect().Type())})
 }
 
 // SendSystemMessage implements actor.Process.

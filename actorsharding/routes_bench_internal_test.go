@@ -19,7 +19,7 @@ func (p *nopProcess) Stop(*actor.PID)                   {}
 func BenchmarkRouteDirect(b *testing.B) {
 	system := actor.NewActorSystem()
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
-	table := newRouteTable(system, "T")
+	table := newRouteTable(system, "T", &typeIDs{})
 	ext := NewHashCodeMessageExtractor(100)
 	p := &regionProcess{table: table, extractor: ext, cluster: cl, hosting: true, region: &nopProcess{}}
 	target := &nopProcess{}

@@ -79,7 +79,7 @@ func (c chanProcess) Stop(*actor.PID)                     {}
 // -race too.
 func TestRouterKeepsOrderWhileRoutesRetire(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T")
+	table := newRouteTable(system, "T", &typeIDs{})
 	arrived := &arrivals{last: map[string]int64{}}
 	home := &homeProcess{arrivals: arrived}
 	homePID, _ := system.ProcessRegistry.Add(home, "home")

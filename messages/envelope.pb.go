@@ -116,6 +116,75 @@ func (x *ShardingEnvelope) GetKnownTypeAckTo() string {
 	return ""
 }
 
+// EntityMessage: region -> the entry of another member's region (see
+// MessageTypeKnown.type_id). An EntityRef's message that does not name its
+// entity, with the entity's ID: cheaper on the wire and at both ends than
+// a ShardingEnvelope (no type URL, no Any) or the ID in proto.actor's
+// message header (a map copied and encoded per message). The entity
+// receives the decoded message itself.
+type EntityMessage struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EntityId string                 `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// type_id: the receiving member's ID of the message's type, from its
+	// MessageTypeKnown.type_id.
+	TypeId uint32 `protobuf:"varint,2,opt,name=type_id,json=typeId,proto3" json:"type_id,omitempty"`
+	// message: the message, encoded.
+	Message       []byte `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityMessage) Reset() {
+	*x = EntityMessage{}
+	mi := &file_envelope_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityMessage) ProtoMessage() {}
+
+func (x *EntityMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_envelope_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityMessage.ProtoReflect.Descriptor instead.
+func (*EntityMessage) Descriptor() ([]byte, []int) {
+	return file_envelope_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EntityMessage) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *EntityMessage) GetTypeId() uint32 {
+	if x != nil {
+		return x.TypeId
+	}
+	return 0
+}
+
+func (x *EntityMessage) GetMessage() []byte {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 var File_envelope_proto protoreflect.FileDescriptor
 
 const file_envelope_proto_rawDesc = "" +
@@ -128,7 +197,11 @@ const file_envelope_proto_rawDesc = "" +
 	"\bshard_id\x18\x03 \x01(\tR\ashardId\x12 \n" +
 	"\fto_member_id\x18\x04 \x01(\tR\n" +
 	"toMemberId\x12)\n" +
-	"\x11known_type_ack_to\x18\x05 \x01(\tR\x0eknownTypeAckToB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
+	"\x11known_type_ack_to\x18\x05 \x01(\tR\x0eknownTypeAckTo\"_\n" +
+	"\rEntityMessage\x12\x1b\n" +
+	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x17\n" +
+	"\atype_id\x18\x02 \x01(\rR\x06typeId\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\fR\amessageB+Z)github.com/protoshard/protoshard/messagesb\x06proto3"
 
 var (
 	file_envelope_proto_rawDescOnce sync.Once
@@ -142,13 +215,14 @@ func file_envelope_proto_rawDescGZIP() []byte {
 	return file_envelope_proto_rawDescData
 }
 
-var file_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_envelope_proto_goTypes = []any{
 	(*ShardingEnvelope)(nil), // 0: protoshard.ShardingEnvelope
-	(*anypb.Any)(nil),        // 1: google.protobuf.Any
+	(*EntityMessage)(nil),    // 1: protoshard.EntityMessage
+	(*anypb.Any)(nil),        // 2: google.protobuf.Any
 }
 var file_envelope_proto_depIdxs = []int32{
-	1, // 0: protoshard.ShardingEnvelope.message:type_name -> google.protobuf.Any
+	2, // 0: protoshard.ShardingEnvelope.message:type_name -> google.protobuf.Any
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
@@ -167,7 +241,7 @@ func file_envelope_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_envelope_proto_rawDesc), len(file_envelope_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

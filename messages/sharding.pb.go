@@ -452,8 +452,12 @@ type MessageTypeKnown struct {
 	// message of a type they know that does not name its entity, with the
 	// entity ID in the remote envelope's header (an EntityRef's message).
 	EntityIdHeader bool `protobuf:"varint,3,opt,name=entity_id_header,json=entityIdHeader,proto3" json:"entity_id_header,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// type_id, if not 0: member_id's regions also take, at their entry, an
+	// EntityMessage of type_name with this type_id (valid while member_id is
+	// a member).
+	TypeId        uint32 `protobuf:"varint,4,opt,name=type_id,json=typeId,proto3" json:"type_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MessageTypeKnown) Reset() {
@@ -505,6 +509,13 @@ func (x *MessageTypeKnown) GetEntityIdHeader() bool {
 		return x.EntityIdHeader
 	}
 	return false
+}
+
+func (x *MessageTypeKnown) GetTypeId() uint32 {
+	if x != nil {
+		return x.TypeId
+	}
+	return 0
 }
 
 // ShardStopped reports that all entities of a handed-off shard stopped.
@@ -2169,11 +2180,12 @@ const file_sharding_proto_rawDesc = "" +
 	"\bold_home\x18\x02 \x01(\v2\n" +
 	".actor.PIDR\aoldHome\"+\n" +
 	"\x13HandOffForwardedAck\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"v\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\"\x8f\x01\n" +
 	"\x10MessageTypeKnown\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12(\n" +
-	"\x10entity_id_header\x18\x03 \x01(\bR\x0eentityIdHeader\"$\n" +
+	"\x10entity_id_header\x18\x03 \x01(\bR\x0eentityIdHeader\x12\x17\n" +
+	"\atype_id\x18\x04 \x01(\rR\x06typeId\"$\n" +
 	"\fShardStopped\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"D\n" +
 	"\x13GracefulShutdownReq\x12-\n" +
