@@ -158,6 +158,18 @@ func carriedEntityID(env *actor.MessageEnvelope, to string) (string, bool) {
 	return id, ok
 }
 
+// knownTypeAckTo is the known_type_ack_to of an envelope with payload msg
+// to the member whose known types are types: self, this node's address,
+// until the member confirmed it knows msg's type; then none, so the member
+// does not answer each envelope (a user's ShardingEnvelope, or a message
+// that cannot go by itself, goes in one whatever the member knows).
+func knownTypeAckTo(types *typeSet, msg proto.Message, self string) string {
+	if has(types, msg.ProtoReflect().Descriptor().FullName()) {
+		return ""
+	}
+	return self
+}
+
 // knownTypes are, per member, the message types its regions confirmed
 // they know (MessageTypeKnown), for the routers' sends to their entries,
 // with the ID the member gave each for EntityMessage (0: none).

@@ -81,8 +81,12 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	if !h.send(system.Root, nil, "7", ping, &routing{id: "e"}, limit) {
 		t.Fatal("send to an open home refused")
 	}
-	if got := home.take(); len(got) != 1 || len(entry.take()) != 0 {
+	got = home.take()
+	if len(got) != 1 || len(entry.take()) != 0 {
 		t.Fatalf("home got %v, want the ping in an envelope", got)
+	}
+	if env := got[0].(*messages.ShardingEnvelope); env.GetKnownTypeAckTo() != "" {
+		t.Fatalf("the envelope of a type the home confirmed asks %s to confirm it again", env.GetKnownTypeAckTo())
 	}
 
 	// A message that does not name its entity (an EntityRef's) goes in an

@@ -1525,7 +1525,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		return
 	}
 	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID,
-		KnownTypeAckTo: ctx.ActorSystem().Address()}
+		KnownTypeAckTo: knownTypeAckTo(types, pm, ctx.ActorSystem().Address())}
 	if err := guard.CheckSize(env, r.settings.MaxMessageSize); err != nil {
 		tooLarge(err)
 		return

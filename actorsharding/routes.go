@@ -148,7 +148,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 		}
 	}
 	out := &messages.ShardingEnvelope{EntityId: r.id, Message: payload, ShardId: shard, ToMemberId: h.memberID,
-		KnownTypeAckTo: root.ActorSystem().Address()}
+		KnownTypeAckTo: knownTypeAckTo(h.types, msg, root.ActorSystem().Address())}
 	// The payload is encoded already: its length and the other fields'
 	// bound the envelope's size (tags and lengths take at most 8 bytes
 	// each); only near the limit is the exact size worth computing.
