@@ -72,7 +72,7 @@ func (e *regionEntry) Stop(pid *actor.PID) { e.SendSystemMessage(pid, &actor.Sto
 // ex, finds id in it and unwraps it to msg itself (not so for a message
 // that came in an envelope, or one the extractor unwraps).
 func sendsAsItIs(ex MessageExtractor, id string, msg proto.Message) bool {
-	if got, err := ex.EntityID(msg); err != nil || got != id {
+	if !namesEntity(ex, msg, id) {
 		return false
 	}
 	u, err := ex.UnwrapMessage(msg)

@@ -140,17 +140,30 @@ func (e HashCodeMessageExtractor) EntityID(message any) (string, error) {
 	}
 }
 
-// namesEntity reports whether ex finds entity id in msg (no envelope). An
-// EntityRef asks it of every message, and HashCodeMessageExtractor's
-// EntityID would format an error for each message that names no entity.
+// namesEntity reports whether ex finds entity id in msg.
 func namesEntity(ex MessageExtractor, msg any, id string) bool {
+	got, ok := entityIDOf(ex, msg)
+	return ok && got == id
+}
+
+// entityIDOf is the entity ex finds in msg; false if none. The routers
+// ask it of every message, and HashCodeMessageExtractor's EntityID would
+// format an error (allocate) for each one that names no entity: the
+// region actor, which reports the drop, asks EntityID for the reason.
+func entityIDOf(ex MessageExtractor, msg any) (string, bool) {
 	switch ex.(type) {
 	case HashCodeMessageExtractor, *HashCodeMessageExtractor:
-		m, ok := msg.(EntityIDMessage)
-		return ok && m.GetEntityId() == id
+		var id string
+		switch m := msg.(type) {
+		case *messages.ShardingEnvelope:
+			id = m.GetEntityId()
+		case EntityIDMessage:
+			id = m.GetEntityId()
+		}
+		return id, id != ""
 	}
-	got, err := ex.EntityID(msg)
-	return err == nil && got == id
+	id, err := ex.EntityID(msg)
+	return id, err == nil && id != ""
 }
 
 // ShardID implements MessageExtractor.

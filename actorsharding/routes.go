@@ -573,10 +573,11 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		if isRegionMessage(msg) {
 			return false
 		}
-		var err error
-		if r.id, err = p.extractor.EntityID(msg); err != nil || messages.CheckEntityID(r.id) != nil {
+		var ok bool
+		if r.id, ok = entityIDOf(p.extractor, msg); !ok || messages.CheckEntityID(r.id) != nil {
 			return false
 		}
+		var err error
 		if r.m, err = p.extractor.UnwrapMessage(msg); err != nil || r.m == nil {
 			return false
 		}

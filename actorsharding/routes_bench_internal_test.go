@@ -43,3 +43,42 @@ func BenchmarkRouteDirect(b *testing.B) {
 	}
 
 }
+
+// BenchmarkRouteWithoutEntityID: the router's share of a message that
+// names no entity, which it hands to the region actor (that reports why);
+// and the region actor's check, for such a message of an EntityRef on its
+// way to another node, whether it can go as it is.
+func BenchmarkRouteWithoutEntityID(b *testing.B) {
+	p, region := newHostingRouter()
+	ext := p.extractor
+	msg := &testpb.Ping{Seq: 1}
+	pid := actor.NewPID("x", "region")
+	b.Run("router", func(b *testing.B) {
+		b.ReportAllocs()
+		region.n = 0
+		for b.Loop() {
+			p.SendUserMessage(pid, msg)
+		}
+		if region.n != b.N {
+			b.Fatalf("the region actor got %d of %d", region.n, b.N)
+		}
+	})
+	b.Run("sendsAsItIs", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if sendsAsItIs(ext, "e", msg) {
+				b.Fatal("a message that names no entity goes as it is")
+			}
+		}
+	})
+}
+
+// newHostingRouter is the router of a region that hosts entities and has
+// none, with the default extractor, in front of region.
+func newHostingRouter() (*regionProcess, *nopProcess) {
+	system := actor.NewActorSystem()
+	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
+	region := &nopProcess{}
+	return &regionProcess{table: newRouteTable(system, "T", &typeIDs{}), extractor: NewHashCodeMessageExtractor(100), cluster: cl,
+		hosting: true, region: region}, region
+}
