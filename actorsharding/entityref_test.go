@@ -298,15 +298,20 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And one at b's region rather than its entry, which names the
+	// incarnation the type ID belongs to.
+	region := actor.NewPID(b.Address(), actorsharding.RegionName(typeName))
 	for _, bad := range []struct {
+		to   *actor.PID
 		m    *messages.EntityMessage
 		want error
 	}{
-		{&messages.EntityMessage{EntityId: "", TypeId: typeID, Message: encoded}, messages.ErrInvalidID},
-		{&messages.EntityMessage{EntityId: id, TypeId: typeID + 1000, Message: encoded}, deadletter.ErrNotSerializable},
-		{&messages.EntityMessage{EntityId: id, TypeId: typeID, Message: []byte{0xff}}, deadletter.ErrNotSerializable},
+		{entry, &messages.EntityMessage{EntityId: "", TypeId: typeID, Message: encoded}, messages.ErrInvalidID},
+		{entry, &messages.EntityMessage{EntityId: id, TypeId: typeID + 1000, Message: encoded}, deadletter.ErrNotSerializable},
+		{entry, &messages.EntityMessage{EntityId: id, TypeId: typeID, Message: []byte{0xff}}, deadletter.ErrNotSerializable},
+		{region, &messages.EntityMessage{EntityId: id + "-at-region", TypeId: typeID, Message: encoded}, deadletter.ErrNotSerializable},
 	} {
-		a.System.Root.Send(entry, bad.m)
+		a.System.Root.Send(bad.to, bad.m)
 		testkit.WaitFor(t, 10*time.Second, func() bool {
 			return slices.ContainsFunc(w.dropped()[before:], func(d *deadletter.Event) bool {
 				m, ok := d.Message.(proto.Message)

@@ -588,8 +588,15 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 
 // routeEntityMessage routes the message em carries, decoded, to entity
 // em.entity_id as route does a message that names it; a message em does
-// not carry validly is dropped with the reason.
+// not carry validly is dropped with the reason. em must have reached the
+// entry of member incarnation to: its type ID is that incarnation's.
 func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnvelope, em *messages.EntityMessage, sender *actor.PID, to string) {
+	if to == "" {
+		deadletter.PublishError(p.table.system, pid, em, sender, fmt.Errorf(
+			"shard region %s: an EntityMessage for entity %q reached the region, not its entry, which names the member incarnation whose type IDs it uses: %w",
+			p.typeName, em.GetEntityId(), deadletter.ErrNotSerializable))
+		return
+	}
 	id := em.GetEntityId()
 	m, err := p.table.typeIDs.decode(em)
 	if err == nil {
