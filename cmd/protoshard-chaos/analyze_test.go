@@ -144,6 +144,23 @@ func TestAnalyzeActivations(t *testing.T) {
 			},
 		},
 		{
+			name: "singletons: a cut-off oldest runs until its stop record, so ticking on past its successor's start overlaps",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evCut, "n1"),
+				{T: at(11), Ev: evSStart, Node: "n2", Inc: "s-b"}, {T: at(11.5), Ev: evSTick, Node: "n1", Inc: "s-a"},
+				{T: at(12), Ev: evSStop, Node: "n1", Inc: "s-a"}, orch(13, evHeal, "n1"), end(30),
+			},
+			singletons: 1, endBy: "stop record",
+		},
+		{
+			name: "singletons: a cut-off oldest that stops (its lease lost) before its successor starts does not",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evCut, "n1"),
+				{T: at(8), Ev: evSStop, Node: "n1", Inc: "s-a"},
+				{T: at(11), Ev: evSStart, Node: "n2", Inc: "s-b"}, orch(13, evHeal, "n1"), end(30),
+			},
+		},
+		{
 			name: "records after the end of the observation do not count",
 			recs: []Record{
 				start(0, "n1", "e", "a"), stop(5, "n1", "e", "a"), end(30), start(31, "n2", "e", "b"), start(32, "n3", "e", "c"),
@@ -404,6 +421,54 @@ func TestSingletonNodes(t *testing.T) {
 		if got := strings.Join(singletonNodes(recs, at(tt.at)), ","); got != tt.want {
 			t.Errorf("at %vs: %q, want %q", tt.at, got, tt.want)
 		}
+	}
+}
+
+func TestSingletonMove(t *testing.T) {
+	sst := func(s float64, node, inc string) Record { return Record{T: at(s), Ev: evSStart, Node: node, Inc: inc} }
+	ssp := func(s float64, node, inc string) Record { return Record{T: at(s), Ev: evSStop, Node: node, Inc: inc} }
+	tests := []struct {
+		name string
+		recs []Record
+		want SingletonMove
+	}{
+		{
+			name: "cut: stopped on its node, then started elsewhere",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), ssp(13, "n1", "a"), sst(17, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 3, To: "n2", StartedS: 7},
+		},
+		{
+			name: "cut: restarted on its node during the cut, the last incarnation's stop counts",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), ssp(11, "n1", "a"), sst(12, "n1", "c"), ssp(13, "n1", "c"), sst(17, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 3, To: "n2", StartedS: 7},
+		},
+		{
+			name: "kill -9 ends it",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evKill, "n1"), orch(10.1, evExit, "n1"), sst(16, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 0, To: "n2", StartedS: 6},
+		},
+		{
+			name: "runs on and none elsewhere",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), orch(18, evHeal, "n1")},
+			want: SingletonMove{From: "n1", StoppedS: -1, StartedS: -1},
+		},
+		{
+			name: "still running on its node when another started",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), sst(15, "n2", "b"), ssp(16, "n1", "a")},
+			want: SingletonMove{From: "n1", StoppedS: 6, To: "n2", StartedS: 5},
+		},
+		{
+			name: "records after the next fault do not count",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), ssp(13, "n1", "a"), sst(31, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 3, StartedS: -1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := singletonMove(tt.recs, "n1", at(10), at(30)); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }
 

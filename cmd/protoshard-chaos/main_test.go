@@ -149,7 +149,7 @@ func shortRun(t *testing.T, args ...string) *Report {
 		switch {
 		case ft.Error == "":
 			injected[ft.Kind] = true
-		case ft.Kind == faultPartition && rep.Skipped[faultPartition] != "" && !ci:
+		case needsLab(ft.Kind) && rep.Skipped[ft.Kind] != "" && !ci:
 			t.Logf("fault %d (%s) skipped: %s", ft.N, ft.Kind, ft.Error)
 			injected[ft.Kind] = true
 		default:
@@ -196,13 +196,18 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.entities != 50 || cfg.duration != 5*time.Minute || cfg.seed != 7 || cfg.quiet != 15*time.Second || cfg.reliable {
+	if cfg.entities != 50 || cfg.duration != 5*time.Minute || cfg.seed != 7 || cfg.quiet != 15*time.Second || cfg.reliable ||
+		cfg.lease != leaseCAS || cfg.shardLease {
 		t.Errorf("defaults gave %+v", cfg)
 	}
 	if cfg, err = parseFlags([]string{"-reliable"}, os.Stderr); err != nil || !cfg.reliable {
 		t.Errorf("-reliable gave %+v, %v", cfg, err)
 	}
-	for _, bad := range [][]string{{"-nodes", "1"}, {"-rate", "0"}, {"-ttl", "10ms"}, {"-role=node"}, {"extra"}} {
+	if cfg, err = parseFlags([]string{"-lease", leaseSession, "-shard-lease"}, os.Stderr); err != nil || cfg.lease != leaseSession || !cfg.shardLease {
+		t.Errorf("-lease %s -shard-lease gave %+v, %v", leaseSession, cfg, err)
+	}
+	for _, bad := range [][]string{{"-nodes", "1"}, {"-rate", "0"}, {"-ttl", "10ms"}, {"-role=node"}, {"extra"},
+		{"-lease", "etcd"}, {"-lease", leaseNone, "-shard-lease"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v was accepted", bad)
 		}
