@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -211,9 +212,10 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 		rep.Reliable = &rel
 		rep.Settings.Reliable = true
 	}
-	end := int64(0)
-	if len(recs) > 0 {
-		end = recs[len(recs)-1].T
+	// The end of the observation: the processes are killed after it.
+	end := int64(math.MaxInt64)
+	if i := slices.IndexFunc(recs, func(r Record) bool { return r.Ev == evEnd }); i >= 0 {
+		end = recs[i].T
 	}
 	for i, f := range rep.Faults {
 		f.Counts = rep.Findings.PerFault[i]
