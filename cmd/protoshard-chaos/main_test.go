@@ -161,6 +161,11 @@ func shortRun(t *testing.T, args ...string) *Report {
 			t.Errorf("no %s fault was injected", kind)
 		}
 	}
+	for _, ft := range rep.Faults {
+		if ft.Singleton != nil {
+			t.Logf("fault %d (%s): singleton %s", ft.N, ft.Kind, ft.Singleton)
+		}
+	}
 	if took > 3*time.Minute {
 		t.Errorf("the -short run took %v, want under 3 minutes", took.Round(time.Second))
 	}
