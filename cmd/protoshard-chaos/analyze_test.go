@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -617,5 +618,52 @@ func TestAnalyzeLossBetweenHomes(t *testing.T) {
 				t.Fatalf("lost %d, unaccounted %d; want %d, %d", f.LostToCrash, f.Unaccounted, tc.lost, tc.unacc)
 			}
 		})
+	}
+}
+
+// TestReanalyze: judging a run's ledgers again (-analyze) finds its lease
+// in the run record, its faults in the orchestrator's records, and the
+// singleton's move after a cut of the oldest node.
+func TestReanalyze(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, recs ...Record) {
+		l, err := openLedger(ledgerPath(dir, name), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			l.write(r)
+		}
+		_ = l.close()
+	}
+	write("orchestrator",
+		Record{T: at(0), Ev: evRun, Reason: modeAtMostOnce, Lease: leaseCAS},
+		Record{T: at(10), Ev: evFault, Fault: 1, Reason: faultPartitionOldest, Node: "n1"},
+		Record{T: at(10), Ev: evCut, Node: "n1"},
+		Record{T: at(18), Ev: evHeal, Node: "n1"},
+		Record{T: at(18), Ev: evFaultEnd, Fault: 1, Reason: "cut off the network for 8s"},
+		Record{T: at(30), Ev: evEnd},
+	)
+	write("n1", Record{T: at(1), Ev: evSStart, Inc: "s-a"}, Record{T: at(12.5), Ev: evSStop, Inc: "s-a"})
+	write("n2", Record{T: at(16.5), Ev: evSStart, Inc: "s-b"})
+	write("loadgen", sent(5, "s1", "e", 1))
+	write("n3", start(1, "n3", "e", "e@n3"), recv(5.1, "n3", "e", "e@n3", "s1", 1))
+
+	rep, err := reanalyze(io.Discard, config{ttl: 3 * time.Second}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Settings.Lease != leaseCAS || rep.Settings.ShardLease {
+		t.Errorf("settings %+v, want the lease %q and no shard lease", rep.Settings, leaseCAS)
+	}
+	if len(rep.Faults) != 1 || rep.Faults[0].Kind != faultPartitionOldest {
+		t.Fatalf("faults %+v", rep.Faults)
+	}
+	want := SingletonMove{From: "n1", StoppedS: 2.5, To: "n2", StartedS: 6.5}
+	if got := rep.Faults[0].Singleton; got == nil || *got != want {
+		t.Errorf("singleton %+v, want %+v", got, want)
+	}
+	if f := rep.Findings; f.Delivered != 1 || f.OverlappingSingletons != 0 || len(rep.Failures) != 0 {
+		t.Errorf("findings %+v, failures %q", f.Counts, rep.Failures)
 	}
 }

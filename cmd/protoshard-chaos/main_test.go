@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,29 @@ func shortRun(t *testing.T, args ...string) *Report {
 	}
 	if len(rep.Failures) > 0 {
 		t.Errorf("the run failed: %q", rep.Failures)
+	}
+
+	// Judging the ledgers again (-analyze) gives the same findings, the
+	// run's lease and the singleton's moves.
+	again, err := reanalyze(io.Discard, config{ttl: cfg.ttl}, rep.Dir)
+	if err != nil {
+		t.Fatalf("judging the ledgers again: %v", err)
+	}
+	if again.Findings.Counts != f.Counts || again.Settings.Lease != rep.Settings.Lease {
+		t.Errorf("judged again: %+v, lease %q; the run: %+v, lease %q", again.Findings.Counts, again.Settings.Lease, f.Counts, rep.Settings.Lease)
+	}
+	// A skipped fault left no record: match the faults by number.
+	byN := map[int]*Fault{}
+	for _, ft := range again.Faults {
+		byN[ft.N] = ft
+	}
+	for _, ft := range rep.Faults {
+		if ft.Singleton == nil {
+			continue
+		}
+		if a := byN[ft.N]; a == nil || a.Singleton == nil || *a.Singleton != *ft.Singleton {
+			t.Errorf("fault %d: singleton %v; judged again: %+v", ft.N, ft.Singleton, a)
+		}
 	}
 
 	// The JSON file holds the same report.

@@ -138,7 +138,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 	if cfg.reliable {
 		mode = modeReliable
 	}
-	o.ledger.write(Record{Ev: evRun, Reason: mode})
+	o.ledger.write(Record{Ev: evRun, Reason: mode, Lease: cfg.lease, ShardLease: cfg.shardLease})
 	o.printf("seed %d; %s; lease %s%s; ledgers and logs in %s", cfg.seed, mode, cfg.lease, map[bool]string{true: " (shards too)"}[cfg.shardLease], o.dir)
 	if o.lab != nil {
 		o.printf("nodes run in network namespaces on %s.0/24", labSubnet)
@@ -272,6 +272,8 @@ func reanalyze(out io.Writer, cfg config, dir string) (*Report, error) {
 			if f := byN[r.Fault]; f != nil {
 				f.End, f.Detail = r.Time(), r.Reason
 			}
+		case evRun:
+			rep.Settings.Lease, rep.Settings.ShardLease = r.Lease, r.ShardLease
 		}
 	}
 	// The recovery after each fault, from the load generator's probe
