@@ -351,10 +351,13 @@ func TestJudge(t *testing.T) {
 		{name: "a fault not injected", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPause, Error: "SIGSTOP: no such process"}, fails: 1},
 		{name: "partition skipped without root", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartition, Error: "skipped: not root"}},
 		{name: "partition skipped in CI", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartition, Error: "skipped: not root"}, ci: true, fails: 1},
+		{name: "partition-oldest skipped without root", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartitionOldest, Error: "skipped: not root"}},
+		{name: "partition-oldest skipped in CI", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartitionOldest, Error: "skipped: not root"}, ci: true, fails: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Report{Skipped: map[string]string{faultPartition: "not root"}}
+			r := &Report{Skipped: map[string]string{}}
+			skipLabFaults(r.Skipped, "not root")
 			r.Findings.Counts = tt.f
 			if tt.fault != nil {
 				r.Faults = []*Fault{tt.fault}

@@ -42,6 +42,15 @@ const (
 // shuffled.
 var faultKinds = []string{faultKill, faultKillCoordinator, faultPause, faultLeave, faultConsulRestart, faultPartition, faultPartitionOldest}
 
+// skipLabFaults marks every kind that needsLab as skipped, for why.
+func skipLabFaults(skipped map[string]string, why string) {
+	for _, kind := range faultKinds {
+		if needsLab(kind) {
+			skipped[kind] = why
+		}
+	}
+}
+
 // needsLab reports whether a fault of kind cuts a node off the network, so
 // needs the network namespaces.
 func needsLab(kind string) bool {
@@ -128,11 +137,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 		Lease: cfg.lease, ShardLease: cfg.shardLease,
 	}
 	if o.labSkip != "" {
-		for _, kind := range faultKinds {
-			if needsLab(kind) {
-				rep.Skipped[kind] = o.labSkip
-			}
-		}
+		skipLabFaults(rep.Skipped, o.labSkip)
 	}
 	mode := modeAtMostOnce
 	if cfg.reliable {
