@@ -719,3 +719,59 @@ func singletonNodes(recs []Record, t int64) []string {
 	sort.Strings(nodes)
 	return nodes
 }
+
+// SingletonMove is how the singleton left the node a fault hit (the oldest
+// node, with the coordinator): when its last incarnation there ended and
+// when another node started one, in seconds from the fault's start.
+// With a lease the first must come before the second.
+type SingletonMove struct {
+	// From is the node that ran the singleton when the fault began.
+	From string `json:"from"`
+	// StoppedS: its stop record, or the kill -9 or exit of its node;
+	// -1 when it ran on until the next fault.
+	StoppedS float64 `json:"stopped_s"`
+	// To is the node of the first incarnation started elsewhere, and
+	// StartedS when; "" and -1 when none started before the next fault.
+	To       string  `json:"to,omitempty"`
+	StartedS float64 `json:"started_s"`
+}
+
+// singletonMove measures how the singleton left node after a fault that
+// began at start, up to until (the next fault's start or the end): the
+// end of the last incarnation on node that was alive at start or started
+// after it (before the other node's), and the first start elsewhere.
+func singletonMove(recs []Record, node string, start, until int64) SingletonMove {
+	mv := SingletonMove{From: node, StoppedS: -1, StartedS: -1}
+	alive := map[string]bool{} // incarnations on node
+	for _, r := range recs {
+		if r.T > until {
+			break
+		}
+		switch {
+		case r.Ev == evSStart && r.Node == node:
+			if mv.To == "" {
+				alive[r.Inc] = true
+			}
+		case r.Ev == evSStart && r.T >= start && mv.To == "":
+			mv.To, mv.StartedS = r.Node, secondsSince(start, r.T)
+		case r.Ev == evSStop && alive[r.Inc]:
+			delete(alive, r.Inc)
+			if r.T >= start && len(alive) == 0 {
+				mv.StoppedS = secondsSince(start, r.T)
+			}
+		case (r.Ev == evKill || r.Ev == evExit) && r.Node == node && len(alive) > 0:
+			clear(alive)
+			if r.T >= start {
+				mv.StoppedS = secondsSince(start, r.T)
+			}
+		}
+	}
+	if len(alive) > 0 {
+		mv.StoppedS = -1
+	}
+	return mv
+}
+
+func secondsSince(from, t int64) float64 {
+	return float64(t-from) / 1e9
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,23 @@ func TestAnalyzeActivations(t *testing.T) {
 				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evFreeze, "n1"),
 				{T: at(9), Ev: evSStart, Node: "n2", Inc: "s-b"}, orch(13, evThaw, "n1"),
 				{T: at(13.02), Ev: evSStop, Node: "n1", Inc: "s-a"}, end(30),
+			},
+		},
+		{
+			name: "singletons: a cut-off oldest runs until its stop record, so ticking on past its successor's start overlaps",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evCut, "n1"),
+				{T: at(11), Ev: evSStart, Node: "n2", Inc: "s-b"}, {T: at(11.5), Ev: evSTick, Node: "n1", Inc: "s-a"},
+				{T: at(12), Ev: evSStop, Node: "n1", Inc: "s-a"}, orch(13, evHeal, "n1"), end(30),
+			},
+			singletons: 1, endBy: "stop record",
+		},
+		{
+			name: "singletons: a cut-off oldest that stops (its lease lost) before its successor starts does not",
+			recs: []Record{
+				{T: at(0), Ev: evSStart, Node: "n1", Inc: "s-a"}, orch(5, evCut, "n1"),
+				{T: at(8), Ev: evSStop, Node: "n1", Inc: "s-a"},
+				{T: at(11), Ev: evSStart, Node: "n2", Inc: "s-b"}, orch(13, evHeal, "n1"), end(30),
 			},
 		},
 		{
@@ -333,10 +351,13 @@ func TestJudge(t *testing.T) {
 		{name: "a fault not injected", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPause, Error: "SIGSTOP: no such process"}, fails: 1},
 		{name: "partition skipped without root", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartition, Error: "skipped: not root"}},
 		{name: "partition skipped in CI", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartition, Error: "skipped: not root"}, ci: true, fails: 1},
+		{name: "partition-oldest skipped without root", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartitionOldest, Error: "skipped: not root"}},
+		{name: "partition-oldest skipped in CI", f: Counts{Sent: 1}, fault: &Fault{N: 1, Kind: faultPartitionOldest, Error: "skipped: not root"}, ci: true, fails: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Report{Skipped: map[string]string{faultPartition: "not root"}}
+			r := &Report{Skipped: map[string]string{}}
+			skipLabFaults(r.Skipped, "not root")
 			r.Findings.Counts = tt.f
 			if tt.fault != nil {
 				r.Faults = []*Fault{tt.fault}
@@ -404,6 +425,54 @@ func TestSingletonNodes(t *testing.T) {
 		if got := strings.Join(singletonNodes(recs, at(tt.at)), ","); got != tt.want {
 			t.Errorf("at %vs: %q, want %q", tt.at, got, tt.want)
 		}
+	}
+}
+
+func TestSingletonMove(t *testing.T) {
+	sst := func(s float64, node, inc string) Record { return Record{T: at(s), Ev: evSStart, Node: node, Inc: inc} }
+	ssp := func(s float64, node, inc string) Record { return Record{T: at(s), Ev: evSStop, Node: node, Inc: inc} }
+	tests := []struct {
+		name string
+		recs []Record
+		want SingletonMove
+	}{
+		{
+			name: "cut: stopped on its node, then started elsewhere",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), ssp(13, "n1", "a"), sst(17, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 3, To: "n2", StartedS: 7},
+		},
+		{
+			name: "cut: restarted on its node during the cut, the last incarnation's stop counts",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), ssp(11, "n1", "a"), sst(12, "n1", "c"), ssp(13, "n1", "c"), sst(17, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 3, To: "n2", StartedS: 7},
+		},
+		{
+			name: "kill -9 ends it",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evKill, "n1"), orch(10.1, evExit, "n1"), sst(16, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 0, To: "n2", StartedS: 6},
+		},
+		{
+			name: "runs on and none elsewhere",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), orch(18, evHeal, "n1")},
+			want: SingletonMove{From: "n1", StoppedS: -1, StartedS: -1},
+		},
+		{
+			name: "still running on its node when another started",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), sst(15, "n2", "b"), ssp(16, "n1", "a")},
+			want: SingletonMove{From: "n1", StoppedS: 6, To: "n2", StartedS: 5},
+		},
+		{
+			name: "records after the next fault do not count",
+			recs: []Record{sst(0, "n1", "a"), orch(10, evCut, "n1"), ssp(13, "n1", "a"), sst(31, "n2", "b")},
+			want: SingletonMove{From: "n1", StoppedS: 3, StartedS: -1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := singletonMove(tt.recs, "n1", at(10), at(30)); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -552,5 +621,52 @@ func TestAnalyzeLossBetweenHomes(t *testing.T) {
 				t.Fatalf("lost %d, unaccounted %d; want %d, %d", f.LostToCrash, f.Unaccounted, tc.lost, tc.unacc)
 			}
 		})
+	}
+}
+
+// TestReanalyze: judging a run's ledgers again (-analyze) finds its lease
+// in the run record, its faults in the orchestrator's records, and the
+// singleton's move after a cut of the oldest node.
+func TestReanalyze(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, recs ...Record) {
+		l, err := openLedger(ledgerPath(dir, name), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			l.write(r)
+		}
+		_ = l.close()
+	}
+	write("orchestrator",
+		Record{T: at(0), Ev: evRun, Reason: modeAtMostOnce, Lease: leaseCAS},
+		Record{T: at(10), Ev: evFault, Fault: 1, Reason: faultPartitionOldest, Node: "n1"},
+		Record{T: at(10), Ev: evCut, Node: "n1"},
+		Record{T: at(18), Ev: evHeal, Node: "n1"},
+		Record{T: at(18), Ev: evFaultEnd, Fault: 1, Reason: "cut off the network for 8s"},
+		Record{T: at(30), Ev: evEnd},
+	)
+	write("n1", Record{T: at(1), Ev: evSStart, Inc: "s-a"}, Record{T: at(12.5), Ev: evSStop, Inc: "s-a"})
+	write("n2", Record{T: at(16.5), Ev: evSStart, Inc: "s-b"})
+	write("loadgen", sent(5, "s1", "e", 1))
+	write("n3", start(1, "n3", "e", "e@n3"), recv(5.1, "n3", "e", "e@n3", "s1", 1))
+
+	rep, err := reanalyze(io.Discard, config{ttl: 3 * time.Second}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Settings.Lease != leaseCAS || rep.Settings.ShardLease {
+		t.Errorf("settings %+v, want the lease %q and no shard lease", rep.Settings, leaseCAS)
+	}
+	if len(rep.Faults) != 1 || rep.Faults[0].Kind != faultPartitionOldest {
+		t.Fatalf("faults %+v", rep.Faults)
+	}
+	want := SingletonMove{From: "n1", StoppedS: 2.5, To: "n2", StartedS: 6.5}
+	if got := rep.Faults[0].Singleton; got == nil || *got != want {
+		t.Errorf("singleton %+v, want %+v", got, want)
+	}
+	if f := rep.Findings; f.Delivered != 1 || f.OverlappingSingletons != 0 || len(rep.Failures) != 0 {
+		t.Errorf("findings %+v, failures %q", f.Counts, rep.Failures)
 	}
 }

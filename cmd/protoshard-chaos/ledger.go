@@ -42,6 +42,10 @@ type Record struct {
 	Fault int `json:"fault,omitempty"`
 	// PID is an OS process id (orchestrator records).
 	PID int `json:"pid,omitempty"`
+	// Lease is the run's lease (evRun: -lease), ShardLease whether the
+	// shards were on it too.
+	Lease      string `json:"lease,omitempty"`
+	ShardLease bool   `json:"shard_lease,omitempty"`
 	// Addr is a proto.actor address; Member a membership member id.
 	Addr   string `json:"addr,omitempty"`
 	Member string `json:"member,omitempty"`
@@ -101,7 +105,7 @@ const (
 	evFault       = "fault"     // a fault began; Fault, Reason (its kind), Node (its target)
 	evFaultEnd    = "fault-end" // and ended; Fault, Reason (what happened, or why it could not be injected)
 	evEnd         = "end"       // the end of the observation: later records are ignored
-	evRun         = "run"       // the run began; Reason: its mode (modeReliable or modeAtMostOnce)
+	evRun         = "run"       // the run began; Reason: its mode (modeReliable or modeAtMostOnce); Lease, ShardLease
 )
 
 // Modes of a run (evRun).

@@ -75,7 +75,7 @@ func loadgenMain(cfg config) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.name, err)
 		return 1
 	}
-	proxy, err := sharding.StartProxy(typeName, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, sharding.Cluster().Name(), cfg.ttl)...)
+	proxy, err := sharding.StartProxy(typeName, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, sharding.Cluster().Name(), cfg.ttl, nil, nil)...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start proxy: %v\n", cfg.name, err)
 		return 1

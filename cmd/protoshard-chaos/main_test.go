@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,7 +150,7 @@ func shortRun(t *testing.T, args ...string) *Report {
 		switch {
 		case ft.Error == "":
 			injected[ft.Kind] = true
-		case ft.Kind == faultPartition && rep.Skipped[faultPartition] != "" && !ci:
+		case needsLab(ft.Kind) && rep.Skipped[ft.Kind] != "" && !ci:
 			t.Logf("fault %d (%s) skipped: %s", ft.N, ft.Kind, ft.Error)
 			injected[ft.Kind] = true
 		default:
@@ -161,11 +162,39 @@ func shortRun(t *testing.T, args ...string) *Report {
 			t.Errorf("no %s fault was injected", kind)
 		}
 	}
+	for _, ft := range rep.Faults {
+		if ft.Singleton != nil {
+			t.Logf("fault %d (%s): singleton %s", ft.N, ft.Kind, ft.Singleton)
+		}
+	}
 	if took > 3*time.Minute {
 		t.Errorf("the -short run took %v, want under 3 minutes", took.Round(time.Second))
 	}
 	if len(rep.Failures) > 0 {
 		t.Errorf("the run failed: %q", rep.Failures)
+	}
+
+	// Judging the ledgers again (-analyze) gives the same findings, the
+	// run's lease and the singleton's moves.
+	again, err := reanalyze(io.Discard, config{ttl: cfg.ttl}, rep.Dir)
+	if err != nil {
+		t.Fatalf("judging the ledgers again: %v", err)
+	}
+	if again.Findings.Counts != f.Counts || again.Settings.Lease != rep.Settings.Lease {
+		t.Errorf("judged again: %+v, lease %q; the run: %+v, lease %q", again.Findings.Counts, again.Settings.Lease, f.Counts, rep.Settings.Lease)
+	}
+	// A skipped fault left no record: match the faults by number.
+	byN := map[int]*Fault{}
+	for _, ft := range again.Faults {
+		byN[ft.N] = ft
+	}
+	for _, ft := range rep.Faults {
+		if ft.Singleton == nil {
+			continue
+		}
+		if a := byN[ft.N]; a == nil || a.Singleton == nil || *a.Singleton != *ft.Singleton {
+			t.Errorf("fault %d: singleton %v; judged again: %+v", ft.N, ft.Singleton, a)
+		}
 	}
 
 	// The JSON file holds the same report.
@@ -196,13 +225,18 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.entities != 50 || cfg.duration != 5*time.Minute || cfg.seed != 7 || cfg.quiet != 15*time.Second || cfg.reliable {
+	if cfg.entities != 50 || cfg.duration != 5*time.Minute || cfg.seed != 7 || cfg.quiet != 15*time.Second || cfg.reliable ||
+		cfg.lease != leaseCAS || cfg.shardLease {
 		t.Errorf("defaults gave %+v", cfg)
 	}
 	if cfg, err = parseFlags([]string{"-reliable"}, os.Stderr); err != nil || !cfg.reliable {
 		t.Errorf("-reliable gave %+v, %v", cfg, err)
 	}
-	for _, bad := range [][]string{{"-nodes", "1"}, {"-rate", "0"}, {"-ttl", "10ms"}, {"-role=node"}, {"extra"}} {
+	if cfg, err = parseFlags([]string{"-lease", leaseSession, "-shard-lease"}, os.Stderr); err != nil || cfg.lease != leaseSession || !cfg.shardLease {
+		t.Errorf("-lease %s -shard-lease gave %+v, %v", leaseSession, cfg, err)
+	}
+	for _, bad := range [][]string{{"-nodes", "1"}, {"-rate", "0"}, {"-ttl", "10ms"}, {"-role=node"}, {"extra"},
+		{"-lease", "etcd"}, {"-lease", leaseNone, "-shard-lease"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v was accepted", bad)
 		}

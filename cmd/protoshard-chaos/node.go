@@ -20,6 +20,9 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/lease"
+	leaseconsul "github.com/protoshard/protoshard/lease/consul"
+	"github.com/protoshard/protoshard/lease/consulcas"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
@@ -48,22 +51,85 @@ const (
 	leaveTimeout = 60 * time.Second
 )
 
+// Leases the coordinator and the singleton (and, with -shard-lease, the
+// shards) can run on.
+const (
+	leaseCAS     = "cas"     // lease/consulcas: a compare-and-set record in Consul KV
+	leaseSession = "session" // lease/consul: a Consul session holding a KV lock
+	leaseNone    = "none"
+)
+
+const (
+	// leaseRetryInterval is the singletons' and the shards' lease retry
+	// interval: about the compare-and-set lease's renewal interval, as
+	// caslease advises. Akka's 5s would add up to 5s to every failover.
+	leaseRetryInterval = time.Second
+	// sessionLeaseTTL is the session lease's TTL: Consul's minimum.
+	sessionLeaseTTL = leaseconsul.MinSessionTTL
+)
+
+// newLeases returns the run's leases of kind under the keys of the run's
+// cluster (protoshard/<cluster>/lease/), nil for leaseNone. The
+// compare-and-set lease runs on its defaults (duration 5s, a renewal
+// every second, margin 1s, drift 1%); the session lease on Consul's
+// shortest TTL, renewed every second, with a lock delay that covers a
+// renewal and an operation (the holder's time to stop).
+func newLeases(kind string, client *api.Client, clusterName string) (lease.Provider, error) {
+	switch kind {
+	case leaseCAS:
+		return consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: clusterName})
+	case leaseSession:
+		return leaseconsul.NewProvider(leaseconsul.Config{
+			Client:      client,
+			ClusterName: clusterName,
+			TimeoutSettings: lease.TimeoutSettings{
+				HeartbeatTimeout:  sessionLeaseTTL,
+				HeartbeatInterval: time.Second,
+				OperationTimeout:  time.Second,
+			},
+			SafetyMargin: 2 * time.Second,
+			LockDelay:    3 * time.Second,
+		})
+	case leaseNone:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown lease %q", kind)
+}
+
+// singletonSettings are the settings of the coordinator's singleton and
+// (with the node role) of the run's: a removal margin of one TTL, as the
+// README asks for Consul membership, hand-over retries every 500ms, and
+// the lease, if any, retried every leaseRetryInterval.
+func singletonSettings(ttl time.Duration, leases lease.Provider) singleton.Settings {
+	st := singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}
+	if leases != nil {
+		st.UseLease, st.LeaseRetryInterval = leases, leaseRetryInterval
+	}
+	return st
+}
+
 // shardingOptions are the settings of the entity type on every process:
 // the coordinator's state in Consul KV (shared by all, under the run's
-// cluster name), a removal margin of
-// one TTL for the coordinator singleton, as the README asks for Consul
-// membership, retries and rebalances every few hundred milliseconds so that
-// a fault's effects show within the run, and no passivation, so that an
+// cluster name), the coordinator's singleton settings (singletonSettings:
+// on the run's lease, if any), the shards on the lease with shardLeases,
+// retries and rebalances every few hundred milliseconds so that a
+// fault's effects show within the run, and no passivation, so that an
 // incarnation stops only because of sharding itself.
-func shardingOptions(client *api.Client, clusterName string, ttl time.Duration) []actorsharding.Option {
-	return []actorsharding.Option{
+func shardingOptions(client *api.Client, clusterName string, ttl time.Duration, leases, shardLeases lease.Provider) []actorsharding.Option {
+	opts := []actorsharding.Option{
 		actorsharding.WithRole(nodeRole),
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, clusterName, typeName)),
-		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}),
+		actorsharding.WithSingletonSettings(singletonSettings(ttl, leases)),
 		actorsharding.WithRetryInterval(500 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(2 * time.Second),
 		actorsharding.WithPassivationIdleTimeout(-1),
 	}
+	if shardLeases != nil {
+		opts = append(opts, actorsharding.WithShardLease(shardLeases), func(s *actorsharding.Settings) {
+			s.Shard.LeaseRetryInterval = leaseRetryInterval
+		})
+	}
+	return opts
 }
 
 // member is what every process of the run that joins the cluster has.
@@ -319,14 +385,28 @@ func nodeMain(cfg config) int {
 		}
 		props = actor.PropsFromProducer(func() actor.Actor { return &reliableEntity{node: cfg.name, ledger: m.ledger, store: store} })
 	}
-	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards), shardingOptions(m.client, sharding.Cluster().Name(), cfg.ttl)...); err != nil {
+	// The leases live under the run's cluster name (its Consul service),
+	// so that no other run's leases are in the way.
+	leases, err := newLeases(cfg.lease, m.client, m.cluster.Name())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: leases: %v\n", cfg.name, err)
+		m.stop()
+		return 1
+	}
+	var shardLeases lease.Provider
+	if cfg.shardLease {
+		shardLeases = leases
+	}
+	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards),
+		shardingOptions(m.client, m.cluster.Name(), cfg.ttl, leases, shardLeases)...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start region: %v\n", cfg.name, err)
 		m.stop()
 		return 1
 	}
 	sprops := actor.PropsFromProducer(func() actor.Actor { return &singletonActor{node: cfg.name, ledger: m.ledger} })
-	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName,
-		singleton.Settings{Role: nodeRole, RemovalMargin: cfg.ttl, HandOverRetryInterval: 500 * time.Millisecond}); err != nil {
+	sst := singletonSettings(cfg.ttl, leases)
+	sst.Role = nodeRole
+	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName, sst); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start singleton manager: %v\n", cfg.name, err)
 		m.stop()
 		return 1

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -34,11 +35,27 @@ const (
 	faultLeave           = "leave"
 	faultConsulRestart   = "consul-restart"
 	faultPartition       = "partition"
+	faultPartitionOldest = "partition-oldest"
 )
 
 // faultKinds is every kind, in the order a round starts from before it is
 // shuffled.
-var faultKinds = []string{faultKill, faultKillCoordinator, faultPause, faultLeave, faultConsulRestart, faultPartition}
+var faultKinds = []string{faultKill, faultKillCoordinator, faultPause, faultLeave, faultConsulRestart, faultPartition, faultPartitionOldest}
+
+// skipLabFaults marks every kind that needsLab as skipped, for why.
+func skipLabFaults(skipped map[string]string, why string) {
+	for _, kind := range faultKinds {
+		if needsLab(kind) {
+			skipped[kind] = why
+		}
+	}
+}
+
+// needsLab reports whether a fault of kind cuts a node off the network, so
+// needs the network namespaces.
+func needsLab(kind string) bool {
+	return kind == faultPartition || kind == faultPartitionOldest
+}
 
 const (
 	// readyTimeout bounds the start of a process until it serves.
@@ -117,20 +134,21 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 	rep.Settings = Settings{
 		Nodes: cfg.nodes, Senders: cfg.senders, Entities: cfg.entities, RatePerSender: cfg.rate, Shards: cfg.shards,
 		TTL: cfg.ttl.String(), Duration: cfg.duration.String(), Quiet: cfg.quiet.String(), Netns: o.lab != nil,
+		Lease: cfg.lease, ShardLease: cfg.shardLease,
 	}
 	if o.labSkip != "" {
-		rep.Skipped[faultPartition] = o.labSkip
+		skipLabFaults(rep.Skipped, o.labSkip)
 	}
 	mode := modeAtMostOnce
 	if cfg.reliable {
 		mode = modeReliable
 	}
-	o.ledger.write(Record{Ev: evRun, Reason: mode})
-	o.printf("seed %d; %s; ledgers and logs in %s", cfg.seed, mode, o.dir)
+	o.ledger.write(Record{Ev: evRun, Reason: mode, Lease: cfg.lease, ShardLease: cfg.shardLease})
+	o.printf("seed %d; %s; lease %s%s; ledgers and logs in %s", cfg.seed, mode, cfg.lease, map[bool]string{true: " (shards too)"}[cfg.shardLease], o.dir)
 	if o.lab != nil {
 		o.printf("nodes run in network namespaces on %s.0/24", labSubnet)
 	} else {
-		o.printf("nodes run on loopback; partition fault skipped: %s", o.labSkip)
+		o.printf("nodes run on loopback; partition faults skipped: %s", o.labSkip)
 	}
 
 	if err := o.startCluster(ctx); err != nil {
@@ -199,17 +217,28 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 		rep.Reliable = &rel
 		rep.Settings.Reliable = true
 	}
+	// The end of the observation: the processes are killed after it.
+	end := int64(math.MaxInt64)
+	if i := slices.IndexFunc(recs, func(r Record) bool { return r.Ev == evEnd }); i >= 0 {
+		end = recs[i].T
+	}
 	for i, f := range rep.Faults {
 		f.Counts = rep.Findings.PerFault[i]
 		if rep.Reliable != nil {
 			f.Reliable = &rep.Reliable.PerFault[i]
 		}
-		if f.Kind == faultKillCoordinator && f.Error == "" {
+		if (f.Kind == faultKillCoordinator || f.Kind == faultPartitionOldest) && f.Error == "" {
 			// The singleton runs where the coordinator does: on the
-			// oldest node. The kill must have hit it.
+			// oldest node. The fault must have hit it.
 			if on := singletonNodes(recs, f.Start.UnixNano()-1); len(on) != 1 || on[0] != f.Node {
-				f.Note = fmt.Sprintf("the singleton (and so the coordinator) ran on %v, not on the killed %s", on, f.Node)
+				f.Note = fmt.Sprintf("the singleton (and so the coordinator) ran on %v, not on %s, which the fault hit", on, f.Node)
 			}
+			until := end
+			if i+1 < len(rep.Faults) {
+				until = rep.Faults[i+1].Start.UnixNano()
+			}
+			mv := singletonMove(recs, f.Node, f.Start.UnixNano(), until)
+			f.Singleton = &mv
 		}
 	}
 	rep.summarize()
@@ -248,6 +277,8 @@ func reanalyze(out io.Writer, cfg config, dir string) (*Report, error) {
 			if f := byN[r.Fault]; f != nil {
 				f.End, f.Detail = r.Time(), r.Reason
 			}
+		case evRun:
+			rep.Settings.Lease, rep.Settings.ShardLease = r.Lease, r.ShardLease
 		}
 	}
 	// The recovery after each fault, from the load generator's probe
@@ -387,6 +418,10 @@ func (o *orchestrator) spawn(ctx context.Context, role, name string, n int) (*pr
 		"-rate="+strconv.Itoa(o.cfg.rate), "-seed="+strconv.FormatInt(o.cfg.seed, 10))
 	if o.cfg.reliable {
 		argv = append(argv, "-reliable")
+	}
+	argv = append(argv, "-lease="+o.cfg.lease)
+	if o.cfg.shardLease {
+		argv = append(argv, "-shard-lease")
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	logf, err := os.Create(filepath.Join(o.dir, name+".log"))
@@ -597,7 +632,7 @@ func (o *orchestrator) faultLoop(ctx context.Context) error {
 				return err
 			}
 			f := &Fault{N: len(o.faults) + 1, Kind: kind}
-			if kind == faultPartition && o.lab == nil {
+			if needsLab(kind) && o.lab == nil {
 				f.Start = time.Now()
 				f.End = f.Start
 				f.Error = "skipped: " + o.labSkip
@@ -656,15 +691,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 	case faultKill:
 		o.killAndReplace(ctx, f, o.randomNode())
 	case faultKillCoordinator:
-		// Right after a Consul restart the nodes may not have registered
-		// again yet: wait for them a while.
-		target, err := o.oldestNode()
-		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); {
-			if backoff.Sleep(ctx, 500*time.Millisecond) != nil {
-				break
-			}
-			target, err = o.oldestNode()
-		}
+		target, err := o.waitOldest(ctx)
 		if err != nil {
 			f.Error = err.Error()
 			return
@@ -728,25 +755,51 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 		o.ledger.write(Record{Ev: evConsulStart})
 		f.Detail = fmt.Sprintf("Consul down for %v (started again empty after %.1fs)", down, time.Since(f.Start).Seconds())
 	case faultPartition:
-		p := o.randomNode()
-		f.Node, f.PID = p.name, p.pid
-		cut := ttl + 5*time.Second
-		f.Start = time.Now()
-		o.ledger.write(Record{T: f.Start.UnixNano(), Ev: evCut, Node: p.name, PID: p.pid})
-		if err := o.lab.cut(p.name); err != nil {
+		o.cutOff(ctx, f, o.randomNode())
+	case faultPartitionOldest:
+		target, err := o.waitOldest(ctx)
+		if err != nil {
 			f.Error = err.Error()
 			return
 		}
-		_ = backoff.Sleep(ctx, cut)
-		if err := o.lab.heal(p.name); err != nil {
-			f.Error = err.Error()
-			return
-		}
-		o.ledger.write(Record{Ev: evHeal, Node: p.name, PID: p.pid})
-		f.Detail = fmt.Sprintf("cut off the network for %v", cut)
+		o.cutOff(ctx, f, target)
 	default:
 		f.Error = "unknown fault kind"
 	}
+}
+
+// cutOff takes p's link down for TTL+5s, so that the others remove it and
+// it sees its own removal, then brings it up again.
+func (o *orchestrator) cutOff(ctx context.Context, f *Fault, p *proc) {
+	f.Node, f.PID = p.name, p.pid
+	cut := o.cfg.ttl + 5*time.Second
+	f.Start = time.Now()
+	o.ledger.write(Record{T: f.Start.UnixNano(), Ev: evCut, Node: p.name, PID: p.pid})
+	if err := o.lab.cut(p.name); err != nil {
+		f.Error = err.Error()
+		return
+	}
+	_ = backoff.Sleep(ctx, cut)
+	if err := o.lab.heal(p.name); err != nil {
+		f.Error = err.Error()
+		return
+	}
+	o.ledger.write(Record{Ev: evHeal, Node: p.name, PID: p.pid})
+	f.Detail = fmt.Sprintf("cut off the network for %v", cut)
+}
+
+// waitOldest returns the oldest node (oldestNode). Right after a Consul
+// restart the nodes may not have registered again yet: it waits for them
+// a while.
+func (o *orchestrator) waitOldest(ctx context.Context) (*proc, error) {
+	target, err := o.oldestNode()
+	for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); {
+		if backoff.Sleep(ctx, 500*time.Millisecond) != nil {
+			break
+		}
+		target, err = o.oldestNode()
+	}
+	return target, err
 }
 
 // killAndReplace kills p with SIGKILL and starts a replacement node.

@@ -47,6 +47,10 @@ type Settings struct {
 	Quiet         string `json:"quiet"`
 	Netns         bool   `json:"netns"`
 	Reliable      bool   `json:"reliable,omitempty"`
+	// Lease is what the coordinator and the singleton ran on (-lease);
+	// ShardLease: the shards too.
+	Lease      string `json:"lease,omitempty"`
+	ShardLease bool   `json:"shard_lease,omitempty"`
 }
 
 // Fault is one injected fault.
@@ -69,6 +73,9 @@ type Fault struct {
 	// that is not one of the counted findings (a leave that failed).
 	Note     string    `json:"note,omitempty"`
 	Recovery *Recovery `json:"recovery,omitempty"`
+	// Singleton is how the singleton (and the coordinator, on the same
+	// node) left the node a fault on the oldest node hit.
+	Singleton *SingletonMove `json:"singleton,omitempty"`
 	// Counts are the findings in this fault's window.
 	Counts Counts `json:"counts"`
 	// Reliable are a reliable run's findings in this fault's window.
@@ -138,6 +145,9 @@ func (r *Report) writeText(w io.Writer) {
 	p("== protoshard chaos report ==")
 	p("seed %d%s; %d nodes, %d senders x %d msgs/s, %d entities in %d shards, TTL %s, network namespaces %v",
 		r.Seed, map[bool]string{true: " (-short)", false: ""}[r.Short], s.Nodes, s.Senders, s.RatePerSender, s.Entities, s.Shards, s.TTL, s.Netns)
+	if s.Lease != "" {
+		p("lease of the coordinator and the singleton: %s%s", s.Lease, map[bool]string{true: "; the shards on it too"}[s.ShardLease])
+	}
 	if s.Reliable {
 		p("reliable delivery: one ShardingProducerController per sender; entities store their progress with their effects")
 	}
@@ -166,6 +176,9 @@ func (r *Report) writeText(w io.Writer) {
 		}
 		if f.Error != "" {
 			p("      NOT INJECTED: %s", f.Error)
+		}
+		if m := f.Singleton; m != nil {
+			p("      singleton: %s", m)
 		}
 		if f.Note != "" {
 			p("      note: %s", f.Note)
@@ -385,4 +398,15 @@ func writeMessages(p func(string, ...any), title string, list []MessageEvidence)
 	for _, m := range list {
 		p("  [fault %d] %s -> %s #%d sent %s: %s", m.Fault, m.Sender, m.Entity, m.Seq, m.Sent, m.Detail)
 	}
+}
+
+func (m *SingletonMove) String() string {
+	stopped, started := "ran on", "none started elsewhere"
+	if m.StoppedS >= 0 {
+		stopped = fmt.Sprintf("stopped after %.1fs", m.StoppedS)
+	}
+	if m.To != "" {
+		started = fmt.Sprintf("started on %s after %.1fs", m.To, m.StartedS)
+	}
+	return fmt.Sprintf("on %s %s; %s", m.From, stopped, started)
 }
