@@ -212,6 +212,15 @@ func WithShardLease(leases lease.Provider) Option {
 	return func(s *Settings) { s.Shard.UseLease = leases }
 }
 
+// WithShardLeaseRetryInterval sets Akka's sharding lease-retry-interval:
+// how long a shard that could not acquire its lease (WithShardLease) waits
+// before it tries again. Default 5s, Akka's; with lease/consulcas, whose
+// contender takes over within seconds, about 1s keeps the retry from
+// adding to a failover.
+func WithShardLeaseRetryInterval(d time.Duration) Option {
+	return func(s *Settings) { s.Shard.LeaseRetryInterval = d }
+}
+
 // WithShardFailureBackoff sets Akka's shard-failure-backoff: with
 // remember-entities, a shard that stopped unexpectedly (its store refused
 // a write for good, its lease was lost) starts again after it. Default 10s.

@@ -1269,7 +1269,7 @@ func (m *manager) runLeaseOp(ctx actor.Context, op func() any) {
 func (m *manager) logReleaseResult(ctx actor.Context, msg releaseLeaseResult) {
 	switch {
 	case msg.err != nil:
-		ctx.Logger().Error("singleton: failed to release lease; the singleton may not run elsewhere until the lease times out",
+		ctx.Logger().Warn("singleton: failed to release lease; the singleton may not run elsewhere until the lease times out",
 			slog.Any("error", msg.err))
 	case msg.released:
 		ctx.Logger().Debug("singleton: lease released")

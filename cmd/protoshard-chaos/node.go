@@ -125,9 +125,8 @@ func shardingOptions(client *api.Client, clusterName string, ttl time.Duration, 
 		actorsharding.WithPassivationIdleTimeout(-1),
 	}
 	if shardLeases != nil {
-		opts = append(opts, actorsharding.WithShardLease(shardLeases), func(s *actorsharding.Settings) {
-			s.Shard.LeaseRetryInterval = leaseRetryInterval
-		})
+		opts = append(opts, actorsharding.WithShardLease(shardLeases),
+			actorsharding.WithShardLeaseRetryInterval(leaseRetryInterval))
 	}
 	return opts
 }
