@@ -85,6 +85,20 @@ func (s *ctCountingStore) holdSome(savesOnly bool) (release func()) {
 	}
 }
 
+// ctRefusingStore refuses the first Save of a state with a region in it,
+// as a store refuses a state too large for it.
+type ctRefusingStore struct {
+	*ctCountingStore
+	refused atomic.Bool
+}
+
+func (s *ctRefusingStore) Save(ctx context.Context, st State, v uint64) (uint64, error) {
+	if len(st.Regions) > 0 && s.refused.CompareAndSwap(false, true) {
+		return 0, fmt.Errorf("refusing store: %w", ErrStateTooLarge)
+	}
+	return s.ctCountingStore.Save(ctx, st, v)
+}
+
 // ctProbe plays a region: it counts the ShardHome and HostShard it is
 // sent, per shard, answers HostShard with ShardStarted, keeps the reasons
 // of its RegisterRefused, and reports its counts when asked (ctCounts).
@@ -320,6 +334,29 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 		if cur := ctState(t, system, coordinator); cur.Epoch <= loaded {
 			t.Fatalf("epoch %d, want the version claimed, above the version %d read", cur.Epoch, loaded)
 		}
+	})
+
+	t.Run("a refused claim is written again without its events", func(t *testing.T) {
+		store := &ctRefusingStore{ctCountingStore: &ctCountingStore{MemoryStore: NewMemoryStore()}}
+		release := store.hold() // the Register is stashed, and goes in the claim
+		coordinator, region, probe := start(t, "Refused", store, Settings{})
+		release()
+		ctWaitFor(t, "the claim without the registration", func() bool {
+			cur := ctState(t, system, coordinator)
+			return cur.Name == StateActive && cur.Epoch > 0
+		})
+		if !store.refused.Load() {
+			t.Fatal("the store refused no write")
+		}
+		if cur := ctState(t, system, coordinator); cur.State.IsRegion(region) {
+			t.Fatal("the refused registration is in the state written")
+		}
+		// The region registers again, as it does at its retry interval.
+		system.Root.RequestWithCustomSender(coordinator, &messages.Register{ShardRegion: region, MemberId: self.ID}, region)
+		ctWaitFor(t, "the RegisterAck", func() bool {
+			acks, _, _ := probe.counts(t, system, region)
+			return acks == 1
+		})
 	})
 
 	t.Run("a thousand GetShardHome at once", func(t *testing.T) {
