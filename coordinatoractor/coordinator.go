@@ -77,9 +77,9 @@ func Props(typeName string, cluster *membership.Cluster, settings Settings, stra
 // out once it succeeded. A thousand shards to allocate after a crash take
 // a few writes, not a thousand.
 //
-// Fencing: at its start it claims the stored state (writes it back), and
-// the version it claimed is its epoch, carried by every command it and its
-// rebalance workers send; regions obey only the coordinator they
+// Fencing: at its start it claims the stored state (writes it back, with
+// what it decided on it since the read), and the version it claimed is
+// its epoch, carried by every command it and its rebalance workers send; regions obey only the coordinator they
 // registered with, at its epoch. A write that fails, a version conflict
 // above all (another coordinator has claimed the state: this one is
 // stale), stops it for good; its supervisor starts a fresh one after the
@@ -233,8 +233,8 @@ func (c *coordinator) load(ctx actor.Context) {
 	}()
 }
 
-// waitingForState is Akka's waitingForState: until the stored state is read
-// and claimed, everything but membership is stashed.
+// waitingForState is Akka's waitingForState: until the stored state is
+// read, everything but membership is stashed.
 func (c *coordinator) waitingForState(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *stateLoaded:
@@ -253,10 +253,15 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 		// Writing the state back at once (startWrite, once this message
 		// is handled) claims it: a stale coordinator that still runs
 		// elsewhere fails its next check-and-set. The version claimed is
-		// this coordinator's epoch.
+		// this coordinator's epoch. What the coordinator decides on the
+		// state read (the stash, the regions of gone members, remembered
+		// shards) goes in the same write, and is acted on once it
+		// succeeded (see stateWrites).
 		if err := c.writes.load(st, msg.version); err != nil {
 			c.storeFailed(ctx, err)
+			return
 		}
+		c.activate(ctx)
 	case *stateWritten:
 		c.onStateWritten(ctx, msg)
 	case reloadState:
@@ -280,7 +285,7 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 func (c *coordinator) activate(ctx actor.Context) {
 	ctx.Logger().Debug("shard coordinator recovered its state", slog.String("type", c.typeName),
 		slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
-		slog.Int("shards", len(c.state.Shards)), slog.Uint64("epoch", c.epoch))
+		slog.Int("shards", len(c.state.Shards)), slog.Uint64("version", c.writes.version))
 	c.become(ctx, StateActive, c.active)
 	c.activatedAt = time.Now()
 	// Live regions are watched, so that a crash is noticed; those of
@@ -435,15 +440,15 @@ func (c *coordinator) startWrite(ctx actor.Context) {
 	}()
 }
 
-// onStateWritten ends the write in flight: the claim activates the
-// coordinator; a write of events runs what waited for it. A store that
-// refuses the state (too large, invalid) wrote nothing: the events are
-// dropped and the coordinator goes on from the state last written. Any
-// other failure stops it.
+// onStateWritten ends the write in flight and runs what waited for it;
+// the claim also sets the epoch. A store that refuses the state (too
+// large, invalid) wrote nothing: the events are dropped and the
+// coordinator goes on from the state last written, or claims the state it
+// read without them. Any other failure stops it.
 func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
 	claim := !c.writes.claimed
 	if msg.err != nil {
-		if !claim && (errors.Is(msg.err, ErrStateTooLarge) || errors.Is(msg.err, ErrInvalidState)) {
+		if errors.Is(msg.err, ErrStateTooLarge) || errors.Is(msg.err, ErrInvalidState) {
 			c.writeRefused(ctx, msg.err)
 			return
 		}
@@ -461,8 +466,7 @@ func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
 	}
 	if claim {
 		c.epoch = c.writes.version
-		c.activate(ctx)
-		return
+		ctx.Logger().Debug("shard coordinator claimed its state", slog.String("type", c.typeName), slog.Uint64("epoch", c.epoch))
 	}
 	ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
 		slog.Int("updates", len(done)), slog.Uint64("version", msg.version))

@@ -53,7 +53,7 @@ type Settings struct {
 	// Default 3s.
 	ShardRegionQueryTimeout time.Duration
 	// StashCapacity bounds the messages the coordinator keeps while it
-	// reads and claims its state (repeats of one request count once); past
+	// reads its state (repeats of one request count once); past
 	// it a message is dropped with a dead-letter event, and its region
 	// asks again on its next retry. Default 100000, as a region's
 	// BufferSize.

@@ -41,7 +41,13 @@ type update struct {
 // queue, behind the events they depend on.
 //
 // The first write claims the state that load read (see the coordinator's
-// fencing); events are accepted only after it succeeded.
+// fencing), at the version read. Events are accepted once the state is
+// loaded, and those decided before the claim starts go with it, in the
+// same check-and-set: a coordinator that starts with work to do (regions
+// of crashed members to end, remembered shards to allocate) writes once,
+// not twice, and nothing it decided is acted on before that write
+// succeeded. Until then no shard counts as settled and every reply waits
+// for it, since replies carry the epoch, the version the claim wrote.
 type stateWrites struct {
 	state   State  // written plus every event since: what the coordinator decides on
 	durable State  // as last written (or loaded): a snapshot, never changed in place
@@ -54,6 +60,7 @@ type stateWrites struct {
 	pending       []update // applied, in no write yet
 	pendingEvents int      // how many of pending carry an event
 	inFlight      []update // carried by the write in flight
+	inFlightEvent bool     // an update in flight carries an event
 	writing       bool
 	snapshot      State // what the write in flight carries
 
@@ -79,8 +86,8 @@ func (w *stateWrites) load(st State, version uint64) error {
 // apply changes the state by u.event and queues u for the next write. An
 // event that does not fit the state is an error, and nothing changes.
 func (w *stateWrites) apply(u update) error {
-	if !w.claimed || w.stopped {
-		return fmt.Errorf("%w: %v before the state was claimed or after the writes stopped", errWriteOrder, u.event)
+	if !w.loaded || w.stopped {
+		return fmt.Errorf("%w: %v before the state was loaded or after the writes stopped", errWriteOrder, u.event)
 	}
 	if u.event == nil {
 		return fmt.Errorf("%w: an update without an event", errWriteOrder)
@@ -96,14 +103,15 @@ func (w *stateWrites) apply(u update) error {
 
 // wait queues a reply behind every update not yet written, unless one
 // with the same key waits already. It returns false, and queues nothing,
-// when everything is written: the caller replies at once.
+// when everything is written, the claim included: the caller replies at
+// once.
 func (w *stateWrites) wait(key string, then func(actor.Context), refused func(actor.Context, error)) bool {
 	if key != "" && w.keys[key] > 0 {
 		return true
 	}
 	u := update{key: key, then: then, refused: refused}
 	switch {
-	case w.pendingEvents > 0:
+	case w.pendingEvents > 0, !w.claimed && !w.writing:
 		w.pending = append(w.pending, u)
 	case w.writing:
 		// Everything it waits for is in flight.
@@ -115,8 +123,9 @@ func (w *stateWrites) wait(key string, then func(actor.Context), refused func(ac
 	return true
 }
 
-// settled reports whether every event about shard is written.
-func (w *stateWrites) settled(shard string) bool { return w.unwritten[shard] == 0 }
+// settled reports whether the state is claimed and every event about
+// shard is written.
+func (w *stateWrites) settled(shard string) bool { return w.claimed && w.unwritten[shard] == 0 }
 
 // begin starts the next write: the claim, or the pending events, when no
 // write is in flight. It returns the snapshot to write and the version the
@@ -125,7 +134,7 @@ func (w *stateWrites) begin() (State, uint64, bool) {
 	if !w.loaded || w.stopped || w.writing || (w.claimed && w.pendingEvents == 0) {
 		return State{}, 0, false
 	}
-	w.inFlight, w.pending, w.pendingEvents = w.pending, nil, 0
+	w.inFlight, w.inFlightEvent, w.pending, w.pendingEvents = w.pending, w.pendingEvents > 0, nil, 0
 	w.writing = true
 	w.snapshot = w.state.Clone()
 	return w.snapshot, w.version, true
@@ -146,7 +155,7 @@ func (w *stateWrites) done(version uint64) ([]update, error) {
 	}
 	batch := w.inFlight
 	w.durable, w.snapshot, w.version = w.snapshot, State{}, version
-	w.inFlight, w.writing, w.claimed = nil, false, true
+	w.inFlight, w.inFlightEvent, w.writing, w.claimed = nil, false, false, true
 	for _, u := range batch {
 		w.count(u, -1)
 	}
@@ -155,12 +164,14 @@ func (w *stateWrites) done(version uint64) ([]update, error) {
 
 // refuse: the store refused the write in flight, before it wrote anything
 // (a state too large or invalid). The state goes back to the one last
-// written, and every update not written, in flight and pending, is
-// returned, in order, for its refused: the pending ones were decided on
-// the refused state.
+// written (or loaded), and every update not written, in flight and
+// pending, is returned, in order, for its refused: the pending ones were
+// decided on the refused state. A refused claim that carried events is
+// written again without them by the next begin; one that carried none
+// would be refused again, and is an error.
 func (w *stateWrites) refuse() ([]update, error) {
-	if !w.writing || !w.claimed {
-		return nil, fmt.Errorf("%w: a refused write while none but the claim was in flight", errWriteOrder)
+	if !w.writing || (!w.claimed && !w.inFlightEvent) {
+		return nil, fmt.Errorf("%w: a refused write while none, or the bare claim, was in flight", errWriteOrder)
 	}
 	w.state = w.durable.Clone()
 	return w.drain(), nil
@@ -177,7 +188,7 @@ func (w *stateWrites) abandon() []update {
 // drain forgets every update not written and returns them, in order.
 func (w *stateWrites) drain() []update {
 	all := append(w.inFlight, w.pending...)
-	w.inFlight, w.pending, w.pendingEvents = nil, nil, 0
+	w.inFlight, w.inFlightEvent, w.pending, w.pendingEvents = nil, false, nil, 0
 	w.writing, w.snapshot = false, State{}
 	clear(w.keys)
 	clear(w.unwritten)

@@ -40,9 +40,10 @@
 //     sets). Skipped, with the reason, when no Consul binary is found.
 //   - recovery: a coordinator starts with a state that places remembered
 //     shards on the region of a member that crashed, and allocates them to
-//     the live region; the time until the written state places them all
-//     there, with the state in Consul KV (a throwaway dev agent) vs in
-//     memory. Skipped, with the reason, when no Consul binary is found.
+//     the live region; the time until the store confirms the write that
+//     places them all there, with the state in Consul KV (a throwaway dev
+//     agent) vs in memory, after an uncounted warm-up round of each.
+//     Skipped, with the reason, when no Consul binary is found.
 //   - scale: 100 regions, each on a node (an actor system with its remote
 //     on loopback) of this process, with in-process membership: the time
 //     to allocate 10,000 shards and to rebalance after 10 regions join, and
