@@ -114,14 +114,20 @@ func (s *StateStore) Save(ctx context.Context, state coordinatoractor.State, ver
 		return 0, fmt.Errorf("consul state store %s: save at version %d: the state is %d bytes, Consul's transaction holds at most %d: %w",
 			s.key, version, len(data), MaxStateBytes, coordinatoractor.ErrStateTooLarge)
 	}
-	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: s.key, Value: data, Index: version}}
+	// Consul keeps a key's ModifyIndex when a write leaves its value and
+	// flags as they were, and a new coordinator's claim often writes back
+	// the state it read unchanged: its epoch would then be the version the
+	// coordinator before it holds, whose next write would still succeed.
+	// The flags carry the version written over, which differs from write
+	// to write, so every Save moves the version.
+	ops := api.KVTxnOps{{Verb: api.KVCAS, Key: s.key, Value: data, Flags: version, Index: version}}
 	ok, resp, _, err := s.kv.Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
 	}
 	if ok {
-		if len(resp.Results) != 1 || resp.Results[0] == nil || resp.Results[0].ModifyIndex == 0 {
-			return 0, fmt.Errorf("consul state store %s: save at version %d: transaction succeeded without the new modify index", s.key, version)
+		if len(resp.Results) != 1 || resp.Results[0] == nil || resp.Results[0].ModifyIndex <= version {
+			return 0, fmt.Errorf("consul state store %s: save at version %d: transaction succeeded without a new modify index", s.key, version)
 		}
 		return resp.Results[0].ModifyIndex, nil
 	}

@@ -160,6 +160,36 @@ func Run(t *testing.T, h Harness) {
 		AssertStateEqual(t, newer, got)
 	})
 
+	// A new coordinator claims the state by writing back what it read,
+	// often unchanged. That write must still move the version, or a stale
+	// coordinator that read the same version would go on writing.
+	t.Run("UnchangedSaveMovesTheVersion", func(t *testing.T) {
+		s, _ := h.NewStore(t)
+		st := SampleState(t)
+		read, err := s.Save(ctx, st, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := s.Save(ctx, st, read)
+		if err != nil {
+			t.Fatalf("claim of an unchanged state: %v", err)
+		}
+		if claimed <= read {
+			t.Fatalf("claim of an unchanged state at version %d gave version %d, want a greater one", read, claimed)
+		}
+		again, err := s.Save(ctx, st, claimed)
+		if err != nil || again <= claimed {
+			t.Fatalf("second claim at version %d = version %d, %v; want a greater one", claimed, again, err)
+		}
+		stale, err := applied(st, coordinatoractor.ShardHomeAllocated{Shard: "stale", Region: pid("n1", "region-a")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Save(ctx, stale, read); !errors.Is(err, coordinatoractor.ErrVersionConflict) {
+			t.Fatalf("stale coordinator's Save at version %d = %v, want ErrVersionConflict", read, err)
+		}
+	})
+
 	t.Run("CreateOnlyConflict", func(t *testing.T) {
 		s, _ := h.NewStore(t)
 		first := SampleState(t)
