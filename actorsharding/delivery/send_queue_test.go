@@ -1,0 +1,154 @@
+package delivery
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// queueStep is one call to the send queue and its result: "offer e"
+// (wake, queued, full or closed), "take" and "close" (the entity IDs
+// returned, space-separated), "hold n" (no result).
+type queueStep struct{ do, want string }
+
+var offerNames = map[offerResult]string{offerQueued: "queued", offerQueuedWake: "wake", offerFull: "full", offerClosed: "closed"}
+
+func runQueue(t *testing.T, limit int, steps []queueStep) {
+	t.Helper()
+	q := newSendQueue(limit)
+	for i, s := range steps {
+		verb, arg, _ := strings.Cut(s.do, " ")
+		var got string
+		switch verb {
+		case "offer":
+			got = offerNames[q.offer(queuedSend{entityID: arg})]
+		case "take", "close":
+			batch := q.take
+			if verb == "close" {
+				batch = q.close
+			}
+			var ids []string
+			for _, g := range batch() {
+				ids = append(ids, g.entityID)
+			}
+			got = strings.Join(ids, " ")
+		case "hold":
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.hold(n)
+		default:
+			t.Fatalf("step %d: unknown %q", i, s.do)
+		}
+		if got != s.want {
+			t.Fatalf("step %d: %s = %q, want %q", i, s.do, got, s.want)
+		}
+	}
+}
+
+func TestSendQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int
+		steps []queueStep
+	}{
+		{"one wake-up until taken, order kept", 10, []queueStep{
+			{"offer a", "wake"},
+			{"offer b", "queued"},
+			{"take", "a b"},
+			{"offer c", "wake"},
+			{"take", "c"},
+			{"take", ""},
+		}},
+		{"queued, taken and held count against the limit", 3, []queueStep{
+			{"offer a", "wake"},
+			{"offer b", "queued"},
+			{"take", "a b"},
+			{"offer c", "wake"}, // a and b not yet accounted for
+			{"offer d", "full"},
+			{"hold 0", ""}, // both sent
+			{"offer d", "queued"},
+			{"take", "c d"},
+			{"hold 1", ""}, // one of them buffered
+			{"offer e", "wake"},
+			{"offer f", "queued"},
+			{"offer g", "full"},
+			{"take", "e f"},
+			{"hold 3", ""}, // e and f buffered too
+			{"offer g", "full"},
+			{"hold 2", ""}, // one sent
+			{"offer g", "wake"},
+		}},
+		{"close returns what waits and admits nothing", 10, []queueStep{
+			{"offer a", "wake"},
+			{"take", "a"},
+			{"offer b", "wake"},
+			{"offer c", "queued"},
+			{"close", "b c"},
+			{"offer d", "closed"},
+			{"take", ""},
+			{"close", ""},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runQueue(t, tc.limit, tc.steps) })
+	}
+}
+
+// TestSendQueueReleasesTakenMessages: the batch taken before is cleared
+// when its array is reused, so the queue does not keep messages alive
+// that the controller sent long ago.
+func TestSendQueueReleasesTakenMessages(t *testing.T) {
+	q := newSendQueue(10)
+	p := &anypb.Any{}
+	q.offer(queuedSend{entityID: "a", payload: p})
+	first := q.take()
+	q.offer(queuedSend{entityID: "b"})
+	q.take()
+	if first[:1][0].payload != nil {
+		t.Fatal("the first batch still holds its message after the next take")
+	}
+}
+
+// TestMessageLimitsSizes: the sizes added up from the fields are the
+// encoded sizes of the largest SequencedMessage and MessageSent, which the
+// limits must bound.
+func TestMessageLimitsSizes(t *testing.T) {
+	pid := actor.NewPID("127.0.0.1:8090", "delivery/Type/producer-1")
+	for _, tc := range []struct {
+		entityID string
+		msg      proto.Message
+	}{
+		{"a", &testpb.Ping{}},
+		{"e-17", &testpb.Ping{EntityId: "e-17", Seq: 42}},
+		{strings.Repeat("x", 200), &testpb.Ping{From: strings.Repeat("y", 300)}},
+		{"big", &testpb.Ping{From: strings.Repeat("z", 70_000)}},
+	} {
+		t.Run(fmt.Sprintf("%.10s", tc.entityID), func(t *testing.T) {
+			l := newMessageLimits("producer-1", pid, math.MaxInt, math.MaxInt)
+			payload, err := l.pack(tc.entityID, tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := &messages.SequencedMessage{EntityId: tc.entityID, ProducerId: "producer-1", ProducerIncarnation: math.MaxUint64,
+				SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: pid, Message: payload}
+			if got, want := l.sequencedSize(tc.entityID, payload), proto.Size(sent); got != want {
+				t.Errorf("sequencedSize = %d, want %d", got, want)
+			}
+			stored := &messages.MessageSent{EntityId: tc.entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
+				Ack: true, TimestampMs: math.MaxInt64, Message: payload}
+			if got, want := l.storedSize(tc.entityID, payload), proto.Size(stored); got != want {
+				t.Errorf("storedSize = %d, want %d", got, want)
+			}
+		})
+	}
+}
