@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protoshard/protoshard/deadletter"
@@ -242,12 +244,22 @@ func (o *outState) confirm(c int64, now time.Time, out *outOutput) {
 	}
 }
 
-// dropFront drops the first n of s; an emptied slice is released, so its
-// array no longer holds on to messages already confirmed or sent.
+// dropFront drops the first n of s. Their slots are cleared, so the array
+// no longer holds on to messages confirmed or sent; once at least half of
+// s is dropped, the rest moves to the front, so the next appends reuse the
+// array instead of growing a new one for each window of messages.
 func dropFront[T any](s []T, n int) []T {
-	if n >= len(s) {
-		return nil
+	n = min(n, len(s))
+	if n == 0 {
+		return s
 	}
+	rest := len(s) - n
+	if rest <= n {
+		copy(s, s[n:])
+		clear(s[rest:])
+		return s[:rest]
+	}
+	clear(s[:n])
 	return s[n:]
 }
 
@@ -493,6 +505,27 @@ type messageLimits struct {
 	// a MessageSent with the largest numbers and neither entity ID nor
 	// message: the sizes of the fields add up.
 	sequencedBase, storedBase int
+	urls                      *typeURLCache
+}
+
+// typeURLCache remembers the type URL of the last message type packed: a
+// producer mostly sends one type, and making the URL allocates.
+type typeURLCache struct{ last atomic.Pointer[typeURL] }
+
+type typeURL struct {
+	name protoreflect.FullName
+	url  string
+}
+
+// of is m's type URL in an Any (as anypb.New makes it).
+func (c *typeURLCache) of(m proto.Message) string {
+	name := m.ProtoReflect().Descriptor().FullName()
+	if t := c.last.Load(); t != nil && t.name == name {
+		return t.url
+	}
+	t := &typeURL{name: name, url: "type.googleapis.com/" + string(name)}
+	c.last.Store(t)
+	return t.url
 }
 
 func newMessageLimits(producerID string, controller *actor.PID, maxSize, maxStored int) messageLimits {
@@ -503,6 +536,7 @@ func newMessageLimits(producerID string, controller *actor.PID, maxSize, maxStor
 			SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: controller}),
 		storedBase: proto.Size(&messages.MessageSent{ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
 			Ack: true, TimestampMs: math.MaxInt64}),
+		urls: &typeURLCache{},
 	}
 }
 
@@ -514,10 +548,11 @@ func (l messageLimits) pack(entityID string, msg proto.Message) (*anypb.Any, err
 	if msg == nil {
 		return nil, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
 	}
-	payload, err := anypb.New(msg)
+	value, err := proto.Marshal(msg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
 	}
+	payload := &anypb.Any{TypeUrl: l.urls.of(msg), Value: value}
 	if n := l.sequencedSize(entityID, payload) + envelopeMargin + len(entityID); n > l.maxSize {
 		return nil, fmt.Errorf("entity %q: %d bytes to send, over %d: %w", entityID, n, l.maxSize, ErrMessageTooLarge)
 	}

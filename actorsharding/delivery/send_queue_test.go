@@ -1,18 +1,11 @@
 package delivery
 
 import (
-	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-
-	"github.com/protoshard/protoshard/internal/testpb"
-	"github.com/protoshard/protoshard/messages"
 )
 
 // queueStep is one call to the send queue and its result: "offer e"
@@ -116,39 +109,5 @@ func TestSendQueueReleasesTakenMessages(t *testing.T) {
 	q.take()
 	if first[:1][0].payload != nil {
 		t.Fatal("the first batch still holds its message after the next take")
-	}
-}
-
-// TestMessageLimitsSizes: the sizes added up from the fields are the
-// encoded sizes of the largest SequencedMessage and MessageSent, which the
-// limits must bound.
-func TestMessageLimitsSizes(t *testing.T) {
-	pid := actor.NewPID("127.0.0.1:8090", "delivery/Type/producer-1")
-	for _, tc := range []struct {
-		entityID string
-		msg      proto.Message
-	}{
-		{"a", &testpb.Ping{}},
-		{"e-17", &testpb.Ping{EntityId: "e-17", Seq: 42}},
-		{strings.Repeat("x", 200), &testpb.Ping{From: strings.Repeat("y", 300)}},
-		{"big", &testpb.Ping{From: strings.Repeat("z", 70_000)}},
-	} {
-		t.Run(fmt.Sprintf("%.10s", tc.entityID), func(t *testing.T) {
-			l := newMessageLimits("producer-1", pid, math.MaxInt, math.MaxInt)
-			payload, err := l.pack(tc.entityID, tc.msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sent := &messages.SequencedMessage{EntityId: tc.entityID, ProducerId: "producer-1", ProducerIncarnation: math.MaxUint64,
-				SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: pid, Message: payload}
-			if got, want := l.sequencedSize(tc.entityID, payload), proto.Size(sent); got != want {
-				t.Errorf("sequencedSize = %d, want %d", got, want)
-			}
-			stored := &messages.MessageSent{EntityId: tc.entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
-				Ack: true, TimestampMs: math.MaxInt64, Message: payload}
-			if got, want := l.storedSize(tc.entityID, payload), proto.Size(stored); got != want {
-				t.Errorf("storedSize = %d, want %d", got, want)
-			}
-		})
 	}
 }
