@@ -123,20 +123,23 @@ func (r *sendRequest) take() bool { return r.slot.CompareAndSwap(sendWaiting, se
 // abandon is Send's; false: the controller took r already.
 func (r *sendRequest) abandon() bool { return r.slot.CompareAndSwap(sendWaiting, sendAbandoned) }
 
-// Send hands msg to the controller for entityID. nil: accepted, numbered,
-// stored when there is a durable queue, and sent or buffered until the
-// entity asks for it; it is delivered unless this producer stops first
-// without a durable queue. These errors mean it was not accepted, so
-// sending it again sends it once: ErrBufferFull (the entity asked for
-// nothing and BufferSize messages already wait; try again later),
-// ErrMessageTooLarge, ErrProducerStopped, or ctx's error if ctx ended
-// before the controller took the message. Once it took it, Send waits for
-// the outcome, which is at once without a durable queue, and bounded by
-// the queue's time-outs and retries with one. ErrQueueFenced and
-// ErrQueueFailed say the durable queue stopped the controller while the
-// message was being stored: it may be stored all the same (a write that
-// failed late, or a Consul write split over transactions), and then a
-// controller started again with the queue delivers it.
+// Send hands msg to the controller for entityID. nil: accepted, numbered
+// in the order of the Sends, stored when there is a durable queue, and
+// sent or buffered until the entity asks for it; it is delivered unless
+// this producer stops first without a durable queue. These errors mean it
+// was not accepted, so sending it again sends it once: ErrBufferFull (the
+// entity asked for nothing and BufferSize messages already wait; try
+// again later), ErrMessageTooLarge, ErrProducerStopped, or ctx's error if
+// ctx ended before the controller took the message. Without a durable
+// queue, while the buffer has room for msg whatever the entity's demand,
+// Send packs and checks msg itself and returns without waiting for the
+// controller; otherwise it waits for the controller's answer, which comes
+// at once without a durable queue, and is bounded by the queue's
+// time-outs and retries with one. ErrQueueFenced and ErrQueueFailed say
+// the durable queue stopped the controller while the message was being
+// stored: it may be stored all the same (a write that failed late, or a
+// Consul write split over transactions), and then a controller started
+// again with the queue delivers it.
 func (p *ShardingProducerController) Send(ctx context.Context, entityID string, msg proto.Message) error {
 	if p.durable {
 		return p.send(ctx, entityID, msg, false)
