@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,5 +110,56 @@ func TestSendQueueReleasesTakenMessages(t *testing.T) {
 	q.take()
 	if first[:1][0].payload != nil {
 		t.Fatal("the first batch still holds its message after the next take")
+	}
+}
+
+// TestSendQueueConcurrent: senders offer while the controller takes and
+// holds; every queued send is taken once, each sender's in its order, and
+// a wake-up is asked for whenever sends wait with none on its way.
+func TestSendQueueConcurrent(t *testing.T) {
+	const senders, each = 4, 5000
+	q := newSendQueue(100)
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	for g := range senders {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < each; {
+				switch q.offer(queuedSend{entityID: strconv.Itoa(g) + "/" + strconv.Itoa(i)}) {
+				case offerQueuedWake:
+					wake <- struct{}{} // at most one on its way
+					i++
+				case offerQueued:
+					i++
+				case offerFull:
+					runtime.Gosched()
+				case offerClosed:
+					t.Error("closed")
+					return
+				}
+			}
+		}()
+	}
+	next := make([]int, senders)
+	taken := 0
+	for taken < senders*each {
+		<-wake
+		for _, s := range q.take() {
+			g, i, _ := strings.Cut(s.entityID, "/")
+			gi, _ := strconv.Atoi(g)
+			ii, _ := strconv.Atoi(i)
+			if ii != next[gi] {
+				t.Fatalf("sender %d: took %d, want %d", gi, ii, next[gi])
+			}
+			next[gi]++
+			taken++
+		}
+		q.hold(0)
+	}
+	for range senders {
+		<-done
+	}
+	if rest := q.close(); len(rest) != 0 {
+		t.Fatalf("%d sends left", len(rest))
 	}
 }
