@@ -24,3 +24,7 @@ func AssertNotSpinning(t testing.TB, window time.Duration) {
 		t.Fatalf("the process used %v of CPU in %v while idle: something spins", used, window)
 	}
 }
+
+// ProcessCPU is the user and system CPU time the process has used so far;
+// false where the platform cannot tell.
+func ProcessCPU() (time.Duration, bool) { return processCPU() }

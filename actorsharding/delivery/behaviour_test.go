@@ -373,3 +373,102 @@ func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 	}
 	t.Logf("producer: %+v; %d incarnations", st, starts)
 }
+
+// TestSendsRacingStop: Sends from several goroutines while the producer
+// stops. Each Send that returned nil was accepted, and the entities
+// confirm nothing, so each such message, and only those, ends as a
+// dead-letter event for the stop: none is lost without one, whether the
+// controller had numbered it or it still waited for the controller.
+func TestSendsRacingStop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _ := oneNode(t, ctx)
+	var mu sync.Mutex
+	dropped := map[int64]int{}
+	sub := s.System().EventStream.Subscribe(func(e any) {
+		d, ok := e.(*deadletter.Event)
+		if !ok || !errors.Is(d.Err, delivery.ErrProducerStopped) {
+			return
+		}
+		var v int64
+		switch m := d.Message.(type) {
+		case *messages.SequencedMessage: // numbered, unconfirmed
+			var i wrapperspb.Int64Value
+			if err := m.GetMessage().UnmarshalTo(&i); err != nil {
+				t.Errorf("dead letter %v: %v", m, err)
+				return
+			}
+			v = i.GetValue()
+		case *wrapperspb.Int64Value: // accepted, not yet numbered
+			v = m.GetValue()
+		default:
+			t.Errorf("dead letter of %T", d.Message)
+			return
+		}
+		mu.Lock()
+		dropped[v]++
+		mu.Unlock()
+	})
+	t.Cleanup(func() { s.System().EventStream.Unsubscribe(sub) })
+	producer, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{BufferSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const senders, entities = 4, 50
+	accepted := make([][]int64, senders)
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int64(0); ; i++ {
+				v := int64(g)<<40 | i
+				err := producer.Send(ctx, fmt.Sprintf("e-%d", i%entities), wrapperspb.Int64(v))
+				switch {
+				case errors.Is(err, delivery.ErrBufferFull):
+					time.Sleep(time.Millisecond) // not accepted
+					continue
+				case errors.Is(err, delivery.ErrProducerStopped):
+					return
+				case err != nil:
+					t.Errorf("send: %v", err)
+					return
+				}
+				accepted[g] = append(accepted[g], v)
+			}
+		}()
+	}
+	// The buffer has room for all: Sends queue up while the controller
+	// takes them, and still do while it stops.
+	time.Sleep(20 * time.Millisecond)
+	if err := producer.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	total := 0
+	for _, a := range accepted {
+		total += len(a)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(dropped) >= total
+	}, "%d dead-letter events for %d accepted messages", testkit.Lazy(func() any {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(dropped)
+	}), total)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range accepted {
+		for _, v := range a {
+			if dropped[v] != 1 {
+				t.Fatalf("accepted message %x: %d dead-letter events, want 1", v, dropped[v])
+			}
+		}
+	}
+	if len(dropped) != total {
+		t.Fatalf("%d messages dead-lettered, %d accepted", len(dropped), total)
+	}
+	t.Logf("%d accepted, each dropped once at the stop", total)
+}

@@ -93,7 +93,7 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 		if c.retries > 0 || c.interval == 0 {
 			c.retries, c.interval = 0, c.retryBackoff().Delay(0)
 		}
-		c.carryOut(ctx, c.state.onSequenced(m, c.heard))
+		c.carryOut(ctx, c.state.onSequenced(m, c.heard), c.heard)
 		c.arm(ctx, c.interval)
 		return true
 	case *actor.Stopping:
@@ -101,8 +101,9 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 			c.cancelRetry()
 			c.armed = false
 		}
+		now := time.Now()
 		for _, out := range c.state.onStopping() {
-			c.carryOut(ctx, out)
+			c.carryOut(ctx, out, now)
 		}
 		return false // the entity's too
 	case retryTick:
@@ -113,7 +114,7 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 			return true
 		}
 		for _, out := range c.state.onRetry() {
-			c.carryOut(ctx, out)
+			c.carryOut(ctx, out, now)
 		}
 		c.retries++
 		c.interval = c.retryBackoff().Delay(c.retries)
@@ -133,11 +134,12 @@ func (c *ShardingConsumerController) Confirm(ctx actor.Context, d Delivery) erro
 		c.confirms = append(c.confirms, d)
 		return nil
 	}
-	out, err := c.state.onConfirmed(d.ProducerID, d.SeqNr, time.Now())
+	now := time.Now()
+	out, err := c.state.onConfirmed(d.ProducerID, d.SeqNr, now)
 	if err != nil {
 		return fmt.Errorf("delivery: confirm: %w", err)
 	}
-	c.carryOut(ctx, out)
+	c.carryOut(ctx, out, now)
 	return nil
 }
 
@@ -148,8 +150,9 @@ func (c *ShardingConsumerController) ProgressAfter(d Delivery) *messages.Consume
 }
 
 // carryOut sends what a transition asks for, then delivers; confirmations
-// made while delivering are taken afterwards, in order.
-func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOutput) {
+// made while delivering are taken afterwards, in order, as made at now
+// (the entity confirms within the Receive that delivered).
+func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOutput, now time.Time) {
 	for {
 		for _, d := range out.drops {
 			if errors.Is(d.err, ErrDuplicate) || errors.Is(d.err, ErrOutOfOrder) {
@@ -200,8 +203,8 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 			return
 		}
 		d := c.confirms[0]
-		c.confirms = c.confirms[1:]
-		next, err := c.state.onConfirmed(d.ProducerID, d.SeqNr, time.Now())
+		c.confirms = dropFront(c.confirms, 1) // its array reused: a confirmation per message
+		next, err := c.state.onConfirmed(d.ProducerID, d.SeqNr, now)
 		if err != nil {
 			ctx.Logger().Warn("delivery consumer: confirmation refused", "producer", d.ProducerID, "seqNr", d.SeqNr, "error", err)
 			next = consumerOutput{}

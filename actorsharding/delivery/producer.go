@@ -18,6 +18,7 @@ import (
 	"github.com/protoshard/protoshard/internal/storescope"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // The producer controller's states; they appear in logs.
@@ -50,6 +51,10 @@ type ShardingProducerController struct {
 	stopErr  error
 	stopOnce sync.Once
 	durable  bool // with a durable queue: a Send is answered once stored
+	// queue takes the Sends that need no answer from the controller;
+	// limits packs and checks their messages on the caller's goroutine.
+	queue  *sendQueue
+	limits messageLimits
 }
 
 // StartShardingProducerController starts the controller of producer
@@ -67,10 +72,12 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, err)
 	}
 	system := s.System()
-	p := &ShardingProducerController{system: system, stopped: make(chan struct{}), durable: settings.DurableQueue != nil}
+	settings = settings.withDefaults()
+	p := &ShardingProducerController{system: system, stopped: make(chan struct{}), durable: settings.DurableQueue != nil,
+		queue: newSendQueue(settings.BufferSize)}
 	dispatcher := newPinnedDispatcher()
 	props := actor.PropsFromProducer(func() actor.Actor {
-		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings.withDefaults(),
+		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings,
 			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior(),
 			dispatcher: dispatcher}
 		c.behavior.Become(c.active) // until Started picks the first state
@@ -82,6 +89,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		return nil, fmt.Errorf("delivery: start producer %q of %s: %w", producerID, typeName, err)
 	}
 	p.pid = pid
+	p.limits = newMessageLimits(producerID, pid, settings.MaxMessageSize, 0)
 	return p, nil
 }
 
@@ -89,6 +97,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 type sendRequest struct {
 	entityID string
 	msg      proto.Message
+	payload  *anypb.Any // msg packed and checked by Send (nil: not yet)
 	ack      bool
 	done     chan error // buffered: accepted (or confirmed, with ack) or why not
 	// accepted is closed once the controller numbered the message (ack
@@ -114,22 +123,50 @@ func (r *sendRequest) take() bool { return r.slot.CompareAndSwap(sendWaiting, se
 // abandon is Send's; false: the controller took r already.
 func (r *sendRequest) abandon() bool { return r.slot.CompareAndSwap(sendWaiting, sendAbandoned) }
 
-// Send hands msg to the controller for entityID. nil: accepted, numbered,
-// stored when there is a durable queue, and sent or buffered until the
-// entity asks for it; it is delivered unless this producer stops first
-// without a durable queue. These errors mean it was not accepted, so
-// sending it again sends it once: ErrBufferFull (the entity asked for
-// nothing and BufferSize messages already wait; try again later),
-// ErrMessageTooLarge, ErrProducerStopped, or ctx's error if ctx ended
-// before the controller took the message. Once it took it, Send waits for
-// the outcome, which is at once without a durable queue, and bounded by
-// the queue's time-outs and retries with one. ErrQueueFenced and
-// ErrQueueFailed say the durable queue stopped the controller while the
-// message was being stored: it may be stored all the same (a write that
-// failed late, or a Consul write split over transactions), and then a
-// controller started again with the queue delivers it.
+// Send hands msg to the controller for entityID. nil: accepted, numbered
+// in the order of the Sends, stored when there is a durable queue, and
+// sent or buffered until the entity asks for it; it is delivered unless
+// this producer stops first without a durable queue. These errors mean it
+// was not accepted, so sending it again sends it once: ErrBufferFull (the
+// entity asked for nothing and BufferSize messages already wait; try
+// again later), ErrMessageTooLarge, ErrProducerStopped, or ctx's error if
+// ctx ended before the controller took the message. Without a durable
+// queue, while the buffer has room for msg whatever the entity's demand,
+// Send packs and checks msg itself and returns without waiting for the
+// controller; otherwise it waits for the controller's answer, which comes
+// at once without a durable queue, and is bounded by the queue's
+// time-outs and retries with one. ErrQueueFenced and ErrQueueFailed say
+// the durable queue stopped the controller while the message was being
+// stored: it may be stored all the same (a write that failed late, or a
+// Consul write split over transactions), and then a controller started
+// again with the queue delivers it.
 func (p *ShardingProducerController) Send(ctx context.Context, entityID string, msg proto.Message) error {
-	return p.send(ctx, entityID, msg, false)
+	if p.durable {
+		return p.send(ctx, entityID, msg, false)
+	}
+	if err := p.stoppedErr(); err != nil {
+		return fmt.Errorf("delivery: send to %q: %w", entityID, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delivery: send to %q: not accepted: %w", entityID, err)
+	}
+	payload, err := p.limits.pack(entityID, msg)
+	if err != nil {
+		return fmt.Errorf("delivery: producer %s: %w", p.pid.GetId(), err)
+	}
+	// Without a durable queue the controller refuses a Send only for a
+	// full buffer: while the buffer has room whatever the demand, the Send
+	// is accepted without waiting for the controller.
+	switch p.queue.offer(queuedSend{entityID: entityID, msg: msg, payload: payload}) {
+	case offerQueuedWake:
+		p.system.Root.Send(p.pid, drainSends{})
+		return nil
+	case offerQueued:
+		return nil
+	case offerClosed:
+		return fmt.Errorf("delivery: send to %q: %w", entityID, p.stoppedErr())
+	}
+	return p.request(ctx, &sendRequest{entityID: entityID, msg: msg, payload: payload, done: make(chan error, 1)})
 }
 
 // SendWithConfirmation is Send that returns once the entity confirmed msg
@@ -149,6 +186,12 @@ func (p *ShardingProducerController) send(ctx context.Context, entityID string, 
 	if ack {
 		r.accepted = make(chan struct{})
 	}
+	return p.request(ctx, r)
+}
+
+// request hands r to the controller and waits for its answer.
+func (p *ShardingProducerController) request(ctx context.Context, r *sendRequest) error {
+	entityID, ack := r.entityID, r.ack
 	p.system.Root.Send(p.pid, r)
 	select {
 	case err := <-r.done:
@@ -299,10 +342,15 @@ type producerController struct {
 	claimed     bool      // a LoadState succeeded: the claim is this controller's to release
 	closing     bool      // the queue's Close was called
 	stopErr     error     // why the controller stops (stopping)
+	// tookQueued: Sends were taken from the queue since it was last told
+	// heldQueued, the messages buffered.
+	tookQueued bool
+	heldQueued int
 }
 
 func (c *producerController) Receive(ctx actor.Context) {
 	c.behavior.Receive(ctx)
+	c.holdQueued()
 	c.report(ctx.Message())
 }
 
@@ -375,10 +423,20 @@ func (c *producerController) common(ctx actor.Context) bool {
 				go func() { _ = q.Close() }()
 			}
 		}
-		c.handle.finish(ErrProducerStopped)
+		c.finish(ctx, ErrProducerStopped)
 		c.dispatcher.stop()
 	case *getStats:
 		msg.done <- c.state.stats()
+	case drainSends:
+		// Not active: the controller stops, or loads its durable queue
+		// (whose Sends are not queued).
+		err := c.stopErr
+		if err == nil {
+			err = ErrProducerStopped
+		}
+		for _, s := range c.handle.queue.take() {
+			c.dropQueued(ctx, s, err)
+		}
 	case *actor.Restarting, resendFirstTick, idleCheckTick, cleanupTick:
 	default:
 		return false
@@ -475,7 +533,11 @@ func (c *producerController) onLoaded(ctx actor.Context, r *loadResult) {
 // active: the controller sends.
 func (c *producerController) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
+	case drainSends:
+		c.takeQueued(ctx)
 	case *sendRequest:
+		// Queued Sends first: one goroutine's Sends keep their order.
+		c.takeQueued(ctx)
 		c.onSend(ctx, msg)
 	case *messages.Request:
 		out, err := c.state.onRequest(msg, time.Now())
@@ -501,6 +563,7 @@ func (c *producerController) active(ctx actor.Context) {
 		return
 	case *stopProducer:
 		if c.settings.DurableQueue == nil {
+			c.takeQueued(ctx)
 			c.stop(ctx)
 			return
 		}
@@ -534,7 +597,7 @@ func (c *producerController) stopping(ctx actor.Context) {
 		if msg.err != nil {
 			ctx.Logger().Warn("delivery: closing the durable queue failed", append(c.attrs(), slog.Any("error", msg.err))...)
 		}
-		c.handle.finish(c.stopErr)
+		c.finish(ctx, c.stopErr)
 		ctx.Stop(ctx.Self())
 	case *stopProducer, *messages.Request, *messages.Ack, *messages.Resend:
 	default:
@@ -731,6 +794,51 @@ func (c *producerController) stop(ctx actor.Context) {
 		done <- fmt.Errorf("delivery: producer %s, entity %q: %w", c.producerID, cf.entityID, ErrProducerStopped)
 		delete(c.waiting, cf)
 	}
-	c.handle.finish(ErrProducerStopped)
+	c.finish(ctx, ErrProducerStopped)
 	ctx.Stop(ctx.Self())
+}
+
+// finish tells the handle the controller stopped because of err, then
+// drops, each with a dead-letter event, the Sends still queued: accepted
+// after the last take, they can no longer be delivered.
+func (c *producerController) finish(ctx actor.Context, err error) {
+	c.handle.finish(err)
+	for _, s := range c.handle.queue.close() {
+		c.dropQueued(ctx, s, err)
+	}
+}
+
+func (c *producerController) dropQueued(ctx actor.Context, s queuedSend, err error) {
+	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
+		fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, s.entityID, err))
+}
+
+// takeQueued numbers and sends (or buffers) the Sends the queue holds.
+func (c *producerController) takeQueued(ctx actor.Context) {
+	batch := c.handle.queue.take()
+	if len(batch) == 0 {
+		return
+	}
+	c.tookQueued = true
+	now := time.Now()
+	for _, s := range batch {
+		out, err := c.state.acceptQueued(s, now)
+		if err != nil {
+			c.dropQueued(ctx, s, err)
+			continue
+		}
+		c.carryOut(ctx, out, nil, nil)
+	}
+}
+
+// holdQueued tells the queue how many messages the controller buffers,
+// once it took Sends from it or the count changed.
+func (c *producerController) holdQueued() {
+	if c.state == nil {
+		return
+	}
+	if n := c.state.buffered + c.state.storing; c.tookQueued || n != c.heldQueued {
+		c.handle.queue.hold(n)
+		c.tookQueued, c.heldQueued = false, n
+	}
 }

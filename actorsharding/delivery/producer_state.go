@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protoshard/protoshard/deadletter"
@@ -241,12 +244,22 @@ func (o *outState) confirm(c int64, now time.Time, out *outOutput) {
 	}
 }
 
-// dropFront drops the first n of s; an emptied slice is released, so its
-// array no longer holds on to messages already confirmed or sent.
+// dropFront drops the first n of s. Their slots are cleared, so the array
+// no longer holds on to messages confirmed or sent; once at least half of
+// s is dropped, the rest moves to the front, so the next appends reuse the
+// array instead of growing a new one for each window of messages.
 func dropFront[T any](s []T, n int) []T {
-	if n >= len(s) {
-		return nil
+	n = min(n, len(s))
+	if n == 0 {
+		return s
 	}
+	rest := len(s) - n
+	if rest <= n {
+		copy(s, s[n:])
+		clear(s[rest:])
+		return s[:rest]
+	}
+	clear(s[:n])
 	return s[n:]
 }
 
@@ -454,10 +467,10 @@ type producerState struct {
 
 	// With a durable queue: every message is stored before it is sent,
 	// and its Send answered; confirmations and cleanups are stored behind.
-	durable        bool
-	maxStoredBytes int // the queue's limit on an encoded MessageSent; 0: none
-	store          storePipeline
-	storing        int // over all out-states
+	durable bool
+	limits  messageLimits
+	store   storePipeline
+	storing int // over all out-states
 }
 
 // newProducerState: newIncarnation nil draws them from crypto/rand.
@@ -475,11 +488,97 @@ func newProducerState(producerID string, controller *actor.PID, settings Produce
 		durable:        settings.DurableQueue != nil,
 		store:          storePipeline{retry: settings.queueRetry()},
 	}
+	maxStored := 0 // the queue's limit on an encoded MessageSent; 0: none
 	if limited, ok := settings.DurableQueue.(interface{ MaxMessageSentBytes() int }); ok {
-		p.maxStoredBytes = limited.MaxMessageSentBytes()
+		maxStored = limited.MaxMessageSentBytes()
 	}
+	p.limits = newMessageLimits(producerID, controller, settings.MaxMessageSize, maxStored)
 	return p
 }
+
+// messageLimits packs a producer's messages and refuses those that could
+// not arrive or be stored. Immutable: Send uses it on the caller's
+// goroutine.
+type messageLimits struct {
+	maxSize, maxStored int // maxStored 0: no limit on the stored size
+	// sequencedBase and storedBase are the sizes of a SequencedMessage and
+	// a MessageSent with the largest numbers and neither entity ID nor
+	// message: the sizes of the fields add up.
+	sequencedBase, storedBase int
+	urls                      *typeURLCache
+}
+
+// typeURLCache remembers the type URL of the last message type packed: a
+// producer mostly sends one type, and making the URL allocates.
+type typeURLCache struct{ last atomic.Pointer[typeURL] }
+
+type typeURL struct {
+	name protoreflect.FullName
+	url  string
+}
+
+// of is m's type URL in an Any (as anypb.New makes it).
+func (c *typeURLCache) of(m proto.Message) string {
+	name := m.ProtoReflect().Descriptor().FullName()
+	if t := c.last.Load(); t != nil && t.name == name {
+		return t.url
+	}
+	t := &typeURL{name: name, url: "type.googleapis.com/" + string(name)}
+	c.last.Store(t)
+	return t.url
+}
+
+func newMessageLimits(producerID string, controller *actor.PID, maxSize, maxStored int) messageLimits {
+	return messageLimits{
+		maxSize:   maxSize,
+		maxStored: maxStored,
+		sequencedBase: proto.Size(&messages.SequencedMessage{ProducerId: producerID, ProducerIncarnation: math.MaxUint64,
+			SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: controller}),
+		storedBase: proto.Size(&messages.MessageSent{ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
+			Ack: true, TimestampMs: math.MaxInt64}),
+		urls: &typeURLCache{},
+	}
+}
+
+// pack is msg for entityID as it is sent and stored, or why it cannot be.
+func (l messageLimits) pack(entityID string, msg proto.Message) (*anypb.Any, error) {
+	if entityID == "" {
+		return nil, fmt.Errorf("%w: empty entity ID", errInvalidMessage)
+	}
+	if msg == nil {
+		return nil, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
+	}
+	value, err := proto.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
+	}
+	payload := &anypb.Any{TypeUrl: l.urls.of(msg), Value: value}
+	if n := l.sequencedSize(entityID, payload) + envelopeMargin + len(entityID); n > l.maxSize {
+		return nil, fmt.Errorf("entity %q: %d bytes to send, over %d: %w", entityID, n, l.maxSize, ErrMessageTooLarge)
+	}
+	if l.maxStored > 0 {
+		if n := l.storedSize(entityID, payload); n > l.maxStored {
+			return nil, fmt.Errorf("entity %q: %d bytes stored, over %d: %w", entityID, n, l.maxStored, ErrMessageTooLarge)
+		}
+	}
+	return payload, nil
+}
+
+// sequencedSize is the encoded size of a SequencedMessage to entityID
+// carrying payload, with the largest numbers.
+func (l messageLimits) sequencedSize(entityID string, payload *anypb.Any) int {
+	return l.sequencedBase + fieldSize(len(entityID)) + fieldSize(proto.Size(payload))
+}
+
+// storedSize is the same for a MessageSent.
+func (l messageLimits) storedSize(entityID string, payload *anypb.Any) int {
+	return l.storedBase + fieldSize(len(entityID)) + fieldSize(proto.Size(payload))
+}
+
+// fieldSize is the encoded size of a length-delimited field (numbers below
+// 16) of n bytes; proto3 leaves out an empty string and a nil message, but
+// an entity ID is never empty and the payload is never nil.
+func fieldSize(n int) int { return protowire.SizeTag(1) + protowire.SizeBytes(n) }
 
 // envelopeMargin is room for the ShardingEnvelope around a
 // SequencedMessage sent to another node (its Any's type URL, the member ID
@@ -505,40 +604,42 @@ func randomIncarnation() (uint64, error) {
 // room. With a durable queue it is numbered and handed to the store
 // pipeline instead, and placed once stored (onStored), which answers r.
 func (p *producerState) accept(r *sendRequest, now time.Time) (outOutput, error) {
-	entityID, msg, ack := r.entityID, r.msg, r.ack
 	if p.store.failed != nil {
 		return outOutput{}, p.store.failed
 	}
 	if p.stopping {
 		return outOutput{}, ErrProducerStopped
 	}
-	if entityID == "" {
-		return outOutput{}, fmt.Errorf("%w: empty entity ID", errInvalidMessage)
-	}
-	if msg == nil {
-		return outOutput{}, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
-	}
-	o := p.outs[entityID]
-	if o != nil && !o.hasDemand() && p.buffered+p.storing >= p.settings.BufferSize {
-		return outOutput{}, fmt.Errorf("entity %q has no demand, %d buffered: %w", entityID, p.buffered+p.storing, ErrBufferFull)
-	}
-	payload, err := anypb.New(msg)
-	if err != nil {
-		return outOutput{}, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
-	}
-	// Measured with the largest numbers, before it is numbered.
-	largestSent := &messages.SequencedMessage{EntityId: entityID, ProducerId: p.producerID, ProducerIncarnation: math.MaxUint64,
-		SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: p.controller, Message: payload}
-	if n := proto.Size(largestSent) + envelopeMargin + len(entityID); n > p.settings.MaxMessageSize {
-		return outOutput{}, fmt.Errorf("entity %q: %d bytes to send, over %d: %w", entityID, n, p.settings.MaxMessageSize, ErrMessageTooLarge)
-	}
-	if p.maxStoredBytes > 0 {
-		largest := &messages.MessageSent{EntityId: entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
-			Ack: true, TimestampMs: math.MaxInt64, Message: payload}
-		if n := proto.Size(largest); n > p.maxStoredBytes {
-			return outOutput{}, fmt.Errorf("entity %q: %d bytes stored, over %d: %w", entityID, n, p.maxStoredBytes, ErrMessageTooLarge)
+	payload := r.payload
+	if payload == nil {
+		var err error
+		if payload, err = p.limits.pack(r.entityID, r.msg); err != nil {
+			return outOutput{}, err
 		}
 	}
+	o := p.outs[r.entityID]
+	if o != nil && !o.hasDemand() && p.buffered+p.storing >= p.settings.BufferSize {
+		return outOutput{}, fmt.Errorf("entity %q has no demand, %d buffered: %w", r.entityID, p.buffered+p.storing, ErrBufferFull)
+	}
+	return p.place(o, r.entityID, payload, r.ack, r, now)
+}
+
+// acceptQueued takes a Send the sendQueue admitted: packed and checked by
+// its sender, and with room in the buffer kept for it.
+func (p *producerState) acceptQueued(s queuedSend, now time.Time) (outOutput, error) {
+	switch {
+	case p.store.failed != nil:
+		return outOutput{}, p.store.failed
+	case p.stopping:
+		return outOutput{}, ErrProducerStopped
+	}
+	return p.place(p.outs[s.entityID], s.entityID, s.payload, false, nil, now)
+}
+
+// place numbers payload for entityID, whose out-state is o (nil: none
+// yet, a numbering starts), and sends, buffers or, with a durable queue,
+// stores it; reply is the Send answered once it is stored.
+func (p *producerState) place(o *outState, entityID string, payload *anypb.Any, ack bool, reply *sendRequest, now time.Time) (outOutput, error) {
 	if o == nil {
 		inc, err := p.newIncarnation()
 		if err != nil {
@@ -554,7 +655,7 @@ func (p *producerState) accept(r *sendRequest, now time.Time) (outOutput, error)
 	if p.durable {
 		seq, out := o.reserve(payload, ack, now)
 		p.storing++
-		p.store.addSent(seq, r)
+		p.store.addSent(seq, reply)
 		return out, nil
 	}
 	before := len(o.buffered)

@@ -3,13 +3,16 @@ package delivery
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
@@ -584,5 +587,129 @@ func TestProducerRefusesWhatCannotArrive(t *testing.T) {
 	out, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{From: strings.Repeat("x", 2<<10)}}, h.now)
 	if err != nil || !reflect.DeepEqual(render(out.send), []string{"a/1*"}) {
 		t.Fatalf("accept within MaxMessageSize: %v, %v; want a/1 sent, first", render(out.send), err)
+	}
+}
+
+// TestMessageLimitsSizes: the sizes added up from the fields are the
+// encoded sizes of the largest SequencedMessage and MessageSent, which the
+// limits must bound.
+func TestMessageLimitsSizes(t *testing.T) {
+	pid := actor.NewPID("127.0.0.1:8090", "delivery/Type/producer-1")
+	for _, tc := range []struct {
+		entityID string
+		msg      proto.Message
+	}{
+		{"a", &testpb.Ping{}},
+		{"e-17", &testpb.Ping{EntityId: "e-17", Seq: 42}},
+		{strings.Repeat("x", 200), &testpb.Ping{From: strings.Repeat("y", 300)}},
+		{"big", &testpb.Ping{From: strings.Repeat("z", 70_000)}},
+	} {
+		t.Run(fmt.Sprintf("%.10s", tc.entityID), func(t *testing.T) {
+			l := newMessageLimits("producer-1", pid, math.MaxInt, math.MaxInt)
+			payload, err := l.pack(tc.entityID, tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := &messages.SequencedMessage{EntityId: tc.entityID, ProducerId: "producer-1", ProducerIncarnation: math.MaxUint64,
+				SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: pid, Message: payload}
+			if got, want := l.sequencedSize(tc.entityID, payload), proto.Size(sent); got != want {
+				t.Errorf("sequencedSize = %d, want %d", got, want)
+			}
+			stored := &messages.MessageSent{EntityId: tc.entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
+				Ack: true, TimestampMs: math.MaxInt64, Message: payload}
+			if got, want := l.storedSize(tc.entityID, payload), proto.Size(stored); got != want {
+				t.Errorf("storedSize = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestDropFront(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		s       []int
+		n       int
+		want    []int
+		cleared int // slots of the array cleared behind the result
+	}{
+		{"nothing", []int{1, 2, 3}, 0, []int{1, 2, 3}, 0},
+		{"less than half: resliced", []int{1, 2, 3, 4, 5}, 2, []int{3, 4, 5}, 2},
+		{"half: moved to the front", []int{1, 2, 3, 4}, 2, []int{3, 4}, 2},
+		{"all", []int{1, 2, 3}, 3, []int{}, 3},
+		{"more than all", []int{1, 2}, 5, []int{}, 2},
+		{"empty", nil, 1, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			array := slices.Clone(tc.s)
+			got := dropFront(array, tc.n)
+			if !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("dropFront(%v, %d) = %v, want %v", tc.s, tc.n, got, tc.want)
+			}
+			zeros := 0
+			for _, v := range array {
+				if v == 0 {
+					zeros++
+				}
+			}
+			if zeros != tc.cleared {
+				t.Fatalf("the array after dropFront: %v, want %d slots cleared", array, tc.cleared)
+			}
+		})
+	}
+}
+
+// TestOutStateReusesItsArrays: in a steady flow, window after window,
+// an entity's out-state sends and confirms without growing new arrays:
+// the only allocations are the messages and the outputs.
+func TestOutStateReusesItsArrays(t *testing.T) {
+	o := newOutState("a", "p", actor.NewPID("nonhost", "p"), 1, time.Unix(0, 0))
+	payload := &anypb.Any{}
+	if _, err := o.onRequest(&messages.Request{RequestUpToSeqNr: 50, SupportResend: true}, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer confirms each half window while the next is on its way.
+	window := func() {
+		for range 25 {
+			o.accept(payload, false, time.Unix(0, 0))
+		}
+		sent := o.sentSeqNr()
+		if _, err := o.onRequest(&messages.Request{ConfirmedSeqNr: sent - 25, RequestUpToSeqNr: sent + 50, SupportResend: true}, time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		window()
+	}
+	// Per message: its SequencedMessage and the output's send slice.
+	// (AllocsPerRun truncates its average: ten windows a run.)
+	allocs := testing.AllocsPerRun(20, func() {
+		for range 10 {
+			window()
+		}
+	})
+	if allocs > 500 {
+		t.Fatalf("%.0f allocations per 10 windows of 25 messages, want at most 500", allocs)
+	}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPackIsAnypbNew: pack's Any, with its cached type URL, is anypb.New's,
+// whichever type the producer packed before.
+func TestPackIsAnypbNew(t *testing.T) {
+	l := newMessageLimits("p", actor.NewPID("nonhost", "p"), math.MaxInt, 0)
+	for i, m := range []proto.Message{&testpb.Ping{Seq: 1}, &testpb.Ping{Seq: 2}, &testpb.Pong{Seq: 3}, &testpb.Ping{Seq: 4}} {
+		got, err := l.pack("a", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := anypb.New(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("message %d: pack = %v, want %v", i, got, want)
+		}
 	}
 }
