@@ -1,0 +1,240 @@
+package shardeddaemonprocess_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/shardeddaemonprocess"
+	"github.com/protoshard/protoshard/singleton"
+	"github.com/protoshard/protoshard/testkit"
+)
+
+// daemonWorld is a cluster running the daemon process "workers": the
+// ledger checks at most one incarnation per worker index, revisions checks
+// at most one revision at a time.
+type daemonWorld struct {
+	t         *testing.T
+	cluster   *testkit.Cluster
+	ledger    *testkit.Ledger
+	revisions *revisionTracker
+	daemons   map[*testkit.Node]*shardeddaemonprocess.ShardedDaemonProcess
+}
+
+// revisionTracker counts the running workers of each revision and records
+// every start while another revision's workers still run.
+type revisionTracker struct {
+	mu         sync.Mutex
+	running    map[int64]int
+	violations []string
+}
+
+func (r *revisionTracker) started(rev int64, who string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for other, n := range r.running {
+		if other != rev && n > 0 {
+			r.violations = append(r.violations, fmt.Sprintf("%s of revision %d started while %d worker(s) of revision %d ran", who, rev, n, other))
+		}
+	}
+	r.running[rev]++
+}
+
+func (r *revisionTracker) stopped(rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running[rev]--
+}
+
+func (r *revisionTracker) check(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.violations) > 0 {
+		t.Errorf("more than one revision ran at once:\n  %s", strings.Join(r.violations, "\n  "))
+	}
+}
+
+func newDaemonWorld(t *testing.T) *daemonWorld {
+	if testkit.RaceEnabled {
+		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
+	}
+	w := &daemonWorld{t: t, cluster: testkit.NewCluster(t, testkit.NewLocalBackend()), ledger: testkit.NewLedger(),
+		revisions: &revisionTracker{running: map[int64]int{}},
+		daemons:   map[*testkit.Node]*shardeddaemonprocess.ShardedDaemonProcess{}}
+	t.Cleanup(func() { w.ledger.AssertNoOverlap(t); w.revisions.check(t) })
+	return w
+}
+
+// revisionOf is the revision in the entity ID of the worker whose child
+// (the user's behavior) ctx is.
+func revisionOf(t *testing.T, ctx actor.Context) int64 {
+	parent := ctx.Parent().GetId()
+	id, err := shardactor.EntityID(parent[strings.LastIndexByte(parent, '/')+1:])
+	if err != nil {
+		t.Errorf("worker parent %q: %v", parent, err)
+		return 0
+	}
+	rev, err := strconv.ParseInt(strings.Split(id, "|")[0], 10, 64)
+	if err != nil {
+		t.Errorf("worker %q: %v", id, err)
+	}
+	return rev
+}
+
+func (w *daemonWorld) startNode() *testkit.Node {
+	w.t.Helper()
+	n := w.cluster.StartNode()
+	s, err := actorsharding.New(n.System, n.Membership)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	factory := func(index int) *actor.Props {
+		key := "worker/" + strconv.Itoa(index)
+		var rev int64
+		return actor.PropsFromFunc(func(ctx actor.Context) {
+			who := n.Name + "/" + ctx.Self().GetId()
+			switch ctx.Message().(type) {
+			case *actor.Started:
+				rev = revisionOf(w.t, ctx)
+				w.ledger.Started(key, who)
+				w.revisions.started(rev, key+"@"+who)
+			case *actor.Stopped:
+				w.ledger.Stopped(key, who)
+				w.revisions.stopped(rev)
+			}
+		})
+	}
+	d, err := shardeddaemonprocess.Init(s, "workers", 4, factory,
+		shardeddaemonprocess.WithKeepAliveInterval(300*time.Millisecond),
+		shardeddaemonprocess.WithShardingSettings(
+			actorsharding.WithRetryInterval(200*time.Millisecond),
+			actorsharding.WithRebalanceInterval(500*time.Millisecond),
+			actorsharding.WithHandOffTimeout(15*time.Second),
+			actorsharding.WithShardStartTimeout(2*time.Second),
+			actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+		))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.daemons[n] = d
+	return n
+}
+
+// active returns the indexes with a running worker, and whether each has
+// exactly one.
+func (w *daemonWorld) active(max int) (running []int, single bool) {
+	single = true
+	for i := range max {
+		switch len(w.ledger.Active("worker/" + strconv.Itoa(i))) {
+		case 0:
+		case 1:
+			running = append(running, i)
+		default:
+			single = false
+		}
+	}
+	return running, single
+}
+
+// waitRunning waits until exactly workers 0..n-1 run, and returns how long
+// that took from start.
+func (w *daemonWorld) waitRunning(n int, start time.Time) time.Duration {
+	w.t.Helper()
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i
+	}
+	testkit.WaitFor(w.t, 60*time.Second, func() bool {
+		got, single := w.active(8)
+		return single && slices.Equal(got, want)
+	}, "workers %v running (running now: %v)", want, testkit.Lazy(func() any { got, _ := w.active(8); return got }))
+	return time.Since(start)
+}
+
+// hostOfAWorker waits until a running node other than the oldest runs a
+// worker (the rebalance spreads them) and returns it.
+func (w *daemonWorld) hostOfAWorker() *testkit.Node {
+	w.t.Helper()
+	var host *testkit.Node
+	testkit.WaitFor(w.t, 60*time.Second, func() bool {
+		host = w.nonOldestHost()
+		return host != nil
+	}, "a worker on a node other than the oldest")
+	return host
+}
+
+func (w *daemonWorld) nonOldestHost() *testkit.Node {
+	oldest := w.cluster.Oldest("")
+	for _, n := range w.cluster.Running() {
+		if n == oldest {
+			continue
+		}
+		for i := range 8 {
+			for _, inc := range w.ledger.Active("worker/" + strconv.Itoa(i)) {
+				if strings.HasPrefix(inc, n.Name+"/") {
+					return n
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TestWorkersRunOnceThroughCrashLeaveAndChanges: the workers of a daemon
+// process run again after a member crashes or leaves, and after the number
+// of processes goes up and down, with never two incarnations of a worker
+// nor workers of two revisions at once.
+func TestWorkersRunOnceThroughCrashLeaveAndChanges(t *testing.T) {
+	w := newDaemonWorld(t)
+	first := w.startNode()
+	start := time.Now()
+	w.startNode()
+	w.startNode()
+	t.Logf("start: all 4 workers run after %v", w.waitRunning(4, start))
+
+	crashed := w.hostOfAWorker()
+	start = time.Now()
+	crashed.Crash()
+	t.Logf("crash of %s: all 4 workers run again after %v", crashed.Name, w.waitRunning(4, start))
+
+	w.startNode()
+	leaving := w.hostOfAWorker()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start = time.Now()
+	if err := leaving.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leave of %s: all 4 workers run again after %v", leaving.Name, w.waitRunning(4, start))
+
+	d := w.daemons[first]
+	start = time.Now()
+	if err := d.ChangeNumberOfProcesses(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("change 4 -> 6: all 6 workers run after %v", w.waitRunning(6, start))
+
+	start = time.Now()
+	if err := d.ChangeNumberOfProcesses(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("change 6 -> 2: the 2 workers run after %v", w.waitRunning(2, start))
+
+	got, err := d.GetNumberOfProcesses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (shardeddaemonprocess.NumberOfProcesses{NumberOfProcesses: 2, Revision: 3}); got != want {
+		t.Fatalf("GetNumberOfProcesses = %+v, want %+v", got, want)
+	}
+}
