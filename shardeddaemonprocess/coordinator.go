@@ -164,6 +164,10 @@ func (c *coordinatorActor) complete(ctx actor.Context) {
 		ctx.Send(pid, &messages.ChangeNumberOfProcessesResult{Revision: done.Revision})
 	}
 	c.waiting = nil
+	// Start the new workers now rather than at the pingers' next round.
+	for _, id := range keepAliveTargets(done.Revision, done.Count, false) {
+		ctx.Send(c.region, &messages.StartEntity{EntityId: id})
+	}
 	ctx.Logger().Info("sharded daemon process: number of processes changed", "count", done.Count, "revision", done.Revision)
 	c.become(ctx, "idle", c.idle)
 }

@@ -194,7 +194,7 @@ func askTimeout(ctx context.Context) time.Duration {
 
 // ChangeNumberOfProcesses is Akka's ChangeNumberOfProcesses: it returns
 // once the previous revision's workers have stopped and the new count is
-// stored (the new workers start with the pingers' next keep-alive).
+// stored; the coordinator then starts the new revision's workers.
 func (d *ShardedDaemonProcess) ChangeNumberOfProcesses(ctx context.Context, n int) error {
 	if n < 1 {
 		return fmt.Errorf("shardeddaemonprocess: %q: %d: %w", d.name, n, ErrInvalidNumberOfProcesses)
