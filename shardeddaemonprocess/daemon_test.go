@@ -191,9 +191,10 @@ func (w *daemonWorld) nonOldestHost() *testkit.Node {
 }
 
 // TestWorkersRunOnceThroughCrashLeaveAndChanges: the workers of a daemon
-// process run again after a member crashes or leaves, and after the number
-// of processes goes up and down, with never two incarnations of a worker
-// nor workers of two revisions at once.
+// process run again after a member crashes or leaves, after the number of
+// processes goes up and down, and after the coordinator's member crashes,
+// with never two incarnations of a worker nor workers of two revisions at
+// once.
 func TestWorkersRunOnceThroughCrashLeaveAndChanges(t *testing.T) {
 	w := newDaemonWorld(t)
 	first := w.startNode()
@@ -230,7 +231,13 @@ func TestWorkersRunOnceThroughCrashLeaveAndChanges(t *testing.T) {
 	}
 	t.Logf("change 6 -> 2: the 2 workers run after %v", w.waitRunning(2, start))
 
-	got, err := d.GetNumberOfProcesses(ctx)
+	// The coordinator moves: the next oldest loads revision 3 from the store.
+	oldest := w.cluster.Oldest("")
+	start = time.Now()
+	oldest.Crash()
+	t.Logf("crash of the oldest, %s: the 2 workers run again after %v", oldest.Name, w.waitRunning(2, start))
+
+	got, err := w.daemons[w.cluster.Running()[0]].GetNumberOfProcesses(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
