@@ -44,12 +44,18 @@ type Settings struct {
 	// Role: workers run only on members with the role ("" = every member).
 	Role string
 	// ShardingSettings are the options of the workers' entity type (its
-	// role is always Role, its idle passivation always off).
+	// role is always Role, its idle passivation always off, its hand-off
+	// stop message the worker's own).
 	ShardingSettings []actorsharding.Option
 	// Store keeps the number of processes and its revision. Default with
 	// in-process membership: one MemoryStore per daemon process shared by
 	// the members; with any other membership there is no default.
 	Store Store
+	// StopMessage (Akka's stopMessage) is sent to a worker's behavior
+	// when it must stop (its shard is handed off, or its revision ends),
+	// so that it can finish its work and then stop itself. nil: the
+	// behavior is stopped.
+	StopMessage any
 }
 
 // DefaultSettings returns Akka's defaults.
@@ -75,6 +81,9 @@ func WithRole(role string) Option { return func(s *Settings) { s.Role = role } }
 func WithShardingSettings(opts ...actorsharding.Option) Option {
 	return func(s *Settings) { s.ShardingSettings = append(s.ShardingSettings, opts...) }
 }
+
+// WithStopMessage sets the message that tells a worker to stop.
+func WithStopMessage(msg any) Option { return func(s *Settings) { s.StopMessage = msg } }
 
 // WithStore sets the store of the number of processes.
 func WithStore(st Store) Option { return func(s *Settings) { s.Store = st } }
@@ -129,7 +138,10 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	system, cluster := sharding.System(), sharding.Cluster()
 	sh := actorsharding.DefaultSettings()
 	shardingOpts := append(append([]actorsharding.Option{}, s.ShardingSettings...),
-		actorsharding.WithRole(s.Role), actorsharding.WithPassivationIdleTimeout(-1))
+		actorsharding.WithRole(s.Role), actorsharding.WithPassivationIdleTimeout(-1),
+		// The worker, not the system, stops its behavior at hand-off, so
+		// that the behavior gets StopMessage.
+		actorsharding.WithHandOffStopMessage(handOffWorker{}))
 	for _, o := range shardingOpts {
 		o(&sh)
 	}
@@ -150,7 +162,7 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 		retry = actorsharding.DefaultSettings().RetryInterval
 	}
 	workerProps := actor.PropsFromProducer(func() actor.Actor {
-		return &worker{coordinator: coordinator, factory: behaviorFactory, retryInterval: retry}
+		return &worker{coordinator: coordinator, factory: behaviorFactory, retryInterval: retry, stopMessage: s.StopMessage}
 	})
 	region, err := sharding.StartRegion(TypeName(name), workerProps, extractor{}, shardingOpts...)
 	if err != nil {

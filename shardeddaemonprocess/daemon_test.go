@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/shardactor"
@@ -28,6 +29,10 @@ type daemonWorld struct {
 	ledger    *testkit.Ledger
 	revisions *revisionTracker
 	daemons   map[*testkit.Node]*shardeddaemonprocess.ShardedDaemonProcess
+	// opts are Init's options after the test's intervals.
+	opts []shardeddaemonprocess.Option
+	// receive, if set, sees every message of every worker's behavior.
+	receive func(ctx actor.Context)
 }
 
 // revisionTracker counts the running workers of each revision and records
@@ -112,17 +117,20 @@ func (w *daemonWorld) startNode() *testkit.Node {
 				w.ledger.Stopped(key, who)
 				w.revisions.stopped(rev)
 			}
+			if w.receive != nil {
+				w.receive(ctx)
+			}
 		})
 	}
-	d, err := shardeddaemonprocess.Init(s, "workers", 4, factory,
-		shardeddaemonprocess.WithKeepAliveInterval(300*time.Millisecond),
+	d, err := shardeddaemonprocess.Init(s, "workers", 4, factory, append([]shardeddaemonprocess.Option{
+		shardeddaemonprocess.WithKeepAliveInterval(300 * time.Millisecond),
 		shardeddaemonprocess.WithShardingSettings(
 			actorsharding.WithRetryInterval(200*time.Millisecond),
 			actorsharding.WithRebalanceInterval(500*time.Millisecond),
 			actorsharding.WithHandOffTimeout(15*time.Second),
 			actorsharding.WithShardStartTimeout(2*time.Second),
 			actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
-		))
+		)}, w.opts...)...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -243,5 +251,53 @@ func TestWorkersRunOnceThroughCrashLeaveAndChanges(t *testing.T) {
 	}
 	if want := (shardeddaemonprocess.NumberOfProcesses{NumberOfProcesses: 2, Revision: 3}); got != want {
 		t.Fatalf("GetNumberOfProcesses = %+v, want %+v", got, want)
+	}
+}
+
+// TestWorkersGetTheStopMessage: a worker whose shard is handed off (its
+// member leaves) or whose revision ends gets the stop message and stops
+// itself, rather than being stopped.
+func TestWorkersGetTheStopMessage(t *testing.T) {
+	w := newDaemonWorld(t)
+	w.opts = []shardeddaemonprocess.Option{shardeddaemonprocess.WithStopMessage(wrapperspb.String("stop"))}
+	var mu sync.Mutex
+	told := map[*actor.PID]bool{}
+	var stops, unannounced int
+	w.receive = func(ctx actor.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m := ctx.Message().(type) {
+		case *wrapperspb.StringValue:
+			if m.GetValue() == "stop" {
+				told[ctx.Self()] = true
+				stops++
+				ctx.Stop(ctx.Self())
+			}
+		case *actor.Stopped:
+			if !told[ctx.Self()] {
+				unannounced++
+			}
+		}
+	}
+	first := w.startNode()
+	w.startNode()
+	w.startNode()
+	w.waitRunning(4, time.Now())
+	leaving := w.hostOfAWorker()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := leaving.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRunning(4, time.Now())
+	if err := w.daemons[first].ChangeNumberOfProcesses(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRunning(1, time.Now())
+	mu.Lock()
+	defer mu.Unlock()
+	// At least the leaving member's worker and the 4 of revision 1.
+	if stops < 5 || unannounced > 0 {
+		t.Fatalf("%d workers stopped on the stop message, %d without it; want at least 5 and none", stops, unannounced)
 	}
 }

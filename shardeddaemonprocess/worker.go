@@ -10,6 +10,10 @@ import (
 	"github.com/protoshard/protoshard/messages"
 )
 
+// handOffWorker is the hand-off stop message of the workers' shards (sent
+// within a member only).
+type handOffWorker struct{}
+
 // worker is the entity of one worker: it asks the coordinator whether its
 // revision is the current one before it runs the user's behavior as its
 // child, and stops that child when the coordinator stops its revision.
@@ -17,6 +21,7 @@ type worker struct {
 	coordinator   *actor.PID
 	factory       func(id int) *actor.Props
 	retryInterval time.Duration
+	stopMessage   any
 
 	behavior actor.Behavior
 	state    string
@@ -85,6 +90,8 @@ func (w *worker) waiting(ctx actor.Context) {
 	case *messages.DaemonStopWorker:
 		ctx.CancelReceiveTimeout()
 		w.reportStopped(ctx)
+	case handOffWorker:
+		ctx.Stop(ctx.Self())
 	default:
 		w.unhandled(ctx)
 	}
@@ -93,8 +100,12 @@ func (w *worker) waiting(ctx actor.Context) {
 // running: the user's behavior runs as the child.
 func (w *worker) running(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *messages.DaemonStopWorker:
-		ctx.Stop(w.child)
+	case *messages.DaemonStopWorker, handOffWorker:
+		if w.stopMessage != nil {
+			ctx.Send(w.child, w.stopMessage)
+		} else {
+			ctx.Stop(w.child)
+		}
 		w.become(ctx, "stopping", w.stopping)
 	case *actor.Terminated:
 		if m.GetWho().Equal(w.child) {
@@ -107,14 +118,14 @@ func (w *worker) running(ctx actor.Context) {
 	}
 }
 
-// stopping: the child is stopping for DaemonStopWorker.
+// stopping: the child is stopping for DaemonStopWorker or a hand-off.
 func (w *worker) stopping(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Terminated:
 		if m.GetWho().Equal(w.child) {
 			w.reportStopped(ctx)
 		}
-	case *messages.DaemonStopWorker, *messages.DaemonWorkerAllowed:
+	case *messages.DaemonStopWorker, *messages.DaemonWorkerAllowed, handOffWorker:
 	default:
 		w.unhandled(ctx)
 	}
