@@ -32,7 +32,7 @@ type daemonWorld struct {
 	// opts are Init's options after the test's intervals.
 	opts []shardeddaemonprocess.Option
 	// receive, if set, sees every message of every worker's behavior.
-	receive func(ctx actor.Context)
+	receive func(ctx actor.Context, node *testkit.Node)
 }
 
 // revisionTracker counts the running workers of each revision and records
@@ -118,7 +118,7 @@ func (w *daemonWorld) startNode() *testkit.Node {
 				w.revisions.stopped(rev)
 			}
 			if w.receive != nil {
-				w.receive(ctx)
+				w.receive(ctx, n)
 			}
 		})
 	}
@@ -263,7 +263,7 @@ func TestWorkersGetTheStopMessage(t *testing.T) {
 	var mu sync.Mutex
 	told := map[*actor.PID]bool{}
 	var stops, unannounced int
-	w.receive = func(ctx actor.Context) {
+	w.receive = func(ctx actor.Context, _ *testkit.Node) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch m := ctx.Message().(type) {
@@ -299,5 +299,81 @@ func TestWorkersGetTheStopMessage(t *testing.T) {
 	// At least the leaving member's worker and the 4 of revision 1.
 	if stops < 5 || unannounced > 0 {
 		t.Fatalf("%d workers stopped on the stop message, %d without it; want at least 5 and none", stops, unannounced)
+	}
+}
+
+// TestAChangeContinuesOnTheNextCoordinator: the coordinator's member
+// crashes while workers of the previous revision are still stopping; the
+// next coordinator continues the change, and the new revision's workers
+// start only after the last old one stopped.
+func TestAChangeContinuesOnTheNextCoordinator(t *testing.T) {
+	w := newDaemonWorld(t)
+	w.opts = []shardeddaemonprocess.Option{shardeddaemonprocess.WithStopMessage(wrapperspb.String("stop"))}
+	var mu sync.Mutex
+	type heldWorker struct {
+		pid  *actor.PID
+		node *testkit.Node
+	}
+	var held []heldWorker // workers that got the stop message and have not stopped yet
+	var oldestName string
+	w.receive = func(ctx actor.Context, n *testkit.Node) {
+		m, ok := ctx.Message().(*wrapperspb.StringValue)
+		if !ok || m.GetValue() != "stop" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if oldestName == "" || n.Name == oldestName {
+			ctx.Stop(ctx.Self())
+			return
+		}
+		held = append(held, heldWorker{ctx.Self(), n})
+	}
+	first := w.startNode()
+	w.startNode()
+	w.startNode()
+	w.waitRunning(4, time.Now())
+	w.hostOfAWorker()
+	oldest := w.cluster.Oldest("")
+	mu.Lock()
+	oldestName = oldest.Name
+	mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	changed := make(chan error, 1)
+	go func() {
+		changeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		changed <- w.daemons[first].ChangeNumberOfProcesses(changeCtx, 2)
+	}()
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(held) > 0
+	}, "a worker holding its stop message")
+	oldest.Crash()
+	<-changed // the coordinator that took the change is gone: no answer
+
+	survivor := w.daemons[w.cluster.Running()[0]]
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		got, err := survivor.GetNumberOfProcesses(ctx)
+		return err == nil && got == shardeddaemonprocess.NumberOfProcesses{NumberOfProcesses: 2, Revision: 2, Rebalancing: true}
+	}, "the next coordinator continuing the change")
+	time.Sleep(time.Second) // long enough for a wrongly started worker to show up
+	if got, _ := w.active(8); len(got) != len(held) {
+		t.Errorf("workers %v run while %d old ones hold their stop message", got, len(held))
+	}
+	mu.Lock()
+	release := held
+	mu.Unlock()
+	for _, h := range release {
+		h.node.System.Root.Stop(h.pid)
+	}
+	start := time.Now()
+	t.Logf("the 2 workers of revision 2 run %v after the last old one was released", w.waitRunning(2, start))
+	got, err := survivor.GetNumberOfProcesses(ctx)
+	if err != nil || got != (shardeddaemonprocess.NumberOfProcesses{NumberOfProcesses: 2, Revision: 2}) {
+		t.Fatalf("GetNumberOfProcesses = %+v, %v; want 2 at revision 2, completed", got, err)
 	}
 }
