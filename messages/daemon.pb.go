@@ -159,13 +159,15 @@ func (*GetNumberOfProcesses) Descriptor() ([]byte, []int) {
 	return file_daemon_proto_rawDescGZIP(), []int{2}
 }
 
-// NumberOfProcesses answers GetNumberOfProcesses. While rebalancing, the
-// previous revision's workers are being stopped and no worker may start.
+// NumberOfProcesses answers GetNumberOfProcesses. While a rescale is in
+// progress, the previous revision's workers are being stopped and no
+// worker may start. started is when the current revision began.
 type NumberOfProcesses struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	NumberOfProcesses int32                  `protobuf:"varint,1,opt,name=number_of_processes,json=numberOfProcesses,proto3" json:"number_of_processes,omitempty"`
 	Revision          int64                  `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
-	Rebalancing       bool                   `protobuf:"varint,3,opt,name=rebalancing,proto3" json:"rebalancing,omitempty"`
+	RescaleInProgress bool                   `protobuf:"varint,3,opt,name=rescale_in_progress,json=rescaleInProgress,proto3" json:"rescale_in_progress,omitempty"`
+	StartedUnixMillis int64                  `protobuf:"varint,4,opt,name=started_unix_millis,json=startedUnixMillis,proto3" json:"started_unix_millis,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -214,11 +216,18 @@ func (x *NumberOfProcesses) GetRevision() int64 {
 	return 0
 }
 
-func (x *NumberOfProcesses) GetRebalancing() bool {
+func (x *NumberOfProcesses) GetRescaleInProgress() bool {
 	if x != nil {
-		return x.Rebalancing
+		return x.RescaleInProgress
 	}
 	return false
+}
+
+func (x *NumberOfProcesses) GetStartedUnixMillis() int64 {
+	if x != nil {
+		return x.StartedUnixMillis
+	}
+	return 0
 }
 
 // DaemonWorkerStarting: a worker asks the coordinator whether its
@@ -422,11 +431,12 @@ const file_daemon_proto_rawDesc = "" +
 	"\x1dChangeNumberOfProcessesResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x16\n" +
-	"\x14GetNumberOfProcesses\"\x81\x01\n" +
+	"\x14GetNumberOfProcesses\"\xbf\x01\n" +
 	"\x11NumberOfProcesses\x12.\n" +
 	"\x13number_of_processes\x18\x01 \x01(\x05R\x11numberOfProcesses\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevision\x12 \n" +
-	"\vrebalancing\x18\x03 \x01(\bR\vrebalancing\"3\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12.\n" +
+	"\x13rescale_in_progress\x18\x03 \x01(\bR\x11rescaleInProgress\x12.\n" +
+	"\x13started_unix_millis\x18\x04 \x01(\x03R\x11startedUnixMillis\"3\n" +
 	"\x14DaemonWorkerStarting\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\"L\n" +
 	"\x13DaemonWorkerAllowed\x12\x1b\n" +

@@ -43,10 +43,11 @@ func NewConsulStore(client *api.Client, clusterName, name string) *ConsulStore {
 
 // storedProcesses is the stored format.
 type storedProcesses struct {
-	Revision      int64 `json:"revision"`
-	Count         int   `json:"count"`
-	PreviousCount int   `json:"previousCount,omitempty"`
-	Completed     bool  `json:"completed"`
+	Revision         int64 `json:"revision"`
+	Count            int   `json:"count"`
+	PreviousCount    int   `json:"previousCount,omitempty"`
+	Completed        bool  `json:"completed"`
+	StartedUnixMilli int64 `json:"startedUnixMilli"`
 }
 
 // Load implements Store.

@@ -20,7 +20,7 @@ func TestConsulStore(t *testing.T) {
 	if got, want := StoreKey("blue", "workers"), "protoshard/blue/sharded-daemon-process/workers/processes"; got != want {
 		t.Fatalf("StoreKey = %q, want %q", got, want)
 	}
-	if err := NewConsulStore(client, "", "workers").Save(context.Background(), initialProcesses(1)); !errors.Is(err, consulkey.ErrNoClusterName) {
+	if err := NewConsulStore(client, "", "workers").Save(context.Background(), initialProcesses(1, t0)); !errors.Is(err, consulkey.ErrNoClusterName) {
 		t.Fatalf("Save without a cluster name: %v, want ErrNoClusterName", err)
 	}
 }

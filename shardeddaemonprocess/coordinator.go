@@ -77,7 +77,7 @@ func (c *coordinatorActor) load(ctx actor.Context) {
 	defer cancel()
 	p, ok, err := c.store.Load(sctx)
 	if err == nil && !ok {
-		p = initialProcesses(c.initialCount)
+		p = initialProcesses(c.initialCount, time.Now())
 		err = c.store.Save(sctx, p)
 	}
 	if err != nil {
@@ -96,7 +96,11 @@ func (c *coordinatorActor) load(ctx actor.Context) {
 func (c *coordinatorActor) idle(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.ChangeNumberOfProcesses:
-		next, err := c.processes.change(int(m.GetNumberOfProcesses()))
+		next, err := c.processes.change(int(m.GetNumberOfProcesses()), time.Now())
+		if err == nil && next == c.processes {
+			ctx.Respond(&messages.ChangeNumberOfProcessesResult{Revision: next.Revision})
+			return
+		}
 		if err == nil {
 			err = c.save(next)
 		}
@@ -185,7 +189,8 @@ func (c *coordinatorActor) answerQueries(ctx actor.Context) {
 		ctx.Respond(&messages.NumberOfProcesses{
 			NumberOfProcesses: int32(c.processes.Count),
 			Revision:          c.processes.Revision,
-			Rebalancing:       !c.processes.Completed,
+			RescaleInProgress: !c.processes.Completed,
+			StartedUnixMillis: c.processes.StartedUnixMilli,
 		})
 	case *messages.DaemonWorkerStarting:
 		ctx.Respond(&messages.DaemonWorkerAllowed{EntityId: m.GetEntityId(), Allowed: c.processes.allows(m.GetEntityId())})

@@ -89,12 +89,14 @@ func WithStopMessage(msg any) Option { return func(s *Settings) { s.StopMessage 
 func WithStore(st Store) Option { return func(s *Settings) { s.Store = st } }
 
 // NumberOfProcesses is Akka's NumberOfProcesses: the current number of
-// workers, its revision, and whether a change is stopping the previous
-// revision's workers.
+// workers, its revision (one more with every change), when that revision
+// began, and whether a rescale is stopping the previous revision's
+// workers.
 type NumberOfProcesses struct {
 	NumberOfProcesses int
 	Revision          int64
-	Rebalancing       bool
+	Started           time.Time
+	RescaleInProgress bool
 }
 
 // ShardedDaemonProcess is one member's handle on a daemon process.
@@ -237,5 +239,10 @@ func (d *ShardedDaemonProcess) GetNumberOfProcesses(ctx context.Context) (Number
 	if !ok {
 		return NumberOfProcesses{}, fmt.Errorf("shardeddaemonprocess: %q: GetNumberOfProcesses answered %T", d.name, res)
 	}
-	return NumberOfProcesses{NumberOfProcesses: int(r.GetNumberOfProcesses()), Revision: r.GetRevision(), Rebalancing: r.GetRebalancing()}, nil
+	return NumberOfProcesses{
+		NumberOfProcesses: int(r.GetNumberOfProcesses()),
+		Revision:          r.GetRevision(),
+		Started:           time.UnixMilli(r.GetStartedUnixMillis()),
+		RescaleInProgress: r.GetRescaleInProgress(),
+	}, nil
 }

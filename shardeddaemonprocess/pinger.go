@@ -34,7 +34,7 @@ func (p *keepAlivePinger) Receive(ctx actor.Context) {
 	case keepAliveTick:
 		ctx.Request(p.coordinator, &messages.GetNumberOfProcesses{})
 	case *messages.NumberOfProcesses:
-		for _, id := range keepAliveTargets(m.GetRevision(), int(m.GetNumberOfProcesses()), m.GetRebalancing()) {
+		for _, id := range keepAliveTargets(m.GetRevision(), int(m.GetNumberOfProcesses()), m.GetRescaleInProgress()) {
 			ctx.Send(p.region, &messages.StartEntity{EntityId: id})
 		}
 	}

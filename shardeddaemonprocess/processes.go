@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 var (
@@ -24,24 +25,29 @@ type Processes struct {
 	Count         int
 	PreviousCount int
 	Completed     bool
+	// StartedUnixMilli is when the revision began (Akka's started).
+	StartedUnixMilli int64
 }
 
 // initialProcesses is the state of a daemon process that never changed
-// its number of processes: Init's count, revision 1.
-func initialProcesses(count int) Processes {
-	return Processes{Revision: 1, Count: count, Completed: true}
+// its number of processes: Init's count, revision 1, begun at now.
+func initialProcesses(count int, now time.Time) Processes {
+	return Processes{Revision: 1, Count: count, Completed: true, StartedUnixMilli: now.UnixMilli()}
 }
 
-// change begins a change to count workers: the new revision, not yet
-// completed, whose workers wait for the current ones to stop.
-func (p Processes) change(count int) (Processes, error) {
+// change begins a change to count workers at now: the new revision, not
+// yet completed, whose workers wait for the current ones to stop. The
+// current count again changes nothing (as in Akka).
+func (p Processes) change(count int, now time.Time) (Processes, error) {
 	switch {
 	case count < 1:
 		return p, fmt.Errorf("%d: %w", count, ErrInvalidNumberOfProcesses)
 	case !p.Completed:
 		return p, ErrChangeInProgress
+	case count == p.Count:
+		return p, nil
 	}
-	return Processes{Revision: p.Revision + 1, Count: count, PreviousCount: p.Count}, nil
+	return Processes{Revision: p.Revision + 1, Count: count, PreviousCount: p.Count, StartedUnixMilli: now.UnixMilli()}, nil
 }
 
 // complete ends a change: the new revision's workers may run.
@@ -68,8 +74,8 @@ func (p Processes) allows(id string) bool {
 
 // keepAliveTargets returns the workers a pinger starts when the
 // coordinator answered n: none while a change is under way.
-func keepAliveTargets(rev int64, count int, rebalancing bool) []string {
-	if rebalancing || rev < 1 || count < 1 {
+func keepAliveTargets(rev int64, count int, rescaleInProgress bool) []string {
+	if rescaleInProgress || rev < 1 || count < 1 {
 		return nil
 	}
 	return workerIDs(rev, count)

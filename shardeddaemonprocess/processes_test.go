@@ -5,7 +5,10 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
+
+var t0, t1 = time.UnixMilli(1000), time.UnixMilli(2000)
 
 func TestWorkerIDRoundTripsAndRefusesMalformedIDs(t *testing.T) {
 	for _, tc := range []struct {
@@ -38,7 +41,7 @@ func TestWorkerIDRoundTripsAndRefusesMalformedIDs(t *testing.T) {
 }
 
 func TestChangeStopsThePreviousRevisionBeforeTheNextRuns(t *testing.T) {
-	p := initialProcesses(3)
+	p := initialProcesses(3, t0)
 	if !p.allows("1|3|2") || p.allows("1|3|3") || p.allows("2|3|0") || p.allows("1|2|0") {
 		t.Fatalf("initial %+v allows the wrong workers", p)
 	}
@@ -46,11 +49,14 @@ func TestChangeStopsThePreviousRevisionBeforeTheNextRuns(t *testing.T) {
 		t.Fatalf("initial toStop = %v, want none", got)
 	}
 
-	next, err := p.change(5)
+	if same, err := p.change(3, t1); err != nil || same != p {
+		t.Fatalf("change to the current count = %+v, %v; want no change", same, err)
+	}
+	next, err := p.change(5, t1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Processes{Revision: 2, Count: 5, PreviousCount: 3}); next != want {
+	if want := (Processes{Revision: 2, Count: 5, PreviousCount: 3, StartedUnixMilli: 2000}); next != want {
 		t.Fatalf("change(5) = %+v, want %+v", next, want)
 	}
 	if got, want := next.toStop(), []string{"1|3|0", "1|3|1", "1|3|2"}; !slices.Equal(got, want) {
@@ -61,28 +67,28 @@ func TestChangeStopsThePreviousRevisionBeforeTheNextRuns(t *testing.T) {
 			t.Errorf("a change under way allows %s", id)
 		}
 	}
-	if _, err := next.change(2); !errors.Is(err, ErrChangeInProgress) {
+	if _, err := next.change(2, t1); !errors.Is(err, ErrChangeInProgress) {
 		t.Errorf("change during a change: %v, want ErrChangeInProgress", err)
 	}
 
 	done := next.complete()
-	if want := (Processes{Revision: 2, Count: 5, Completed: true}); done != want {
+	if want := (Processes{Revision: 2, Count: 5, Completed: true, StartedUnixMilli: 2000}); done != want {
 		t.Fatalf("complete = %+v, want %+v", done, want)
 	}
 	if !done.allows("2|5|4") || done.allows("1|3|0") || done.allows("2|3|0") {
 		t.Errorf("completed %+v allows the wrong workers", done)
 	}
-	if _, err := done.change(0); !errors.Is(err, ErrInvalidNumberOfProcesses) {
+	if _, err := done.change(0, t1); !errors.Is(err, ErrInvalidNumberOfProcesses) {
 		t.Errorf("change(0): %v, want ErrInvalidNumberOfProcesses", err)
 	}
 }
 
 func TestKeepAliveTargets(t *testing.T) {
 	for _, tc := range []struct {
-		rev         int64
-		count       int
-		rebalancing bool
-		want        []string
+		rev               int64
+		count             int
+		rescaleInProgress bool
+		want              []string
 	}{
 		{1, 2, false, []string{"1|2|0", "1|2|1"}},
 		{3, 1, false, []string{"3|1|0"}},
@@ -90,8 +96,8 @@ func TestKeepAliveTargets(t *testing.T) {
 		{0, 2, false, nil},
 		{1, 0, false, nil},
 	} {
-		if got := keepAliveTargets(tc.rev, tc.count, tc.rebalancing); !slices.Equal(got, tc.want) {
-			t.Errorf("keepAliveTargets(%d, %d, %t) = %v, want %v", tc.rev, tc.count, tc.rebalancing, got, tc.want)
+		if got := keepAliveTargets(tc.rev, tc.count, tc.rescaleInProgress); !slices.Equal(got, tc.want) {
+			t.Errorf("keepAliveTargets(%d, %d, %t) = %v, want %v", tc.rev, tc.count, tc.rescaleInProgress, got, tc.want)
 		}
 	}
 }
@@ -120,10 +126,10 @@ func testStore(t *testing.T, s Store) {
 		p  Processes
 		ok bool
 	}{
-		{initialProcesses(3), true},
-		{initialProcesses(3), true}, // the same again: a coordinator that saved and moved
-		{Processes{Revision: 2, Count: 5, PreviousCount: 3}, true},
-		{initialProcesses(4), false}, // an older revision
+		{initialProcesses(3, t0), true},
+		{initialProcesses(3, t0), true}, // the same again: a coordinator that saved and moved
+		{Processes{Revision: 2, Count: 5, PreviousCount: 3, StartedUnixMilli: 2000}, true},
+		{initialProcesses(4, t0), false}, // an older revision
 		{Processes{Revision: 2, Count: 5, PreviousCount: 3}, true},
 		{Processes{Revision: 2, Count: 5, Completed: true}, true},
 		{Processes{Revision: 2, Count: 5, PreviousCount: 3}, false}, // reopening a completed change
