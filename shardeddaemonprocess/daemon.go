@@ -49,7 +49,10 @@ type Settings struct {
 	ShardingSettings []actorsharding.Option
 	// Store keeps the number of processes and its revision. Default with
 	// in-process membership: one MemoryStore per daemon process shared by
-	// the members; with any other membership there is no default.
+	// the members; with any other membership there is no default (Init
+	// fails with ErrNoStore): use NewConsulStore, and give the workers'
+	// entity type a coordinator state store in ShardingSettings as well
+	// (actorsharding.WithStateStore with TypeName(name)).
 	Store Store
 	// StopMessage (Akka's stopMessage) is sent to a worker's behavior
 	// when it must stop (its shard is handed off, or its revision ends),

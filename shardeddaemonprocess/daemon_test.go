@@ -2,6 +2,7 @@ package shardeddaemonprocess_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/consul/api"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/shardeddaemonprocess"
 	"github.com/protoshard/protoshard/singleton"
@@ -33,6 +36,12 @@ type daemonWorld struct {
 	opts []shardeddaemonprocess.Option
 	// receive, if set, sees every message of every worker's behavior.
 	receive func(ctx actor.Context, node *testkit.Node)
+	// removalMargin is the singletons': at least the TTL with Consul.
+	removalMargin time.Duration
+	// store, if set, makes each node's store of the number of processes.
+	store func(n *testkit.Node) shardeddaemonprocess.Store
+	// consul, if set, keeps the workers' coordinator state.
+	consul *api.Client
 }
 
 // revisionTracker counts the running workers of each revision and records
@@ -70,10 +79,18 @@ func (r *revisionTracker) check(t *testing.T) {
 }
 
 func newDaemonWorld(t *testing.T) *daemonWorld {
+	skipUnderRace(t)
+	return newDaemonWorldOf(t, testkit.NewCluster(t, testkit.NewLocalBackend()))
+}
+
+func skipUnderRace(t *testing.T) {
 	if testkit.RaceEnabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
-	w := &daemonWorld{t: t, cluster: testkit.NewCluster(t, testkit.NewLocalBackend()), ledger: testkit.NewLedger(),
+}
+
+func newDaemonWorldOf(t *testing.T, cluster *testkit.Cluster) *daemonWorld {
+	w := &daemonWorld{t: t, cluster: cluster, ledger: testkit.NewLedger(),
 		revisions: &revisionTracker{running: map[int64]int{}},
 		daemons:   map[*testkit.Node]*shardeddaemonprocess.ShardedDaemonProcess{}}
 	t.Cleanup(func() { w.ledger.AssertNoOverlap(t); w.revisions.check(t) })
@@ -122,6 +139,14 @@ func (w *daemonWorld) startNode() *testkit.Node {
 			}
 		})
 	}
+	opts := w.opts
+	if w.store != nil {
+		opts = append(slices.Clone(opts), shardeddaemonprocess.WithStore(w.store(n)))
+	}
+	if w.consul != nil {
+		opts = append(slices.Clone(opts), shardeddaemonprocess.WithShardingSettings(actorsharding.WithStateStore(
+			consulstore.NewStateStore(w.consul, n.Membership.Name(), shardeddaemonprocess.TypeName("workers")))))
+	}
 	d, err := shardeddaemonprocess.Init(s, "workers", 4, factory, append([]shardeddaemonprocess.Option{
 		shardeddaemonprocess.WithKeepAliveInterval(300 * time.Millisecond),
 		shardeddaemonprocess.WithShardingSettings(
@@ -129,8 +154,8 @@ func (w *daemonWorld) startNode() *testkit.Node {
 			actorsharding.WithRebalanceInterval(500*time.Millisecond),
 			actorsharding.WithHandOffTimeout(15*time.Second),
 			actorsharding.WithShardStartTimeout(2*time.Second),
-			actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
-		)}, w.opts...)...)
+			actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: w.removalMargin}),
+		)}, opts...)...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -214,8 +239,8 @@ func sameProcesses(got, want shardeddaemonprocess.NumberOfProcesses) bool {
 // once.
 func TestWorkersRunOnceThroughCrashLeaveAndChanges(t *testing.T) {
 	w := newDaemonWorld(t)
-	first := w.startNode()
 	start := time.Now()
+	first := w.startNode()
 	w.startNode()
 	w.startNode()
 	t.Logf("start: all 4 workers run after %v", w.waitRunning(4, start))
@@ -384,5 +409,50 @@ func TestAChangeContinuesOnTheNextCoordinator(t *testing.T) {
 	got, err := survivor.GetNumberOfProcesses(ctx)
 	if err != nil || !sameProcesses(got, shardeddaemonprocess.NumberOfProcesses{NumberOfProcesses: 2, Revision: 2}) {
 		t.Fatalf("GetNumberOfProcesses = %+v, %v; want 2 at revision 2, completed", got, err)
+	}
+}
+
+// TestWorkersRunOnceOverConsul: over Consul membership, with the number
+// of processes in Consul KV, a crashed member's workers run again once its
+// TTL expired, and changes of the number hold.
+func TestWorkersRunOnceOverConsul(t *testing.T) {
+	skipUnderRace(t)
+	b := testkit.NewConsulBackend(t)
+	w := newDaemonWorldOf(t, testkit.NewCluster(t, b))
+	w.removalMargin = 3 * time.Second // the test kit's TTL
+	w.consul = b.Client()
+	w.store = func(n *testkit.Node) shardeddaemonprocess.Store {
+		return shardeddaemonprocess.NewConsulStore(b.Client(), n.Membership.Name(), "workers")
+	}
+	start := time.Now()
+	first := w.startNode()
+	w.startNode()
+	w.startNode()
+	t.Logf("start: all 4 workers run after %v", w.waitRunning(4, start))
+
+	// Consul members share no memory: Init wants a store.
+	s, err := actorsharding.New(first.System, first.Membership)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shardeddaemonprocess.Init(s, "other", 1, func(int) *actor.Props { return nil }); !errors.Is(err, shardeddaemonprocess.ErrNoStore) {
+		t.Fatalf("Init without a store over Consul: %v, want ErrNoStore", err)
+	}
+
+	crashed := w.hostOfAWorker()
+	start = time.Now()
+	crashed.Crash()
+	t.Logf("crash of %s: all 4 workers run again after %v", crashed.Name, w.waitRunning(4, start))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start = time.Now()
+	if err := w.daemons[first].ChangeNumberOfProcesses(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("change 4 -> 2: the 2 workers run after %v", w.waitRunning(2, start))
+	stored, ok, err := w.store(first).Load(ctx)
+	if err != nil || !ok || stored.Revision != 2 || stored.Count != 2 || !stored.Completed {
+		t.Fatalf("stored in Consul: %+v, %v, %v; want 2 workers at revision 2, completed", stored, ok, err)
 	}
 }
