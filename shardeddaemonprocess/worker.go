@@ -85,7 +85,13 @@ func (w *worker) waiting(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
-		w.child = ctx.Spawn(w.factory(w.index))
+		props := w.factory(w.index)
+		if props == nil {
+			ctx.Logger().Error("sharded daemon process: the behavior factory returned no Props", "worker", w.id)
+			ctx.Stop(ctx.Self())
+			return
+		}
+		w.child = ctx.Spawn(props)
 		w.become(ctx, "running", w.running)
 	case *messages.DaemonStopWorker:
 		ctx.CancelReceiveTimeout()
@@ -112,7 +118,9 @@ func (w *worker) running(ctx actor.Context) {
 			// The worker stopped by itself: the next keep-alive starts it again.
 			ctx.Stop(ctx.Self())
 		}
-	case *messages.DaemonWorkerAllowed:
+	case *messages.DaemonWorkerAllowed, *actor.ReceiveTimeout:
+		// A late answer to a repeated ask, or a timeout queued before the
+		// answer cancelled it.
 	default:
 		w.unhandled(ctx)
 	}
@@ -125,7 +133,7 @@ func (w *worker) stopping(ctx actor.Context) {
 		if m.GetWho().Equal(w.child) {
 			w.reportStopped(ctx)
 		}
-	case *messages.DaemonStopWorker, *messages.DaemonWorkerAllowed, handOffWorker:
+	case *messages.DaemonStopWorker, *messages.DaemonWorkerAllowed, handOffWorker, *actor.ReceiveTimeout:
 	default:
 		w.unhandled(ctx)
 	}
