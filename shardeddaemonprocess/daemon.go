@@ -50,7 +50,8 @@ type Settings struct {
 	// Store keeps the number of processes and its revision. Default with
 	// in-process membership: one MemoryStore per daemon process shared by
 	// the members; with any other membership there is no default (Init
-	// fails with ErrNoStore): use NewConsulStore, and give the workers'
+	// fails with ErrNoStore): use consulstore.NewStore (package
+	// shardeddaemonprocess/consulstore), and give the workers'
 	// entity type a coordinator state store in ShardingSettings as well
 	// (actorsharding.WithStateStore with TypeName(name)).
 	Store Store

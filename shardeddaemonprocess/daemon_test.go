@@ -16,9 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	shardingconsulstore "github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/shardeddaemonprocess"
+	"github.com/protoshard/protoshard/shardeddaemonprocess/consulstore"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -145,7 +146,7 @@ func (w *daemonWorld) startNode() *testkit.Node {
 	}
 	if w.consul != nil {
 		opts = append(slices.Clone(opts), shardeddaemonprocess.WithShardingSettings(actorsharding.WithStateStore(
-			consulstore.NewStateStore(w.consul, n.Membership.Name(), shardeddaemonprocess.TypeName("workers")))))
+			shardingconsulstore.NewStateStore(w.consul, n.Membership.Name(), shardeddaemonprocess.TypeName("workers")))))
 	}
 	d, err := shardeddaemonprocess.Init(s, "workers", 4, factory, append([]shardeddaemonprocess.Option{
 		shardeddaemonprocess.WithKeepAliveInterval(300 * time.Millisecond),
@@ -422,7 +423,7 @@ func TestWorkersRunOnceOverConsul(t *testing.T) {
 	w.removalMargin = 3 * time.Second // the test kit's TTL
 	w.consul = b.Client()
 	w.store = func(n *testkit.Node) shardeddaemonprocess.Store {
-		return shardeddaemonprocess.NewConsulStore(b.Client(), n.Membership.Name(), "workers")
+		return consulstore.NewStore(b.Client(), n.Membership.Name(), "workers")
 	}
 	start := time.Now()
 	first := w.startNode()

@@ -1,7 +1,6 @@
 package shardeddaemonprocess
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -114,44 +113,3 @@ func TestStopRound(t *testing.T) {
 		t.Fatal("an empty round waits")
 	}
 }
-
-// testStore checks the Store contract on s.
-func testStore(t *testing.T, s Store) {
-	t.Helper()
-	ctx := context.Background()
-	if _, ok, err := s.Load(ctx); ok || err != nil {
-		t.Fatalf("empty store Load: %v, %v", ok, err)
-	}
-	steps := []struct {
-		p  Processes
-		ok bool
-	}{
-		{initialProcesses(3, t0), true},
-		{initialProcesses(3, t0), true}, // the same again: a coordinator that saved and moved
-		{Processes{Revision: 2, Count: 5, PreviousCount: 3, StartedUnixMilli: 2000}, true},
-		{initialProcesses(4, t0), false}, // an older revision
-		{Processes{Revision: 2, Count: 5, PreviousCount: 3}, true},
-		{Processes{Revision: 2, Count: 5, Completed: true}, true},
-		{Processes{Revision: 2, Count: 5, PreviousCount: 3}, false}, // reopening a completed change
-		{Processes{Revision: 2, Count: 6, Completed: true}, false},  // another count, same revision
-		{Processes{Revision: 3, Count: 1, PreviousCount: 5}, true},
-	}
-	want := Processes{}
-	for i, st := range steps {
-		err := s.Save(ctx, st.p)
-		switch {
-		case st.ok && err != nil:
-			t.Fatalf("step %d: Save(%+v): %v", i, st.p, err)
-		case !st.ok && !errors.Is(err, ErrStaleRevision):
-			t.Fatalf("step %d: Save(%+v) = %v, want ErrStaleRevision", i, st.p, err)
-		case st.ok:
-			want = st.p
-		}
-		got, ok, err := s.Load(ctx)
-		if err != nil || !ok || got != want {
-			t.Fatalf("step %d: Load = %+v, %v, %v; want %+v", i, got, ok, err, want)
-		}
-	}
-}
-
-func TestMemoryStore(t *testing.T) { testStore(t, NewMemoryStore()) }

@@ -47,7 +47,7 @@ func (s *MemoryStore) Load(context.Context) (Processes, bool, error) {
 func (s *MemoryStore) Save(_ context.Context, p Processes) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ok && !newerOrSame(p, s.stored) {
+	if s.ok && !p.Supersedes(s.stored) {
 		return fmt.Errorf("saving revision %d (completed %t) over %d (completed %t): %w",
 			p.Revision, p.Completed, s.stored.Revision, s.stored.Completed, ErrStaleRevision)
 	}
@@ -55,8 +55,10 @@ func (s *MemoryStore) Save(_ context.Context, p Processes) error {
 	return nil
 }
 
-// newerOrSame reports whether p may replace stored.
-func newerOrSame(p, stored Processes) bool {
+// Supersedes reports whether p may replace stored in a Store: a higher
+// revision, or the same revision and count with a change not reopened.
+// Every Store checks it before it writes.
+func (p Processes) Supersedes(stored Processes) bool {
 	switch {
 	case p.Revision != stored.Revision:
 		return p.Revision > stored.Revision

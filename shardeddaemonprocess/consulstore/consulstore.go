@@ -1,4 +1,7 @@
-package shardeddaemonprocess
+// Package consulstore keeps a sharded daemon process's number of processes
+// in Consul KV. It is apart so that in-process users do not link the
+// Consul client.
+package consulstore
 
 import (
 	"context"
@@ -9,12 +12,15 @@ import (
 
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/pathseg"
+	"github.com/protoshard/protoshard/shardeddaemonprocess"
 )
 
-// StoreKey returns the Consul KV key under which the daemon process name
+type processes = shardeddaemonprocess.Processes
+
+// Key returns the Consul KV key under which the daemon process name
 // of the cluster clusterName keeps its number of processes:
 // protoshard/<cluster>/sharded-daemon-process/<name>/processes.
-func StoreKey(clusterName, name string) string {
+func Key(clusterName, name string) string {
 	return consulkey.Prefix(clusterName) + "sharded-daemon-process/" + pathseg.Escape(name) + "/processes"
 }
 
@@ -22,23 +28,23 @@ func StoreKey(clusterName, name string) string {
 // other writers keep overtaking.
 const consulCASAttempts = 5
 
-// ConsulStore is a Store in one Consul KV key, written by check-and-set
+// Store is a shardeddaemonprocess.Store in one Consul KV key, written by check-and-set
 // on its ModifyIndex after checking that the new state supersedes the
 // stored one, so that a coordinator that lost its role cannot take the
 // revision back.
-type ConsulStore struct {
+type Store struct {
 	kv          *api.KV
 	clusterName string
 	key         string
 }
 
-var _ Store = (*ConsulStore)(nil)
+var _ shardeddaemonprocess.Store = (*Store)(nil)
 
-// NewConsulStore returns the store of the daemon process name in the
+// NewStore returns the store of the daemon process name in the
 // cluster clusterName (pass sharding.Cluster().Name()), in the key
-// StoreKey(clusterName, name) of client's Consul KV.
-func NewConsulStore(client *api.Client, clusterName, name string) *ConsulStore {
-	return &ConsulStore{kv: client.KV(), clusterName: clusterName, key: StoreKey(clusterName, name)}
+// Key(clusterName, name) of client's Consul KV.
+func NewStore(client *api.Client, clusterName, name string) *Store {
+	return &Store{kv: client.KV(), clusterName: clusterName, key: Key(clusterName, name)}
 }
 
 // storedProcesses is the stored format.
@@ -50,17 +56,17 @@ type storedProcesses struct {
 	StartedUnixMilli int64 `json:"startedUnixMilli"`
 }
 
-// Load implements Store.
-func (s *ConsulStore) Load(ctx context.Context) (Processes, bool, error) {
+// Load implements shardeddaemonprocess.Store.
+func (s *Store) Load(ctx context.Context) (processes, bool, error) {
 	p, pair, err := s.get(ctx)
 	if err != nil {
-		return Processes{}, false, fmt.Errorf("consul daemon process store %s: load: %w", s.key, err)
+		return processes{}, false, fmt.Errorf("consul daemon process store %s: load: %w", s.key, err)
 	}
 	return p, pair != nil, nil
 }
 
-// Save implements Store.
-func (s *ConsulStore) Save(ctx context.Context, p Processes) error {
+// Save implements shardeddaemonprocess.Store.
+func (s *Store) Save(ctx context.Context, p processes) error {
 	data, err := json.Marshal(storedProcesses(p))
 	if err != nil {
 		return fmt.Errorf("consul daemon process store %s: save: %w", s.key, err)
@@ -72,9 +78,9 @@ func (s *ConsulStore) Save(ctx context.Context, p Processes) error {
 		}
 		var index uint64 // 0: create only if absent
 		if pair != nil {
-			if !newerOrSame(p, stored) {
+			if !p.Supersedes(stored) {
 				return fmt.Errorf("consul daemon process store %s: saving revision %d (completed %t) over %d (completed %t): %w",
-					s.key, p.Revision, p.Completed, stored.Revision, stored.Completed, ErrStaleRevision)
+					s.key, p.Revision, p.Completed, stored.Revision, stored.Completed, shardeddaemonprocess.ErrStaleRevision)
 			}
 			index = pair.ModifyIndex
 		}
@@ -89,17 +95,17 @@ func (s *ConsulStore) Save(ctx context.Context, p Processes) error {
 	return fmt.Errorf("consul daemon process store %s: save: other writers overtook %d check-and-sets", s.key, consulCASAttempts)
 }
 
-func (s *ConsulStore) get(ctx context.Context) (Processes, *api.KVPair, error) {
+func (s *Store) get(ctx context.Context) (processes, *api.KVPair, error) {
 	if err := consulkey.CheckClusterName(s.clusterName); err != nil {
-		return Processes{}, nil, err
+		return processes{}, nil, err
 	}
 	pair, _, err := s.kv.Get(s.key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil || pair == nil {
-		return Processes{}, nil, err
+		return processes{}, nil, err
 	}
 	var st storedProcesses
 	if err := json.Unmarshal(pair.Value, &st); err != nil {
-		return Processes{}, nil, fmt.Errorf("modify index %d: %w", pair.ModifyIndex, err)
+		return processes{}, nil, fmt.Errorf("modify index %d: %w", pair.ModifyIndex, err)
 	}
-	return Processes(st), pair, nil
+	return processes(st), pair, nil
 }
