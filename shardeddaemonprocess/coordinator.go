@@ -10,7 +10,12 @@ import (
 	"github.com/protoshard/protoshard/messages"
 )
 
-// storeTimeout bounds one Load or Save of the coordinator.
+// storeTimeout bounds one Load or Save of the coordinator. The
+// coordinator reads and writes inline, not in a goroutine: the singleton
+// hands over only once this actor stopped, and an actor stops between
+// messages, so no write of a coordinator lands after its successor
+// loaded. The writes are few (start, and two per change), so the wait
+// holds up little.
 const storeTimeout = 5 * time.Second
 
 // coordinatorActor is Akka's ShardedDaemonProcessCoordinator, run as a
