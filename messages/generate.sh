@@ -9,4 +9,4 @@ PATH="$PATH:$(go env GOPATH)/bin"
 protoc -I . -I "$actor_dir" \
   --go_out=. --go_opt=paths=source_relative \
   --go_opt=Mactor.proto=github.com/asynkron/protoactor-go/actor \
-  envelope.proto sharding.proto singleton.proto remember.proto delivery.proto
+  envelope.proto sharding.proto singleton.proto remember.proto delivery.proto daemon.proto

@@ -1,0 +1,252 @@
+// Package shardeddaemonprocess runs a fixed number of workers spread over
+// the cluster and keeps them running (Akka 2.9's ShardedDaemonProcess):
+// one per Kafka partition, per projection, per tenant.
+//
+// Workers 0..N-1 are the entities of a dedicated entity type, one worker
+// per shard, so the shard allocation spreads them over the members. Every
+// member with the role runs a keep-alive pinger that starts each worker
+// every KeepAliveInterval, so a worker whose member died starts again on
+// another one. A coordinator singleton keeps the number of workers and its
+// revision in a Store; each worker's entity ID is "revision|count|index"
+// and a worker runs only after the coordinator confirmed that its revision
+// is the current one. ChangeNumberOfProcesses stores a new revision,
+// pauses the pingers, stops every worker of the previous revision and only
+// then lets the new revision's workers start: at most one revision's
+// workers run at any moment.
+package shardeddaemonprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/singleton"
+)
+
+// ErrNoStore: Init without WithStore on a membership that shares no
+// memory between its members (Consul): a coordinator that moves to
+// another process would start over from revision 1 while the previous
+// revision's workers still run.
+var ErrNoStore = errors.New("shardeddaemonprocess: no store for the number of processes (use WithStore)")
+
+// Settings is Akka's ShardedDaemonProcessSettings.
+type Settings struct {
+	// KeepAliveInterval is how often each member's pinger starts every
+	// worker (Akka's keep-alive-interval, default 10s): the longest a
+	// worker whose member crashed waits, after its shard moved, to run
+	// again.
+	KeepAliveInterval time.Duration
+	// Role: workers run only on members with the role ("" = every member).
+	Role string
+	// ShardingSettings are the options of the workers' entity type (its
+	// role is always Role, its idle passivation always off, its hand-off
+	// stop message the worker's own).
+	ShardingSettings []actorsharding.Option
+	// Store keeps the number of processes and its revision. Default with
+	// in-process membership: one MemoryStore per daemon process shared by
+	// the members; with any other membership there is no default (Init
+	// fails with ErrNoStore): use consulstore.NewStore (package
+	// shardeddaemonprocess/consulstore), and give the workers'
+	// entity type a coordinator state store in ShardingSettings as well
+	// (actorsharding.WithStateStore with TypeName(name)).
+	Store Store
+	// StopMessage (Akka's stopMessage) is sent to a worker's behavior
+	// when it must stop (its shard is handed off, or its revision ends),
+	// so that it can finish its work and then stop itself. nil: the
+	// behavior is stopped.
+	StopMessage any
+}
+
+// DefaultSettings returns Akka's defaults.
+func DefaultSettings() Settings {
+	return Settings{KeepAliveInterval: 10 * time.Second}
+}
+
+// Option changes Settings.
+type Option func(*Settings)
+
+// WithSettings replaces all settings.
+func WithSettings(s Settings) Option { return func(o *Settings) { *o = s } }
+
+// WithKeepAliveInterval sets the keep-alive interval.
+func WithKeepAliveInterval(d time.Duration) Option {
+	return func(s *Settings) { s.KeepAliveInterval = d }
+}
+
+// WithRole runs the workers only on members with role.
+func WithRole(role string) Option { return func(s *Settings) { s.Role = role } }
+
+// WithShardingSettings adds options of the workers' entity type.
+func WithShardingSettings(opts ...actorsharding.Option) Option {
+	return func(s *Settings) { s.ShardingSettings = append(s.ShardingSettings, opts...) }
+}
+
+// WithStopMessage sets the message that tells a worker to stop.
+func WithStopMessage(msg any) Option { return func(s *Settings) { s.StopMessage = msg } }
+
+// WithStore sets the store of the number of processes.
+func WithStore(st Store) Option { return func(s *Settings) { s.Store = st } }
+
+// NumberOfProcesses is Akka's NumberOfProcesses: the current number of
+// workers, its revision (one more with every change), when that revision
+// began, and whether a rescale is stopping the previous revision's
+// workers.
+type NumberOfProcesses struct {
+	NumberOfProcesses int
+	Revision          int64
+	Started           time.Time
+	RescaleInProgress bool
+}
+
+// ShardedDaemonProcess is one member's handle on a daemon process.
+type ShardedDaemonProcess struct {
+	system      *actor.ActorSystem
+	name        string
+	coordinator *actor.PID // the proxy of the coordinator singleton
+}
+
+// TypeName is the entity type of the workers of the daemon process name.
+func TypeName(name string) string { return "sharded-daemon-process-" + name }
+
+// coordinatorName is the singleton manager name of the coordinator.
+func coordinatorName(name string) string { return TypeName(name) + "-coordinator" }
+
+// Init starts the daemon process name on this member with
+// numberOfInstances workers, worker i running behaviorFactory(i). Call it
+// on every member with the same name, count and factory; the stored
+// number of processes, once changed with ChangeNumberOfProcesses, wins
+// over numberOfInstances.
+func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, behaviorFactory func(id int) *actor.Props, opts ...Option) (*ShardedDaemonProcess, error) {
+	switch {
+	case name == "":
+		return nil, errors.New("shardeddaemonprocess: Init needs a name")
+	case numberOfInstances < 1:
+		return nil, fmt.Errorf("shardeddaemonprocess: Init %q: %d: %w", name, numberOfInstances, ErrInvalidNumberOfProcesses)
+	case behaviorFactory == nil:
+		return nil, fmt.Errorf("shardeddaemonprocess: Init %q: nil behaviorFactory", name)
+	}
+	s := DefaultSettings()
+	for _, o := range opts {
+		o(&s)
+	}
+	if s.KeepAliveInterval <= 0 {
+		s.KeepAliveInterval = DefaultSettings().KeepAliveInterval
+	}
+	store, err := storeOf(sharding, name, s.Store)
+	if err != nil {
+		return nil, err
+	}
+	system, cluster := sharding.System(), sharding.Cluster()
+	sh := actorsharding.DefaultSettings()
+	shardingOpts := append(append([]actorsharding.Option{}, s.ShardingSettings...),
+		actorsharding.WithRole(s.Role), actorsharding.WithPassivationIdleTimeout(-1),
+		// The worker, not the system, stops its behavior at hand-off, so
+		// that the behavior gets StopMessage.
+		actorsharding.WithHandOffStopMessage(handOffWorker{}))
+	for _, o := range shardingOpts {
+		o(&sh)
+	}
+	singletonSettings := sh.Singleton
+	singletonSettings.Role = s.Role
+	proxySettings := singleton.DefaultProxySettings()
+	proxySettings.Role = s.Role
+	coordinator, err := singleton.StartProxy(system, cluster, coordinatorName(name), proxySettings)
+	if err != nil {
+		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
+	}
+	d := &ShardedDaemonProcess{system: system, name: name, coordinator: coordinator}
+	if !cluster.HasConfiguredRole(s.Role) {
+		return d, nil // a member without the role only asks and changes
+	}
+	retry := sh.RetryInterval
+	if retry <= 0 {
+		retry = actorsharding.DefaultSettings().RetryInterval
+	}
+	workerProps := actor.PropsFromProducer(func() actor.Actor {
+		return &worker{coordinator: coordinator, factory: behaviorFactory, retryInterval: retry, stopMessage: s.StopMessage}
+	})
+	region, err := sharding.StartRegion(TypeName(name), workerProps, extractor{}, shardingOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
+	}
+	coordinatorProps := actor.PropsFromProducer(func() actor.Actor {
+		return &coordinatorActor{store: store, initialCount: numberOfInstances, region: region, retryInterval: retry}
+	})
+	if _, err := singleton.StartManager(system, cluster, coordinatorProps, coordinatorName(name), singletonSettings); err != nil {
+		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
+	}
+	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &keepAlivePinger{coordinator: coordinator, region: region, interval: s.KeepAliveInterval}
+	}))
+	return d, nil
+}
+
+// storeOf is st, or the default store of the daemon process name.
+func storeOf(sharding *actorsharding.Sharding, name string, st Store) (Store, error) {
+	if st != nil {
+		return st, nil
+	}
+	v, ok := sharding.Cluster().SharedValue("shardeddaemonprocess/store/"+name, func() any { return NewMemoryStore() })
+	if !ok {
+		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, ErrNoStore)
+	}
+	store, ok := v.(Store)
+	if !ok {
+		return nil, fmt.Errorf("shardeddaemonprocess: %q: the shared value under the store's key is a %T", name, v)
+	}
+	return store, nil
+}
+
+// askTimeout is how long an ask waits: ctx's deadline, else 10s.
+func askTimeout(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return 10 * time.Second
+}
+
+// ChangeNumberOfProcesses is Akka's ChangeNumberOfProcesses: it returns
+// once the previous revision's workers have stopped and the new count is
+// stored; the coordinator then starts the new revision's workers.
+func (d *ShardedDaemonProcess) ChangeNumberOfProcesses(ctx context.Context, n int) error {
+	if n < 1 {
+		return fmt.Errorf("shardeddaemonprocess: %q: %d: %w", d.name, n, ErrInvalidNumberOfProcesses)
+	}
+	res, err := d.system.Root.RequestFuture(d.coordinator, &messages.ChangeNumberOfProcesses{NumberOfProcesses: int32(n)}, askTimeout(ctx)).Result()
+	if err != nil {
+		return fmt.Errorf("shardeddaemonprocess: %q: ChangeNumberOfProcesses(%d): %w", d.name, n, err)
+	}
+	r, ok := res.(*messages.ChangeNumberOfProcessesResult)
+	switch {
+	case !ok:
+		return fmt.Errorf("shardeddaemonprocess: %q: ChangeNumberOfProcesses answered %T", d.name, res)
+	case r.GetError() == ErrChangeInProgress.Error():
+		return fmt.Errorf("shardeddaemonprocess: %q: %w", d.name, ErrChangeInProgress)
+	case r.GetError() != "":
+		return fmt.Errorf("shardeddaemonprocess: %q: ChangeNumberOfProcesses(%d): %s", d.name, n, r.GetError())
+	}
+	return nil
+}
+
+// GetNumberOfProcesses is Akka's GetNumberOfProcesses.
+func (d *ShardedDaemonProcess) GetNumberOfProcesses(ctx context.Context) (NumberOfProcesses, error) {
+	res, err := d.system.Root.RequestFuture(d.coordinator, &messages.GetNumberOfProcesses{}, askTimeout(ctx)).Result()
+	if err != nil {
+		return NumberOfProcesses{}, fmt.Errorf("shardeddaemonprocess: %q: GetNumberOfProcesses: %w", d.name, err)
+	}
+	r, ok := res.(*messages.NumberOfProcesses)
+	if !ok {
+		return NumberOfProcesses{}, fmt.Errorf("shardeddaemonprocess: %q: GetNumberOfProcesses answered %T", d.name, res)
+	}
+	return NumberOfProcesses{
+		NumberOfProcesses: int(r.GetNumberOfProcesses()),
+		Revision:          r.GetRevision(),
+		Started:           time.UnixMilli(r.GetStartedUnixMillis()),
+		RescaleInProgress: r.GetRescaleInProgress(),
+	}, nil
+}
