@@ -6,6 +6,7 @@
 //	protoshard/<cluster>/sharding/<type>/entities/<shard>/<bucket>
 //	protoshard/<cluster>/delivery/<type>/<producer>/...
 //	protoshard/<cluster>/sharded-daemon-process/<name>/processes
+//	protoshard/<cluster>/durable-state/<type>/<entity>
 //	protoshard/<cluster>/lease/<lease name>
 //	protoshard/<cluster>/membership/leaving/<member id>
 //
