@@ -4,26 +4,37 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/durablestate"
 	"github.com/protoshard/protoshard/testkit"
 )
 
 // incarnation is an actor that recovers entity "acc-1" from its store
-// and persists what it is asked to.
+// (a sharded one: the entity of its context), reports its recovery, and
+// persists what it is asked to. A sharded one keeps a balance in decimal,
+// which an Int64Value changes (answered with the balance, or with the
+// error that stopped it).
 type incarnation struct {
 	store     durablestate.Store
+	sharded   bool
+	node      string
 	state     *durablestate.Entity
+	balance   int64
 	recovered chan recovered
 	stopped   chan struct{}
 }
 
 type recovered struct {
+	node    string
+	pid     *actor.PID
 	payload []byte
 	token   uint64
 	err     error
@@ -37,18 +48,40 @@ type persist struct {
 func (a *incarnation) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		st, payload, err := durablestate.Recover(ctx, a.store, "acc-1")
-		a.state = st
-		r := recovered{payload: payload, err: err}
-		if st != nil {
-			r.token = st.Token()
-		}
-		a.recovered <- r
+		a.recover(ctx)
 	case *persist:
 		m.done <- a.state.Persist(ctx, m.payload)
+	case *wrapperspb.Int64Value:
+		next := a.balance + m.GetValue()
+		if err := a.state.Persist(ctx, []byte(strconv.FormatInt(next, 10))); err != nil {
+			ctx.Respond(wrapperspb.String(err.Error()))
+			return
+		}
+		a.balance = next
+		ctx.Respond(wrapperspb.Int64(a.balance))
 	case *actor.Stopped:
-		close(a.stopped)
+		if a.stopped != nil {
+			close(a.stopped)
+		}
 	}
+}
+
+func (a *incarnation) recover(ctx actor.Context) {
+	r := recovered{node: a.node, pid: ctx.Self()}
+	id := "acc-1"
+	if a.sharded {
+		id, r.err = actorsharding.EntityID(ctx)
+	}
+	if r.err == nil {
+		a.state, r.payload, r.err = durablestate.Recover(ctx, a.store, id)
+	}
+	if r.err == nil && a.sharded && len(r.payload) > 0 {
+		a.balance, r.err = strconv.ParseInt(string(r.payload), 10, 64)
+	}
+	if r.err == nil {
+		r.token = a.state.Token()
+	}
+	a.recovered <- r
 }
 
 type node struct {
