@@ -41,6 +41,7 @@ func TestInProcessPackagesDoNotLinkConsul(t *testing.T) {
 		"github.com/protoshard/protoshard/singleton",
 		"github.com/protoshard/protoshard/membership/local",
 		"github.com/protoshard/protoshard/shardeddaemonprocess",
+		"github.com/protoshard/protoshard/durablestate",
 	}
 	for _, dep := range deps(inProcess...) {
 		if strings.HasPrefix(dep, "github.com/hashicorp/consul") {

@@ -31,12 +31,14 @@ const claimAttempts = 3
 // down (a save with a lower one is refused), so every claim holds a token
 // higher than every claim before it, in the order the incarnations
 // started, whatever node each ran on: a shard moved from node A to B and
-// back to A starts three incarnations with tokens n, n+1, n+2, and the
-// first, still running on a paused A, is refused (ErrFenced) at its next
-// save once either later one has claimed. Sharding starts an entity's
-// next incarnation only after it believes the previous one stopped, and
-// never on a node whose membership is stale, so the incarnation that
-// claimed last is the one sharding means to run.
+// back to A starts three incarnations with tokens n, n+1, n+2; the first,
+// still running on a paused A, is refused (ErrFenced) at its next save
+// once the second has claimed, and the second, cut off on B, once the
+// third has. Sharding starts an entity's next incarnation only after it
+// believes the previous one stopped, and never on a node whose membership
+// is stale, so the incarnation that claimed last is the one sharding
+// means to run. A store that loses its records (Consul restarted empty)
+// counts the tokens from 1 again, and fences nothing from before.
 //
 // A token handed to the entity by its shard would not do without the
 // coordinator's help: the epoch in HostShard is the coordinator's, the
