@@ -44,6 +44,8 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardeddaemonprocess"
+	daemonstore "github.com/protoshard/protoshard/shardeddaemonprocess/consulstore"
 	"github.com/protoshard/protoshard/singleton"
 )
 
@@ -72,6 +74,7 @@ type config struct {
 	ttl        time.Duration
 	statsEvery time.Duration
 	timeout    time.Duration
+	daemon     int
 }
 
 func main() {
@@ -91,12 +94,13 @@ func main() {
 	flag.DurationVar(&cfg.ttl, "ttl", 5*time.Second, "Consul health check TTL; also the singleton removal margin")
 	flag.DurationVar(&cfg.statsEvery, "stats", 3*time.Second, "how often to print the hosted shards and the cluster view")
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "timeout of one request")
+	flag.IntVar(&cfg.daemon, "daemon", 0, "also run a sharded daemon process of this many partition workers (0: none; the same on every node)")
 	flag.Parse()
 	if cfg.name == "" {
 		cfg.name = fmt.Sprintf("node-%d", os.Getpid())
 	}
-	if cfg.entities < 1 || cfg.shards < 1 || cfg.send < 0 {
-		fmt.Fprintln(os.Stderr, "error: -entities and -shards must be positive, -send not negative")
+	if cfg.entities < 1 || cfg.shards < 1 || cfg.send < 0 || cfg.daemon < 0 {
+		fmt.Fprintln(os.Stderr, "error: -entities and -shards must be positive, -send and -daemon not negative")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -223,6 +227,13 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 	}
 	n := &node{cfg: cfg, p: p, system: system, cluster: cluster, region: region}
 	p.printf("region %s started: %d entities in %d shards", typeName, cfg.entities, cfg.shards)
+	if cfg.daemon > 0 {
+		if err := startDaemon(sharding, client, cfg, p); err != nil {
+			lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return errors.Join(err, sharding.Leave(lctx))
+		}
+	}
 
 	var wg sync.WaitGroup
 	loopCtx, stopLoops := context.WithCancel(ctx)
@@ -407,4 +418,37 @@ func memberNames(ms []membership.Member) string {
 		names[i] = nameOf(m)
 	}
 	return strings.Join(names, ", ")
+}
+
+// daemonName is the sharded daemon process of -daemon.
+const daemonName = "partitions"
+
+// startDaemon runs cfg.daemon partition workers spread over the nodes, each
+// printing when it starts and stops on this node. The count and its
+// revision, and the workers' shard allocation, live in Consul, so they
+// survive the node of the daemon's coordinator.
+func startDaemon(sharding *actorsharding.Sharding, client *api.Client, cfg config, p *printer) error {
+	worker := func(i int) *actor.Props {
+		return actor.PropsFromFunc(func(c actor.Context) {
+			switch c.Message().(type) {
+			case *actor.Started:
+				p.printf("daemon: partition worker %d started here", i)
+			case *actor.Stopped:
+				p.printf("daemon: partition worker %d stopped here", i)
+			}
+		})
+	}
+	cluster := sharding.Cluster().Name()
+	_, err := shardeddaemonprocess.Init(sharding, daemonName, cfg.daemon, worker,
+		shardeddaemonprocess.WithStore(daemonstore.NewStore(client, cluster, daemonName)),
+		shardeddaemonprocess.WithKeepAliveInterval(2*time.Second),
+		shardeddaemonprocess.WithShardingSettings(
+			actorsharding.WithStateStore(consulstore.NewStateStore(client, cluster, shardeddaemonprocess.TypeName(daemonName))),
+			actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: cfg.ttl, HandOverRetryInterval: 500 * time.Millisecond}),
+		))
+	if err != nil {
+		return fmt.Errorf("sharded daemon process: %w", err)
+	}
+	p.printf("daemon: %d partition workers", cfg.daemon)
+	return nil
 }
