@@ -124,7 +124,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 	switch {
 	case r.plain == nil:
 	case r.byRef:
-		if out, size, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env)); ok {
+		if out, size, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env), headerOf(env)); ok {
 			if size > maxSize {
 				return false
 			}
@@ -169,13 +169,18 @@ func senderOf(env *actor.MessageEnvelope) *actor.PID {
 	return env.Sender
 }
 
-// sendWithSender sends msg to pid with the sender of env, if any.
+// sendWithSender sends msg to pid with the sender and header of env, if
+// any.
 func sendWithSender(root *actor.RootContext, pid *actor.PID, env *actor.MessageEnvelope, msg any) {
-	if env == nil || env.Sender == nil {
-		root.Send(pid, msg)
-	} else {
-		root.RequestWithCustomSender(pid, msg, env.Sender)
+	shardproto.Tell(root, pid, msg, senderOf(env), headerOf(env))
+}
+
+// headerOf is env's header, if any.
+func headerOf(env *actor.MessageEnvelope) map[string]string {
+	if env == nil || len(env.Header) == 0 {
+		return nil
 	}
+	return env.Header
 }
 
 // entityRoute is a running entity that takes messages directly.
@@ -568,6 +573,11 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		r.packed = x.GetMessage()
 		if ack := x.GetKnownTypeAckTo(); ack != "" {
 			p.ackKnownType(ack, r.m)
+		}
+		if hs := x.GetHeaders(); len(hs) > 0 && headerOf(env) == nil {
+			// A sender's own envelope with a trace context: it goes on as
+			// the message's header, as an EntityRef's does.
+			env = &actor.MessageEnvelope{Header: hs, Sender: sender}
 		}
 	default:
 		if isRegionMessage(msg) {
