@@ -175,9 +175,14 @@ func sendWithSender(root *actor.RootContext, pid *actor.PID, env *actor.MessageE
 	shardproto.Tell(root, pid, msg, senderOf(env), headerOf(env))
 }
 
-// headerOf is env's header, if any.
+// headerOf is env's header, if it has more than the entity ID another
+// node's region sent it with (which the entity does not need: an
+// untraced message goes on as before, with no header).
 func headerOf(env *actor.MessageEnvelope) map[string]string {
 	if env == nil || len(env.Header) == 0 {
+		return nil
+	}
+	if _, onlyID := env.Header[entityIDHeader]; onlyID && len(env.Header) == 1 {
 		return nil
 	}
 	return env.Header
