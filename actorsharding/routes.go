@@ -172,7 +172,11 @@ func senderOf(env *actor.MessageEnvelope) *actor.PID {
 // sendWithSender sends msg to pid with the sender and header of env, if
 // any.
 func sendWithSender(root *actor.RootContext, pid *actor.PID, env *actor.MessageEnvelope, msg any) {
-	shardproto.Tell(root, pid, msg, senderOf(env), headerOf(env))
+	if env == nil {
+		root.Send(pid, msg) // the hot path: a plain send
+		return
+	}
+	shardproto.Tell(root, pid, msg, env.Sender, headerOf(env))
 }
 
 // headerOf is env's header, if it has more than the entity ID another
