@@ -3,14 +3,17 @@ package actorsharding_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"go.opentelemetry.io/otel/attribute"
@@ -45,9 +48,16 @@ const (
 
 func newTraced(t *testing.T, opts ...actorsharding.Option) *traced {
 	skipUnderRace(t)
+	return newTracedOf(t, testkit.NewCluster(t, testkit.NewLocalBackend()), coordinatoractor.NewMemoryStore(), opts...)
+}
+
+// newTracedOf is a traced cluster of cluster, whose coordinators keep
+// their state in store: nodes in this process (newTraced), or this child
+// process's one.
+func newTracedOf(t *testing.T, cluster *testkit.Cluster, store coordinatoractor.StateStore, opts ...actorsharding.Option) *traced {
 	exp := tracetest.NewInMemoryExporter()
-	tw := &traced{t: t, cluster: testkit.NewCluster(t, testkit.NewLocalBackend()), exporter: exp,
-		provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), store: coordinatoractor.NewMemoryStore(),
+	tw := &traced{t: t, cluster: cluster, exporter: exp,
+		provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), store: store,
 		stopping: make(chan string, 64), release: make(chan struct{})}
 	tw.opts = append([]actorsharding.Option{
 		actorsharding.WithStateStore(tw.store),
@@ -289,4 +299,90 @@ func TestTraceContextSurvivesHandOff(t *testing.T) {
 		}
 		return false
 	}, "a hand-off span of a rebalance round, with its shard and old home")
+}
+
+// TestTraceContextAcrossProcesses: a sender's span is the parent of the
+// entity's span on a node in another process, the trace context having
+// crossed the wire in the message's header.
+func TestTraceContextAcrossProcesses(t *testing.T) {
+	if child := testkit.ThisProcess(); child != nil {
+		tracedNode(t, child)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a Consul agent and two node processes")
+	}
+	backend := testkit.NewConsulBackend(t)
+	const timeout = 90 * time.Second
+	start := func(name string) (*testkit.Process, string) {
+		p := testkit.StartProcess(t, testkit.ProcessConfig{Name: name, Role: "node", Consul: backend})
+		reply := p.Await(t, timeout)
+		expectReply(t, p, reply, "ready")
+		return p, strings.TrimPrefix(reply, "ready ")
+	}
+	a, _ := start("a")
+	b, addrB := start("b")
+	remote := 0
+	for seq := 1; seq <= 200 && remote < 3; seq++ {
+		sent := strings.Fields(a.Call(t, fmt.Sprintf("send %d", seq), timeout))
+		if len(sent) != 4 || sent[0] != "sent" {
+			t.Fatalf("a: send %d: %q", seq, sent)
+		}
+		if sent[3] != addrB {
+			continue // the entity runs on a
+		}
+		remote++
+		got := b.Call(t, fmt.Sprintf("span %d", seq), timeout)
+		if want := fmt.Sprintf("span %s %s", sent[1], sent[2]); got != want {
+			t.Errorf("Ping %d: b's entity span has parent %q, want a's sender span %q", seq, got, want)
+		}
+	}
+	if remote == 0 {
+		t.Fatal("no entity ran on b")
+	}
+	t.Logf("%d Pings from a reached their entity on b", remote)
+	a.Exit(t)
+	b.Exit(t)
+}
+
+// tracedNode is a node process of TestTraceContextAcrossProcesses, with
+// Consul membership. Commands, on its stdin:
+//
+//	send <n>  ask entity p<n> Ping n in a span; reply "sent <trace ID>
+//	          <span ID> <the entity's node>"
+//	span <n>  reply "span <trace ID> <span ID>" of the parent of the span
+//	          the entity started for Ping n here, or "none"
+func tracedNode(t *testing.T, child *testkit.ChildProcess) {
+	b := child.ConsulBackend(t)
+	tw := newTracedOf(t, child.Cluster(t, b), consulstore.NewStateStore(b.Client(), consul.DefaultServiceName, typeName))
+	n, s := tw.startNode()
+	child.Reply("ready %s", n.Address())
+	for cmd := range child.Commands() {
+		verb, arg, _ := strings.Cut(cmd, " ")
+		seq, err := strconv.ParseInt(arg, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: bad command %q", child.Name, cmd)
+		}
+		switch verb {
+		case "send":
+			ref, err := s.EntityRefFor(typeName, fmt.Sprintf("p%d", seq))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res any
+			parent := tw.send(seq, func(ctx context.Context) error {
+				res, err = ref.RequestContext(ctx, &testpb.Ping{Seq: seq}, 30*time.Second)
+				return err
+			})
+			child.Reply("sent %s %s %s", parent.TraceID(), parent.SpanID(), res.(*testpb.Pong).GetNode())
+		case "span":
+			if span, ok := tw.entitySpan(seq); ok {
+				child.Reply("span %s %s", span.Parent.TraceID(), span.Parent.SpanID())
+			} else {
+				child.Reply("none")
+			}
+		default:
+			t.Fatalf("%s: unknown command %q", child.Name, cmd)
+		}
+	}
 }
