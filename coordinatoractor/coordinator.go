@@ -1040,7 +1040,7 @@ func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, sh
 	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
 		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
 		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
-	if old, ok := c.handOffsStarted[shard]; ok && old.span != nil {
+	if old, ok := c.handOffsStarted[shard]; ok {
 		old.span.End()
 	}
 	c.handOffsStarted[shard] = handOffStart{at: time.Now(), rebalance: isRebalance, span: span}
@@ -1349,6 +1349,12 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 			cancel()
 		}
 		c.dropUnwritten(ctx, errStopped)
+		for _, h := range c.handOffsStarted {
+			// Its worker stops with the coordinator; the next one starts
+			// the hand-off again.
+			h.span.SetStatus(codes.Error, "the coordinator stopped")
+			h.span.End()
+		}
 		ctx.Logger().Debug("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
 	}
 }
