@@ -135,6 +135,11 @@ func withEntityID(types *typeSet, id string, header map[string]string, msg proto
 	return &actor.MessageEnvelope{Header: header, Message: msg, Sender: sender}, sizeWithEntityID(id, msg), true
 }
 
+// roomLeft is what limit leaves a message whose header is header; at
+// least 1, so that a header over the limit still fails guard.CheckSize
+// (which takes a limit of 0 or less for none).
+func roomLeft(limit int, header map[string]string) int { return max(limit-headerSize(header), 1) }
+
 // headerSize bounds the encoded size of header's entries.
 func headerSize(header map[string]string) int {
 	n := 0

@@ -1519,7 +1519,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	types := r.routes.types.of(member.ID)
 	if has(types, pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
 		// The home knows the type: by itself to its entry (see entry.go).
-		if err := guard.CheckSize(pm, r.settings.MaxMessageSize); err != nil {
+		if err := guard.CheckSize(pm, roomLeft(r.settings.MaxMessageSize, m.header)); err != nil {
 			tooLarge(err)
 			return
 		}
@@ -1546,7 +1546,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID,
 		KnownTypeAckTo: knownTypeAckTo(types, pm, ctx.ActorSystem().Address())}
-	if err := guard.CheckSize(env, r.settings.MaxMessageSize); err != nil {
+	if err := guard.CheckSize(env, roomLeft(r.settings.MaxMessageSize, m.header)); err != nil {
 		tooLarge(err)
 		return
 	}

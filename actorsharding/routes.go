@@ -133,7 +133,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 			return true
 		}
 	case has(h.types, r.plain.ProtoReflect().Descriptor().FullName()):
-		if proto.Size(r.plain) > maxSize {
+		if proto.Size(r.plain)+headerSize(headerOf(env)) > maxSize {
 			return false
 		}
 		sendWithSender(root, h.entry, env, r.plain)
@@ -152,8 +152,10 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 	// The payload is encoded already: its length and the other fields'
 	// bound the envelope's size (tags and lengths take at most 8 bytes
 	// each); only near the limit is the exact size worth computing.
-	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(r.id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8
-	if bound > maxSize && guard.CheckSize(out, maxSize) != nil {
+	// The message's header (a trace context) goes with it on the wire.
+	hs := headerSize(headerOf(env))
+	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(r.id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8 + hs
+	if bound > maxSize && guard.CheckSize(out, roomLeft(maxSize, headerOf(env))) != nil {
 		return false
 	}
 	sendWithSender(root, h.pid, env, out)

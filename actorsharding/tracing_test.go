@@ -2,9 +2,11 @@ package actorsharding_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
@@ -228,6 +231,49 @@ func TestTraceContextReachesTheEntity(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOversizedHeadersAreDroppedWithTheReason: the headers of a user's
+// ShardingEnvelope go on the wire with its message, so they count toward
+// the size limit: an envelope for another node whose headers exceed it
+// is dropped with deadletter.ErrMessageTooLarge (sent, it would close the
+// stream and lose the messages after it), and the next message arrives.
+func TestOversizedHeadersAreDroppedWithTheReason(t *testing.T) {
+	tw := newTraced(t, actorsharding.WithMaxMessageSize(16<<10))
+	a, sa := tw.startNode()
+	b, _ := tw.startNode()
+	tw.cluster.WaitConverged(t, 30*time.Second)
+	var mu sync.Mutex
+	var tooLarge []*deadletter.Event
+	a.System.EventStream.Subscribe(func(e any) {
+		if d, ok := e.(*deadletter.Event); ok && errors.Is(d.Err, deadletter.ErrMessageTooLarge) {
+			mu.Lock()
+			tooLarge = append(tooLarge, d)
+			mu.Unlock()
+		}
+	})
+	id := entityOn(t, sa, b)
+	region, _ := sa.Region(typeName)
+	payload, err := anypb.New(&testpb.Ping{EntityId: id, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.System.Root.Send(region, &messages.ShardingEnvelope{EntityId: id, Message: payload,
+		Headers: map[string]string{"big": strings.Repeat("x", 32<<10)}})
+	testkit.WaitFor(t, 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(tooLarge) > 0
+	}, "a dead letter with ErrMessageTooLarge for the envelope with oversized headers")
+	ref, err := sa.EntityRefFor(typeName, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := tw.send(2, func(ctx context.Context) error { return ref.SendContext(ctx, &testpb.Ping{Seq: 2}) })
+	tw.wantChild(2, parent)
+	if _, ok := tw.entitySpan(1); ok {
+		t.Error("the envelope with oversized headers reached its entity")
 	}
 }
 
