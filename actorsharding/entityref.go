@@ -1,6 +1,7 @@
 package actorsharding
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -86,18 +88,27 @@ func (e EntityRef) TypeName() string { return e.typeName }
 // with it, and the entity receives msg itself: such a msg must be a
 // protobuf message. A drop after Send is reported as a dead-letter event
 // (deadletter.Event).
-func (e EntityRef) Send(msg any) error {
+func (e EntityRef) Send(msg any) error { return e.SendContext(context.Background(), msg) }
+
+// SendContext is Send with the trace context of ctx: the span in ctx, if
+// any, goes with msg to the entity, on any node, which reads it with
+// TraceContext.
+func (e EntityRef) SendContext(ctx context.Context, msg any) error {
 	m, own, err := e.pack(msg)
 	if err != nil {
 		return err
 	}
-	if e.direct(nil, m, own) {
+	var env *actor.MessageEnvelope
+	if h := e.sharding.tracing.header(ctx, nil); h != nil {
+		env = &actor.MessageEnvelope{Header: h}
+	}
+	if e.direct(env, m, own) {
 		return nil
 	}
 	if own {
-		e.sharding.system.Root.Send(e.region, m)
+		shardproto.Tell(e.sharding.system.Root, e.region, m, nil, headerOf(env))
 	} else {
-		e.router.sendFor(e.region, nil, e.id, e.idHeader(), m.(proto.Message))
+		e.router.sendFor(e.region, env, e.id, e.idHeader(), m.(proto.Message))
 	}
 	e.cacheRoute()
 	return nil
@@ -147,6 +158,12 @@ func (e EntityRef) cacheRoute() {
 // any, and actor.ErrDeadLetter, and says why; a drop on another node
 // gives actor.ErrDeadLetter alone, and no answer in time actor.ErrTimeout.
 func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
+	return e.RequestContext(context.Background(), msg, timeout)
+}
+
+// RequestContext is Request with the trace context of ctx, as
+// SendContext sends it. ctx bounds nothing: timeout does.
+func (e EntityRef) RequestContext(ctx context.Context, msg any, timeout time.Duration) (any, error) {
 	m, own, err := e.pack(msg)
 	if err != nil {
 		return nil, err
@@ -155,10 +172,10 @@ func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
 	f := actor.NewFuture(system, timeout)
 	note := e.sharding.requests.watch(f.PID())
 	defer e.sharding.requests.forget(f.PID())
-	env := &actor.MessageEnvelope{Sender: f.PID()}
+	env := &actor.MessageEnvelope{Sender: f.PID(), Header: e.sharding.tracing.header(ctx, nil)}
 	if !e.direct(env, m, own) {
 		if own {
-			system.Root.RequestWithCustomSender(e.region, m, f.PID())
+			shardproto.Tell(system.Root, e.region, m, f.PID(), env.Header)
 		} else {
 			e.router.sendFor(e.region, env, e.id, e.idHeader(), m.(proto.Message))
 		}

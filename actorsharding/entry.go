@@ -102,8 +102,9 @@ const takesEntityIDHeader protoreflect.FullName = "protoshard.entity-id-header"
 // EntityMessage if the member gave msg's type an ID, else msg with the ID
 // in entityIDHeader; false if the member takes neither for msg's type, or
 // the ID cannot go in a header. header, if not nil, is entityIDHeaderOf(id)
-// made before.
-func withEntityID(types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID) (any, int, bool) {
+// made before. own, if not nil, is the message's own header (a trace
+// context), which goes with it.
+func withEntityID(types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID, own map[string]string) (any, int, bool) {
 	if header == nil {
 		// Both ways need an ID that a protobuf string takes.
 		if header = entityIDHeaderOf(id); header == nil {
@@ -114,13 +115,38 @@ func withEntityID(types *typeSet, id string, header map[string]string, msg proto
 	if tid := typeIDOf(types, name); tid != 0 {
 		if b, err := proto.Marshal(msg); err == nil {
 			em := &messages.EntityMessage{EntityId: id, TypeId: tid, Message: b}
+			if own != nil {
+				return &actor.MessageEnvelope{Header: own, Message: em, Sender: sender}, len(b) + len(id) + 16 + headerSize(own), true
+			}
 			return envelopeFor(em, sender), len(b) + len(id) + 16, true
 		}
 	}
 	if !has(types, takesEntityIDHeader) || !has(types, name) {
 		return nil, 0, false
 	}
+	if own != nil {
+		merged := make(map[string]string, len(own)+1)
+		for k, v := range own {
+			merged[k] = v
+		}
+		merged[entityIDHeader] = id
+		return &actor.MessageEnvelope{Header: merged, Message: msg, Sender: sender}, sizeWithEntityID(id, msg) + headerSize(own), true
+	}
 	return &actor.MessageEnvelope{Header: header, Message: msg, Sender: sender}, sizeWithEntityID(id, msg), true
+}
+
+// roomLeft is what limit leaves a message whose header is header; at
+// least 1, so that a header over the limit still fails guard.CheckSize
+// (which takes a limit of 0 or less for none).
+func roomLeft(limit int, header map[string]string) int { return max(limit-headerSize(header), 1) }
+
+// headerSize bounds the encoded size of header's entries.
+func headerSize(header map[string]string) int {
+	n := 0
+	for k, v := range header {
+		n += len(k) + len(v) + 8
+	}
+	return n
 }
 
 // envelopeFor is msg with sender, if any, as root.Send takes it.

@@ -67,7 +67,7 @@ func BenchmarkEntityIDOnTheWire(b *testing.B) {
 	b.Run("EntityMessage", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, _, ok := withEntityID(&byType, id, header, anon, nil)
+			out, _, ok := withEntityID(&byType, id, header, anon, nil, nil)
 			if !ok {
 				b.Fatal("no EntityMessage")
 			}
@@ -83,7 +83,7 @@ func BenchmarkEntityIDOnTheWire(b *testing.B) {
 	b.Run("header", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, _, ok := withEntityID(&byHeader, id, header, anon, nil)
+			out, _, ok := withEntityID(&byHeader, id, header, anon, nil, nil)
 			if !ok {
 				b.Fatal("no header")
 			}

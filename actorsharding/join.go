@@ -23,6 +23,7 @@ type joinConfig struct {
 	provider   membership.Provider
 	membership membership.Config
 	remote     []remote.ConfigOption
+	tracing    []TracingOption
 }
 
 // WithAddress is where the node's remote listens: host and port (0: any
@@ -64,6 +65,12 @@ func WithRemoteOptions(opts ...remote.ConfigOption) JoinOption {
 // Join sets the quarantine itself.
 func WithMembershipConfig(cfg membership.Config) JoinOption {
 	return func(c *joinConfig) { c.membership = cfg }
+}
+
+// WithTracing configures the node's tracing as New's options do
+// (WithTracerProvider, WithPropagator).
+func WithTracing(opts ...TracingOption) JoinOption {
+	return func(c *joinConfig) { c.tracing = append(c.tracing, opts...) }
 }
 
 // EndpointWriterQueueSize is the initial size, in messages, of the queue
@@ -141,7 +148,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 		r.Shutdown(false)
 		return nil, fmt.Errorf("actorsharding: Join: %w", err)
 	}
-	s, err := New(system, cluster)
+	s, err := New(system, cluster, cfg.tracing...)
 	if err != nil {
 		cluster.Close()
 		r.Shutdown(false)

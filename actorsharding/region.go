@@ -130,6 +130,8 @@ type bufferedMessage struct {
 	// pending marks it on the slow way for the router (see
 	// shardproto.Pending); released when it leaves the region for good.
 	pending *shardproto.Pending
+	// header: the message's header (a trace context), or nil.
+	header map[string]string
 }
 
 type retryTick struct{}
@@ -266,7 +268,8 @@ func (r *region) active(ctx actor.Context) {
 		r.activeEntityLimit = msg.Limit
 		r.shareEntityLimit(ctx)
 	case *routed:
-		m := bufferedMessage{entityID: msg.entityID, message: msg.message, sender: ctx.Sender(), forwarded: msg.forwarded(), pending: msg.pending}
+		m := bufferedMessage{entityID: msg.entityID, message: msg.message, sender: ctx.Sender(), forwarded: msg.forwarded(), pending: msg.pending,
+			header: messageHeader(ctx, nil)}
 		if msg.forwarded() && msg.to != r.cluster.Self().ID {
 			// The router let it pass before this node joined again.
 			r.dropBuffered(ctx, msg.shard, m, earlierIncarnation(msg.to))
@@ -869,7 +872,7 @@ func (r *region) onHandOffReturned(ctx actor.Context, msg *shardproto.HandOffRet
 	}
 	msgs := make([]bufferedMessage, 0, len(msg.Messages))
 	for _, m := range msg.Messages {
-		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender, pending: m.Pending})
+		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender, pending: m.Pending, header: m.Header})
 	}
 	if r.removed || r.stoppingLocally {
 		reason := errRemoved
@@ -1304,7 +1307,8 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 	// Only another node's region names the incarnation it forwards to; an
 	// envelope of one of this node's senders waits its turn like any
 	// message of theirs.
-	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), forwarded: env.GetToMemberId() != ""})
+	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), forwarded: env.GetToMemberId() != "",
+		header: messageHeader(ctx, env.GetHeaders())})
 }
 
 func (r *region) onUserMessage(ctx actor.Context, msg any) {
@@ -1340,7 +1344,7 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 			return
 		}
 	}
-	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender()})
+	r.deliverMessage(ctx, shard, bufferedMessage{entityID: id, message: m, sender: ctx.Sender(), header: messageHeader(ctx, nil)})
 }
 
 func (r *region) onStartEntity(ctx actor.Context, msg *messages.StartEntity) {
@@ -1453,13 +1457,29 @@ func (r *region) sendToShard(ctx actor.Context, pid *actor.PID, m bufferedMessag
 		ctx.RequestWithCustomSender(pid, se, m.sender)
 		return
 	}
-	d := &shardproto.Deliver{EntityID: m.entityID, Message: m.message, Pending: m.pending}
-	if m.sender == nil {
-		// No envelope to allocate when nobody waits for an answer.
-		ctx.Send(pid, d)
-		return
+	d := &shardproto.Deliver{EntityID: m.entityID, Message: m.message, Pending: m.pending, Header: m.header}
+	// No envelope to allocate when nobody waits for an answer.
+	shardproto.Tell(ctx, pid, d, m.sender, nil)
+}
+
+// messageHeader is the header of the message ctx processes, with extra's
+// entries it lacks, to keep with the message (a bufferedMessage has its
+// entity ID already): nil if there is none, the usual case.
+func messageHeader(ctx actor.Context, extra map[string]string) map[string]string {
+	h := shardproto.HeaderOf(ctx.MessageHeader())
+	delete(h, entityIDHeader)
+	for k, v := range extra {
+		if h == nil {
+			h = make(map[string]string, len(extra))
+		}
+		if _, ok := h[k]; !ok {
+			h[k] = v
+		}
 	}
-	ctx.RequestWithCustomSender(pid, d, m.sender)
+	if len(h) == 0 {
+		return nil
+	}
+	return h
 }
 
 // sendToRegion forwards to another node's region. The payload travels in a
@@ -1499,15 +1519,15 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	types := r.routes.types.of(member.ID)
 	if has(types, pm.ProtoReflect().Descriptor().FullName()) && sendsAsItIs(r.extractor, m.entityID, pm) {
 		// The home knows the type: by itself to its entry (see entry.go).
-		if err := guard.CheckSize(pm, r.settings.MaxMessageSize); err != nil {
+		if err := guard.CheckSize(pm, roomLeft(r.settings.MaxMessageSize, m.header)); err != nil {
 			tooLarge(err)
 			return
 		}
-		ctx.RequestWithCustomSender(actor.NewPID(home.Address, regionEntryName(r.typeName, member.ID)), pm, m.sender)
+		shardproto.Tell(ctx, actor.NewPID(home.Address, regionEntryName(r.typeName, member.ID)), pm, m.sender, m.header)
 		m.pending.Release()
 		return
 	}
-	if out, n, ok := withEntityID(types, m.entityID, nil, pm, m.sender); ok {
+	if out, n, ok := withEntityID(types, m.entityID, nil, pm, m.sender, m.header); ok {
 		// The message does not name its entity (an EntityRef's, or one the
 		// extractor unwraps): the ID goes with it (see withEntityID).
 		if n > r.settings.MaxMessageSize {
@@ -1526,11 +1546,11 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	env := &messages.ShardingEnvelope{EntityId: m.entityID, Message: payload, ShardId: shard, ToMemberId: member.ID,
 		KnownTypeAckTo: knownTypeAckTo(types, pm, ctx.ActorSystem().Address())}
-	if err := guard.CheckSize(env, r.settings.MaxMessageSize); err != nil {
+	if err := guard.CheckSize(env, roomLeft(r.settings.MaxMessageSize, m.header)); err != nil {
 		tooLarge(err)
 		return
 	}
-	ctx.RequestWithCustomSender(home, env, m.sender)
+	shardproto.Tell(ctx, home, env, m.sender, m.header)
 	m.pending.Release()
 }
 

@@ -124,7 +124,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 	switch {
 	case r.plain == nil:
 	case r.byRef:
-		if out, size, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env)); ok {
+		if out, size, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env), headerOf(env)); ok {
 			if size > maxSize {
 				return false
 			}
@@ -133,7 +133,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 			return true
 		}
 	case has(h.types, r.plain.ProtoReflect().Descriptor().FullName()):
-		if proto.Size(r.plain) > maxSize {
+		if proto.Size(r.plain)+headerSize(headerOf(env)) > maxSize {
 			return false
 		}
 		sendWithSender(root, h.entry, env, r.plain)
@@ -152,8 +152,10 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 	// The payload is encoded already: its length and the other fields'
 	// bound the envelope's size (tags and lengths take at most 8 bytes
 	// each); only near the limit is the exact size worth computing.
-	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(r.id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8
-	if bound > maxSize && guard.CheckSize(out, maxSize) != nil {
+	// The message's header (a trace context) goes with it on the wire.
+	hs := headerSize(headerOf(env))
+	bound := len(payload.GetValue()) + len(payload.GetTypeUrl()) + len(r.id) + len(shard) + len(h.memberID) + len(out.KnownTypeAckTo) + 7*8 + hs
+	if bound > maxSize && guard.CheckSize(out, roomLeft(maxSize, headerOf(env))) != nil {
 		return false
 	}
 	sendWithSender(root, h.pid, env, out)
@@ -169,13 +171,27 @@ func senderOf(env *actor.MessageEnvelope) *actor.PID {
 	return env.Sender
 }
 
-// sendWithSender sends msg to pid with the sender of env, if any.
+// sendWithSender sends msg to pid with the sender and header of env, if
+// any.
 func sendWithSender(root *actor.RootContext, pid *actor.PID, env *actor.MessageEnvelope, msg any) {
-	if env == nil || env.Sender == nil {
-		root.Send(pid, msg)
-	} else {
-		root.RequestWithCustomSender(pid, msg, env.Sender)
+	if env == nil {
+		root.Send(pid, msg) // the hot path: a plain send
+		return
 	}
+	shardproto.Tell(root, pid, msg, env.Sender, headerOf(env))
+}
+
+// headerOf is env's header, if it has more than the entity ID another
+// node's region sent it with (which the entity does not need: an
+// untraced message goes on as before, with no header).
+func headerOf(env *actor.MessageEnvelope) map[string]string {
+	if env == nil || len(env.Header) == 0 {
+		return nil
+	}
+	if _, onlyID := env.Header[entityIDHeader]; onlyID && len(env.Header) == 1 {
+		return nil
+	}
+	return env.Header
 }
 
 // entityRoute is a running entity that takes messages directly.
@@ -568,6 +584,11 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		r.packed = x.GetMessage()
 		if ack := x.GetKnownTypeAckTo(); ack != "" {
 			p.ackKnownType(ack, r.m)
+		}
+		if hs := x.GetHeaders(); len(hs) > 0 && headerOf(env) == nil {
+			// A sender's own envelope with a trace context: it goes on as
+			// the message's header, as an EntityRef's does.
+			env = &actor.MessageEnvelope{Header: hs, Sender: sender}
 		}
 	default:
 		if isRegionMessage(msg) {

@@ -49,6 +49,8 @@ type Sharding struct {
 	// typeIDs: the IDs of the message types this node's regions take in
 	// an EntityMessage, for all its regions (see typeIDs).
 	typeIDs typeIDs
+	// tracing: how trace context goes with messages, and the tracer.
+	tracing *tracing
 }
 
 type startedRegion struct {
@@ -82,7 +84,10 @@ func (s *Sharding) ExtensionID() extensions.ExtensionID { return extensionID }
 // with an error wrapping membership.ErrNoQuarantine (see
 // membership.Cluster.CheckQuarantine): the quarantine must be in the
 // remote's gRPC options before the remote starts, so New cannot add it.
-func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, error) {
+//
+// opts configure tracing (WithTracerProvider, WithPropagator); they apply
+// when New creates the Sharding.
+func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...TracingOption) (*Sharding, error) {
 	if system == nil || cluster == nil {
 		return nil, errors.New("actorsharding: New needs an actor system and a membership cluster")
 	}
@@ -96,7 +101,7 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster) (*Sharding, err
 	if err := cluster.CheckQuarantine(); err != nil {
 		return nil, fmt.Errorf("actorsharding: New: %w", err)
 	}
-	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}}
+	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}, tracing: newTracing(opts)}
 	system.Extensions.Register(s)
 	staleness.Set(system, cluster.Stale)
 	deadletter.ReportUndelivered(system, undeliveredReason(system))
@@ -231,6 +236,9 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	settings = settings.withDefaults()
 	asked := settings
 	settings.Shard.MemberStale = s.cluster.Stale
+	if settings.Coordinator.Tracer == nil {
+		settings.Coordinator.Tracer = s.tracing.tracer()
+	}
 
 	if err := storescope.Check("coordinator state store", settings.StateStore, s.cluster.Name(), typeName); err != nil {
 		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, err)

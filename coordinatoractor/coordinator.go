@@ -18,6 +18,10 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // State names of the coordinator; they appear in logs.
@@ -47,6 +51,9 @@ type CurrentCoordinatorState struct {
 // regions whose member was removed.
 func Props(typeName string, cluster *membership.Cluster, settings Settings, strategy ShardAllocationStrategy, store StateStore) *actor.Props {
 	settings = settings.WithDefaults()
+	if settings.Tracer == nil {
+		settings.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	if strategy == nil {
 		strategy = NewLeastShardAllocationStrategy(DefaultRebalanceAbsoluteLimit, DefaultRebalanceRelativeLimit)
 	}
@@ -978,6 +985,8 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	}
 	shards := c.strategy.Rebalance(c.regionAllocations(false), inProgress)
 	started := 0
+	var round trace.Span
+	roundCtx := context.Background()
 	for _, shard := range shards {
 		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
 			continue // a shard whose new home is not written yet moves on a later tick
@@ -988,8 +997,17 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		}
 		ctx.Logger().Debug("shard coordinator: rebalancing shard", slog.String("type", c.typeName),
 			slog.String("shard", shard), slog.String("from", RegionKey(from)))
-		c.startHandOff(ctx, shard, from, true)
+		if round == nil {
+			// A round's span is the parent of its hand-offs' spans.
+			roundCtx, round = c.settings.Tracer.Start(roundCtx, "sharding.rebalance",
+				trace.WithAttributes(attribute.String("sharding.type", c.typeName)))
+		}
+		c.startHandOff(roundCtx, ctx, shard, from, true)
 		started++
+	}
+	if round != nil {
+		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", len(c.rebalanceInProgress)))
+		round.End()
 	}
 	if started > 0 {
 		ctx.Logger().Debug("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
@@ -1005,7 +1023,9 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	}
 }
 
-func (c *coordinator) startHandOff(ctx actor.Context, shard string, from *actor.PID, isRebalance bool) {
+// startHandOff starts shard's hand-off from region from; parent is the
+// context of its span's parent (a rebalance round's).
+func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, shard string, from *actor.PID, isRebalance bool) {
 	c.rebalanceInProgress[shard] = nil
 	c.cancelHostShardTimer(shard)
 	var regions []*actor.PID
@@ -1017,13 +1037,23 @@ func (c *coordinator) startHandOff(ctx actor.Context, shard string, from *actor.
 	}
 	w := ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch))
 	c.rebalanceWorkers[shard] = w
-	c.handOffsStarted[shard] = handOffStart{at: time.Now(), rebalance: isRebalance}
+	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
+		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
+		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
+	if old, ok := c.handOffsStarted[shard]; ok {
+		old.span.End()
+	}
+	c.handOffsStarted[shard] = handOffStart{at: time.Now(), rebalance: isRebalance, span: span}
 }
 
 func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) {
 	delete(c.rebalanceWorkers, shard)
 	if started, known := c.handOffsStarted[shard]; known {
 		c.metrics.Rebalance(time.Since(started.at), started.rebalance, ok)
+		if !ok {
+			started.span.SetStatus(codes.Error, "the hand-off did not complete within the hand-off timeout")
+		}
+		started.span.End()
 		delete(c.handOffsStarted, shard)
 	}
 	oldHome, wasAllocated := c.state.RegionOf(shard)
@@ -1107,7 +1137,7 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
 			continue // handed off on the region's next GracefulShutdownReq, once written
 		}
-		c.startHandOff(ctx, shard, region, false)
+		c.startHandOff(context.Background(), ctx, shard, region, false)
 	}
 }
 
@@ -1319,6 +1349,12 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 			cancel()
 		}
 		c.dropUnwritten(ctx, errStopped)
+		for _, h := range c.handOffsStarted {
+			// Its worker stops with the coordinator; the next one starts
+			// the hand-off again.
+			h.span.SetStatus(codes.Error, "the coordinator stopped")
+			h.span.End()
+		}
 		ctx.Logger().Debug("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
 	}
 }

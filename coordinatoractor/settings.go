@@ -6,7 +6,11 @@
 // KV written with check-and-set).
 package coordinatoractor
 
-import "time"
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
 
 // Settings of the ShardCoordinator, with Akka's names and defaults
 // (akka.cluster.sharding).
@@ -58,6 +62,9 @@ type Settings struct {
 	// asks again on its next retry. Default 100000, as a region's
 	// BufferSize.
 	StashCapacity int
+	// Tracer starts the spans of hand-offs and rebalance rounds. Default:
+	// none (a no-op tracer); actorsharding sets its Sharding's.
+	Tracer trace.Tracer
 }
 
 // DefaultSettings returns Akka's defaults.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errWriteOrder: a transition of stateWrites that its state does not
@@ -221,6 +222,7 @@ func add(m map[string]int, k string, d int) {
 type handOffStart struct {
 	at        time.Time
 	rebalance bool
+	span      trace.Span // ends with the hand-off
 }
 
 // The outcomes of a state write, for metrics.

@@ -47,8 +47,13 @@ type ShardingEnvelope struct {
 	// The receiving region answers MessageTypeKnown to the region of the
 	// same type there once it unpacked the payload.
 	KnownTypeAckTo string `protobuf:"bytes,5,opt,name=known_type_ack_to,json=knownTypeAckTo,proto3" json:"known_type_ack_to,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// headers go with the message to its entity, as proto.actor's message
+	// header: a trace context (W3C traceparent, tracestate), which the
+	// entity reads with actorsharding.TraceContext. A node of an earlier
+	// version ignores them.
+	Headers       map[string]string `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardingEnvelope) Reset() {
@@ -114,6 +119,13 @@ func (x *ShardingEnvelope) GetKnownTypeAckTo() string {
 		return x.KnownTypeAckTo
 	}
 	return ""
+}
+
+func (x *ShardingEnvelope) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
 }
 
 // EntityMessage: region -> the entry of another member's region (see
@@ -190,14 +202,18 @@ var File_envelope_proto protoreflect.FileDescriptor
 const file_envelope_proto_rawDesc = "" +
 	"\n" +
 	"\x0eenvelope.proto\x12\n" +
-	"protoshard\x1a\x19google/protobuf/any.proto\"\xc7\x01\n" +
+	"protoshard\x1a\x19google/protobuf/any.proto\"\xc8\x02\n" +
 	"\x10ShardingEnvelope\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12.\n" +
 	"\amessage\x18\x02 \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x19\n" +
 	"\bshard_id\x18\x03 \x01(\tR\ashardId\x12 \n" +
 	"\fto_member_id\x18\x04 \x01(\tR\n" +
 	"toMemberId\x12)\n" +
-	"\x11known_type_ack_to\x18\x05 \x01(\tR\x0eknownTypeAckTo\"_\n" +
+	"\x11known_type_ack_to\x18\x05 \x01(\tR\x0eknownTypeAckTo\x12C\n" +
+	"\aheaders\x18\x06 \x03(\v2).protoshard.ShardingEnvelope.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
 	"\rEntityMessage\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x17\n" +
 	"\atype_id\x18\x02 \x01(\rR\x06typeId\x12\x18\n" +
@@ -215,19 +231,21 @@ func file_envelope_proto_rawDescGZIP() []byte {
 	return file_envelope_proto_rawDescData
 }
 
-var file_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_envelope_proto_goTypes = []any{
 	(*ShardingEnvelope)(nil), // 0: protoshard.ShardingEnvelope
 	(*EntityMessage)(nil),    // 1: protoshard.EntityMessage
-	(*anypb.Any)(nil),        // 2: google.protobuf.Any
+	nil,                      // 2: protoshard.ShardingEnvelope.HeadersEntry
+	(*anypb.Any)(nil),        // 3: google.protobuf.Any
 }
 var file_envelope_proto_depIdxs = []int32{
-	2, // 0: protoshard.ShardingEnvelope.message:type_name -> google.protobuf.Any
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: protoshard.ShardingEnvelope.message:type_name -> google.protobuf.Any
+	2, // 1: protoshard.ShardingEnvelope.headers:type_name -> protoshard.ShardingEnvelope.HeadersEntry
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_envelope_proto_init() }
@@ -241,7 +259,7 @@ func file_envelope_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_envelope_proto_rawDesc), len(file_envelope_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -73,6 +73,7 @@ type bufferedMessage struct {
 	start   bool                // a StartEntity: ack it to sender once the entity runs
 	since   time.Time           // when it began to wait
 	pending *shardproto.Pending // released once delivered or dropped
+	header  map[string]string   // the message's header (a trace context), or nil
 }
 
 // heldMessage is a held message with the entity it was for, as handed back

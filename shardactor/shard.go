@@ -409,12 +409,12 @@ func (s *shard) deliverTo(ctx actor.Context, d *shardproto.Deliver, sender *acto
 		s.touch(ctx, d.EntityID)
 	}
 	if pid, ok := s.entities.activePID(d.EntityID); ok {
-		tell(ctx, pid, d.Message, sender)
+		shardproto.Tell(ctx, pid, d.Message, sender, d.Header)
 		d.Pending.Release()
 		s.openRoute(d.EntityID, pid)
 		return
 	}
-	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender, pending: d.Pending}, d)
+	s.deliver(ctx, d.EntityID, bufferedMessage{message: d.Message, sender: sender, pending: d.Pending, header: d.Header}, d)
 }
 
 // errMemberStale is why a shard drops what it would deliver while this
@@ -452,7 +452,7 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 	case decision == sendNow && m.start:
 		s.ackStart(ctx, id, m.sender)
 	case decision == sendNow:
-		tell(ctx, pid, m.message, m.sender)
+		shardproto.Tell(ctx, pid, m.message, m.sender, m.header)
 		m.pending.Release()
 	case decision == startNow:
 		s.startEntity(ctx, id, []bufferedMessage{m})
@@ -632,13 +632,13 @@ func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []b
 		if h.m.start {
 			msg = &messages.StartEntity{EntityId: h.id}
 		}
-		out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender, Pending: h.m.pending})
+		out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: h.id, Message: msg, Sender: h.m.sender, Pending: h.m.pending, Header: h.m.header})
 	}
 	for _, m := range waited {
 		switch msg := m.message.(type) {
 		case *shardproto.Deliver:
 			if msg != nil && msg.EntityID != "" && msg.Message != nil {
-				out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender, Pending: msg.Pending})
+				out.Messages = append(out.Messages, shardproto.ReturnedMessage{EntityID: msg.EntityID, Message: msg.Message, Sender: m.sender, Pending: msg.Pending, Header: msg.Header})
 				continue
 			}
 		case *messages.StartEntity:
@@ -922,15 +922,6 @@ func stopMessageOrPoison(ctx actor.Context, pid *actor.PID, msg any) {
 		return
 	}
 	ctx.Send(pid, msg)
-}
-
-// tell sends msg to pid as if from sender, so the entity can answer it.
-func tell(ctx actor.Context, pid *actor.PID, msg any, sender *actor.PID) {
-	if sender == nil {
-		ctx.Send(pid, msg)
-		return
-	}
-	ctx.RequestWithCustomSender(pid, msg, sender)
 }
 
 // decodeStopMessage unpacks Passivate.StopMessage; nil means "poison".

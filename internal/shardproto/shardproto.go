@@ -25,6 +25,9 @@ type Deliver struct {
 	// Pending, if set, is released once the message is in the entity's
 	// mailbox or dropped (see EntityRoutes).
 	Pending *Pending
+	// Header is the message's header (a trace context), which the entity
+	// receives with it; nil: none.
+	Header map[string]string
 }
 
 // HandOffReturned is what a shard that hands off gives back to its region
@@ -50,6 +53,8 @@ type ReturnedMessage struct {
 	Sender *actor.PID
 	// Pending is the message's mark, if it has one (see EntityRoutes).
 	Pending *Pending
+	// Header is the message's header, or nil.
+	Header map[string]string
 }
 
 // GetShardStats asks a shard for its entity count; the answer is a
@@ -163,4 +168,28 @@ func (p *Pending) Release() {
 	if p != nil && p.done.CompareAndSwap(false, true) {
 		p.count.Add(-1)
 	}
+}
+
+// Tell sends msg to pid as if from sender, with header: the receiver sees
+// both (ctx.Sender, ctx.MessageHeader). Either may be nil; with neither,
+// no envelope is allocated.
+func Tell(ctx actor.SenderContext, pid *actor.PID, msg any, sender *actor.PID, header map[string]string) {
+	switch {
+	case header != nil:
+		ctx.Send(pid, &actor.MessageEnvelope{Header: header, Message: msg, Sender: sender})
+	case sender != nil:
+		ctx.RequestWithCustomSender(pid, msg, sender)
+	default:
+		ctx.Send(pid, msg)
+	}
+}
+
+// HeaderOf is a copy of h, the header of the message being processed, to
+// keep with the message as it waits; nil if h is empty (the usual case,
+// which costs nothing).
+func HeaderOf(h actor.ReadonlyMessageHeader) map[string]string {
+	if h == nil || h.Length() == 0 {
+		return nil
+	}
+	return h.ToMap()
 }
