@@ -349,7 +349,8 @@ func TestTraceContextSurvivesHandOff(t *testing.T) {
 
 // TestTraceContextAcrossProcesses: a sender's span is the parent of the
 // entity's span on a node in another process, the trace context having
-// crossed the wire in the message's header.
+// crossed the wire in the message's header, also for entities that
+// started on the sender's node and moved to the other in a rebalance.
 func TestTraceContextAcrossProcesses(t *testing.T) {
 	if child := testkit.ThisProcess(); child != nil {
 		tracedNode(t, child)
@@ -366,27 +367,41 @@ func TestTraceContextAcrossProcesses(t *testing.T) {
 		expectReply(t, p, reply, "ready")
 		return p, strings.TrimPrefix(reply, "ready ")
 	}
-	a, _ := start("a")
-	b, addrB := start("b")
-	remote := 0
-	for seq := 1; seq <= 200 && remote < 3; seq++ {
-		sent := strings.Fields(a.Call(t, fmt.Sprintf("send %d", seq), timeout))
+	send := func(p *testkit.Process, seq int, entity string) (traceID, spanID, node string) {
+		sent := strings.Fields(p.Call(t, fmt.Sprintf("send %d %s", seq, entity), timeout))
 		if len(sent) != 4 || sent[0] != "sent" {
-			t.Fatalf("a: send %d: %q", seq, sent)
+			t.Fatalf("%s: send %d to %s: %q", p.Name(), seq, entity, sent)
 		}
-		if sent[3] != addrB {
-			continue // the entity runs on a
+		return sent[1], sent[2], sent[3]
+	}
+	const entities = 10
+	a, addrA := start("a")
+	for i := 1; i <= entities; i++ {
+		if _, _, node := send(a, i, fmt.Sprintf("e%d", i)); node != addrA {
+			t.Fatalf("e%d answered from %s while a (%s) is the only node", i, node, addrA)
 		}
-		remote++
+	}
+	b, addrB := start("b")
+	// The rebalance moves shards of a's entities to b; keep sending to the
+	// same entities until enough of them answered from b.
+	moved := map[string]bool{}
+	deadline := time.Now().Add(timeout)
+	for seq := 100; len(moved) < 3; seq++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of a's entities moved to b in %v", len(moved), timeout)
+		}
+		entity := fmt.Sprintf("e%d", seq%entities+1)
+		traceID, spanID, node := send(a, seq, entity)
+		if node != addrB {
+			continue
+		}
+		moved[entity] = true
 		got := b.Call(t, fmt.Sprintf("span %d", seq), timeout)
-		if want := fmt.Sprintf("span %s %s", sent[1], sent[2]); got != want {
-			t.Errorf("Ping %d: b's entity span has parent %q, want a's sender span %q", seq, got, want)
+		if want := fmt.Sprintf("span %s %s", traceID, spanID); got != want {
+			t.Errorf("Ping %d to %s, moved to b: b's entity span has parent %q, want a's sender span %q", seq, entity, got, want)
 		}
 	}
-	if remote == 0 {
-		t.Fatal("no entity ran on b")
-	}
-	t.Logf("%d Pings from a reached their entity on b", remote)
+	t.Logf("%d of a's entities moved to b and kept their senders' traces", len(moved))
 	a.Exit(t)
 	b.Exit(t)
 }
@@ -394,8 +409,8 @@ func TestTraceContextAcrossProcesses(t *testing.T) {
 // tracedNode is a node process of TestTraceContextAcrossProcesses, with
 // Consul membership. Commands, on its stdin:
 //
-//	send <n>  ask entity p<n> Ping n in a span; reply "sent <trace ID>
-//	          <span ID> <the entity's node>"
+//	send <n> <entity>  ask entity Ping n in a span; reply "sent <trace
+//	          ID> <span ID> <the entity's node>"
 //	span <n>  reply "span <trace ID> <span ID>" of the parent of the span
 //	          the entity started for Ping n here, or "none"
 func tracedNode(t *testing.T, child *testkit.ChildProcess) {
@@ -404,14 +419,17 @@ func tracedNode(t *testing.T, child *testkit.ChildProcess) {
 	n, s := tw.startNode()
 	child.Reply("ready %s", n.Address())
 	for cmd := range child.Commands() {
-		verb, arg, _ := strings.Cut(cmd, " ")
-		seq, err := strconv.ParseInt(arg, 10, 64)
+		args := strings.Fields(cmd)
+		if len(args) < 2 {
+			t.Fatalf("%s: bad command %q", child.Name, cmd)
+		}
+		seq, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil {
 			t.Fatalf("%s: bad command %q", child.Name, cmd)
 		}
-		switch verb {
-		case "send":
-			ref, err := s.EntityRefFor(typeName, fmt.Sprintf("p%d", seq))
+		switch verb := args[0]; {
+		case verb == "send" && len(args) == 3:
+			ref, err := s.EntityRefFor(typeName, args[2])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -421,7 +439,7 @@ func tracedNode(t *testing.T, child *testkit.ChildProcess) {
 				return err
 			})
 			child.Reply("sent %s %s %s", parent.TraceID(), parent.SpanID(), res.(*testpb.Pong).GetNode())
-		case "span":
+		case verb == "span":
 			if span, ok := tw.entitySpan(seq); ok {
 				child.Reply("span %s %s", span.Parent.TraceID(), span.Parent.SpanID())
 			} else {
