@@ -86,7 +86,8 @@ func (s *Sharding) ExtensionID() extensions.ExtensionID { return extensionID }
 // remote's gRPC options before the remote starts, so New cannot add it.
 //
 // opts configure tracing (WithTracerProvider, WithPropagator); they apply
-// when New creates the Sharding.
+// when New creates the Sharding; a later New on the same system with
+// options is refused (the first one chose).
 func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...TracingOption) (*Sharding, error) {
 	if system == nil || cluster == nil {
 		return nil, errors.New("actorsharding: New needs an actor system and a membership cluster")
@@ -95,6 +96,11 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...Tracing
 		s := ext.(*Sharding)
 		if s.cluster != cluster {
 			return nil, errors.New("actorsharding: this actor system already has a Sharding with another membership cluster")
+		}
+		if len(opts) > 0 {
+			// The first New chose the system's tracing; silently keeping it
+			// would surprise a caller that passed other options.
+			return nil, errors.New("actorsharding: this actor system already has a Sharding; its tracing options are set by the first New (or Join)")
 		}
 		return s, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -448,5 +449,22 @@ func tracedNode(t *testing.T, child *testkit.ChildProcess) {
 		default:
 			t.Fatalf("%s: unknown command %q", child.Name, cmd)
 		}
+	}
+}
+
+// The first New of a system chooses its tracing; a later New with tracing
+// options is refused rather than silently keeping the first choice.
+func TestSecondNewWithTracingOptionsIsRefused(t *testing.T) {
+	n := testkit.NewCluster(t, testkit.NewLocalBackend()).StartNode()
+	first, err := actorsharding.New(n.System, n.Membership, actorsharding.WithPropagator(propagation.TraceContext{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := actorsharding.New(n.System, n.Membership, actorsharding.WithPropagator(propagation.Baggage{})); err == nil {
+		t.Fatal("a second New with tracing options succeeded; want an error")
+	}
+	again, err := actorsharding.New(n.System, n.Membership)
+	if err != nil || again != first {
+		t.Fatalf("a second New without options = %p, %v; want the first Sharding %p", again, err, first)
 	}
 }
