@@ -32,6 +32,11 @@ var ErrOutOfOrder = errors.New("delivery: sequenced message out of order while r
 // the producer resends it.
 var ErrStashFull = errors.New("delivery: consumer stash full")
 
+// ErrNoProducerController: a SequencedMessage without its producer
+// controller, which every producer sends with each message; the consumer
+// could not confirm or ask for anything, so it was dropped.
+var ErrNoProducerController = errors.New("delivery: sequenced message without its producer controller")
+
 // errNotDelivered: a confirmation of a seqNr that is not the one being
 // processed for that producer.
 var errNotDelivered = errors.New("delivery: confirmed message is not the one delivered")
@@ -399,6 +404,9 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, now time.Time) con
 		return out
 	case m.GetSeqNr() < 1:
 		out.dropped(m, ErrOutOfOrder)
+		return out
+	case m.GetProducerController() == nil:
+		out.dropped(m, ErrNoProducerController)
 		return out
 	}
 	s, ok := c.byProducer[m.GetProducerId()]

@@ -30,6 +30,8 @@ func seqMsg(inc uint64, seq int64, flags ...string) *messages.SequencedMessage {
 			m.First = true
 		case f == "ack":
 			m.Ack = true
+		case f == "nocontroller":
+			m.ProducerController = nil
 		case strings.HasPrefix(f, "producer="):
 			m.ProducerId = strings.TrimPrefix(f, "producer=")
 		}
@@ -82,7 +84,7 @@ func summary(o consumerOutput) string {
 		for _, e := range []struct {
 			err  error
 			name string
-		}{{ErrDuplicate, "duplicate"}, {ErrUnexpectedProducer, "unexpected"}, {ErrOutOfOrder, "outoforder"}, {ErrStashFull, "stashfull"}} {
+		}{{ErrDuplicate, "duplicate"}, {ErrUnexpectedProducer, "unexpected"}, {ErrOutOfOrder, "outoforder"}, {ErrStashFull, "stashfull"}, {ErrNoProducerController, "nocontroller"}} {
 			if errors.Is(d.err, e.err) {
 				reason = e.name
 			}
@@ -168,6 +170,13 @@ func TestConsumerState(t *testing.T) {
 			{c1("p", 1), "request 1:1-4@pc1"},
 			{seqMsg(1, 2), "deliver 1:2"},
 			{c1("p", 2), "request 1:2-6@pc1"},
+		}},
+		{name: "a message without its producer controller is dropped", settings: window4, steps: []step{
+			{seqMsg(1, 1, "first", "nocontroller"), "drop 1:1 nocontroller"},
+			{seqMsg(1, 1, "first"), "deliver 1:1; request 1:0-4@pc1"},
+			{seqMsg(1, 2, "nocontroller"), "drop 1:2 nocontroller"},
+			{c1("p", 1), "request 1:1-4@pc1"},
+			{seqMsg(1, 2), "deliver 1:2"},
 		}},
 		{name: "first contact in the middle of a numbering", settings: window4, steps: []step{
 			{seqMsg(1, 7, "first"), "deliver 1:7; request 1:0-10@pc1"},
