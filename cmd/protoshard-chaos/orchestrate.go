@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	statestore "github.com/protoshard/protoshard/durablestate/consul"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
@@ -190,6 +191,15 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 	}
 	o.ledger.write(Record{Ev: evEnd})
 	o.stopProcesses()
+	if cfg.stateEntities > 0 {
+		// Nothing writes any more: what Consul holds now is the final state.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := readFinalState(rctx, statestore.New(o.client, o.service, typeName), cfg.stateEntities)
+		cancel()
+		if err := writeFinalState(o.dir, fs); err != nil {
+			return nil, err
+		}
+	}
 
 	rep.Faults = o.faults
 	rep.Warnings = o.warnings
@@ -216,6 +226,14 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 		}
 		rep.Reliable = &rel
 		rep.Settings.Reliable = true
+	}
+	final, err := loadFinalState(rep.Dir)
+	if err != nil {
+		return err
+	}
+	if final != nil || slices.ContainsFunc(recs, func(r Record) bool { return r.Ev == evUpdate }) {
+		st := analyzeState(recs, final, starts)
+		rep.State = &st
 	}
 	// The end of the observation: the processes are killed after it.
 	end := int64(math.MaxInt64)
@@ -415,7 +433,8 @@ func (o *orchestrator) spawn(ctx context.Context, role, name string, n int) (*pr
 	argv = append(argv, "-role="+role, "-name="+name, "-bind="+bind, "-consul="+consulAddr, "-service="+o.service,
 		"-dir="+o.dir, "-ttl="+o.cfg.ttl.String(), "-shards="+strconv.Itoa(o.cfg.shards),
 		"-entities="+strconv.Itoa(o.cfg.entities), "-senders="+strconv.Itoa(o.cfg.senders),
-		"-rate="+strconv.Itoa(o.cfg.rate), "-seed="+strconv.FormatInt(o.cfg.seed, 10))
+		"-rate="+strconv.Itoa(o.cfg.rate), "-seed="+strconv.FormatInt(o.cfg.seed, 10),
+		"-state-entities="+strconv.Itoa(o.cfg.stateEntities), "-state-rate="+strconv.Itoa(o.cfg.stateRate))
 	if o.cfg.reliable {
 		argv = append(argv, "-reliable")
 	}
