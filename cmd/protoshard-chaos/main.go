@@ -160,8 +160,12 @@
 //     store's documented limit). A write belongs to the Consul epoch of
 //     its ledger time (a write recorded while Consul was down was
 //     accepted before); revisions and tokens are compared within an epoch.
-//     An answered update saved in an earlier epoch and missing from the
-//     final record is counted as lost to the Consul wipe, no failure;
+//     Just before each Consul stop the orchestrator reads the records
+//     (state-before-wipe-<n>.json): an answered update saved in an
+//     earlier epoch, recorded before that read began, must be in what it
+//     read; one missing from the final record is counted as lost to the
+//     Consul wipe, no failure (as unchecked when it was saved after the
+//     read);
 //   - answered updates without a save record and stored updates never
 //     requested are failures, as a final state that could not be read.
 //

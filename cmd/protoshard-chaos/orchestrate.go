@@ -196,7 +196,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		fs := readFinalState(rctx, statestore.New(o.client, o.service, typeName), cfg.stateEntities)
 		cancel()
-		if err := writeFinalState(o.dir, fs); err != nil {
+		if err := writeFinalState(o.dir, stateFinalFile, fs); err != nil {
 			return nil, err
 		}
 	}
@@ -227,12 +227,16 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 		rep.Reliable = &rel
 		rep.Settings.Reliable = true
 	}
-	final, err := loadFinalState(rep.Dir)
+	final, err := loadFinalState(rep.Dir, stateFinalFile)
 	if err != nil {
 		return err
 	}
 	if final != nil || slices.ContainsFunc(recs, func(r Record) bool { return r.Ev == evUpdate }) {
-		st := analyzeState(recs, final, starts)
+		beforeWipes, err := loadBeforeWipes(rep.Dir)
+		if err != nil {
+			return err
+		}
+		st := analyzeState(recs, final, beforeWipes, starts)
 		rep.State = &st
 	}
 	// The end of the observation: the processes are killed after it.
@@ -763,6 +767,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 			down = ttl + 2*time.Second
 		}
 		f.Node = "consul"
+		o.readStateBeforeWipe(ctx)
 		f.Start = time.Now()
 		o.ledger.write(Record{T: f.Start.UnixNano(), Ev: evConsulStop})
 		o.agent.Stop()
@@ -784,6 +789,21 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 		o.cutOff(ctx, f, target)
 	default:
 		f.Error = "unknown fault kind"
+	}
+}
+
+// readStateBeforeWipe reads the durable state entities' records before
+// Consul is stopped (and loses them), into the stateBeforeWipeFile of this
+// stop, so that the judge can check the updates saved before.
+func (o *orchestrator) readStateBeforeWipe(ctx context.Context) {
+	if o.cfg.stateEntities == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fs := readFinalState(rctx, statestore.New(o.client, o.service, typeName), o.cfg.stateEntities)
+	cancel()
+	if err := writeFinalState(o.dir, stateBeforeWipeFile(o.consulStops), fs); err != nil {
+		o.warnings = append(o.warnings, err.Error())
 	}
 }
 

@@ -405,8 +405,8 @@ func (r *Report) writeState(p func(string, ...any)) {
 	p("durable state (entities st-*, state in Consul KV; judged from the ledgers and the final records):")
 	p("  updates requested %d, acknowledged %d; claims %d, saves %d, fenced refusals %d, other failed saves or recoveries %d",
 		st.Requested, st.Acknowledged, st.Claims, st.Saves, st.Fenced, st.Failed)
-	p("  lost updates %d, stale writes accepted %d, revision clashes %d; lost to the %d Consul wipes %d",
-		st.Lost, st.StaleAccepted, st.RevisionClashes, st.Wipes, st.LostToWipe)
+	p("  lost updates %d, stale writes accepted %d, revision clashes %d; lost to the %d Consul wipes %d (%d of them saved after the read before the wipe, unchecked)",
+		st.Lost, st.StaleAccepted, st.RevisionClashes, st.Wipes, st.LostToWipe, st.Unchecked)
 	p("  final records %d%s; acknowledged without a save %d, stored but never requested %d",
 		st.Entities, map[bool]string{true: " (read error: " + st.FinalError + ")"}[st.FinalError != ""], st.AckedUnsaved, st.Unrequested)
 	p("  %-17s %6s %6s %6s %7s %7s %6s %5s %9s", "kind", "faults", "acked", "saves", "fenced", "failed", "stale", "lost", "lost/wipe")

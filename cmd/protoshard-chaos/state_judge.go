@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,8 +19,16 @@ import (
 // process was stopped.
 const stateFinalFile = "state-final.json"
 
-// finalState is the content of stateFinalFile.
+// stateBeforeWipeFile names the file, in a run's directory, that holds the
+// records as Consul held them just before it was stopped for the nth time
+// (from 1), to be started again empty.
+func stateBeforeWipeFile(n int) string { return fmt.Sprintf("state-before-wipe-%d.json", n) }
+
+// finalState is the content of stateFinalFile or a stateBeforeWipeFile.
 type finalState struct {
+	// ReadAt: when the read began (Unix ns). A save recorded before it
+	// was accepted before it, so the records hold it.
+	ReadAt int64 `json:"read_at"`
 	// Error: the records could not all be read.
 	Error   string                 `json:"error,omitempty"`
 	Records map[string]finalRecord `json:"records"`
@@ -34,7 +43,7 @@ type finalRecord struct {
 
 // readFinalState reads the records of the run's n durable state entities.
 func readFinalState(ctx context.Context, store durablestate.Store, n int) finalState {
-	fs := finalState{Records: map[string]finalRecord{}}
+	fs := finalState{ReadAt: time.Now().UnixNano(), Records: map[string]finalRecord{}}
 	var errs []error
 	for i := range n {
 		id := stateEntityID(i)
@@ -55,31 +64,45 @@ func readFinalState(ctx context.Context, store durablestate.Store, n int) finalS
 	return fs
 }
 
-func writeFinalState(dir string, fs finalState) error {
+// writeFinalState writes fs as the file name of dir.
+func writeFinalState(dir, name string, fs finalState) error {
 	b, err := json.MarshalIndent(fs, "", " ")
 	if err != nil {
-		return fmt.Errorf("encoding the final durable state: %w", err)
+		return fmt.Errorf("encoding the durable state records: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stateFinalFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the final durable state: %w", err)
+	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the durable state records: %w", err)
 	}
 	return nil
 }
 
-// loadFinalState reads stateFinalFile of dir; nil when there is none.
-func loadFinalState(dir string) (*finalState, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFinalFile))
+// loadFinalState reads the file name of dir; nil when there is none.
+func loadFinalState(dir, name string) (*finalState, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the final durable state: %w", err)
+		return nil, fmt.Errorf("reading the durable state records: %w", err)
 	}
 	var fs finalState
 	if err := json.Unmarshal(b, &fs); err != nil {
-		return nil, fmt.Errorf("decoding the final durable state: %w", err)
+		return nil, fmt.Errorf("decoding the durable state records %s: %w", name, err)
 	}
 	return &fs, nil
+}
+
+// loadBeforeWipes reads the stateBeforeWipeFiles of dir, in order, up to
+// the first missing one.
+func loadBeforeWipes(dir string) ([]*finalState, error) {
+	var out []*finalState
+	for n := 1; ; n++ {
+		fs, err := loadFinalState(dir, stateBeforeWipeFile(n))
+		if err != nil || fs == nil {
+			return out, err
+		}
+		out = append(out, fs)
+	}
 }
 
 // StateFindings is what the durable state entities' ledgers and their
@@ -104,11 +127,16 @@ type StateFindings struct {
 	// of one entity at one revision since the last wipe.
 	StaleAccepted   int `json:"stale_accepted"`
 	RevisionClashes int `json:"revision_clashes"`
-	// Lost: acknowledged updates, saved since the last wipe, missing from
-	// the final record. LostToWipe: acknowledged updates saved before a
-	// wipe and missing from it (the store forgot them; no failure).
+	// Lost: acknowledged updates missing from the final record, saved
+	// since the last wipe; or saved before a wipe, before the records were
+	// read just before it, and missing from what was read. LostToWipe:
+	// acknowledged updates saved before a wipe and missing from the final
+	// record (the store forgot them; no failure); Unchecked: those of them
+	// saved after the read before the wipe (or without one), which no
+	// record can confirm.
 	Lost       int `json:"lost"`
 	LostToWipe int `json:"lost_to_wipe"`
+	Unchecked  int `json:"unchecked"`
 	// AckedUnsaved: acknowledged updates without a save record;
 	// Unrequested: updates in the final records never requested.
 	AckedUnsaved int `json:"acked_unsaved"`
@@ -185,8 +213,9 @@ func (f *StateFindings) failures() []string {
 	return out
 }
 
-// analyzeState judges the durable state entities from the ledgers and
-// their final records (nil: none were read).
+// analyzeState judges the durable state entities from the ledgers, their
+// final records (nil: none were read) and those read before each wipe
+// (beforeWipes[i] before the (i+1)th Consul stop; nil or missing: none).
 //
 // Consul restarts empty, so the store forgets every record and its
 // revisions and tokens count again from the start: a write belongs to the
@@ -196,8 +225,10 @@ func (f *StateFindings) failures() []string {
 // The writes of an entity in one epoch, ordered by revision (the store's
 // order), must have tokens that never go down. An acknowledged update
 // saved in the last epoch must be in the final record; one saved in an
-// earlier epoch and missing from it was lost to the wipe.
-func analyzeState(recs []Record, final *finalState, faultStarts []time.Time) StateFindings {
+// earlier epoch must be in the records read before that epoch's wipe if it
+// was recorded before the read began, and if it is missing from the final
+// record it was lost to the wipe.
+func analyzeState(recs []Record, final *finalState, beforeWipes []*finalState, faultStarts []time.Time) StateFindings {
 	f := StateFindings{PerFault: make([]StateCounts, len(faultStarts))}
 	starts := make([]int64, len(faultStarts))
 	for i, s := range faultStarts {
@@ -302,6 +333,15 @@ func analyzeState(recs []Record, final *finalState, faultStarts []time.Time) Sta
 	} else {
 		f.FinalError = final.Error
 	}
+	// heldBefore reports whether the records read before the wipe that
+	// ended epoch ep can tell about save s, and whether they hold it.
+	heldBefore := func(s Record, ep int, id string) (known, held bool) {
+		if ep >= len(beforeWipes) || beforeWipes[ep] == nil || s.T >= beforeWipes[ep].ReadAt {
+			return false, false
+		}
+		fr, ok := beforeWipes[ep].Records[s.Ent]
+		return ok, ok && slices.Contains(fr.Updates, updateID(s.Snd, s.Seq))
+	}
 	stored := map[string]bool{}
 	for ent, fr := range final.Records {
 		if fr.Revision > 0 {
@@ -318,13 +358,27 @@ func analyzeState(recs []Record, final *finalState, faultStarts []time.Time) Sta
 	for _, a := range acks {
 		id := a.Ent + " " + updateID(a.Snd, a.Seq)
 		s, ok := saved[id]
-		switch {
-		case !ok:
+		if !ok {
 			f.AckedUnsaved++
+			continue
+		}
+		ep := epochOf(s.T)
+		known, held := heldBefore(s, ep, id)
+		switch {
+		case ep < last && known && !held:
+			f.Lost++
+			window(s.T).Lost++
+			if lostEx.take(faultAt(s.T)) {
+				fr := beforeWipes[ep].Records[s.Ent]
+				f.LostList = append(f.LostList, evidence(s, fmt.Sprintf("acknowledged at %s; the record read before wipe %d has token %d, revision %d, %d updates", stamp(a.T), ep+1, fr.Token, fr.Revision, len(fr.Updates))))
+			}
 		case stored[id]:
-		case epochOf(s.T) < last:
+		case ep < last:
 			f.LostToWipe++
 			window(s.T).LostToWipe++
+			if !known {
+				f.Unchecked++
+			}
 		default:
 			f.Lost++
 			window(s.T).Lost++

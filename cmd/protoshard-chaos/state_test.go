@@ -46,7 +46,9 @@ func TestAnalyzeState(t *testing.T) {
 		name   string
 		ledger func(l *stateLedger)
 		final  *finalState
-		want   StateFindings // the counts; examples are checked by number
+		// beforeWipes: the records read before each Consul stop.
+		beforeWipes []*finalState
+		want        StateFindings // the counts; examples are checked by number
 	}{
 		{
 			name: "a kill: the next incarnation recovers and saves on",
@@ -109,7 +111,21 @@ func TestAnalyzeState(t *testing.T) {
 			},
 			// Update 4, saved after the wipe, is lost all the same.
 			final: final(1, 21, 3),
-			want:  StateFindings{Requested: 4, Acknowledged: 3, Claims: 2, Saves: 3, Failed: 1, Wipes: 1, LostToWipe: 1, Lost: 1, Entities: 1},
+			want:  StateFindings{Requested: 4, Acknowledged: 3, Claims: 2, Saves: 3, Failed: 1, Wipes: 1, LostToWipe: 1, Unchecked: 1, Lost: 1, Entities: 1},
+		},
+		{
+			name: "before a wipe: an update saved before the records were read must be in them",
+			ledger: func(l *stateLedger) {
+				l.claim("n1|a|1", 1, 10)
+				l.saved("n1|a|1", 1, 11, 1) // saved at 2s, in what was read at 6.5s
+				l.saved("n1|a|1", 1, 12, 2) // saved at 5s, missing from it: lost
+				l.saved("n1|a|1", 1, 13, 3) // saved at 8s, after the read: unchecked
+				l.add(Record{Ev: evConsulStop})
+				l.add(Record{Ev: evConsulStart})
+			},
+			beforeWipes: []*finalState{{ReadAt: int64(6500 * time.Millisecond), Records: final(1, 11, 1).Records}},
+			final:       &finalState{Records: map[string]finalRecord{"st-000": {}}},
+			want:        StateFindings{Requested: 3, Acknowledged: 3, Claims: 1, Saves: 3, Wipes: 1, Lost: 1, LostToWipe: 2, Unchecked: 1},
 		},
 		{
 			name: "no final state, an answer without a save, an update never requested",
@@ -131,7 +147,7 @@ func TestAnalyzeState(t *testing.T) {
 			l := &stateLedger{}
 			tt.ledger(l)
 			// One fault at 0.5s: every record is in its window.
-			got := analyzeState(l.recs, tt.final, []time.Time{time.Unix(0, int64(time.Second/2))})
+			got := analyzeState(l.recs, tt.final, tt.beforeWipes, []time.Time{time.Unix(0, int64(time.Second/2))})
 			want := StateCounts{Acknowledged: got.Acknowledged, Saves: got.Saves, Fenced: got.Fenced, Failed: got.Failed,
 				StaleAccepted: got.StaleAccepted, Lost: got.Lost, LostToWipe: got.LostToWipe}
 			if len(got.PerFault) != 1 || got.PerFault[0] != want || got.BeforeFaults != (StateCounts{}) {
@@ -194,15 +210,22 @@ func TestFinalStateRoundTrip(t *testing.T) {
 		t.Errorf("records %+v, want %+v", fs.Records, want)
 	}
 	dir := t.TempDir()
-	if got, err := loadFinalState(dir); got != nil || err != nil {
+	if got, err := loadFinalState(dir, stateFinalFile); got != nil || err != nil {
 		t.Errorf("no file: %+v, %v", got, err)
 	}
-	if err := writeFinalState(dir, fs); err != nil {
+	if err := writeFinalState(dir, stateBeforeWipeFile(1), fs); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadFinalState(dir)
-	if err != nil || !reflect.DeepEqual(*got, fs) {
-		t.Errorf("read back %+v, %v; want %+v", got, err, fs)
+	got, err := loadBeforeWipes(dir)
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(*got[0], fs) {
+		t.Errorf("read back %+v, %v; want [%+v]", got, err, fs)
+	}
+	if err := writeFinalState(dir, stateFinalFile, fs); err != nil {
+		t.Fatal(err)
+	}
+	final, err := loadFinalState(dir, stateFinalFile)
+	if err != nil || !reflect.DeepEqual(*final, fs) {
+		t.Errorf("read back %+v, %v; want %+v", final, err, fs)
 	}
 }
 
@@ -261,7 +284,7 @@ func TestStateEntityAnswersOnlySavedUpdates(t *testing.T) {
 	if got := fs.Records[stateEntityID(0)].Updates; !reflect.DeepEqual(got, []string{"u1#1", "u1#2", "u1#4"}) {
 		t.Errorf("stored updates %v", got)
 	}
-	f := analyzeState(recs, &fs, nil)
+	f := analyzeState(recs, &fs, nil, nil)
 	if f.Acknowledged != 3 || f.Saves != 3 || f.Claims != 2 || f.Fenced != 1 || f.Lost != 0 || f.StaleAccepted != 0 || len(f.failures()) != 0 {
 		t.Errorf("findings %+v, failures %v", f, f.failures())
 	}
