@@ -53,6 +53,11 @@ type Record struct {
 	// end of the drain (evDrained).
 	Unconfirmed int64 `json:"unconfirmed,omitempty"`
 	Resent      int64 `json:"resent,omitempty"`
+	// Token and Rev are a durable state entity's fencing token and the
+	// revision of the record it wrote (evClaim, evSave), or, in evFencedSave
+	// and evSaveFailed, the token it tried to write with.
+	Token uint64 `json:"token,omitempty"`
+	Rev   uint64 `json:"rev,omitempty"`
 }
 
 // Time returns T as a time.Time.
@@ -78,6 +83,17 @@ const (
 	// Ent, Inc, Snd, Seq, Reason.
 	evFenced = "fenced"
 
+	// Written by the durable state entities (stateEntity). evClaim: an
+	// incarnation recovered and claimed its record; Ent, Inc, Token, Rev.
+	// evSave: an update was saved; Ent, Inc, Token, Rev, Snd and Seq (the
+	// update). evFencedSave: a save refused with durablestate.ErrFenced;
+	// evSaveFailed: a recovery or save that failed otherwise (Consul down
+	// or wiped); both Ent, Inc, Token, Reason, and Snd, Seq of a save.
+	evClaim      = "claim"
+	evSave       = "save"
+	evFencedSave = "save-fenced"
+	evSaveFailed = "save-failed"
+
 	// Written by every process that runs an actor system.
 	evDrop = "drop" // a dead-letter event naming a numbered message; Src, Reason, Snd, Ent, Seq
 
@@ -90,6 +106,11 @@ const (
 	// producers were drained; Unconfirmed (with the buffered ones), Resent.
 	evUnsure  = "unsure"
 	evDrained = "drained"
+	// evUpdate: an update request to a durable state entity, just before
+	// it was sent; evUpdated: its answer, sent by the entity only after
+	// the update was saved. Both Snd, Ent, Seq.
+	evUpdate  = "update"
+	evUpdated = "updated"
 
 	// Written by the orchestrator about node processes (Node) and Consul.
 	evSpawn       = "spawn"  // a node process started; PID

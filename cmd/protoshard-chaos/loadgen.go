@@ -161,6 +161,60 @@ func (g *loadgen) startSenders() {
 			g.send(ctx, senderName(i), rand.New(rand.NewPCG(uint64(g.cfg.seed), uint64(i))), g.producers[senderName(i)])
 		}()
 	}
+	if g.cfg.stateEntities > 0 {
+		g.senders.Add(1)
+		go func() {
+			defer g.senders.Done()
+			g.sendUpdates(ctx, rand.New(rand.NewPCG(uint64(g.cfg.seed), 0)))
+		}()
+	}
+}
+
+// updateSender names the load generator's sender of update requests to
+// the durable state entities.
+const updateSender = "u1"
+
+// updateTimeout bounds the wait for an update's answer: the entity's
+// recovery and save, each a few Consul calls bounded by 5s.
+const updateTimeout = 10 * time.Second
+
+// sendUpdates sends cfg.stateRate update requests a second to durable
+// state entities picked at random, numbered per entity, each recorded
+// before it is sent and its answer (the update was saved) when it comes.
+// It does not wait for an answer before the next request, and returns
+// once every request has its answer or timed out.
+func (g *loadgen) sendUpdates(ctx context.Context, rng *rand.Rand) {
+	var pending sync.WaitGroup
+	defer pending.Wait()
+	seq := make([]int64, g.cfg.stateEntities)
+	everyTick(ctx, g.cfg.stateRate, func() {
+		e := rng.IntN(g.cfg.stateEntities)
+		seq[e]++
+		msg := &testpb.Ping{EntityId: stateEntityID(e), Seq: seq[e], From: updateSender}
+		g.m.ledger.write(Record{Ev: evUpdate, Snd: msg.From, Ent: msg.EntityId, Seq: msg.Seq})
+		pending.Add(1)
+		go func() {
+			defer pending.Done()
+			res, err := g.m.system.Root.RequestFuture(g.proxy, msg, updateTimeout).Result()
+			if p, ok := res.(*testpb.Pong); err == nil && ok && p.Seq == msg.Seq {
+				g.m.ledger.write(Record{Ev: evUpdated, Snd: msg.From, Ent: msg.EntityId, Seq: msg.Seq, Inc: p.Incarnation})
+			}
+		}()
+	})
+}
+
+// everyTick calls f rate times a second until ctx is done.
+func everyTick(ctx context.Context, rate int, f func()) {
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
+	}
 }
 
 func (g *loadgen) stopSenders() {
@@ -182,27 +236,20 @@ func (g *loadgen) stopSenders() {
 // (see sendReliably); otherwise each is recorded, then sent.
 func (g *loadgen) send(ctx context.Context, name string, rng *rand.Rand, p *delivery.ShardingProducerController) {
 	seq := make([]int64, g.cfg.entities)
-	t := time.NewTicker(time.Second / time.Duration(g.cfg.rate))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, g.cfg.rate, func() {
 		e := rng.IntN(g.cfg.entities)
 		msg := &testpb.Ping{EntityId: entityID(e), Seq: seq[e] + 1, From: name}
 		if p != nil {
 			if g.sendReliably(ctx, p, msg) {
 				seq[e]++
 			}
-			continue
+			return
 		}
 		seq[e]++
 		g.m.ledger.write(Record{Ev: evSent, Snd: name, Ent: msg.EntityId, Seq: msg.Seq})
 		g.m.system.Root.Send(g.proxy, enveloped(msg))
 		g.sent.Add(1)
-	}
+	})
 }
 
 // enveloped returns msg, or msg in a ShardingEnvelope when its sequence

@@ -136,6 +136,39 @@
 // activations or singletons, unaccounted messages or order violations, or
 // a fault could not be injected.
 //
+// Every run but a reliable one also checks durable entity state (package
+// durablestate): entities st-000 to st-019 (-state-entities) of the same
+// entity type keep their state in durablestate/consul, under the run's
+// cluster (protoshard/<service>/durable-state/Chaos/). The load
+// generator sends them 10 update requests a second in all (-state-rate;
+// cheap next to the numbered messages, so part of the default run), each
+// a request for its answer. An entity recovers its record when it starts
+// (durablestate.Recover: a claim with the stored token plus one), appends
+// the update's (sender, seq) to its stored list, persists the list, and
+// answers only after the save succeeded; a refused save stops it
+// unanswered. The ledgers get every claim and save with its token and
+// revision, every refusal (ErrFenced, or another failure), every request
+// and every answer; after the processes stop, the orchestrator reads the
+// records from Consul (state-final.json in -dir). The judge:
+//
+//   - stale writes accepted: an entity's accepted writes (claims and
+//     saves), ordered by revision, whose token is lower than an earlier
+//     one's; with two at one revision (a revision clash);
+//   - lost updates: answered updates missing from the final record;
+//   - a Consul restart starts it empty: records, revisions and tokens
+//     start again, and what the entities saved before is gone (the
+//     store's documented limit). A write belongs to the Consul epoch of
+//     its ledger time (a write recorded while Consul was down was
+//     accepted before); revisions and tokens are compared within an epoch.
+//     Just before each Consul stop the orchestrator reads the records
+//     (state-before-wipe-<n>.json): an answered update saved in an
+//     earlier epoch, recorded before that read began, must be in what it
+//     read; one missing from the final record is counted as lost to the
+//     Consul wipe, no failure (as unchecked when it was saved after the
+//     read);
+//   - answered updates without a save record and stored updates never
+//     requested are failures, as a final state that could not be read.
+//
 // With -reliable the run checks reliable delivery with stored progress
 // (package actorsharding/delivery) instead of at-most-once sends:
 //
@@ -206,6 +239,10 @@ type config struct {
 	// reliable: the senders send through reliable delivery and the
 	// entities store their progress with their effects.
 	reliable bool
+	// stateEntities durable state entities get stateRate update requests
+	// a second in all (none in a reliable run, whose entities are others).
+	stateEntities int
+	stateRate     int
 	// lease: the lease the coordinator and the singleton run on
 	// (leaseCAS, leaseSession or leaseNone); shardLease puts every shard
 	// on it as well.
@@ -246,6 +283,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	dir := fs.String("dir", "", "directory for the ledgers and logs (default: a new temporary directory)")
 	netns := fs.Bool("netns", true, "run nodes in network namespaces (needs root) so that the partition fault can run")
 	reliable := fs.Bool("reliable", false, "send through reliable delivery to entities that store their progress; judge exactly-once processing")
+	stateEntities := fs.Int("state-entities", 20, "durable state entities (state in Consul KV) that apply update requests; 0: none (always none with -reliable)")
+	stateRate := fs.Int("state-rate", 10, "update requests a second to the durable state entities, in all")
 	leaseKind := fs.String("lease", leaseCAS, "the lease the coordinator and the singleton run on: "+leaseCAS+" (lease/consulcas), "+leaseSession+" (lease/consul) or "+leaseNone)
 	shardLease := fs.Bool("shard-lease", false, "also put every shard on the lease (Akka's sharding use-lease)")
 	analyzeDir := fs.String("analyze", "", "judge the ledgers an earlier run left in this directory again, instead of running (with that run's -ttl)")
@@ -263,7 +302,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	cfg := config{
 		short: *short, nodes: *nodes, senders: *senders, entities: *entities, rate: *rate, shards: *shards,
 		duration: *duration, seed: *seed, ttl: *ttl, quiet: *quiet, jsonPath: *jsonPath, dir: *dir, netns: *netns,
-		reliable: *reliable, lease: *leaseKind, shardLease: *shardLease, analyzeDir: *analyzeDir, role: *role, name: *name, bind: *bind, consulAddr: *consulAddr, service: *service,
+		reliable: *reliable, stateEntities: *stateEntities, stateRate: *stateRate, lease: *leaseKind, shardLease: *shardLease, analyzeDir: *analyzeDir, role: *role, name: *name, bind: *bind, consulAddr: *consulAddr, service: *service,
 	}
 	if cfg.entities == 0 {
 		cfg.entities = 2000
@@ -283,6 +322,9 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			cfg.quiet = 10 * time.Second
 		}
 	}
+	if cfg.reliable {
+		cfg.stateEntities = 0
+	}
 	if cfg.seed == 0 {
 		cfg.seed = time.Now().UnixNano() % 1_000_000_007
 	}
@@ -293,6 +335,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return config{}, errors.New("-nodes must be at most 200")
 	case cfg.senders < 1 || cfg.entities < 1 || cfg.rate < 1 || cfg.shards < 1:
 		return config{}, errors.New("-senders, -entities, -rate and -shards must be positive")
+	case cfg.stateEntities < 0 || cfg.stateEntities > 999 || cfg.stateRate < 1:
+		return config{}, errors.New("-state-entities must be within 0 and 999, -state-rate positive")
 	case cfg.ttl < time.Second:
 		return config{}, errors.New("-ttl must be at least 1s")
 	case cfg.lease != leaseCAS && cfg.lease != leaseSession && cfg.lease != leaseNone:

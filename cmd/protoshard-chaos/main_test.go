@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 // TestShortRun runs the program in -short mode: every fault once against
 // four node processes, a load generator and a real Consul agent. It
 // asserts sharding's promises (no overlapping activations or singletons,
-// no unaccounted message, per-sender order kept) and that every fault was
-// injected. The partition fault needs root and network namespaces: without
+// no unaccounted message, per-sender order kept), durable state's (no
+// acknowledged update lost but to a Consul wipe, no stale write accepted)
+// and that every fault was injected. The partition fault needs root and network namespaces: without
 // them it is skipped with the reason, except in CI (CI=true), where that
 // fails the test.
 func TestShortRun(t *testing.T) {
@@ -49,8 +50,18 @@ func TestShortRun(t *testing.T) {
 	if f.Delivered == 0 {
 		t.Errorf("sent %d, delivered %d: the load did not run", f.Sent, f.Delivered)
 	}
+	st := rep.State
+	switch {
+	case st == nil:
+		t.Error("no durable state findings")
+	case st.Lost != 0 || st.StaleAccepted != 0 || st.RevisionClashes != 0 || st.Acknowledged == 0 || st.FinalError != "":
+		t.Errorf("durable state: %d acknowledged, %d lost, %d stale writes accepted, %d revision clashes, final records: %q",
+			st.Acknowledged, st.Lost, st.StaleAccepted, st.RevisionClashes, st.FinalError)
+	}
 	if !t.Failed() {
 		t.Logf("%d sent, %d delivered, %d dropped, %d lost to crashes", f.Sent, f.Delivered, f.Dropped, f.LostToCrash)
+		t.Logf("durable state: %d updates acknowledged, %d saves, %d fenced refusals, %d lost to Consul wipes",
+			st.Acknowledged, st.Saves, st.Fenced, st.LostToWipe)
 	}
 }
 
@@ -229,14 +240,17 @@ func TestParseFlags(t *testing.T) {
 		cfg.lease != leaseCAS || cfg.shardLease {
 		t.Errorf("defaults gave %+v", cfg)
 	}
-	if cfg, err = parseFlags([]string{"-reliable"}, os.Stderr); err != nil || !cfg.reliable {
+	if cfg.stateEntities != 20 || cfg.stateRate != 10 {
+		t.Errorf("durable state defaults: %d entities, %d updates a second", cfg.stateEntities, cfg.stateRate)
+	}
+	if cfg, err = parseFlags([]string{"-reliable"}, os.Stderr); err != nil || !cfg.reliable || cfg.stateEntities != 0 {
 		t.Errorf("-reliable gave %+v, %v", cfg, err)
 	}
 	if cfg, err = parseFlags([]string{"-lease", leaseSession, "-shard-lease"}, os.Stderr); err != nil || cfg.lease != leaseSession || !cfg.shardLease {
 		t.Errorf("-lease %s -shard-lease gave %+v, %v", leaseSession, cfg, err)
 	}
 	for _, bad := range [][]string{{"-nodes", "1"}, {"-rate", "0"}, {"-ttl", "10ms"}, {"-role=node"}, {"extra"},
-		{"-lease", "etcd"}, {"-lease", leaseNone, "-shard-lease"}} {
+		{"-lease", "etcd"}, {"-lease", leaseNone, "-shard-lease"}, {"-state-entities", "1000"}, {"-state-rate", "0"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v was accepted", bad)
 		}

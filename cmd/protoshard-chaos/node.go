@@ -18,6 +18,8 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/durablestate"
+	statestore "github.com/protoshard/protoshard/durablestate/consul"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/lease"
@@ -234,7 +236,9 @@ func recordDrop(l *ledger, evt any) {
 		return
 	}
 	p := numbered(msg, 0)
-	if p == nil {
+	if p == nil || isStateEntity(p.EntityId) {
+		// An update request is judged by its answer (stateEntity), not
+		// as a numbered message.
 		return
 	}
 	r := Record{Ev: evDrop, Src: src, Reason: reason, Ent: p.EntityId}
@@ -286,12 +290,16 @@ func newIncarnation(node string, self *actor.PID) string {
 }
 
 // entity records its lifecycle and every message it receives, and answers
-// probes with its incarnation.
+// probes with its incarnation. One whose ID names a durable state entity
+// (isStateEntity) keeps its state in durable and applies update requests
+// (stateEntity) instead of recording receipts.
 type entity struct {
-	node   string
-	ledger *ledger
-	id     string
-	inc    string
+	node    string
+	ledger  *ledger
+	durable durablestate.Store
+	id      string
+	inc     string
+	state   *stateEntity
 }
 
 func (e *entity) Receive(ctx actor.Context) {
@@ -303,11 +311,19 @@ func (e *entity) Receive(ctx actor.Context) {
 		}
 		e.id, e.inc = id, newIncarnation(e.node, ctx.Self())
 		e.ledger.write(Record{Ev: evStart, Ent: e.id, Inc: e.inc})
+		if e.durable != nil && isStateEntity(e.id) {
+			e.state = &stateEntity{node: e.node, id: e.id, inc: e.inc, ledger: e.ledger}
+			e.state.recover(ctx, e.durable)
+		}
 	case *actor.Stopped:
 		e.ledger.write(Record{Ev: evStop, Ent: e.id, Inc: e.inc})
 	case *testpb.Ping:
 		if msg.From == probeSender {
 			answerProbe(ctx, e.ledger, e.node, e.id, e.inc, msg)
+			return
+		}
+		if e.state != nil {
+			e.state.update(ctx, msg)
 			return
 		}
 		e.ledger.write(Record{Ev: evRecv, Ent: msg.EntityId, Inc: e.inc, Snd: msg.From, Seq: msg.Seq})
@@ -374,7 +390,8 @@ func nodeMain(cfg config) int {
 		m.stop()
 		return 1
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &entity{node: cfg.name, ledger: m.ledger} })
+	durable := statestore.New(m.client, m.cluster.Name(), typeName)
+	props := actor.PropsFromProducer(func() actor.Actor { return &entity{node: cfg.name, ledger: m.ledger, durable: durable} })
 	if cfg.reliable {
 		store, err := openCASStore(entityStoreDir(cfg.dir), storeLockWait)
 		if err != nil {

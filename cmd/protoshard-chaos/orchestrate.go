@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	statestore "github.com/protoshard/protoshard/durablestate/consul"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
@@ -190,6 +191,15 @@ func run(ctx context.Context, out io.Writer, cfg config) (*Report, error) {
 	}
 	o.ledger.write(Record{Ev: evEnd})
 	o.stopProcesses()
+	if cfg.stateEntities > 0 {
+		// Nothing writes any more: what Consul holds now is the final state.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := readFinalState(rctx, statestore.New(o.client, o.service, typeName), cfg.stateEntities)
+		cancel()
+		if err := writeFinalState(o.dir, stateFinalFile, fs); err != nil {
+			return nil, err
+		}
+	}
 
 	rep.Faults = o.faults
 	rep.Warnings = o.warnings
@@ -216,6 +226,18 @@ func finish(out io.Writer, cfg config, rep *Report) error {
 		}
 		rep.Reliable = &rel
 		rep.Settings.Reliable = true
+	}
+	final, err := loadFinalState(rep.Dir, stateFinalFile)
+	if err != nil {
+		return err
+	}
+	if final != nil || slices.ContainsFunc(recs, func(r Record) bool { return r.Ev == evUpdate }) {
+		beforeWipes, err := loadBeforeWipes(rep.Dir)
+		if err != nil {
+			return err
+		}
+		st := analyzeState(recs, final, beforeWipes, starts)
+		rep.State = &st
 	}
 	// The end of the observation: the processes are killed after it.
 	end := int64(math.MaxInt64)
@@ -415,7 +437,8 @@ func (o *orchestrator) spawn(ctx context.Context, role, name string, n int) (*pr
 	argv = append(argv, "-role="+role, "-name="+name, "-bind="+bind, "-consul="+consulAddr, "-service="+o.service,
 		"-dir="+o.dir, "-ttl="+o.cfg.ttl.String(), "-shards="+strconv.Itoa(o.cfg.shards),
 		"-entities="+strconv.Itoa(o.cfg.entities), "-senders="+strconv.Itoa(o.cfg.senders),
-		"-rate="+strconv.Itoa(o.cfg.rate), "-seed="+strconv.FormatInt(o.cfg.seed, 10))
+		"-rate="+strconv.Itoa(o.cfg.rate), "-seed="+strconv.FormatInt(o.cfg.seed, 10),
+		"-state-entities="+strconv.Itoa(o.cfg.stateEntities), "-state-rate="+strconv.Itoa(o.cfg.stateRate))
 	if o.cfg.reliable {
 		argv = append(argv, "-reliable")
 	}
@@ -744,6 +767,7 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 			down = ttl + 2*time.Second
 		}
 		f.Node = "consul"
+		o.readStateBeforeWipe(ctx)
 		f.Start = time.Now()
 		o.ledger.write(Record{T: f.Start.UnixNano(), Ev: evConsulStop})
 		o.agent.Stop()
@@ -765,6 +789,21 @@ func (o *orchestrator) inject(ctx context.Context, f *Fault) {
 		o.cutOff(ctx, f, target)
 	default:
 		f.Error = "unknown fault kind"
+	}
+}
+
+// readStateBeforeWipe reads the durable state entities' records before
+// Consul is stopped (and loses them), into the stateBeforeWipeFile of this
+// stop, so that the judge can check the updates saved before.
+func (o *orchestrator) readStateBeforeWipe(ctx context.Context) {
+	if o.cfg.stateEntities == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fs := readFinalState(rctx, statestore.New(o.client, o.service, typeName), o.cfg.stateEntities)
+	cancel()
+	if err := writeFinalState(o.dir, stateBeforeWipeFile(o.consulStops), fs); err != nil {
+		o.warnings = append(o.warnings, err.Error())
 	}
 }
 

@@ -27,6 +27,9 @@ type Report struct {
 	// Reliable holds a reliable run's findings (-reliable), judged from
 	// the entities' records.
 	Reliable *ReliableFindings `json:"reliable,omitempty"`
+	// State holds the durable state entities' findings, judged from the
+	// ledgers and the records Consul held at the end.
+	State *StateFindings `json:"durable_state,omitempty"`
 	// Failures say why the run failed (exit status 1); empty when every
 	// promise held and every fault was injected.
 	Failures []string `json:"failures,omitempty"`
@@ -122,6 +125,9 @@ func (r *Report) judge(ci bool) {
 		if f.OrderViolations > 0 {
 			r.Failures = append(r.Failures, fmt.Sprintf("%d order violations", f.OrderViolations))
 		}
+	}
+	if r.State != nil {
+		r.Failures = append(r.Failures, r.State.failures()...)
 	}
 	for _, ft := range r.Faults {
 		if ft.Error == "" {
@@ -263,6 +269,7 @@ func (r *Report) writeText(w io.Writer) {
 	messages("duplicated messages", f.DuplicateList)
 	messages("lost in flight to a crashed, frozen or cut-off node", f.LostList)
 	r.writeReliable(p)
+	r.writeState(p)
 	for _, w := range r.Warnings {
 		p("")
 		p("warning: %s", w)
@@ -386,6 +393,42 @@ func (r *Report) writeReliable(p func(string, ...any)) {
 	}
 	writeMessages(p, "reliable: lost messages", rel.LostList)
 	writeMessages(p, "reliable: messages processed twice", rel.TwiceList)
+}
+
+// writeState prints the durable state entities' findings.
+func (r *Report) writeState(p func(string, ...any)) {
+	st := r.State
+	if st == nil {
+		return
+	}
+	p("")
+	p("durable state (entities st-*, state in Consul KV; judged from the ledgers and the final records):")
+	p("  updates requested %d, acknowledged %d; claims %d, saves %d, fenced refusals %d, other failed saves or recoveries %d",
+		st.Requested, st.Acknowledged, st.Claims, st.Saves, st.Fenced, st.Failed)
+	p("  lost updates %d, stale writes accepted %d, revision clashes %d; lost to the %d Consul wipes %d (%d of them saved after the read before the wipe, unchecked)",
+		st.Lost, st.StaleAccepted, st.RevisionClashes, st.Wipes, st.LostToWipe, st.Unchecked)
+	p("  final records %d%s; acknowledged without a save %d, stored but never requested %d",
+		st.Entities, map[bool]string{true: " (read error: " + st.FinalError + ")"}[st.FinalError != ""], st.AckedUnsaved, st.Unrequested)
+	p("  %-17s %6s %6s %6s %7s %7s %6s %5s %9s", "kind", "faults", "acked", "saves", "fenced", "failed", "stale", "lost", "lost/wipe")
+	row := func(kind, faults string, c StateCounts) {
+		p("  %-17s %6s %6d %6d %7d %7d %6d %5d %9d", kind, faults, c.Acknowledged, c.Saves, c.Fenced, c.Failed, c.StaleAccepted, c.Lost, c.LostToWipe)
+	}
+	row("before faults", "-", st.BeforeFaults)
+	for _, kind := range faultKinds {
+		var c StateCounts
+		n := 0
+		for i, f := range r.Faults {
+			if f.Kind == kind && i < len(st.PerFault) {
+				c, n = c.add(st.PerFault[i]), n+1
+			}
+		}
+		if n > 0 {
+			row(kind, fmt.Sprint(n), c)
+		}
+	}
+	for _, e := range append(st.LostList, st.StaleList...) {
+		p("  [fault %d] %s %s by %s (token %d, revision %d) at %s: %s", e.Fault, e.Entity, e.Update, e.Incarnation, e.Token, e.Revision, e.At, e.Detail)
+	}
 }
 
 // writeMessages prints evidence of numbered messages under title.
