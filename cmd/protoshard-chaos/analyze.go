@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -173,6 +175,7 @@ type receipt struct {
 
 type msgState struct {
 	sent     int64
+	from     string // the process that sent it
 	receipts []receipt
 	reasons  []string // protoshard's reasons
 	proto    bool     // proto.actor's dead-letter event seen
@@ -221,7 +224,11 @@ func normalizeReason(s string) string {
 //     a hand-off under way)
 //     incarnation of the entity or its shard was alive anywhere (between a
 //     hand-off and the next start), if the shard started again only after
-//     the kill (it had been allocated to the killed node); unaccounted
+//     the kill (it had been allocated to the killed node); or such a send
+//     during a cut of a node other than the oldest (or within lostWindow
+//     before it), when the sender recorded that node's removal during the
+//     cut, after the send, and the shard started again only after that
+//     removal (it had been allocated to the cut-off node); unaccounted
 //     otherwise.
 //   - An order violation is a receipt, by any incarnation, of a lower
 //     sequence number from a sender after a higher one for that entity. It
@@ -262,6 +269,14 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	exited := map[string]int64{}
 	freezes := map[string][]interval{}
 	cuts := map[string][]interval{}
+	// addrOf is each node's address; removedSeen[observer][addr] the times
+	// observer saw the member at addr removed without leaving.
+	addrOf := map[string]string{}
+	removedSeen := map[string]map[string][]int64{}
+	// oldestCut[node][t]: the cut of node at t cut off the oldest node,
+	// with the coordinator (a partition-oldest fault, which starts with
+	// its cut).
+	oldestCut := map[string]map[int64]bool{}
 	for _, r := range recs {
 		if r.T > end {
 			break
@@ -286,6 +301,24 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		case evHeal:
 			if cs := cuts[r.Node]; len(cs) > 0 {
 				cs[len(cs)-1].to = r.T
+			}
+		case evFault:
+			if r.Reason == faultPartitionOldest {
+				if oldestCut[r.Node] == nil {
+					oldestCut[r.Node] = map[int64]bool{}
+				}
+				oldestCut[r.Node][r.T] = true
+			}
+		case evReady:
+			if _, ok := addrOf[r.Node]; !ok {
+				addrOf[r.Node] = r.Addr
+			}
+		case evMember:
+			if r.Reason == memberRemoved {
+				if removedSeen[r.Node] == nil {
+					removedSeen[r.Node] = map[string][]int64{}
+				}
+				removedSeen[r.Node][r.Addr] = append(removedSeen[r.Node][r.Addr], r.T)
 			}
 		}
 	}
@@ -371,7 +404,7 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		case evSent:
 			m := getMsg(msgKey{r.Snd, r.Ent, r.Seq})
 			if m.sent == 0 {
-				m.sent = r.T
+				m.sent, m.from = r.T, r.Node
 			}
 		case evDrop:
 			if r.Snd == "" || r.Src == srcConsumer {
@@ -542,8 +575,22 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 	// it (senders route to a dead node until membership removes it), and
 	// the shard started again only after that kill: the shard had just
 	// been allocated to the killed node, where none of its entities had
-	// started yet.
-	betweenHomes := func(ent string, t int64) (string, bool) {
+	// started yet. The same holds for a node cut off the network while
+	// the message was on its way (sent during the cut or within lostWindow
+	// before it) that the sender saw removed after the send, when the
+	// shard started again only after that removal: the coordinator moves
+	// a shard off a live region only by a hand-off, which starts it
+	// elsewhere at once, so a shard whose home returned only once the
+	// cut-off node's removal margin had passed was allocated to that
+	// node, and the sender routed the message there (until the removal
+	// the cut-off node was a member like any other). Freezes do not
+	// count here: a frozen node reads its sockets after SIGCONT, and what
+	// reaches its region then is delivered or dropped with a reason. Nor
+	// does a cut of the oldest node: the coordinator is cut off with it,
+	// the others hold their messages for shards without a home until a
+	// new coordinator answers, and what is lost meanwhile is no message
+	// in flight.
+	betweenHomes := func(ent string, t int64, from string) (string, bool) {
 		var next int64 = -1
 		for _, list := range candidates(ent) {
 			for _, in := range list {
@@ -564,6 +611,22 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 		for node, k := range killed {
 			if k >= t-int64(noticeAfter) && k <= t+int64(lostWindow) && (next < 0 || next > k) {
 				return fmt.Sprintf("no home of its shard alive when sent (between hand-offs); node %s killed at %s, the shard started again after it", node, stamp(k)), true
+			}
+		}
+		for _, node := range slices.Sorted(maps.Keys(cuts)) {
+			for _, iv := range cuts[node] {
+				if oldestCut[node][iv.from] || t < iv.from-int64(lostWindow) || t > iv.to {
+					continue
+				}
+				for _, rm := range removedSeen[from][addrOf[node]] {
+					if rm < iv.from || rm > iv.to {
+						continue
+					}
+					if t < rm && (next < 0 || next > rm) {
+						return fmt.Sprintf("no home of its shard alive when sent (between hand-offs); node %s cut off from %s to %s, seen removed by %s at %s, the shard started again after it", node, stamp(iv.from), stamp(iv.to), from, stamp(rm)), true
+					}
+					break
+				}
 			}
 		}
 		return "", false
@@ -643,7 +706,7 @@ func analyze(recs []Record, faultStarts []time.Time, noticeAfter time.Duration) 
 				}
 				continue
 			}
-			if why, ok := betweenHomes(k.ent, m.sent); ok {
+			if why, ok := betweenHomes(k.ent, m.sent, m.from); ok {
 				f.LostToCrash++
 				w.LostToCrash++
 				if lostEx.take(ev.Fault) {

@@ -670,3 +670,75 @@ func TestReanalyze(t *testing.T) {
 		t.Errorf("findings %+v, failures %q", f.Counts, rep.Failures)
 	}
 }
+
+// TestAnalyzeLossBetweenHomesToACutOffNode: a message sent after its
+// shard's hand-off, while the node the shard was allocated to was cut off
+// the network, is lost in flight with that node when the shard started
+// again only after the sender saw the node removed (it had been allocated
+// there and the sender routed the message there). It stays unaccounted
+// when the shard started again before that removal (the new home was a
+// live node), when it was sent after the sender saw the removal, when the
+// sender never saw one, when the node was frozen instead, when the cut
+// node was the oldest (the coordinator's), and when it was sent long
+// before the cut.
+func TestAnalyzeLossBetweenHomesToACutOffNode(t *testing.T) {
+	const inc1, inc2 = "n2|sharding/Chaos/9/e1|1", "n1|sharding/Chaos/9/e1|2"
+	ready := func(node, addr string) Record { return Record{T: at(0), Ev: evReady, Node: node, Addr: addr} }
+	removed := func(s float64, observer, addr string) Record {
+		return Record{T: at(s), Ev: evMember, Node: observer, Reason: memberRemoved, Addr: addr}
+	}
+	cases := []struct {
+		name string
+		// restart: when the shard started again on n1; sentAt: the send;
+		// seenBy: the process that recorded n3's removal at 8s ("": none).
+		restart, sentAt float64
+		seenBy          string
+		isolate         string // evCut or evFreeze of n3 from 5.5s to 13.5s
+		oldest          bool   // the cut is a partition-oldest fault
+		lost, unacc     int
+	}{
+		{name: "allocated to the cut-off node: back after its removal", restart: 11, sentAt: 6, seenBy: "loadgen", isolate: evCut, lost: 1},
+		{name: "sent just before the cut", restart: 11, sentAt: 5.4, seenBy: "loadgen", isolate: evCut, lost: 1},
+		{name: "back on a live node before the removal", restart: 7, sentAt: 6, seenBy: "loadgen", isolate: evCut, unacc: 1},
+		{name: "sent after the sender saw the removal", restart: 11, sentAt: 9, seenBy: "loadgen", isolate: evCut, unacc: 1},
+		{name: "only another node saw the removal", restart: 11, sentAt: 6, seenBy: "n1", isolate: evCut, unacc: 1},
+		{name: "frozen, not cut off", restart: 11, sentAt: 6, seenBy: "loadgen", isolate: evFreeze, unacc: 1},
+		{name: "the oldest node cut off, with the coordinator", restart: 11, sentAt: 6, seenBy: "loadgen", isolate: evCut, oldest: true, unacc: 1},
+		{name: "sent long before the cut", restart: 11, sentAt: 0.2, seenBy: "loadgen", isolate: evCut, unacc: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stopAt := 5.0
+			if tc.sentAt < stopAt {
+				stopAt = 0.1 // the hand-off before the send
+			}
+			recs := []Record{
+				ready("n1", "10.0.0.1:1"), ready("n2", "10.0.0.2:1"), ready("n3", "10.0.0.3:1"),
+				start(0, "n2", "e1", inc1), stop(stopAt, "n2", "e1", inc1),
+				start(tc.restart, "n1", "e1", inc2),
+				sent(tc.sentAt, "s1", "e1", 1),
+				orch(5.5, tc.isolate, "n3"),
+				end(40),
+			}
+			if tc.isolate == evCut {
+				recs = append(recs, orch(13.5, evHeal, "n3"))
+			} else {
+				recs = append(recs, orch(13.5, evThaw, "n3"))
+			}
+			if tc.seenBy != "" {
+				recs = append(recs, removed(8, tc.seenBy, "10.0.0.3:1"))
+			}
+			if tc.oldest {
+				recs = append(recs, Record{T: at(5.5), Ev: evFault, Fault: 1, Reason: faultPartitionOldest, Node: "n3"})
+			}
+			sortRecords(recs)
+			f := analyze(recs, []time.Time{time.Unix(0, at(5.5))}, 5*time.Second)
+			if f.LostToCrash != tc.lost || f.Unaccounted != tc.unacc {
+				t.Fatalf("lost %d, unaccounted %d; want %d, %d (%+v %+v)", f.LostToCrash, f.Unaccounted, tc.lost, tc.unacc, f.LostList, f.UnaccountedList)
+			}
+			if tc.lost > 0 && !strings.Contains(f.LostList[0].Detail, "n3 cut off") {
+				t.Errorf("lost evidence %q does not name the cut", f.LostList[0].Detail)
+			}
+		})
+	}
+}

@@ -129,6 +129,11 @@ const (
 	evRun         = "run"       // the run began; Reason: its mode (modeReliable or modeAtMostOnce); Lease, ShardLease
 )
 
+// memberRemoved is the Reason of an evMember record of another member
+// removed without leaving (failure detection); a graceful removal and the
+// node's own removal say so after it.
+const memberRemoved = "removed"
+
 // Modes of a run (evRun).
 const (
 	modeAtMostOnce = "at-most-once"

@@ -124,7 +124,15 @@
 //     hand-off and the next start, or while the old home stopped within a
 //     second: passed on to the next) counts as lost to a kill -9 within 5s
 //     after the send, or up to TTL+2s before it, when the shard started
-//     again only after that kill.
+//     again only after that kill; or to a node cut off the network while
+//     the message was on its way (as above), when the load generator saw
+//     that node removed after the send and the shard started again only
+//     after that: it had been allocated to the cut-off node (a shard
+//     handed off to a live node starts there at once), and the load
+//     generator routed the message there. Not for a freeze (a frozen
+//     node reads what was sent to it after SIGCONT) nor a cut of the
+//     oldest node (the coordinator's: the others hold such messages
+//     until a new coordinator answers).
 //     Unaccounted: all other messages that were not received.
 //   - Order violations: receipts by an entity (any incarnation) of a lower
 //     sequence number from a sender after a higher one; counted in the

@@ -202,7 +202,7 @@ func watchMembership(m *member) {
 		case membership.MemberLeft:
 			m.ledger.write(Record{Ev: evMember, Reason: "left", Addr: e.Member.Address, Member: e.Member.ID})
 		case membership.MemberRemoved:
-			kind := "removed"
+			kind := memberRemoved
 			if e.Graceful {
 				kind = "removed gracefully"
 			}
