@@ -10,8 +10,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -308,6 +310,34 @@ func TestLedgerRoundTrip(t *testing.T) {
 	// Sorted by time: the stop stamped 5 comes first.
 	if recs[0].Ev != evStop || recs[1].Node != "n1" || recs[1].T == 0 {
 		t.Errorf("records %+v", recs)
+	}
+}
+
+// TestAllocationRecorder: the coordinator's allocation strategy on a node
+// picks what the default strategy picks and writes the shard's new home
+// into the ledger.
+func TestAllocationRecorder(t *testing.T) {
+	dir := t.TempDir()
+	l, err := openLedger(ledgerPath(dir, "n1"), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := actor.NewPID("10.0.0.1:1", "sharding/Chaos")
+	r2 := actor.NewPID("10.0.0.2:1", "sharding/Chaos")
+	current := []coordinatoractor.RegionAllocation{
+		{Region: r1, Member: membership.Member{ID: "m1", Address: r1.Address, Age: 1}, Shards: []string{"1", "2"}},
+		{Region: r2, Member: membership.Member{ID: "m2", Address: r2.Address, Age: 2}},
+	}
+	rec := allocationRecorder{strategy: defaultAllocationStrategy(), ledger: l}
+	want := defaultAllocationStrategy().AllocateShard(r1, "56", current)
+	got := rec.AllocateShard(r1, "56", current)
+	_ = l.close()
+	if got == nil || got.Address != want.Address {
+		t.Fatalf("allocated to %v, the default strategy to %v", got, want)
+	}
+	recs, _, err := readLedgers(dir)
+	if err != nil || len(recs) != 1 || recs[0].Ev != evAlloc || recs[0].Shard != "56" || recs[0].Addr != got.Address || recs[0].Node != "n1" {
+		t.Fatalf("ledger %+v, %v; want one allocation of shard 56 to %s", recs, err, got.Address)
 	}
 }
 

@@ -26,6 +26,8 @@ type Record struct {
 	Node string `json:"node,omitempty"`
 	// Ent is an entity id.
 	Ent string `json:"ent,omitempty"`
+	// Shard is a shard id (evAlloc).
+	Shard string `json:"shard,omitempty"`
 	// Inc is an incarnation: node name, actor id and a per-process counter.
 	Inc string `json:"inc,omitempty"`
 	// Snd and Seq name a numbered message: the sender and its sequence
@@ -77,6 +79,10 @@ const (
 	evMember  = "member" // a membership event seen by the node; Reason (kind), Addr, Member
 	evLeaving = "leaving"
 	evLeft    = "left" // the graceful leave finished; Reason holds an error if it failed
+	// evAlloc: the coordinator on this node picked a home for a shard
+	// (its allocation strategy's choice, before the coordinator's state
+	// was written); Shard, Addr (the home region's address).
+	evAlloc = "alloc"
 	// evFenced: a reliable entity's incarnation stopped without applying
 	// or confirming a message because its record's write failed (another
 	// incarnation wrote since: it was a zombie; or the lock stayed busy);

@@ -86,7 +86,9 @@
 // Every process writes a ledger (one JSON line per event, each line one
 // write(2) to an O_APPEND file, so that what was written survives a kill
 // -9): entity and singleton starts, stops and activity, receipts, messages
-// sent, dead-letter events naming a message (protoshard's
+// sent, the shard homes the coordinator picks (evidence only, for a shard
+// allocated to a node that was cut off before any of its entities
+// started there), dead-letter events naming a message (protoshard's
 // *deadletter.Event with its reason, proto.actor's *actor.DeadLetterEvent),
 // probe answers, and the orchestrator's kills, freezes, cuts and process
 // exits. After the senders stop and a quiet period passes, the merged

@@ -17,6 +17,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/durablestate"
 	statestore "github.com/protoshard/protoshard/durablestate/consul"
@@ -108,6 +109,31 @@ func singletonSettings(ttl time.Duration, leases lease.Provider) singleton.Setti
 		st.UseLease, st.LeaseRetryInterval = leases, leaseRetryInterval
 	}
 	return st
+}
+
+// allocationRecorder is an allocation strategy that writes each shard
+// home it picks into the ledger (evAlloc): where the coordinator placed a
+// shard is otherwise seen only once one of its entities starts there,
+// never for a node that was cut off before any did.
+type allocationRecorder struct {
+	strategy coordinatoractor.ShardAllocationStrategy
+	ledger   *ledger
+}
+
+func defaultAllocationStrategy() coordinatoractor.ShardAllocationStrategy {
+	return coordinatoractor.NewLeastShardAllocationStrategy(coordinatoractor.DefaultRebalanceAbsoluteLimit, coordinatoractor.DefaultRebalanceRelativeLimit)
+}
+
+func (a allocationRecorder) AllocateShard(requester *actor.PID, shard string, current []coordinatoractor.RegionAllocation) *actor.PID {
+	region := a.strategy.AllocateShard(requester, shard, current)
+	if region != nil {
+		a.ledger.write(Record{Ev: evAlloc, Shard: shard, Addr: region.Address})
+	}
+	return region
+}
+
+func (a allocationRecorder) Rebalance(current []coordinatoractor.RegionAllocation, inProgress map[string]struct{}) []string {
+	return a.strategy.Rebalance(current, inProgress)
 }
 
 // shardingOptions are the settings of the entity type on every process:
@@ -414,7 +440,8 @@ func nodeMain(cfg config) int {
 		shardLeases = leases
 	}
 	if _, err := sharding.StartRegion(typeName, props, actorsharding.NewHashCodeMessageExtractor(cfg.shards),
-		shardingOptions(m.client, m.cluster.Name(), cfg.ttl, leases, shardLeases)...); err != nil {
+		append(shardingOptions(m.client, m.cluster.Name(), cfg.ttl, leases, shardLeases),
+			actorsharding.WithAllocationStrategy(allocationRecorder{strategy: defaultAllocationStrategy(), ledger: m.ledger}))...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start region: %v\n", cfg.name, err)
 		m.stop()
 		return 1
