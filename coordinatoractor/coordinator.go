@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/throttle"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
@@ -305,7 +306,7 @@ func (c *coordinator) activate(ctx actor.Context) {
 	// margin (see rejoinHold); this timer ends the wait.
 	c.timers.SendOnce(max(c.settings.RegisterWaitTimeout, c.rejoinHold()), ctx.Self(), registerWaitOver{})
 	if c.cancelTick == nil {
-		c.cancelTick = c.timers.SendRepeatedly(c.settings.RebalanceInterval, c.settings.RebalanceInterval, ctx.Self(), rebalanceTick{})
+		c.cancelTick = ticker.SendRepeatedly(ctx, c.settings.RebalanceInterval, c.settings.RebalanceInterval, ctx.Self(), rebalanceTick{})
 	}
 	// The stash is handled now, in the order it came and before any newer
 	// message (proto.actor cannot put it back at the front of the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -189,7 +190,7 @@ func (s *shard) recoverBatch(ctx actor.Context, ids []string) {
 		ctx.Request(ctx.Parent(), &messages.StartEntity{EntityId: id})
 	}
 	if s.cancelResend == nil && len(ids) > 0 {
-		s.cancelResend = s.timers.SendRepeatedly(s.settings.RetryInterval, s.settings.RetryInterval, ctx.Self(), rememberResendStarts{})
+		s.cancelResend = ticker.SendRepeatedly(ctx, s.settings.RetryInterval, s.settings.RetryInterval, ctx.Self(), rememberResendStarts{})
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -699,7 +700,7 @@ func (s *shard) startPassivation(ctx actor.Context) {
 	// A repeating timer, not proto.actor's ReceiveTimeout: that one fires
 	// once, and any message (queries included) resets it.
 	interval := idleCheckInterval(s.settings.PassivationIdleTimeout)
-	s.cancelIdleCheck = s.timers.SendRepeatedly(interval, interval, ctx.Self(), idleCheckTick{})
+	s.cancelIdleCheck = ticker.SendRepeatedly(ctx, interval, interval, ctx.Self(), idleCheckTick{})
 }
 
 func (s *shard) stopIdleCheck() {

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -51,7 +52,7 @@ func (c *coordinatorActor) Receive(ctx actor.Context) {
 	}
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		c.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(c.retryInterval, c.retryInterval, ctx.Self(), retryTick{})
+		c.cancel = ticker.SendRepeatedly(ctx, c.retryInterval, c.retryInterval, ctx.Self(), retryTick{})
 	case *actor.Stopping:
 		c.cancel()
 	}

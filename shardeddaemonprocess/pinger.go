@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -26,7 +27,7 @@ type keepAlivePinger struct {
 func (p *keepAlivePinger) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		p.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(0, p.interval, ctx.Self(), keepAliveTick{})
+		p.cancel = ticker.SendRepeatedly(ctx, 0, p.interval, ctx.Self(), keepAliveTick{})
 	case *actor.Stopping:
 		if p.cancel != nil {
 			p.cancel()

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -55,7 +56,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		p.cluster.Subscribe(ctx.Self())
-		p.cancelTick = scheduler.NewTimerScheduler(ctx).SendRepeatedly(
+		p.cancelTick = ticker.SendRepeatedly(ctx,
 			p.settings.SingletonIdentificationInterval, p.settings.SingletonIdentificationInterval, ctx.Self(), identifyTick{})
 	case *actor.Stopping:
 		p.cluster.Unsubscribe(ctx.Self())

@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/storescope"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -395,9 +396,9 @@ func (c *producerController) common(ctx actor.Context) bool {
 		c.metrics = metrics.For(ctx.ActorSystem()).Delivery(c.typeName)
 		c.timers = scheduler.NewTimerScheduler(ctx)
 		c.cancels = append(c.cancels,
-			c.timers.SendRepeatedly(c.settings.ResendFirstInterval, c.settings.ResendFirstInterval, ctx.Self(), resendFirstTick{}),
-			c.timers.SendRepeatedly(c.settings.ResendFirstUnconfirmedIdleTimeout/2, c.settings.ResendFirstUnconfirmedIdleTimeout/2, ctx.Self(), idleCheckTick{}),
-			c.timers.SendRepeatedly(c.settings.CleanupUnusedAfter, c.settings.CleanupUnusedAfter, ctx.Self(), cleanupTick{}))
+			ticker.SendRepeatedly(ctx, c.settings.ResendFirstInterval, c.settings.ResendFirstInterval, ctx.Self(), resendFirstTick{}),
+			ticker.SendRepeatedly(ctx, c.settings.ResendFirstUnconfirmedIdleTimeout/2, c.settings.ResendFirstUnconfirmedIdleTimeout/2, ctx.Self(), idleCheckTick{}),
+			ticker.SendRepeatedly(ctx, c.settings.CleanupUnusedAfter, c.settings.CleanupUnusedAfter, ctx.Self(), cleanupTick{}))
 		if c.settings.DurableQueue != nil {
 			c.become(ctx, StateLoading, c.loadingState)
 			c.load(ctx, 0)
