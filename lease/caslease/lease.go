@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/leaselog"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -189,12 +190,7 @@ func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
 }
 
 func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lease, error) {
-	switch {
-	case p.cfg.Logger != nil:
-		logger = p.cfg.Logger
-	case logger == nil:
-		logger = slog.Default()
-	}
+	logger = leaselog.Choose(p.cfg.Logger, logger)
 	if strings.Trim(leaseName, "/") == "" {
 		return nil, errors.New("cas lease: lease name is empty")
 	}

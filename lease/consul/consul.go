@@ -57,6 +57,7 @@ import (
 
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/leaselog"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -176,12 +177,7 @@ func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
 // lease is Lease logging to Config.Logger, else to logger, else to
 // slog.Default().
 func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lease, error) {
-	switch {
-	case p.cfg.Logger != nil:
-		logger = p.cfg.Logger
-	case logger == nil:
-		logger = slog.Default()
-	}
+	logger = leaselog.Choose(p.cfg.Logger, logger)
 	if leaseName == "" {
 		return nil, errors.New("consul lease: lease name is empty")
 	}
