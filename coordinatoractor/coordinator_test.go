@@ -129,7 +129,8 @@ func (p *ctProbe) props() *actor.Props {
 			p.homes[m.GetShard()]++
 		case *messages.HostShard:
 			p.hostShard[m.GetShard()]++
-			ctx.Respond(&messages.ShardStarted{Shard: m.GetShard()})
+			// As a region does: the coordinator knows it by the sender.
+			ctx.Request(ctx.Sender(), &messages.ShardStarted{Shard: m.GetShard()})
 		case ctCounts:
 			ctx.Respond([3]int{p.acks, len(p.homes), len(p.hostShard)})
 		}
@@ -214,6 +215,7 @@ var (
 	ctSystem  *actor.ActorSystem
 	ctCluster *membership.Cluster
 	ctErr     error
+	ctRuns    atomic.Int64
 )
 
 func ctState(t *testing.T, system *actor.ActorSystem, coordinator *actor.PID) *CurrentCoordinatorState {
@@ -237,21 +239,27 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 	// At most this many writes for the thousand shards; one per shard
 	// made 1,003.
 	const maxWrites = 20
+	// Names differ from run to run: -count runs the test again before the
+	// last run's probes have stopped.
+	run := ctRuns.Add(1)
+	regionName := func(name string) string { return fmt.Sprintf("%s-region-%d", name, run) }
 
 	start := func(t *testing.T, name string, store StateStore, settings Settings) (coordinator, region *actor.PID, probe *ctProbe) {
 		t.Helper()
 		settings.RebalanceInterval = time.Hour
-		coordinator, err := system.Root.SpawnNamed(Props(name, cluster, settings, nil, store), name+"-coordinator")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = system.Root.StopFuture(coordinator).Wait() })
+		// The region first: a coordinator watches the regions of the state
+		// it reads, and one not yet spawned would be terminated at once.
 		probe = newCTProbe()
-		region, err = system.Root.SpawnNamed(probe.props(), name+"-region")
+		region, err := system.Root.SpawnNamed(probe.props(), regionName(name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { system.Root.Stop(region) })
+		coordinator, err = system.Root.SpawnNamed(Props(name, cluster, settings, nil, store), fmt.Sprintf("%s-coordinator-%d", name, run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = system.Root.StopFuture(coordinator).Wait() })
 		system.Root.RequestWithCustomSender(coordinator, &messages.Register{ShardRegion: region, MemberId: self.ID}, region)
 		return coordinator, region, probe
 	}
@@ -301,7 +309,7 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 
 	t.Run("nothing is said before the claim is written", func(t *testing.T) {
 		// The stored state places s0 on the region that registers.
-		live := actor.NewPID(system.Address(), "Claim-region")
+		live := actor.NewPID(system.Address(), regionName("Claim"))
 		st := NewState(false)
 		for _, e := range []Event{ShardRegionRegistered{Region: live, MemberID: self.ID}, ShardHomeAllocated{Shard: "s0", Region: live}} {
 			if err := st.Apply(e); err != nil {
