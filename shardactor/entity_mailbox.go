@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/dispatch"
 )
 
 // entityMailbox is an entity's mailbox (the one its props ask for, or
@@ -71,9 +72,15 @@ func entityMailboxes(props *actor.Props, sh *entityShard) (_ *actor.Props, ok bo
 	if inner == nil {
 		inner = defaultMailbox
 	}
-	return props.Clone(actor.WithMailbox(func() actor.Mailbox {
+	opts := []actor.PropsOption{actor.WithMailbox(func() actor.Mailbox {
 		return &entityMailbox{Mailbox: inner(), shard: sh}
-	})), true
+	})}
+	if d, ok := unexportedField[actor.Dispatcher](props, "dispatcher"); ok && d == nil {
+		// An entity that receives one message at a time would otherwise
+		// start a goroutine, and grow its stack, for each.
+		opts = append(opts, actor.WithDispatcher(dispatch.Mailboxes))
+	}
+	return props.Clone(opts...), true
 }
 
 // defaultMailbox is proto.actor's default mailbox, as Props without
@@ -85,11 +92,18 @@ var defaultMailbox = actor.Unbounded()
 // it unexported and has no getter, and wrapping the mailbox must keep the
 // user's own. ok is false if Props has no such field any more.
 func mailboxProducerOf(props *actor.Props) (_ actor.MailboxProducer, ok bool) {
-	f := reflect.ValueOf(props).Elem().FieldByName("mailboxProducer")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[actor.MailboxProducer]() {
-		return nil, false
+	return unexportedField[actor.MailboxProducer](props, "mailboxProducer")
+}
+
+// unexportedField reads props' unexported field name, of type T; ok is
+// false if Props has no such field any more.
+func unexportedField[T any](props *actor.Props, name string) (_ T, ok bool) {
+	var zero T
+	f := reflect.ValueOf(props).Elem().FieldByName(name)
+	if !f.IsValid() || f.Type() != reflect.TypeFor[T]() {
+		return zero, false
 	}
-	return *(*actor.MailboxProducer)(unsafe.Pointer(f.UnsafeAddr())), true
+	return *(*T)(unsafe.Pointer(f.UnsafeAddr())), true
 }
 
 // RegisterHandlers implements actor.Mailbox: the mailbox invokes the

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/dispatch"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/storescope"
@@ -76,17 +77,17 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 	settings = settings.withDefaults()
 	p := &ShardingProducerController{system: system, stopped: make(chan struct{}), durable: settings.DurableQueue != nil,
 		queue: newSendQueue(settings.BufferSize)}
-	dispatcher := newPinnedDispatcher()
 	props := actor.PropsFromProducer(func() actor.Actor {
 		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings,
-			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior(),
-			dispatcher: dispatcher}
+			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior()}
 		c.behavior.Become(c.active) // until Started picks the first state
 		return c
-	}, guard.WithMailbox(), actor.WithDispatcher(dispatcher))
+	}, guard.WithMailbox(),
+		// A producer handed one Send at a time would otherwise start a
+		// goroutine, and grow its stack, for almost every message.
+		actor.WithDispatcher(dispatch.Mailboxes))
 	pid, err := system.Root.SpawnNamed(props, "delivery/"+typeName+"/"+producerID)
 	if err != nil {
-		dispatcher.stop()
 		return nil, fmt.Errorf("delivery: start producer %q of %s: %w", producerID, typeName, err)
 	}
 	p.pid = pid
@@ -323,7 +324,6 @@ type producerController struct {
 	producerID string
 	settings   ProducerSettings
 	handle     *ShardingProducerController
-	dispatcher *pinnedDispatcher
 
 	behavior  actor.Behavior
 	stateName string
@@ -425,7 +425,6 @@ func (c *producerController) common(ctx actor.Context) bool {
 			}
 		}
 		c.finish(ctx, ErrProducerStopped)
-		c.dispatcher.stop()
 	case *getStats:
 		msg.done <- c.state.stats()
 	case drainSends:
