@@ -24,8 +24,8 @@ import (
 )
 
 // Two applications on one Consul, each a cluster of its own service with
-// an entity type Counter, set up as the README shows (coordinator state
-// and remembered entities in Consul, the coordinator's singleton under a
+// an entity type Counter, set up as docs/sharding.md shows (coordinator
+// state and remembered entities in Consul, the coordinator's singleton under a
 // Consul lease): every key lives under its cluster's name, so neither
 // disturbs the other. Each answers every request from its own entities,
 // and no coordinator stops as stale or fails a write.
@@ -125,8 +125,8 @@ func TestTwoClustersShareOneConsul(t *testing.T) {
 }
 
 // startCounterNode joins a node to the cluster of Consul service service
-// and starts its Counter region the README's way; its logs at WARN and
-// above go to logs.
+// and starts its Counter region the way of docs/sharding.md; its logs at
+// WARN and above go to logs.
 func startCounterNode(ctx context.Context, t *testing.T, client *api.Client, service, name string, logs *lockedBuffer) *actorsharding.Sharding {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})).With(slog.String("node", name))

@@ -191,7 +191,7 @@ func benchScale(ctx context.Context, cfg config, rep *report) error {
 // region watches every region named there, so after a failover every node
 // connects to every other: 110 nodes in one process need about 24,000
 // file descriptors (4 per pair of nodes), beyond the 20,000 of the
-// machine the README's figures come from.
+// machine the figures of docs/benchmarks.md come from.
 func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) (run scaleRun, err error) {
 	registry := local.NewRegistry()
 	store := coordinatoractor.NewMemoryStore()

@@ -100,9 +100,9 @@ func newLeases(kind string, client *api.Client, clusterName string) (lease.Provi
 }
 
 // singletonSettings are the settings of the coordinator's singleton and
-// (with the node role) of the run's: a removal margin of one TTL, as the
-// README asks for Consul membership, hand-over retries every 500ms, and
-// the lease, if any, retried every leaseRetryInterval.
+// (with the node role) of the run's: a removal margin of one TTL (the
+// default with Consul membership), hand-over retries every 500ms, and the
+// lease, if any, retried every leaseRetryInterval.
 func singletonSettings(ttl time.Duration, leases lease.Provider) singleton.Settings {
 	st := singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}
 	if leases != nil {

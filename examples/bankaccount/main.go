@@ -1,4 +1,4 @@
-// Command bankaccount is the README's durable entity state: bank account
+// Command bankaccount is the example of docs/entity-state.md: bank account
 // entities whose balance survives their node, kept in a
 // durablestate.Store (in memory here; durablestate/consul with Consul).
 // A deposit is a positive amount, a withdrawal a negative one; each

@@ -247,16 +247,17 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) error {
 	}
 }
 
-// TestREADMECLISampleUsesThisExample: the README's CLI sample runs against
-// this example, so its service, cluster and type names are this example's.
-func TestREADMECLISampleUsesThisExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestCLISampleUsesThisExample: the CLI sample of docs/operations.md runs
+// against this example, so its service, cluster and type names are this
+// example's.
+func TestCLISampleUsesThisExample(t *testing.T) {
+	page, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### CLI\n")
+	_, section, ok := strings.Cut(string(page), "\n## CLI\n")
 	if !ok {
-		t.Fatal(`README has no "### CLI" section`)
+		t.Fatal(`docs/operations.md has no "## CLI" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	n := 0
@@ -275,14 +276,14 @@ func TestREADMECLISampleUsesThisExample(t *testing.T) {
 				want = typeName
 			}
 			if want != "" && fields[i+1] != want {
-				t.Errorf("README: %q: %s %s, but examples/consul uses %s", line, f, fields[i+1], want)
+				t.Errorf("docs/operations.md: %q: %s %s, but examples/consul uses %s", line, f, fields[i+1], want)
 			}
 		}
 		if !strings.Contains(line, "-service "+serviceName) && !strings.Contains(line, "-cluster "+serviceName) {
-			t.Errorf("README: %q names neither the example's service nor its cluster", line)
+			t.Errorf("docs/operations.md: %q names neither the example's service nor its cluster", line)
 		}
 	}
 	if n == 0 {
-		t.Fatal("README's CLI section runs no protoshard command")
+		t.Fatal("the CLI section of docs/operations.md runs no protoshard command")
 	}
 }

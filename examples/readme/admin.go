@@ -8,7 +8,7 @@ import (
 	"github.com/protoshard/protoshard/management"
 )
 
-// adminMux mounts the README's admin routes.
+// adminMux mounts the admin routes of docs/operations.md.
 func adminMux(sharding *actorsharding.Sharding) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", http.StripPrefix("/admin", management.NewHandler(sharding,

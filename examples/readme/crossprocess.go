@@ -47,7 +47,7 @@ func consulNode(ctx context.Context, system *actor.ActorSystem, host string, por
 		return nil, nil, err
 	}
 	// Package actorsharding/consulstore: check-and-set writes to Consul KV,
-	// under the cluster's name (see "Keys in Consul").
+	// under the cluster's name (see "Keys in Consul" in docs/operations.md).
 	client, err := api.NewClient(api.DefaultConfig())
 	if err != nil {
 		return nil, nil, errors.Join(err, sharding.Leave(ctx))

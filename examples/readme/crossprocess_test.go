@@ -12,7 +12,7 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-// TestConsulNodeSnippet runs the README's cross-process snippet against a
+// TestConsulNodeSnippet runs the cross-process snippet of docs/sharding.md against a
 // real Consul: a node joins, counts, and leaves; a second node sends
 // through a proxy.
 func TestConsulNodeSnippet(t *testing.T) {

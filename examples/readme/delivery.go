@@ -11,7 +11,7 @@ import (
 	"github.com/protoshard/protoshard/messages"
 )
 
-// startPayments is the producer side of the README's reliable delivery.
+// startPayments is the producer side of docs/reliable-delivery.md.
 func startPayments(ctx context.Context, sharding *actorsharding.Sharding) (*delivery.ShardingProducerController, error) {
 	producer, err := delivery.StartShardingProducerController(sharding, "Account", "payments-1", delivery.ProducerSettings{})
 	if err != nil {
@@ -25,22 +25,24 @@ func startPayments(ctx context.Context, sharding *actorsharding.Sharding) (*deli
 	return producer, producer.SendWithConfirmation(ctx, "acc-42", wrapperspb.Int64(5))
 }
 
-// record is what the README's account store keeps of one account: its
-// balance, and the progress of reliable delivery stored with it.
+// record is what the account store of docs/reliable-delivery.md keeps of
+// one account: its balance, and the progress of reliable delivery stored
+// with it.
 type record struct {
 	Balance  int64
 	Progress *messages.ConsumerProgress
 	Version  uint64
 }
 
-// accountStore is the README's account store: compare-and-set writes on a
-// version.
+// accountStore is the account store of docs/reliable-delivery.md:
+// compare-and-set writes on a version.
 type accountStore interface {
 	Load(id string) (record, error)
 	CompareAndSave(id string, next record, version uint64) error
 }
 
-// reliableAccount is the README's entity with a consumer controller.
+// reliableAccount is the entity of docs/reliable-delivery.md, with a
+// consumer controller.
 type reliableAccount struct {
 	db       accountStore
 	id       string

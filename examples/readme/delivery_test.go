@@ -33,7 +33,7 @@ func (m *memoryAccounts) CompareAndSave(id string, next record, version uint64) 
 	return nil
 }
 
-// TestReliableDeliverySnippet runs the README's producer and entity: both
+// TestReliableDeliverySnippet runs the producer and entity of docs/reliable-delivery.md: both
 // deposits end up in the store, once each.
 func TestReliableDeliverySnippet(t *testing.T) {
 	ctx, system := newNode(t, time.Minute)

@@ -10,7 +10,7 @@ import (
 	"github.com/protoshard/protoshard/membership"
 )
 
-// manualNode is the README's manual path: the node's remote and
+// manualNode is the manual path of docs/sharding.md: the node's remote and
 // membership.Cluster are the user's own, and actorsharding.New makes the
 // Sharding.
 type manualNode struct {

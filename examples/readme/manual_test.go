@@ -11,7 +11,7 @@ import (
 	"github.com/protoshard/protoshard/membership/local"
 )
 
-// TestManualPath: a node started the README's manual way hosts entities
+// TestManualPath: a node started the manual way of docs/sharding.md hosts entities
 // and leaves.
 func TestManualPath(t *testing.T) {
 	ctx, system := newNode(t, time.Minute)

@@ -11,18 +11,18 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// goBlock is one Go code block of the README.
+// goBlock is one Go code block of a Markdown page.
 type goBlock struct {
 	line  int // of the opening fence, 1-based
 	lines []string
 }
 
-// goBlocks returns the README's Go code blocks.
-func goBlocks(t *testing.T, readme string) []goBlock {
+// goBlocks returns the Go code blocks of the page named name.
+func goBlocks(t *testing.T, name, page string) []goBlock {
 	t.Helper()
 	var blocks []goBlock
 	var cur *goBlock
-	for i, l := range strings.Split(readme, "\n") {
+	for i, l := range strings.Split(page, "\n") {
 		switch {
 		case cur == nil && strings.TrimSpace(l) == "```go":
 			cur = &goBlock{line: i + 1}
@@ -34,13 +34,13 @@ func goBlocks(t *testing.T, readme string) []goBlock {
 		}
 	}
 	if cur != nil {
-		t.Fatalf("README: the Go block at line %d does not end", cur.line)
+		t.Fatalf("%s: the Go block at line %d does not end", name, cur.line)
 	}
 	return blocks
 }
 
 // normalized drops the indentation and trailing blanks of each line: a
-// README block may sit at another depth than its code.
+// page's block may sit at another depth than its code.
 func normalized(lines []string) []string {
 	out := make([]string, len(lines))
 	for i, l := range lines {
@@ -66,14 +66,21 @@ func contains(file, block []string) bool {
 	return false
 }
 
-// TestEveryGoBlockOfTheREADMEIsCompiledCode: each Go block of the README is
-// a run of lines of this package's files or of an example's main.go, all
-// of which `go vet ./...` and this test build.
-func TestEveryGoBlockOfTheREADMEIsCompiledCode(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// documents are the pages whose Go blocks must be compiled code: the
+// README and every page under docs/.
+func documents(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return append([]string{"../../README.md"}, pages...)
+}
+
+// TestEveryGoBlockOfTheREADMEIsCompiledCode: each Go block of the README
+// and of the docs pages is a run of lines of this package's files or of
+// an example's main.go, all of which `go vet ./...` and this test build.
+func TestEveryGoBlockOfTheREADMEIsCompiledCode(t *testing.T) {
 	sources := map[string][]string{}
 	for _, pattern := range []string{"*.go", "../*/main.go"} {
 		paths, err := filepath.Glob(pattern)
@@ -91,22 +98,28 @@ func TestEveryGoBlockOfTheREADMEIsCompiledCode(t *testing.T) {
 			sources[p] = normalized(strings.Split(string(data), "\n"))
 		}
 	}
-	blocks := goBlocks(t, string(readme))
-	if len(blocks) == 0 {
-		t.Fatal("README has no Go block")
-	}
-	for _, b := range blocks {
-		want := normalized(b.lines)
-		found := false
-		for _, src := range sources {
-			if contains(src, want) {
-				found = true
-				break
-			}
+	for _, doc := range documents(t) {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !found {
-			t.Errorf("README line %d: the Go block is in no file of examples/readme nor any example's main.go; put it there as compiling code and paste it back:\n%s",
-				b.line, strings.Join(b.lines, "\n"))
+		blocks := goBlocks(t, doc, string(text))
+		if doc == "../../README.md" && len(blocks) == 0 {
+			t.Fatal("README has no Go block")
+		}
+		for _, b := range blocks {
+			want := normalized(b.lines)
+			found := false
+			for _, src := range sources {
+				if contains(src, want) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s line %d: the Go block is in no file of examples/readme nor any example's main.go; put it there as compiling code and paste it back:\n%s",
+					strings.TrimPrefix(doc, "../../"), b.line, strings.Join(b.lines, "\n"))
+			}
 		}
 	}
 }
