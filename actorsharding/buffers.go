@@ -8,6 +8,10 @@ import (
 )
 
 // errBufferFull is shardBuffers.add's error past the region's buffer-size.
+// Its text is Akka's log line verbatim: it is the dead-letter event's
+// Reason, which the README quotes and operators search for.
+//
+//lint:ignore ST1005 Akka's wording, kept as documented (see above).
 var errBufferFull = fmt.Errorf("Buffer is full, dropping message: %w", deadletter.ErrBufferFull)
 
 // shardBuffers is the region's buffer of messages for shards whose home is

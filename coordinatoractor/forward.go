@@ -135,6 +135,3 @@ func (f *forwardHolds) regionGone(region *actor.PID) map[string][]*actor.PID {
 // abandon forgets an early report for shard, whose hand-off failed: the
 // shard stayed where it was.
 func (f *forwardHolds) abandon(shard string) { delete(f.early, shard) }
-
-// len is the number of shards held.
-func (f *forwardHolds) len() int { return len(f.holds) }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/protoshard/protoshard/internal/handoff"
 )
 
 // Settings of the ShardCoordinator, with Akka's names and defaults
@@ -71,7 +73,7 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		RebalanceInterval:         10 * time.Second,
-		HandOffTimeout:            60 * time.Second,
+		HandOffTimeout:            handoff.Timeout,
 		ShardStartTimeout:         10 * time.Second,
 		MinNrOfMembers:            1,
 		WaitingForStateTimeout:    2 * time.Second,

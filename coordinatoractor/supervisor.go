@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/staleness"
 )
@@ -60,7 +61,7 @@ func SupervisorProps(coordinator *actor.Props, failureBackoff time.Duration) *ac
 	// one reads and claims the state again, after the back-off.
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{props: coordinator, backoff: b, behavior: actor.NewBehavior()}
+		return &supervisor{props: coordinator, backoff: b}
 	}, actor.WithSupervisor(stopOnFailure), guard.WithMailbox())
 }
 
@@ -69,8 +70,7 @@ type supervisor struct {
 	props   *actor.Props
 	backoff backoff.Series // the coordinator's stops in a row
 
-	behavior actor.Behavior
-	state    string
+	states   behavior.States
 	child    *actor.PID
 	timers   *scheduler.TimerScheduler
 	stopping bool
@@ -94,7 +94,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			return
 		}
 	}
-	s.behavior.Receive(ctx)
+	s.states.Receive(ctx)
 }
 
 func (s *supervisor) running(ctx actor.Context) {
@@ -145,9 +145,5 @@ func (s *supervisor) start(ctx actor.Context) {
 }
 
 func (s *supervisor) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
-	if s.state != name && s.state != "" {
-		ctx.Logger().Debug("shard coordinator supervisor state change", slog.String("from", s.state), slog.String("to", name))
-	}
-	s.state = name
-	s.behavior.Become(receive)
+	s.states.Become(ctx, "shard coordinator supervisor", name, receive)
 }

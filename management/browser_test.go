@@ -45,9 +45,9 @@ func chromium(t *testing.T) string {
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("no Chromium (PROTOSHARD_CHROMIUM unset, none on PATH); CI must provide it (scripts/test.sh installs it)")
+		t.Fatal("no Chromium (PROTOSHARD_CHROMIUM unset, none on PATH); CI must provide it (scripts/test.sh installs it when run as root with apt-get)")
 	}
-	t.Skip("no Chromium (PROTOSHARD_CHROMIUM unset, none on PATH): apt-get install chromium to run this test")
+	t.Skip("no Chromium (PROTOSHARD_CHROMIUM unset, none on PATH): install Chromium or set PROTOSHARD_CHROMIUM to run this test")
 	return ""
 }
 

@@ -135,7 +135,7 @@ func regionReadiness(typeName string, proxy bool, st *messages.ShardRegionStatus
 // every region.
 func readiness(m memberState, regions []regionReadyView) readinessView {
 	v := readinessView{
-		Member:  memberHealthView{ID: m.ID, Address: m.Address, Joined: m.Joined, Leaving: m.Leaving, Removed: m.Removed, Stale: m.Stale},
+		Member:  memberHealthView(m),
 		Regions: regions,
 	}
 	if v.Regions == nil {

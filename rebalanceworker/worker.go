@@ -15,7 +15,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/handoff"
 	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -31,10 +33,6 @@ const (
 	// stateDone: RebalanceDone was sent; the worker is stopping.
 	stateDone = "done"
 )
-
-// defaultHandOffTimeout is Akka's handoff-timeout, used when Props is given
-// none.
-const defaultHandOffTimeout = 60 * time.Second
 
 // RegionTerminated is sent by the coordinator (the parent) when a region or
 // proxy is known gone (its member was removed). It counts as the region's
@@ -86,7 +84,7 @@ func beginHandOffResendInterval(handOffTimeout time.Duration) time.Duration {
 // address and id). ShardStopped may come from anyone (the shard answers it).
 func Props(shard string, from *actor.PID, handOffTimeout time.Duration, regions []*actor.PID, isRebalance bool, epoch uint64) *actor.Props {
 	if handOffTimeout <= 0 {
-		handOffTimeout = defaultHandOffTimeout
+		handOffTimeout = handoff.Timeout // given none
 	}
 	regions = slices.Clone(regions) // the caller may reuse its slice
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -97,7 +95,6 @@ func Props(shard string, from *actor.PID, handOffTimeout time.Duration, regions 
 			regions:        regions,
 			isRebalance:    isRebalance,
 			epoch:          epoch,
-			behavior:       actor.NewBehavior(),
 		}
 	}, guard.WithMailbox())
 }
@@ -112,8 +109,7 @@ type worker struct {
 	isRebalance    bool
 	epoch          uint64
 
-	behavior      actor.Behavior
-	state         string
+	states        behavior.States
 	cancelTimeout scheduler.CancelFunc
 	cancelResend  scheduler.CancelFunc
 
@@ -144,7 +140,7 @@ func (w *worker) Receive(ctx actor.Context) {
 	case *actor.Stopped, *actor.Restarting:
 		return
 	}
-	w.behavior.Receive(ctx)
+	w.states.Receive(ctx)
 }
 
 func (w *worker) start(ctx actor.Context) {
@@ -217,7 +213,7 @@ func (w *worker) waitingForAcks(ctx actor.Context) {
 			ctx.Request(r, &messages.BeginHandOff{Shard: w.shard, Epoch: w.epoch})
 		}
 	default:
-		w.drop(ctx, msg, fmt.Sprintf("unexpected message %T in state %s", msg, w.state))
+		w.drop(ctx, msg, fmt.Sprintf("unexpected message %T in state %s", msg, w.states.Name()))
 	}
 }
 
@@ -248,7 +244,7 @@ func (w *worker) stoppingShard(ctx actor.Context) {
 		w.timedOut(ctx)
 	case resendBeginHandOff:
 	default:
-		w.drop(ctx, msg, fmt.Sprintf("unexpected message %T in state %s", msg, w.state))
+		w.drop(ctx, msg, fmt.Sprintf("unexpected message %T in state %s", msg, w.states.Name()))
 	}
 }
 
@@ -319,7 +315,7 @@ func (w *worker) regionGone(ctx actor.Context, region *actor.PID, definitive boo
 }
 
 func (w *worker) checkAllAcked(ctx actor.Context) {
-	if w.state == stateWaitingForAcks && len(w.pending) == 0 {
+	if w.states.Name() == stateWaitingForAcks && len(w.pending) == 0 {
 		w.allAcked(ctx)
 	}
 }
@@ -370,7 +366,7 @@ func (w *worker) timedOut(ctx actor.Context) {
 
 // done reports to the coordinator and stops the worker.
 func (w *worker) done(ctx actor.Context, ok bool) {
-	if w.state == stateDone {
+	if w.states.Name() == stateDone {
 		return
 	}
 	if w.cancelTimeout != nil {
@@ -391,11 +387,7 @@ func (w *worker) done(ctx actor.Context, ok bool) {
 // --- helpers ---
 
 func (w *worker) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
-	if w.state != name && w.state != "" {
-		ctx.Logger().Debug("rebalance worker state change", slog.String("from", w.state), slog.String("to", name), slog.String("shard", w.shard))
-	}
-	w.state = name
-	w.behavior.Become(receive)
+	w.states.Become(ctx, "rebalance worker", name, receive, slog.String("shard", w.shard))
 }
 
 func (w *worker) watch(ctx actor.Context, pid *actor.PID) {
@@ -424,5 +416,5 @@ func (w *worker) reason(reason string) string {
 }
 
 func (w *worker) attrs() []any {
-	return []any{slog.String("shard", w.shard), slog.String("state", w.state), slog.Bool("rebalance", w.isRebalance)}
+	return []any{slog.String("shard", w.shard), slog.String("state", w.states.Name()), slog.Bool("rebalance", w.isRebalance)}
 }

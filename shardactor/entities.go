@@ -299,9 +299,6 @@ func (es *entities) livePIDs() []*actor.PID {
 	return pids
 }
 
-// writeInFlight reports whether a remember-entities write is in flight.
-func (es *entities) writeInFlight() bool { return es.writing != nil }
-
 // --- messages ---
 
 // deliver decides what becomes of m, a message or StartEntity for entity

@@ -152,7 +152,7 @@ func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 	}
 	ctx.Logger().Debug("shard: remembered entities read", append(s.attrs(), slog.Int("entities", len(msg.ids)))...)
 	s.becomeActive(ctx)
-	if s.state != stateActive {
+	if s.states.Name() != stateActive {
 		return // what waited stopped the shard
 	}
 	for i, batch := range recoveryBatches(msg.ids, s.settings.EntityRecoveryStrategy, s.settings.EntityRecoveryConstantNumberOfEntities) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/handoff"
 	"github.com/protoshard/protoshard/lease"
 )
 
@@ -132,7 +133,7 @@ const (
 // DefaultSettings returns Akka's defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		HandOffTimeout:         60 * time.Second,
+		HandOffTimeout:         handoff.Timeout,
 		PassivationIdleTimeout: 120 * time.Second,
 		ReplacementPolicy:      LeastRecentlyUsedPolicy,
 

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shardproto"
@@ -79,7 +80,6 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings Settings
 			entityProps: entityProps,
 			settings:    settings,
 			routes:      routes,
-			behavior:    actor.NewBehavior(),
 			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
 			automatic:   !settings.RememberEntities,
 			limit:       limit,
@@ -103,8 +103,7 @@ type shard struct {
 	settings    Settings
 	routes      shardproto.EntityRoutes // nil: no direct sends
 
-	behavior actor.Behavior
-	state    string
+	states   behavior.States
 	timers   *scheduler.TimerScheduler
 	cancels  []scheduler.CancelFunc
 	timerGen int
@@ -171,7 +170,7 @@ func (s *shard) Receive(ctx actor.Context) {
 func (s *shard) receive(ctx actor.Context) {
 	// The hot path first: a message for an entity while active, without
 	// the behavior's indirection.
-	if d, ok := ctx.Message().(*shardproto.Deliver); ok && s.state == stateActive {
+	if d, ok := ctx.Message().(*shardproto.Deliver); ok && s.states.Name() == stateActive {
 		s.deliverTo(ctx, d, ctx.Sender())
 		return
 	}
@@ -214,7 +213,7 @@ func (s *shard) receive(ctx actor.Context) {
 		s.reply(ctx, s.passivationState())
 		return
 	}
-	s.behavior.Receive(ctx)
+	s.states.Receive(ctx)
 }
 
 func (s *shard) onStarted(ctx actor.Context) {
@@ -261,7 +260,7 @@ func (s *shard) becomeActive(ctx actor.Context) {
 func (s *shard) wait(ctx actor.Context) {
 	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender(), since: time.Now()}
 	if err := s.waiting.add(m, maxBufferedMessages); err != nil {
-		s.dropError(ctx, m.message, m.sender, fmt.Errorf("%w (%d, state %s)", err, maxBufferedMessages, s.state))
+		s.dropError(ctx, m.message, m.sender, fmt.Errorf("%w (%d, state %s)", err, maxBufferedMessages, s.states.Name()))
 	}
 }
 
@@ -320,7 +319,7 @@ func (s *shard) receiveActive(ctx actor.Context, message any, sender *actor.PID)
 	case handOffWarning, handOffForceStop:
 		// stale timer of a hand-off that is over
 	default:
-		s.drop(ctx, msg, sender, fmt.Sprintf("unexpected message %T in state %s", msg, s.state))
+		s.drop(ctx, msg, sender, fmt.Sprintf("unexpected message %T in state %s", msg, s.states.Name()))
 	}
 }
 
@@ -648,7 +647,7 @@ func (s *shard) returnToRegion(ctx actor.Context, held []heldMessage, waited []b
 				continue
 			}
 		}
-		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.state))
+		s.drop(ctx, m.message, m.sender, fmt.Sprintf("shard %s is handing off before it was ready (state %s)", s.shardID, s.states.Name()))
 	}
 	if len(out.Messages) == 0 {
 		return
@@ -859,12 +858,7 @@ func (s *shard) ackStart(ctx actor.Context, id string, to *actor.PID) {
 // --- helpers ---
 
 func (s *shard) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
-	if s.state != name {
-		ctx.Logger().Debug("shard state change", slog.String("from", s.state), slog.String("to", name),
-			slog.String("type", s.typeName), slog.String("shard", s.shardID))
-	}
-	s.state = name
-	s.behavior.Become(receive)
+	s.states.Become(ctx, "shard", name, receive, slog.String("type", s.typeName), slog.String("shard", s.shardID))
 }
 
 func (s *shard) cancelTimers() {
@@ -906,7 +900,7 @@ func (s *shard) reason(reason string) string {
 }
 
 func (s *shard) attrs() []any {
-	return []any{slog.String("type", s.typeName), slog.String("shard", s.shardID), slog.String("state", s.state)}
+	return []any{slog.String("type", s.typeName), slog.String("shard", s.shardID), slog.String("state", s.states.Name())}
 }
 
 func (s *shard) stopMessageName() string {

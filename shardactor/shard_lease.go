@@ -126,7 +126,7 @@ func (s *shard) onLeaseAcquireResult(ctx actor.Context, r leaseAcquireResult) {
 // holds is dropped when it stops. Its region starts it again when a
 // message comes, or, with remember-entities, after ShardFailureBackoff.
 func (s *shard) onLeaseLost(ctx actor.Context, l leaseLost) {
-	if l.gen != s.leaseGen || s.state == stateAcquiringLease || s.state == stateStopped {
+	if l.gen != s.leaseGen || s.states.Name() == stateAcquiringLease || s.states.Name() == stateStopped {
 		return // an earlier holding, or nothing runs under it yet
 	}
 	ctx.Logger().Error(fmt.Sprintf("shard: Shard id [%s] lease lost, stopping shard and killing [%d] entities", s.shardID, s.entities.liveCount()),

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -30,8 +31,7 @@ type coordinatorActor struct {
 	region        *actor.PID
 	retryInterval time.Duration
 
-	behavior  actor.Behavior
-	state     string
+	states    behavior.States
 	processes Processes
 	round     stopRound
 	// waiting are the senders of the change under way, answered when it
@@ -46,8 +46,7 @@ type coordinatorActor struct {
 type retryTick struct{}
 
 func (c *coordinatorActor) Receive(ctx actor.Context) {
-	if c.behavior == nil {
-		c.behavior = actor.NewBehavior()
+	if c.states.Name() == "" {
 		c.become(ctx, "loading", c.loading)
 	}
 	switch ctx.Message().(type) {
@@ -56,14 +55,12 @@ func (c *coordinatorActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		c.cancel()
 	}
-	c.behavior.Receive(ctx)
+	c.states.Receive(ctx)
 }
 
 func (c *coordinatorActor) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
-	ctx.Logger().Debug("sharded daemon process coordinator state change", "from", c.state, "to", name,
+	c.states.Become(ctx, "sharded daemon process coordinator", name, receive,
 		"revision", c.processes.Revision, "count", c.processes.Count)
-	c.state = name
-	c.behavior.Become(receive)
 }
 
 // loading: the stored state is read at start, and again every retry

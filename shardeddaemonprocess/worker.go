@@ -7,6 +7,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -23,25 +24,21 @@ type worker struct {
 	retryInterval time.Duration
 	stopMessage   any
 
-	behavior actor.Behavior
-	state    string
-	id       string
-	index    int
-	child    *actor.PID
+	states behavior.States
+	id     string
+	index  int
+	child  *actor.PID
 }
 
 func (w *worker) Receive(ctx actor.Context) {
-	if w.behavior == nil {
-		w.behavior = actor.NewBehavior()
+	if w.states.Name() == "" {
 		w.become(ctx, "starting", w.starting)
 	}
-	w.behavior.Receive(ctx)
+	w.states.Receive(ctx)
 }
 
 func (w *worker) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
-	ctx.Logger().Debug("sharded daemon process worker state change", "from", w.state, "to", name, "worker", w.id)
-	w.state = name
-	w.behavior.Become(receive)
+	w.states.Become(ctx, "sharded daemon process worker", name, receive, "worker", w.id)
 }
 
 // starting: the entity has just been created.

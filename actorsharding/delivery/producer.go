@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/internal/dispatch"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
@@ -79,8 +80,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		queue: newSendQueue(settings.BufferSize)}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings,
-			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, behavior: actor.NewBehavior()}
-		c.behavior.Become(c.active) // until Started picks the first state
+			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}}
 		return c
 	}, guard.WithMailbox(),
 		// A producer handed one Send at a time would otherwise start a
@@ -325,13 +325,12 @@ type producerController struct {
 	settings   ProducerSettings
 	handle     *ShardingProducerController
 
-	behavior  actor.Behavior
-	stateName string
-	state     *producerState
-	refs      map[string]actorsharding.EntityRef
-	waiting   map[confirmation]chan error // SendWithConfirmation by entity and seqNr, without a queue
-	timers    *scheduler.TimerScheduler
-	cancels   []scheduler.CancelFunc
+	states  behavior.States
+	state   *producerState
+	refs    map[string]actorsharding.EntityRef
+	waiting map[confirmation]chan error // SendWithConfirmation by entity and seqNr, without a queue
+	timers  *scheduler.TimerScheduler
+	cancels []scheduler.CancelFunc
 
 	metrics  *metrics.Delivery // nil without a MetricsProvider
 	reported ProducerStats     // what the metrics have been told
@@ -350,7 +349,13 @@ type producerController struct {
 }
 
 func (c *producerController) Receive(ctx actor.Context) {
-	c.behavior.Receive(ctx)
+	if c.states.Name() == "" {
+		// Started, which picks the first state, is handled alike in every
+		// state (common).
+		c.active(ctx)
+	} else {
+		c.states.Receive(ctx)
+	}
 	c.holdQueued()
 	c.report(ctx.Message())
 }
@@ -380,12 +385,8 @@ func (c *producerController) report(msg any) {
 }
 
 func (c *producerController) become(ctx actor.Context, name string, receive actor.ReceiveFunc) {
-	if c.stateName != "" && c.stateName != name {
-		ctx.Logger().Debug("delivery: producer controller state change", slog.String("type", c.typeName),
-			slog.String("producer", c.producerID), slog.String("from", c.stateName), slog.String("to", name))
-	}
-	c.stateName = name
-	c.behavior.Become(receive)
+	c.states.Become(ctx, "delivery: producer controller", name, receive,
+		slog.String("type", c.typeName), slog.String("producer", c.producerID))
 }
 
 // common handles what every state handles alike; false: not one of those.
@@ -447,7 +448,7 @@ func (c *producerController) common(ctx actor.Context) bool {
 func (c *producerController) unknown(ctx actor.Context) {
 	msg := ctx.Message()
 	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
-		fmt.Sprintf("delivery producer %s: %T is no message of this controller (state %s)", c.producerID, msg, c.stateName))
+		fmt.Sprintf("delivery producer %s: %T is no message of this controller (state %s)", c.producerID, msg, c.states.Name()))
 }
 
 // loadingState: the durable queue's content is read; Sends wait, replies
@@ -608,7 +609,7 @@ func (c *producerController) stopping(ctx actor.Context) {
 }
 
 func (c *producerController) attrs() []any {
-	return []any{slog.String("type", c.typeName), slog.String("producer", c.producerID), slog.String("state", c.stateName)}
+	return []any{slog.String("type", c.typeName), slog.String("producer", c.producerID), slog.String("state", c.states.Name())}
 }
 
 func (c *producerController) onSend(ctx actor.Context, r *sendRequest) {
@@ -686,7 +687,7 @@ func (c *producerController) onStored(ctx actor.Context, r *storeResult) {
 	for _, reply := range so.stored {
 		reply.done <- nil
 	}
-	if c.stateName == StateActive {
+	if c.states.Name() == StateActive {
 		c.carryOut(ctx, so.out, nil, nil)
 	}
 	if so.failed != nil {
@@ -701,7 +702,7 @@ func (c *producerController) onStored(ctx actor.Context, r *storeResult) {
 			slog.Int("attempt", r.write.attempt-1), slog.Duration("delay", r.write.delay), slog.Any("error", r.err))...)
 	}
 	c.writes(ctx)
-	if c.stateName == StateStopping {
+	if c.states.Name() == StateStopping {
 		c.closeWhenIdle(ctx)
 	}
 }

@@ -171,5 +171,5 @@ func (c *consulSource) wrap(what string, err error) error {
 	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cannot reach Consul at %s: %s: %w", c.addr, what, err)
 	}
-	return fmt.Errorf("Consul at %s: %s: %w", c.addr, what, err)
+	return fmt.Errorf("%s (Consul at %s): %w", what, c.addr, err)
 }

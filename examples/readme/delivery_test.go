@@ -36,12 +36,7 @@ func (m *memoryAccounts) CompareAndSave(id string, next record, version uint64) 
 // TestReliableDeliverySnippet runs the producer and entity of docs/reliable-delivery.md: both
 // deposits end up in the store, once each.
 func TestReliableDeliverySnippet(t *testing.T) {
-	ctx, system := newNode(t, time.Minute)
-	sharding, err := actorsharding.Join(ctx, system)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sharding.Leave(ctx)
+	ctx, _, sharding := joinedNode(t, time.Minute)
 	db := &memoryAccounts{recs: map[string]record{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return &reliableAccount{db: db} })
 	if _, err := sharding.StartRegion("Account", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {

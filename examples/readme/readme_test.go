@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/actorsharding"
 )
 
 // goBlock is one Go code block of a Markdown page.
@@ -137,4 +139,17 @@ func newNode(t *testing.T, timeout time.Duration) (context.Context, *actor.Actor
 	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
 	return ctx, system
+}
+
+// joinedNode is newNode joined to an in-process cluster; the node leaves
+// with the end of the test.
+func joinedNode(t *testing.T, timeout time.Duration) (context.Context, *actor.ActorSystem, *actorsharding.Sharding) {
+	t.Helper()
+	ctx, system := newNode(t, timeout)
+	sharding, err := actorsharding.Join(ctx, system)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sharding.Leave(ctx) })
+	return ctx, system, sharding
 }
