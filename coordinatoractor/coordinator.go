@@ -106,8 +106,7 @@ type coordinator struct {
 	// of the store by the events not yet written.
 	writes     stateWrites
 	state      *State
-	epoch      uint64                       // the version claimed at start
-	members    map[string]membership.Member // by member id
+	epoch      uint64 // the version claimed at start
 	timers     *scheduler.TimerScheduler
 	cancelTick scheduler.CancelFunc
 
@@ -118,32 +117,19 @@ type coordinator struct {
 	// one write, after it.
 	replaying bool
 
-	allRegionsRegistered bool
-	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
-	rebalanceInProgress map[string][]*actor.PID
+	// handOffs: the hand-offs in progress and who waits for them.
+	handOffs handOffs
 	// rebalance follows the rebalance in progress, for its log lines.
-	rebalance        rebalanceSummary
-	rebalanceWorkers map[string]*actor.PID // shard -> worker
-	handOffsStarted  map[string]handOffStart
-	metrics          *metrics.Type
+	rebalance rebalanceSummary
+	metrics   *metrics.Type
 	// forwards: shards handed off whose old home still forwards what it
 	// held; their new home is told only to the old home meanwhile.
 	forwards forwardHolds
-	// gracefulShutdownInProgress: regions (by key) handing off all shards.
-	gracefulShutdownInProgress map[string]bool
-	// unAckedHostShards: shard -> cancel of its HostShard resend timer.
-	unAckedHostShards map[string]scheduler.CancelFunc
-	// registered: members whose region or proxy registered with this
-	// coordinator (not its predecessors); a region's first Register here
-	// is where its hosted shards are adopted.
-	registered map[string]bool
-	// activatedAt: when the coordinator became active; shards the state
-	// does not place are allocated only once every live member has
-	// registered, or RegisterWaitTimeout after it.
-	activatedAt time.Time
-	// pendingRemovals: members removed without a graceful leave whose
-	// regions wait out the down-removal margin.
-	pendingRemovals map[string]bool
+	// regions: the members, their registrations, graceful shutdowns
+	// and removal margins.
+	regions regionBook
+	// hostShards: the HostShard messages not yet acknowledged.
+	hostShards hostShardResends
 	// refusals rate-limits the log of refused registrations: a refused
 	// region registers again at every retry interval.
 	refusals *throttle.Limiter
@@ -199,16 +185,11 @@ func (c *coordinator) Receive(ctx actor.Context) {
 
 func (c *coordinator) start(ctx actor.Context) {
 	c.timers = scheduler.NewTimerScheduler(ctx)
-	c.members = map[string]membership.Member{}
-	c.rebalanceInProgress = map[string][]*actor.PID{}
+	c.regions = newRegionBook()
+	c.handOffs = newHandOffs()
 	c.forwards = newForwardHolds()
-	c.rebalanceWorkers = map[string]*actor.PID{}
-	c.handOffsStarted = map[string]handOffStart{}
 	c.metrics = metrics.For(ctx.ActorSystem()).Type(c.typeName)
-	c.gracefulShutdownInProgress = map[string]bool{}
-	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
-	c.registered = map[string]bool{}
-	c.pendingRemovals = map[string]bool{}
+	c.hostShards = newHostShardResends()
 	c.refusals = throttle.New(refusalLogInterval)
 	c.state = &c.writes.state
 	c.stash = newStash(c.settings.StashCapacity)
@@ -295,7 +276,7 @@ func (c *coordinator) activate(ctx actor.Context) {
 		slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
 		slog.Int("shards", len(c.state.Shards)), slog.Uint64("version", c.writes.version))
 	c.become(ctx, StateActive, c.active)
-	c.activatedAt = time.Now()
+	c.regions.activatedAt = time.Now()
 	// Live regions are watched, so that a crash is noticed; those of
 	// members that are gone are terminated (once their removal margin has
 	// passed).
@@ -323,12 +304,12 @@ func (c *coordinator) activate(ctx actor.Context) {
 // members, so that their termination is noticed.
 func (c *coordinator) watchRegions(ctx actor.Context) {
 	for _, r := range sortedEntries(c.state.Regions) {
-		if c.isLiveMember(r.MemberID) {
+		if c.regions.isLive(r.MemberID) {
 			ctx.Watch(r.PID)
 		}
 	}
 	for _, p := range sortedEntries(c.state.Proxies) {
-		if c.isLiveMember(p.MemberID) {
+		if c.regions.isLive(p.MemberID) {
 			ctx.Watch(p.PID)
 		}
 	}
@@ -350,7 +331,7 @@ func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
 		if c.stateName != StateActive {
 			return
 		}
-		if _, busy := c.rebalanceInProgress[s]; busy {
+		if c.handOffs.busy(s) {
 			continue
 		}
 		c.onGetShardHome(ctx, s, nil)
@@ -548,19 +529,13 @@ func (c *coordinator) active(ctx actor.Context) {
 		}
 		c.onGetShardHome(ctx, msg.GetShard(), ctx.Sender())
 	case *messages.ShardStarted:
-		if r, ok := c.state.RegionOf(msg.GetShard()); ok && ctx.Sender() != nil && RegionKey(r) == RegionKey(ctx.Sender()) {
-			c.cancelHostShardTimer(msg.GetShard())
+		if c.hostShards.started(c.state, msg.GetShard(), ctx.Sender()) {
 			return
 		}
 		ctx.Logger().Debug("shard coordinator: ShardStarted from a region that does not host the shard", slog.String("type", c.typeName),
 			slog.String("shard", msg.GetShard()), slog.Any("sender", ctx.Sender()))
 	case resendShardHost:
-		delete(c.unAckedHostShards, msg.shard)
-		if _, busy := c.rebalanceInProgress[msg.shard]; busy {
-			// A HostShard now would restart the shard being handed off.
-			return
-		}
-		if r, ok := c.state.RegionOf(msg.shard); ok && RegionKey(r) == RegionKey(msg.region) {
+		if r := c.hostShards.due(c.state, msg.shard, msg.region, c.handOffs.busy(msg.shard)); r != nil {
 			ctx.Logger().Debug("shard coordinator: resending HostShard", slog.String("type", c.typeName),
 				slog.String("shard", msg.shard), slog.String("region", RegionKey(r)))
 			c.sendHostShard(ctx, msg.shard, r)
@@ -572,14 +547,12 @@ func (c *coordinator) active(ctx actor.Context) {
 	case registerWaitOver:
 		c.allocateShardHomesForRememberEntities(ctx)
 	case *messages.RebalanceDone:
-		// Only the worker of the shard may end its hand-off: a RebalanceDone
-		// from anyone else would let the shard start elsewhere while it runs.
-		w, ok := c.rebalanceWorkers[msg.GetShard()]
-		if !ok || ctx.Sender() == nil || !w.Equal(ctx.Sender()) {
-			c.reject(ctx, msg, fmt.Sprintf("RebalanceDone for shard %q from %v, which is not its rebalance worker", msg.GetShard(), ctx.Sender()))
+		started, known, err := c.handOffs.done(msg.GetShard(), ctx.Sender())
+		if err != nil {
+			c.reject(ctx, msg, err.Error())
 			return
 		}
-		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk())
+		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk(), started, known)
 	case *messages.HandOffForwarded:
 		c.onHandOffForwarded(ctx, msg)
 	case forwardTimedOut:
@@ -647,7 +620,7 @@ func (c *coordinator) active(ctx actor.Context) {
 
 func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 	region, member := msg.GetShardRegion(), msg.GetMemberId()
-	if err := checkRegistration("Register", region, member, msg.GetShards(), c.members); err != nil {
+	if err := checkRegistration("Register", region, member, msg.GetShards(), c.regions.members); err != nil {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
@@ -684,8 +657,7 @@ func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
 			return
 		}
 	}
-	if !c.registered[member] {
-		c.registered[member] = true
+	if c.regions.register(member) {
 		c.adopt(ctx, region, msg.GetShards())
 	}
 	c.hasAllRegionsRegistered()
@@ -736,7 +708,7 @@ func (c *coordinator) refuseIncompatible(ctx actor.Context, region *actor.PID, w
 // is never written; its member adopts again on its next Register.
 func (c *coordinator) registrationRefused(msg any, member string, sender *actor.PID) func(actor.Context, error) {
 	return func(ctx actor.Context, err error) {
-		delete(c.registered, member)
+		c.regions.unregister(member)
 		c.drop(ctx, msg, sender, fmt.Sprintf("the registration is not written: %v", err))
 	}
 }
@@ -744,7 +716,7 @@ func (c *coordinator) registrationRefused(msg any, member string, sender *actor.
 // adopt allocates to region the shards it hosts that the state places
 // nowhere or elsewhere (see adoptions).
 func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []string) {
-	for _, a := range adoptions(*c.state, region, hosted, c.rebalanceInProgress) {
+	for _, a := range adoptions(*c.state, region, hosted, c.handOffs.waiting) {
 		var old *actor.PID
 		if a.from != "" {
 			old = c.state.Regions[a.from].PID
@@ -759,7 +731,7 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 		}
 		shard := a.shard
 		_ = c.update(ctx, update{event: ShardHomeAllocated{Shard: shard, Region: region}, then: func(ctx actor.Context) {
-			c.cancelHostShardTimer(shard)
+			c.hostShards.stop(shard)
 			if old != nil {
 				// The region the state named must not keep a copy running.
 				ctx.Request(old, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
@@ -770,7 +742,7 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 
 func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterProxy) {
 	proxy, member := msg.GetShardRegionProxy(), msg.GetMemberId()
-	if err := checkRegistration("RegisterProxy", proxy, member, nil, c.members); err != nil {
+	if err := checkRegistration("RegisterProxy", proxy, member, nil, c.regions.members); err != nil {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
@@ -797,7 +769,7 @@ func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterP
 			return
 		}
 	}
-	c.registered[member] = true
+	c.regions.register(member)
 	c.whenWritten(ctx, "RegisterProxy\x00"+RegionKey(proxy)+"\x00"+member, func(ctx actor.Context) {
 		ctx.Request(proxy, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
 		ctx.Request(proxy, c.shardHomes())
@@ -825,55 +797,43 @@ func (c *coordinator) shardHomes() *messages.ShardHomes {
 // hasAllRegionsRegistered is Akka's min-nr-of-members check: once enough
 // regions have registered it holds for good.
 func (c *coordinator) hasAllRegionsRegistered() bool {
-	if !c.allRegionsRegistered {
-		c.allRegionsRegistered = len(c.state.Regions) >= c.settings.MinNrOfMembers
-	}
-	return c.allRegionsRegistered
+	return c.regions.hasAllRegionsRegistered(len(c.state.Regions), c.settings.MinNrOfMembers)
 }
 
 // onGetShardHome answers where shard lives, allocating it first if needed.
 // A nil requester allocates without answering (remember-entities).
 func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester *actor.PID) {
-	if waiting, ok := c.rebalanceInProgress[shard]; ok {
-		// Answered when the hand-off is done (RebalanceDone).
-		if requester != nil {
-			c.rebalanceInProgress[shard] = appendPID(waiting, requester)
-		}
-		return
-	}
-	if c.forwards.hold(shard, requester) {
-		return // answered once the old home has forwarded (HandOffForwarded)
-	}
-	if !c.hasAllRegionsRegistered() {
+	d := shardHome(shardHomeInput{state: c.state, handOffs: &c.handOffs, forwards: &c.forwards, regions: &c.regions,
+		minNrOfMembers: c.settings.MinNrOfMembers, role: c.settings.Role, registerWait: c.settings.RegisterWaitTimeout,
+		now: time.Now(), rejoinHold: c.rejoinHold}, shard, requester)
+	switch d.step {
+	case homeInHandOff, homeHeld:
+		return // answered when the hand-off is done (RebalanceDone), or the old home has forwarded (HandOffForwarded)
+	case homeNotAllRegistered:
 		ctx.Logger().Debug("shard coordinator: GetShardHome ignored, not all regions registered yet",
 			slog.String("type", c.typeName), slog.String("shard", shard),
 			slog.Int("registered", len(c.state.Regions)), slog.Int("min-nr-of-members", c.settings.MinNrOfMembers))
 		return
-	}
-	if region, ok := c.state.RegionOf(shard); ok {
+	case homeKnown:
 		if requester != nil {
-			c.replyShardHome(ctx, shard, region, requester)
+			c.replyShardHome(ctx, shard, d.region, requester)
 		}
 		return
-	}
-	if waiting := c.waitingForRegions(); len(waiting) > 0 {
+	case homeWaitForRegions:
 		// One of them may host the shard already (see unregisteredMembers).
 		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held until the regions of live members register",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("members", waiting))
+			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("members", d.members))
 		return
-	}
-	if wait := c.rejoinHold(); wait > 0 {
+	case homeRejoinHold:
 		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held: this node re-joined after its removal, and the removal margin has not passed",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Duration("wait", wait))
+			slog.String("type", c.typeName), slog.String("shard", shard), slog.Duration("wait", d.wait))
 		return
-	}
-	active := c.regionAllocations(true)
-	if len(active) == 0 {
+	case homeNoRegion:
 		ctx.Logger().Debug("shard coordinator: no region to allocate to", slog.String("type", c.typeName), slog.String("shard", shard))
 		return
 	}
-	region := c.strategy.AllocateShard(requester, shard, active)
-	if region == nil || !c.state.IsRegion(region) || c.gracefulShutdownInProgress[RegionKey(region)] {
+	region := c.strategy.AllocateShard(requester, shard, d.regions)
+	if !usableHome(c.state, &c.regions, region) {
 		ctx.Logger().Warn("shard coordinator: allocation strategy chose an unusable region; the request will be retried",
 			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("region", region))
 		return
@@ -940,16 +900,6 @@ func (c *coordinator) shardHomeRefused(shard string, requester *actor.PID) func(
 	}
 }
 
-// waitingForRegions lists the live members whose regions this coordinator
-// still waits for before it allocates unplaced shards; empty once all have
-// registered or RegisterWaitTimeout has passed since it became active.
-func (c *coordinator) waitingForRegions() []string {
-	if time.Since(c.activatedAt) >= c.settings.RegisterWaitTimeout {
-		return nil
-	}
-	return unregisteredMembers(c.members, c.settings.Role, c.registered)
-}
-
 // rejoinHold is how long a coordinator on a node that joined again after
 // it was removed still holds allocations its state does not place: the
 // members of the cluster it was removed from may not have noticed their
@@ -964,32 +914,20 @@ func (c *coordinator) rejoinHold() time.Duration {
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
 	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
-	c.cancelHostShardTimer(shard)
-	c.unAckedHostShards[shard] = c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region})
-}
-
-// cancelHostShardTimer stops resending HostShard for shard.
-func (c *coordinator) cancelHostShardTimer(shard string) {
-	if cancel, ok := c.unAckedHostShards[shard]; ok {
-		cancel()
-		delete(c.unAckedHostShards, shard)
-	}
+	c.hostShards.stop(shard)
+	c.hostShards.sent(shard, c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region}))
 }
 
 func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	if len(c.state.Regions) == 0 || !c.hasAllRegionsRegistered() {
 		return
 	}
-	inProgress := make(map[string]struct{}, len(c.rebalanceInProgress))
-	for s := range c.rebalanceInProgress {
-		inProgress[s] = struct{}{}
-	}
-	shards := c.strategy.Rebalance(c.regionAllocations(false), inProgress)
+	shards := c.strategy.Rebalance(c.regions.allocations(c.state, false), c.handOffs.inProgress())
 	started := 0
 	var round trace.Span
 	roundCtx := context.Background()
 	for _, shard := range shards {
-		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
+		if c.handOffs.busy(shard) || !c.writes.settled(shard) {
 			continue // a shard whose new home is not written yet moves on a later tick
 		}
 		from, ok := c.state.RegionOf(shard)
@@ -1007,15 +945,15 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		started++
 	}
 	if round != nil {
-		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", len(c.rebalanceInProgress)))
+		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", c.handOffs.len()))
 		round.End()
 	}
 	if started > 0 {
 		ctx.Logger().Debug("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
-			slog.Int("in-progress", len(c.rebalanceInProgress)))
+			slog.Int("in-progress", c.handOffs.len()))
 	}
 	now := time.Now()
-	switch event, total := c.rebalance.tick(started, len(shards) == 0 && len(c.rebalanceInProgress) == 0, now); event {
+	switch event, total := c.rebalance.tick(started, len(shards) == 0 && c.handOffs.len() == 0, now); event {
 	case rebalanceBegan:
 		ctx.Logger().Info("shard coordinator: rebalance started", slog.String("type", c.typeName), slog.Int("shards", started))
 	case rebalanceEnded:
@@ -1027,8 +965,7 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 // startHandOff starts shard's hand-off from region from; parent is the
 // context of its span's parent (a rebalance round's).
 func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, shard string, from *actor.PID, isRebalance bool) {
-	c.rebalanceInProgress[shard] = nil
-	c.cancelHostShardTimer(shard)
+	c.hostShards.stop(shard)
 	var regions []*actor.PID
 	for _, r := range sortedEntries(c.state.Regions) {
 		regions = append(regions, r.PID)
@@ -1036,26 +973,29 @@ func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, sh
 	for _, p := range sortedEntries(c.state.Proxies) {
 		regions = append(regions, p.PID)
 	}
-	w := ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch))
-	c.rebalanceWorkers[shard] = w
 	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
 		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
 		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
-	if old, ok := c.handOffsStarted[shard]; ok {
+	old, replaced, err := c.handOffs.begin(shard, handOffStart{at: time.Now(), rebalance: isRebalance, span: span})
+	if err != nil {
+		// The callers start only hand-offs of shards not in hand-off.
+		ctx.Logger().Error("shard coordinator: hand-off not started", slog.String("type", c.typeName), slog.Any("error", err))
+		span.End()
+		return
+	}
+	if replaced {
 		old.span.End()
 	}
-	c.handOffsStarted[shard] = handOffStart{at: time.Now(), rebalance: isRebalance, span: span}
+	c.handOffs.assign(shard, ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch)))
 }
 
-func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) {
-	delete(c.rebalanceWorkers, shard)
-	if started, known := c.handOffsStarted[shard]; known {
+func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, started handOffStart, known bool) {
+	if known {
 		c.metrics.Rebalance(time.Since(started.at), started.rebalance, ok)
 		if !ok {
 			started.span.SetStatus(codes.Error, "the hand-off did not complete within the hand-off timeout")
 		}
 		started.span.End()
-		delete(c.handOffsStarted, shard)
 	}
 	oldHome, wasAllocated := c.state.RegionOf(shard)
 	if ok {
@@ -1065,7 +1005,7 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 				return
 			}
 		}
-		c.cancelHostShardTimer(shard)
+		c.hostShards.stop(shard)
 	} else {
 		ctx.Logger().Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was",
 			slog.String("type", c.typeName), slog.String("shard", shard))
@@ -1074,8 +1014,7 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 	if ok && wasAllocated {
 		// The old home forwards what it still holds for the shard before
 		// anyone else learns the new home.
-		waiting := c.rebalanceInProgress[shard]
-		delete(c.rebalanceInProgress, shard)
+		waiting, _ := c.handOffs.release(shard)
 		answerNow, gen := c.forwards.handedOff(shard, oldHome, waiting)
 		if gen != 0 {
 			c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
@@ -1101,8 +1040,7 @@ func (c *coordinator) onHandOffForwarded(ctx actor.Context, msg *messages.HandOf
 		c.reject(ctx, msg, fmt.Sprintf("HandOffForwarded for shard %q from %v about old home %v: both must be registered regions", shard, sender, oldHome))
 		return
 	}
-	_, inHandOff := c.rebalanceInProgress[shard]
-	waiting := c.forwards.forwarded(shard, oldHome, inHandOff)
+	waiting := c.forwards.forwarded(shard, oldHome, c.handOffs.busy(shard))
 	ctx.Request(oldHome, &messages.HandOffForwardedAck{Shard: shard})
 	c.answerHeld(ctx, shard, waiting)
 }
@@ -1120,22 +1058,18 @@ func (c *coordinator) answerHeld(ctx actor.Context, shard string, waiting []*act
 // clearRebalanceInProgress answers the GetShardHome requests held back
 // during the hand-off, by handling them again now.
 func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) {
-	waiting, ok := c.rebalanceInProgress[shard]
-	if !ok {
-		return
+	if waiting, ok := c.handOffs.release(shard); ok {
+		c.answerHeld(ctx, shard, waiting)
 	}
-	delete(c.rebalanceInProgress, shard)
-	c.answerHeld(ctx, shard, waiting)
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
 	key := RegionKey(region)
-	if !c.gracefulShutdownInProgress[key] {
+	if c.regions.gracefulShutdown(key) {
 		ctx.Logger().Debug("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
 	}
-	c.gracefulShutdownInProgress[key] = true
 	for _, shard := range c.state.Regions[key].Shards {
-		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
+		if c.handOffs.busy(shard) || !c.writes.settled(shard) {
 			continue // handed off on the region's next GracefulShutdownReq, once written
 		}
 		c.startHandOff(context.Background(), ctx, shard, region, false)
@@ -1145,7 +1079,7 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 // regionTerminated removes a region that stopped, left or crashed. It
 // returns false when the store write failed.
 func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why string) bool {
-	for _, w := range c.rebalanceWorkers {
+	for _, w := range c.handOffs.workerPIDs() {
 		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: region})
 	}
 	key := RegionKey(region)
@@ -1157,7 +1091,7 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	// crash, a removal) moves them: a summary worth an info line. One
 	// shutting down handed them off, or the whole cluster stops.
 	level := slog.LevelDebug
-	if len(r.Shards) > 0 && !c.gracefulShutdownInProgress[key] {
+	if len(r.Shards) > 0 && !c.regions.shuttingDown[key] {
 		level = slog.LevelInfo
 	}
 	ctx.Logger().Log(context.Background(), level, "shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
@@ -1167,9 +1101,9 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	}
 	ctx.Unwatch(r.PID)
 	for _, shard := range r.Shards {
-		c.cancelHostShardTimer(shard)
+		c.hostShards.stop(shard)
 	}
-	delete(c.gracefulShutdownInProgress, key)
+	c.regions.terminated(key)
 	for shard, waiting := range c.forwards.regionGone(region) {
 		c.answerHeld(ctx, shard, waiting)
 	}
@@ -1178,7 +1112,7 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 }
 
 func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
-	for _, w := range c.rebalanceWorkers {
+	for _, w := range c.handOffs.workerPIDs() {
 		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: proxy})
 	}
 	if !c.state.IsProxy(proxy) {
@@ -1192,83 +1126,34 @@ func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
 // handleMembership keeps the member view and terminates the regions and
 // proxies of removed members. It reports whether the message was one.
 func (c *coordinator) handleMembership(ctx actor.Context) bool {
-	switch msg := ctx.Message().(type) {
-	case *membership.CurrentClusterState:
-		c.members = map[string]membership.Member{}
-		for _, m := range msg.Members {
-			c.members[m.ID] = m
-		}
+	handled, checkGone := c.regions.membershipEvent(ctx.Message())
+	if checkGone {
 		c.terminateGoneMembers(ctx)
-	case membership.MemberUp:
-		c.members[msg.Member.ID] = msg.Member
-	case membership.MemberLeft:
-		c.members[msg.Member.ID] = msg.Member
-	case membership.MemberRemoved:
-		delete(c.members, msg.Member.ID)
-		c.terminateGoneMembers(ctx)
-	default:
-		return false
 	}
-	return true
+	return handled
 }
 
 // terminateGoneMembers terminates the regions and proxies of members that
-// are no longer live. The regions of a member removed without a graceful
-// leave wait the down-removal margin first (see removalWait): their shards
-// stay allocated to it meanwhile, so nobody starts them.
+// are no longer live, once their removal margin has passed (see
+// regionBook.goneMembers).
 func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	if c.stateName != StateActive {
 		return // done on activation
 	}
-	now := time.Now()
-	margin := c.cluster.DownRemovalMargin()
-	for _, r := range sortedEntries(c.state.Regions) {
-		if c.isLiveMember(r.MemberID) {
-			continue
-		}
-		rm, seen := c.cluster.Removal(r.MemberID)
-		if wait := removalWait(rm, seen, margin, now); wait > 0 {
-			if !c.pendingRemovals[r.MemberID] {
-				c.pendingRemovals[r.MemberID] = true
-				ctx.Logger().Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin",
-					slog.String("type", c.typeName), slog.String("region", RegionKey(r.PID)), slog.Duration("wait", wait))
-				c.timers.SendOnce(wait, ctx.Self(), removalMarginElapsed{})
+	for _, step := range c.regions.goneMembers(c.state, c.cluster.Removal, c.cluster.DownRemovalMargin(), time.Now()) {
+		switch {
+		case step.wait > 0:
+			ctx.Logger().Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin",
+				slog.String("type", c.typeName), slog.String("region", RegionKey(step.region)), slog.Duration("wait", step.wait))
+			c.timers.SendOnce(step.wait, ctx.Self(), removalMarginElapsed{})
+		case step.region != nil:
+			if !c.regionTerminated(ctx, step.region, "its member was removed") {
+				return
 			}
-			continue
-		}
-		delete(c.pendingRemovals, r.MemberID)
-		if !c.regionTerminated(ctx, r.PID, "its member was removed") {
-			return
+		default:
+			c.proxyTerminated(ctx, step.proxy)
 		}
 	}
-	for _, p := range sortedEntries(c.state.Proxies) {
-		if !c.isLiveMember(p.MemberID) {
-			c.proxyTerminated(ctx, p.PID)
-		}
-	}
-}
-
-func (c *coordinator) isLiveMember(id string) bool {
-	_, ok := c.members[id]
-	return ok && id != ""
-}
-
-// regionAllocations lists the regions for the strategy. Akka passes only
-// regions that are not shutting down to allocateShard, and every region to
-// rebalance.
-func (c *coordinator) regionAllocations(forAllocation bool) []RegionAllocation {
-	var out []RegionAllocation
-	for _, r := range sortedEntries(c.state.Regions) {
-		m, ok := c.members[r.MemberID]
-		if !ok {
-			continue
-		}
-		if forAllocation && c.gracefulShutdownInProgress[RegionKey(r.PID)] {
-			continue
-		}
-		out = append(out, RegionAllocation{Region: r.PID, Member: m, Shards: slices.Clone(r.Shards)})
-	}
-	return out
 }
 
 // regionAddresses lists the addresses of the regions as written.
@@ -1322,11 +1207,7 @@ func (c *coordinator) onGetClusterShardingStats(ctx actor.Context, msg *messages
 }
 
 func (c *coordinator) current() *CurrentCoordinatorState {
-	var inProgress []string
-	for s := range c.rebalanceInProgress {
-		inProgress = append(inProgress, s)
-	}
-	sort.Strings(inProgress)
+	inProgress := c.handOffs.shards()
 	// Clone turns the zero State (before the load) into the empty one.
 	return &CurrentCoordinatorState{Name: c.stateName, State: c.writes.durable.Clone(), Version: c.writes.version,
 		Epoch: c.epoch, RebalanceInProgress: inProgress}
@@ -1346,11 +1227,9 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		if c.cancelTick != nil {
 			c.cancelTick()
 		}
-		for _, cancel := range c.unAckedHostShards {
-			cancel()
-		}
+		c.hostShards.stopAll()
 		c.dropUnwritten(ctx, errStopped)
-		for _, h := range c.handOffsStarted {
+		for _, h := range c.handOffs.unfinished() {
 			// Its worker stops with the coordinator; the next one starts
 			// the hand-off again.
 			h.span.SetStatus(codes.Error, "the coordinator stopped")

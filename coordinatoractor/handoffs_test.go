@@ -1,0 +1,152 @@
+package coordinatoractor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// hoStep is one input to handOffs and what it must answer.
+type hoStep struct {
+	op     string // begin, assign, wait, done, release
+	shard  string
+	pid    *actor.PID // the worker (assign), requester (wait) or sender (done)
+	want   string     // the answer, as hoApply writes it
+	shards []string   // the shards in hand-off after the step
+}
+
+// hoApply feeds one step to h and describes its answer.
+func hoApply(h *handOffs, s hoStep, at time.Time) string {
+	switch s.op {
+	case "begin":
+		_, replaced, err := h.begin(s.shard, handOffStart{at: at})
+		if err != nil {
+			return "error: " + errorKind(err)
+		}
+		return fmt.Sprintf("replaced %v", replaced)
+	case "assign":
+		h.assign(s.shard, s.pid)
+		return ""
+	case "wait":
+		return fmt.Sprintf("waits %v", h.wait(s.shard, s.pid))
+	case "done":
+		start, known, err := h.done(s.shard, s.pid)
+		if err != nil {
+			return "error: " + errorKind(err)
+		}
+		return fmt.Sprintf("known %v at %v", known, start.at.Equal(at))
+	case "release":
+		waiting, ok := h.release(s.shard)
+		var ids []string
+		for _, p := range waiting {
+			ids = append(ids, p.GetAddress())
+		}
+		return fmt.Sprintf("%v [%s]", ok, strings.Join(ids, " "))
+	}
+	return "unknown op " + s.op
+}
+
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, errHandOffOrder):
+		return "order"
+	case errors.Is(err, errNotHandOffWorker):
+		return "not worker"
+	}
+	return err.Error()
+}
+
+func TestHandOffTransitions(t *testing.T) {
+	worker, other := actor.NewPID("127.0.0.1:1", "worker"), actor.NewPID("127.0.0.1:1", "other")
+	r1, r2 := stRegion(1), stRegion(2)
+	cases := []struct {
+		name  string
+		steps []hoStep
+	}{
+		{"a request for a shard not in hand-off does not wait", []hoStep{
+			{op: "wait", shard: "s", pid: r1, want: "waits false"},
+			{op: "release", shard: "s", want: "false []"},
+		}},
+		{"requests wait until the hand-off is released, each sender once", []hoStep{
+			{op: "begin", shard: "s", want: "replaced false", shards: []string{"s"}},
+			{op: "assign", shard: "s", pid: worker, shards: []string{"s"}},
+			{op: "wait", shard: "s", pid: r1, want: "waits true", shards: []string{"s"}},
+			{op: "wait", shard: "s", pid: r2, want: "waits true", shards: []string{"s"}},
+			{op: "wait", shard: "s", pid: r1, want: "waits true", shards: []string{"s"}},
+			{op: "wait", shard: "s", want: "waits true", shards: []string{"s"}},
+			{op: "done", shard: "s", pid: worker, want: "known true at true", shards: []string{"s"}},
+			{op: "release", shard: "s", want: "true [127.0.0.1:1 127.0.0.2:1]"},
+			{op: "wait", shard: "s", pid: r1, want: "waits false"},
+		}},
+		{"a second hand-off of a shard in hand-off is refused", []hoStep{
+			{op: "begin", shard: "s", want: "replaced false", shards: []string{"s"}},
+			{op: "begin", shard: "s", want: "error: order", shards: []string{"s"}},
+			{op: "begin", shard: "t", want: "replaced false", shards: []string{"s", "t"}},
+		}},
+		{"only the shard's worker ends its hand-off", []hoStep{
+			{op: "begin", shard: "s", want: "replaced false", shards: []string{"s"}},
+			{op: "done", shard: "s", pid: worker, want: "error: not worker", shards: []string{"s"}},
+			{op: "assign", shard: "s", pid: worker, shards: []string{"s"}},
+			{op: "done", shard: "s", pid: other, want: "error: not worker", shards: []string{"s"}},
+			{op: "done", shard: "s", want: "error: not worker", shards: []string{"s"}},
+			{op: "done", shard: "t", pid: worker, want: "error: not worker", shards: []string{"s"}},
+			{op: "done", shard: "s", pid: worker, want: "known true at true", shards: []string{"s"}},
+			{op: "done", shard: "s", pid: worker, want: "error: not worker", shards: []string{"s"}},
+		}},
+		{"a hand-off started again after its release starts afresh", []hoStep{
+			{op: "begin", shard: "s", want: "replaced false", shards: []string{"s"}},
+			{op: "assign", shard: "s", pid: worker, shards: []string{"s"}},
+			{op: "done", shard: "s", pid: worker, want: "known true at true", shards: []string{"s"}},
+			{op: "release", shard: "s", want: "true []"},
+			{op: "begin", shard: "s", want: "replaced false", shards: []string{"s"}},
+		}},
+	}
+	at := time.Unix(1, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHandOffs()
+			for i, s := range tc.steps {
+				if got := hoApply(&h, s, at); got != s.want {
+					t.Fatalf("step %d %s %s: got %q, want %q", i, s.op, s.shard, got, s.want)
+				}
+				if got := h.shards(); !slices.Equal(got, s.shards) {
+					t.Fatalf("step %d %s %s: in hand-off %v, want %v", i, s.op, s.shard, got, s.shards)
+				}
+				if h.len() != len(s.shards) || len(h.inProgress()) != len(s.shards) {
+					t.Fatalf("step %d: len %d, inProgress %v, want %d shards", i, h.len(), h.inProgress(), len(s.shards))
+				}
+			}
+		})
+	}
+}
+
+func TestHandOffsWorkersAndUnfinished(t *testing.T) {
+	h := newHandOffs()
+	w1, w2 := actor.NewPID("127.0.0.1:1", "w1"), actor.NewPID("127.0.0.1:1", "w2")
+	for _, s := range []struct {
+		shard  string
+		worker *actor.PID
+	}{{"a", w1}, {"b", w2}} {
+		if _, _, err := h.begin(s.shard, handOffStart{rebalance: true}); err != nil {
+			t.Fatal(err)
+		}
+		h.assign(s.shard, s.worker)
+	}
+	if got := len(h.workerPIDs()); got != 2 {
+		t.Fatalf("workers = %d, want 2", got)
+	}
+	if _, _, err := h.done("a", w1); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.workerPIDs(); len(got) != 1 || !got[0].Equal(w2) {
+		t.Fatalf("workers after a's RebalanceDone = %v, want [w2]", got)
+	}
+	if got := h.unfinished(); len(got) != 1 || !got[0].rebalance {
+		t.Fatalf("unfinished = %+v, want b's start", got)
+	}
+}

@@ -1,0 +1,96 @@
+package coordinatoractor
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// shardHomeStep is what the coordinator does with a GetShardHome (or, with
+// no requester, an allocation for remember-entities), as shardHome decides.
+type shardHomeStep int
+
+const (
+	// homeInHandOff: the shard is in hand-off; the request waits for its
+	// end (RebalanceDone).
+	homeInHandOff shardHomeStep = iota + 1
+	// homeHeld: the shard's old home still forwards; the request waits
+	// for its HandOffForwarded.
+	homeHeld
+	// homeNotAllRegistered: fewer regions than min-nr-of-members; ignored
+	// (the region asks again).
+	homeNotAllRegistered
+	// homeKnown: the state places the shard; answer with its region.
+	homeKnown
+	// homeWaitForRegions: the shard is unplaced and live members have not
+	// registered yet, one of which may host it; ignored.
+	homeWaitForRegions
+	// homeRejoinHold: the shard is unplaced and this node re-joined after
+	// its removal less than the removal margin ago; ignored.
+	homeRejoinHold
+	// homeNoRegion: no region to allocate to; ignored.
+	homeNoRegion
+	// homeAllocate: ask the strategy among the regions listed.
+	homeAllocate
+)
+
+// shardHomeDecision is shardHome's answer, with what its step needs.
+type shardHomeDecision struct {
+	step    shardHomeStep
+	region  *actor.PID         // homeKnown
+	members []string           // homeWaitForRegions: the members waited for
+	wait    time.Duration      // homeRejoinHold
+	regions []RegionAllocation // homeAllocate
+}
+
+// shardHomeInput is what shardHome decides on besides the request.
+type shardHomeInput struct {
+	state          *State
+	handOffs       *handOffs
+	forwards       *forwardHolds
+	regions        *regionBook
+	minNrOfMembers int
+	role           string
+	registerWait   time.Duration // Settings.RegisterWaitTimeout
+	now            time.Time
+	// rejoinHold is how long a node that re-joined after its removal
+	// still holds unplaced shards (see the coordinator's rejoinHold);
+	// asked only for unplaced shards.
+	rejoinHold func() time.Duration
+}
+
+// shardHome decides where requester's GetShardHome for shard goes: it
+// waits in the hand-off or forward hold (both record it), is answered,
+// is ignored for a reason, or the shard is to be allocated. A nil
+// requester allocates without waiting anywhere.
+func shardHome(in shardHomeInput, shard string, requester *actor.PID) shardHomeDecision {
+	if in.handOffs.wait(shard, requester) {
+		return shardHomeDecision{step: homeInHandOff}
+	}
+	if in.forwards.hold(shard, requester) {
+		return shardHomeDecision{step: homeHeld}
+	}
+	if !in.regions.hasAllRegionsRegistered(len(in.state.Regions), in.minNrOfMembers) {
+		return shardHomeDecision{step: homeNotAllRegistered}
+	}
+	if region, ok := in.state.RegionOf(shard); ok {
+		return shardHomeDecision{step: homeKnown, region: region}
+	}
+	if waiting := in.regions.waitingForRegions(in.now, in.registerWait, in.role); len(waiting) > 0 {
+		return shardHomeDecision{step: homeWaitForRegions, members: waiting}
+	}
+	if wait := in.rejoinHold(); wait > 0 {
+		return shardHomeDecision{step: homeRejoinHold, wait: wait}
+	}
+	active := in.regions.allocations(in.state, true)
+	if len(active) == 0 {
+		return shardHomeDecision{step: homeNoRegion}
+	}
+	return shardHomeDecision{step: homeAllocate, regions: active}
+}
+
+// usableHome reports whether the region the strategy chose may get a
+// shard: a registered region that is not shutting down.
+func usableHome(st *State, regions *regionBook, region *actor.PID) bool {
+	return region != nil && st.IsRegion(region) && !regions.shuttingDown[RegionKey(region)]
+}

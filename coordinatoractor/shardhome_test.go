@@ -1,0 +1,117 @@
+package coordinatoractor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/membership"
+)
+
+func TestShardHomeDecision(t *testing.T) {
+	now := time.Unix(100, 0)
+	requester := stRegion(2)
+	placed := func(t *testing.T) State {
+		return stBuild(t, false,
+			ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+			ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+			ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		)
+	}
+	// fixture is the coordinator's data for one case; setup changes it.
+	type fixture struct {
+		st       State
+		handOffs handOffs
+		forwards forwardHolds
+		regions  regionBook
+		min      int
+		rejoin   time.Duration
+	}
+	cases := []struct {
+		name      string
+		shard     string
+		requester *actor.PID
+		setup     func(*fixture)
+		want      shardHomeStep
+		region    string // homeKnown: the region's address
+		regions   int    // homeAllocate: how many regions to choose from
+		waits     bool   // the request waits in the hand-off or the hold
+	}{
+		{name: "a placed shard is known", shard: "a", requester: requester, want: homeKnown, region: "127.0.0.1:1"},
+		{name: "a placed shard without a requester is known", shard: "a", want: homeKnown, region: "127.0.0.1:1"},
+		{name: "an unplaced shard is allocated among the live regions", shard: "b", requester: requester, want: homeAllocate, regions: 2},
+		{name: "a shutting-down region gets no shard", shard: "b", requester: requester, want: homeAllocate, regions: 1,
+			setup: func(f *fixture) { f.regions.gracefulShutdown(RegionKey(stRegion(1))) }},
+		{name: "a shard in hand-off waits for its end", shard: "a", requester: requester, want: homeInHandOff, waits: true,
+			setup: func(f *fixture) { _, _, _ = f.handOffs.begin("a", handOffStart{}) }},
+		{name: "a remembered shard in hand-off is not allocated", shard: "a", want: homeInHandOff,
+			setup: func(f *fixture) { _, _, _ = f.handOffs.begin("a", handOffStart{}) }},
+		{name: "a shard whose old home forwards waits for it", shard: "a", requester: requester, want: homeHeld, waits: true,
+			setup: func(f *fixture) { f.forwards.handedOff("a", stRegion(3), nil) }},
+		{name: "the old home itself is answered during the hold", shard: "a", requester: stRegion(3), want: homeKnown, region: "127.0.0.1:1",
+			setup: func(f *fixture) { f.forwards.handedOff("a", stRegion(3), nil) }},
+		{name: "fewer regions than min-nr-of-members: ignored", shard: "a", requester: requester, want: homeNotAllRegistered,
+			setup: func(f *fixture) { f.min = 3 }},
+		{name: "an unplaced shard waits for the regions of live members", shard: "b", requester: requester, want: homeWaitForRegions,
+			setup: func(f *fixture) { f.regions.unregister("m2") }},
+		{name: "a placed shard does not wait for registrations", shard: "a", requester: requester, want: homeKnown, region: "127.0.0.1:1",
+			setup: func(f *fixture) { f.regions.unregister("m2") }},
+		{name: "after the register wait an unplaced shard is allocated", shard: "b", requester: requester, want: homeAllocate, regions: 2,
+			setup: func(f *fixture) { f.regions.unregister("m2"); f.regions.activatedAt = now.Add(-time.Minute) }},
+		{name: "an unplaced shard waits out the re-join hold", shard: "b", requester: requester, want: homeRejoinHold,
+			setup: func(f *fixture) { f.rejoin = time.Second }},
+		{name: "no live region: nothing to allocate to", shard: "b", requester: requester, want: homeNoRegion,
+			setup: func(f *fixture) {
+				f.regions.membershipEvent(&membership.CurrentClusterState{})
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fixture{st: placed(t), handOffs: newHandOffs(), forwards: newForwardHolds(), regions: newRegionBook(), min: 1}
+			f.regions.membershipEvent(&membership.CurrentClusterState{Members: []membership.Member{rbMember(1), rbMember(2)}})
+			f.regions.register("m1")
+			f.regions.register("m2")
+			f.regions.activatedAt = now
+			if tc.setup != nil {
+				tc.setup(&f)
+			}
+			in := shardHomeInput{state: &f.st, handOffs: &f.handOffs, forwards: &f.forwards, regions: &f.regions,
+				minNrOfMembers: f.min, registerWait: 10 * time.Second, now: now, rejoinHold: func() time.Duration { return f.rejoin }}
+			d := shardHome(in, tc.shard, tc.requester)
+			if d.step != tc.want || d.region.GetAddress() != tc.region || len(d.regions) != tc.regions {
+				t.Fatalf("shardHome = %+v, want step %d, region %q, %d regions", d, tc.want, tc.region, tc.regions)
+			}
+			waiting, _ := f.handOffs.release(tc.shard)
+			if held, _ := f.forwards.timedOut(tc.shard, 1); len(held) > 0 {
+				waiting = append(waiting, held...)
+			}
+			if got := len(waiting) == 1 && waiting[0].Equal(tc.requester); got != tc.waits {
+				t.Fatalf("waiting after the decision: %v; want the requester waiting: %v", waiting, tc.waits)
+			}
+		})
+	}
+}
+
+func TestUsableHome(t *testing.T) {
+	st := stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
+	b := newRegionBook()
+	cases := []struct {
+		name   string
+		region *actor.PID
+		setup  func()
+		want   bool
+	}{
+		{"a registered region", stRegion(1), nil, true},
+		{"no region", nil, nil, false},
+		{"a region not registered", stRegion(2), nil, false},
+		{"a region shutting down", stRegion(1), func() { b.gracefulShutdown(RegionKey(stRegion(1))) }, false},
+	}
+	for _, tc := range cases {
+		if tc.setup != nil {
+			tc.setup()
+		}
+		if got := usableHome(&st, &b, tc.region); got != tc.want {
+			t.Fatalf("%s: usableHome = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
