@@ -515,9 +515,9 @@ func (c *coordinator) drop(ctx actor.Context, msg any, sender *actor.PID, why st
 func (c *coordinator) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *messages.Register:
-		c.onRegister(ctx, msg)
+		c.onRegistration(ctx, msg)
 	case *messages.RegisterProxy:
-		c.onRegisterProxy(ctx, msg)
+		c.onRegistration(ctx, msg)
 	case *messages.GetShardHome:
 		if err := checkShard("GetShardHome", msg.GetShard()); err != nil {
 			c.reject(ctx, msg, err.Error())
@@ -618,75 +618,71 @@ func (c *coordinator) active(ctx actor.Context) {
 	}
 }
 
-func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
-	region, member := msg.GetShardRegion(), msg.GetMemberId()
-	if err := checkRegistration("Register", region, member, msg.GetShards(), c.regions.members); err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	extractor, err := extractorIdentity("Register", region, msg.GetExtractor(), msg.GetNumberOfShards())
+// onRegistration handles a Register or RegisterProxy: it registers the
+// region or proxy (see planRegistration), adopts what a region hosts on
+// its first Register here, and acknowledges once that is written.
+func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
+	r, err := registrantOf(msg, c.regions.members)
 	if err != nil {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
-	if old, ok := c.state.Regions[RegionKey(region)]; ok && old.MemberID != member {
-		// Same PID, new incarnation: the old one is gone.
-		if !c.regionTerminated(ctx, old.PID, "re-registered by a new member incarnation") {
-			return
-		}
+	p := planRegistration(c.state, r)
+	switch {
+	case p.replace != nil && r.proxy:
+		c.proxyTerminated(ctx, p.replace)
+	case p.replace != nil && !c.regionTerminated(ctx, p.replace, "re-registered by a new member incarnation"):
+		return
 	}
-	if !c.state.IsRegion(region) {
-		if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
-			c.refuseIncompatible(ctx, region, why)
-			return
-		}
-		registered := func(ctx actor.Context) {
-			ctx.Watch(region)
-			ctx.Logger().Debug("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)),
-				slog.String("extractor", extractor.String()))
-		}
-		event := ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}
-		if err := c.update(ctx, update{event: event, then: registered}); err != nil {
-			if errors.Is(err, errEventRejected) {
-				c.reject(ctx, msg, err.Error())
-			}
-			return
-		}
-	} else if !c.state.Regions[RegionKey(region)].Extractor.Known() && extractor.Known() {
-		if !c.recordExtractor(ctx, region, member, extractor) {
-			return
-		}
+	if p.refuse != "" {
+		c.refuseIncompatible(ctx, r.pid, p.refuse)
+		return
 	}
-	if c.regions.register(member) {
-		c.adopt(ctx, region, msg.GetShards())
-	}
-	c.hasAllRegionsRegistered()
-	// The acknowledgement and the homes go out once the registration and
-	// what it adopted are written; the allocations after it go in the
-	// same write.
-	sender := ctx.Sender()
-	c.whenWritten(ctx, "Register\x00"+RegionKey(region)+"\x00"+member, func(ctx actor.Context) {
-		ctx.Request(region, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-		ctx.Request(region, c.shardHomes())
-	}, c.registrationRefused(msg, member, sender))
-	c.allocateShardHomesForRememberEntities(ctx)
-}
-
-// recordExtractor records the extractor of a region that registered
-// without one with a coordinator of an older version, so that the regions
-// that register later are checked against it (a coordinator that takes
-// over reads it from the state). It returns false when the coordinator is
-// stopping.
-func (c *coordinator) recordExtractor(ctx actor.Context, region *actor.PID, member string, extractor ExtractorIdentity) bool {
-	if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
+	if p.disagreement != "" {
 		// Registered already and maybe hosting shards: refusing it now
 		// would not stop its entities. Recorded, the disagreement makes
 		// every region that registers later disagree with one of them.
 		ctx.Logger().Error("shard coordinator: a region registered with an earlier coordinator has another extractor than the other regions",
-			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("reason", why))
+			slog.String("type", c.typeName), slog.String("region", RegionKey(r.pid)), slog.String("reason", p.disagreement))
 	}
-	err := c.update(ctx, update{event: ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}})
-	return !errors.Is(err, errStopped)
+	if p.event != nil {
+		u := update{event: p.event}
+		if !p.record {
+			u.then = func(ctx actor.Context) { c.registered(ctx, r) }
+		}
+		switch err := c.update(ctx, u); {
+		case errors.Is(err, errStopped):
+			return
+		case err != nil && !p.record:
+			c.reject(ctx, msg, err.Error())
+			return
+		}
+	}
+	if c.regions.register(r.member) && !r.proxy {
+		c.adopt(ctx, r.pid, r.hosted)
+	}
+	if !r.proxy {
+		c.hasAllRegionsRegistered()
+	}
+	// The acknowledgement and the homes go out once the registration and
+	// what it adopted are written; the allocations after it go in the
+	// same write.
+	c.whenWritten(ctx, r.key(), func(ctx actor.Context) {
+		ctx.Request(r.pid, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
+		ctx.Request(r.pid, shardHomesOf(c.writes.durable, c.epoch, &c.forwards))
+	}, c.registrationRefused(msg, r.member, ctx.Sender()))
+	if !r.proxy {
+		c.allocateShardHomesForRememberEntities(ctx)
+	}
+}
+
+// registered: the registration of r is written; it is watched from now on.
+func (c *coordinator) registered(ctx actor.Context, r registrant) {
+	ctx.Watch(r.pid)
+	if !r.proxy {
+		ctx.Logger().Debug("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(r.pid)),
+			slog.String("extractor", r.extractor.String()))
+	}
 }
 
 // refuseIncompatible answers the Register or RegisterProxy of region, whose
@@ -738,60 +734,6 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 			}
 		}})
 	}
-}
-
-func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterProxy) {
-	proxy, member := msg.GetShardRegionProxy(), msg.GetMemberId()
-	if err := checkRegistration("RegisterProxy", proxy, member, nil, c.regions.members); err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	extractor, err := extractorIdentity("RegisterProxy", proxy, msg.GetExtractor(), msg.GetNumberOfShards())
-	if err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	if old, ok := c.state.Proxies[RegionKey(proxy)]; ok && old.MemberID != member {
-		c.proxyTerminated(ctx, old.PID)
-	}
-	if !c.state.IsProxy(proxy) {
-		// A proxy with another extractor would ask for shards that are
-		// not the regions'; the regions would drop what it sends them.
-		if why := extractorDisagreement(*c.state, RegionKey(proxy), extractor); why != "" {
-			c.refuseIncompatible(ctx, proxy, why)
-			return
-		}
-		watch := func(ctx actor.Context) { ctx.Watch(proxy) }
-		if err := c.update(ctx, update{event: ShardRegionProxyRegistered{Proxy: proxy, MemberID: member}, then: watch}); err != nil {
-			if errors.Is(err, errEventRejected) {
-				c.reject(ctx, msg, err.Error())
-			}
-			return
-		}
-	}
-	c.regions.register(member)
-	c.whenWritten(ctx, "RegisterProxy\x00"+RegionKey(proxy)+"\x00"+member, func(ctx actor.Context) {
-		ctx.Request(proxy, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-		ctx.Request(proxy, c.shardHomes())
-	}, c.registrationRefused(msg, member, ctx.Sender()))
-}
-
-// shardHomes lists the homes as written: the state a coordinator that
-// takes over would also announce.
-func (c *coordinator) shardHomes() *messages.ShardHomes {
-	out := &messages.ShardHomes{Epoch: c.epoch}
-	for _, r := range sortedEntries(c.writes.durable.Regions) {
-		var shards []string
-		for _, s := range r.Shards {
-			if !c.forwards.held(s) { // told once the old home has forwarded
-				shards = append(shards, s)
-			}
-		}
-		if len(shards) > 0 {
-			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: shards})
-		}
-	}
-	return out
 }
 
 // hasAllRegionsRegistered is Akka's min-nr-of-members check: once enough

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/messages"
 )
 
 // shardHomeStep is what the coordinator does with a GetShardHome (or, with
@@ -93,4 +94,24 @@ func shardHome(in shardHomeInput, shard string, requester *actor.PID) shardHomeD
 // shard: a registered region that is not shutting down.
 func usableHome(st *State, regions *regionBook, region *actor.PID) bool {
 	return region != nil && st.IsRegion(region) && !regions.shuttingDown[RegionKey(region)]
+}
+
+// shardHomesOf lists the homes of durable, the state as written: the state
+// a coordinator that takes over would also announce. A shard whose old
+// home still forwards is left out: it is told once the old home has
+// forwarded (see forwardHolds).
+func shardHomesOf(durable State, epoch uint64, forwards *forwardHolds) *messages.ShardHomes {
+	out := &messages.ShardHomes{Epoch: epoch}
+	for _, r := range sortedEntries(durable.Regions) {
+		var shards []string
+		for _, s := range r.Shards {
+			if !forwards.held(s) {
+				shards = append(shards, s)
+			}
+		}
+		if len(shards) > 0 {
+			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: shards})
+		}
+	}
+	return out
 }
