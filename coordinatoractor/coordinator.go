@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"time"
 
@@ -429,64 +428,40 @@ func (c *coordinator) startWrite(ctx actor.Context) {
 	}()
 }
 
-// onStateWritten ends the write in flight and runs what waited for it;
-// the claim also sets the epoch. A store that refuses the state (too
-// large, invalid) wrote nothing: the events are dropped and the
-// coordinator goes on from the state last written, or claims the state it
-// read without them. Any other failure stops it.
+// onStateWritten ends the write in flight (see stateWrites.ended) and
+// runs what waited for it; the claim also sets the epoch. After a refused
+// write the state is the one last written again: regions whose
+// termination was dropped are watched again (one that is gone is
+// reported again), and those of removed members terminated again.
 func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
-	claim := !c.writes.claimed
-	if msg.err != nil {
-		if errors.Is(msg.err, ErrStateTooLarge) || errors.Is(msg.err, ErrInvalidState) {
-			c.writeRefused(ctx, msg.err)
-			return
+	end := c.writes.ended(msg.version, msg.err)
+	switch {
+	case end.fail != nil:
+		c.storeFailed(ctx, end.fail)
+	case end.cause != nil:
+		ctx.Logger().Error("shard coordinator: the store refuses the state after these changes; they are dropped",
+			slog.String("type", c.typeName), slog.Int("updates", len(end.refused)), slog.Any("error", end.cause))
+		why := fmt.Errorf("%w: %w", errEventRejected, end.cause)
+		for _, u := range end.refused {
+			if u.refused != nil {
+				u.refused(ctx, why)
+			}
 		}
-		what := "write the state"
-		if claim {
-			what = "claim the state"
+		c.watchRegions(ctx)
+		c.terminateGoneMembers(ctx)
+	default:
+		if end.claim {
+			c.epoch = c.writes.version
+			ctx.Logger().Debug("shard coordinator claimed its state", slog.String("type", c.typeName), slog.Uint64("epoch", c.epoch))
 		}
-		c.storeFailed(ctx, fmt.Errorf("%s: %w", what, msg.err))
-		return
-	}
-	done, err := c.writes.done(msg.version)
-	if err != nil {
-		c.storeFailed(ctx, err)
-		return
-	}
-	if claim {
-		c.epoch = c.writes.version
-		ctx.Logger().Debug("shard coordinator claimed its state", slog.String("type", c.typeName), slog.Uint64("epoch", c.epoch))
-	}
-	ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
-		slog.Int("updates", len(done)), slog.Uint64("version", msg.version))
-	for _, u := range done {
-		if u.then != nil {
-			u.then(ctx)
-		}
-	}
-}
-
-// writeRefused: the store refused the state after the events in flight.
-// They, and those decided on them since, are dropped with the reason; the
-// state is the one last written again. Regions whose termination was
-// dropped are watched again (one that is gone is reported again), and
-// those of removed members terminated again.
-func (c *coordinator) writeRefused(ctx actor.Context, cause error) {
-	refused, err := c.writes.refuse()
-	if err != nil {
-		c.storeFailed(ctx, err)
-		return
-	}
-	ctx.Logger().Error("shard coordinator: the store refuses the state after these changes; they are dropped",
-		slog.String("type", c.typeName), slog.Int("updates", len(refused)), slog.Any("error", cause))
-	why := fmt.Errorf("%w: %w", errEventRejected, cause)
-	for _, u := range refused {
-		if u.refused != nil {
-			u.refused(ctx, why)
+		ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
+			slog.Int("updates", len(end.done)), slog.Uint64("version", msg.version))
+		for _, u := range end.done {
+			if u.then != nil {
+				u.then(ctx)
+			}
 		}
 	}
-	c.watchRegions(ctx)
-	c.terminateGoneMembers(ctx)
 }
 
 // stopped: the coordinator stopped itself after a store failure; what
@@ -596,9 +571,15 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.proxyTerminated(ctx, msg.Who)
 		}
 	case *messages.GetCurrentRegions:
-		ctx.Respond(&messages.CurrentRegions{Addresses: c.regionAddresses()})
+		ctx.Respond(&messages.CurrentRegions{Addresses: regionAddresses(c.writes.durable)})
 	case *messages.GetClusterShardingStats:
-		c.onGetClusterShardingStats(ctx, msg)
+		timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond
+		if timeout <= 0 {
+			timeout = c.settings.ShardRegionQueryTimeout
+		}
+		if requester := ctx.Sender(); requester != nil {
+			askShardingStats(guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize), sortedEntries(c.writes.durable.Regions), timeout, requester)
+		}
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
 	case *messages.GetShardCoordinatorState:
@@ -869,7 +850,7 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	var round trace.Span
 	roundCtx := context.Background()
 	for _, shard := range shards {
-		if c.handOffs.busy(shard) || !c.writes.settled(shard) {
+		if !c.handOffs.startable(shard, c.writes.settled) {
 			continue // a shard whose new home is not written yet moves on a later tick
 		}
 		from, ok := c.state.RegionOf(shard)
@@ -1011,7 +992,7 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 		ctx.Logger().Debug("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
 	}
 	for _, shard := range c.state.Regions[key].Shards {
-		if c.handOffs.busy(shard) || !c.writes.settled(shard) {
+		if !c.handOffs.startable(shard, c.writes.settled) {
 			continue // handed off on the region's next GracefulShutdownReq, once written
 		}
 		c.startHandOff(context.Background(), ctx, shard, region, false)
@@ -1098,56 +1079,6 @@ func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	}
 }
 
-// regionAddresses lists the addresses of the regions as written.
-func (c *coordinator) regionAddresses() []string {
-	var out []string
-	for _, r := range c.writes.durable.Regions {
-		out = append(out, r.PID.Address)
-	}
-	sort.Strings(out)
-	return slices.Compact(out)
-}
-
-// onGetClusterShardingStats asks every region for its stats off the actor:
-// the answer waits for the slowest region, up to the timeout. A region that
-// does not answer is listed with every shard the coordinator allocated to it
-// as failed.
-func (c *coordinator) onGetClusterShardingStats(ctx actor.Context, msg *messages.GetClusterShardingStats) {
-	timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond
-	if timeout <= 0 {
-		timeout = c.settings.ShardRegionQueryTimeout
-	}
-	requester := ctx.Sender()
-	if requester == nil {
-		return
-	}
-	root := guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize)
-	regions := sortedEntries(c.writes.durable.Regions)
-	go func() {
-		type answer struct {
-			addr  string
-			stats *messages.ShardRegionStats
-		}
-		answers := make(chan answer, len(regions))
-		for _, r := range regions {
-			go func(r RegionEntry) {
-				res, err := root.RequestFuture(r.PID, &messages.GetShardRegionStats{}, timeout).Result()
-				st, ok := res.(*messages.ShardRegionStats)
-				if err != nil || !ok {
-					st = &messages.ShardRegionStats{Stats: map[string]int32{}, Failed: slices.Clone(r.Shards)}
-				}
-				answers <- answer{addr: r.PID.Address, stats: st}
-			}(r)
-		}
-		out := &messages.ClusterShardingStats{Regions: map[string]*messages.ShardRegionStats{}}
-		for range regions {
-			a := <-answers
-			out.Regions[a.addr] = a.stats
-		}
-		root.Send(requester, out)
-	}()
-}
-
 func (c *coordinator) current() *CurrentCoordinatorState {
 	inProgress := c.handOffs.shards()
 	// Clone turns the zero State (before the load) into the empty one.
@@ -1179,26 +1110,4 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		}
 		ctx.Logger().Debug("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
 	}
-}
-
-func sortedEntries(m map[string]RegionEntry) []RegionEntry {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]RegionEntry, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, m[k])
-	}
-	return out
-}
-
-func appendPID(list []*actor.PID, pid *actor.PID) []*actor.PID {
-	for _, p := range list {
-		if RegionKey(p) == RegionKey(pid) {
-			return list
-		}
-	}
-	return append(list, pid)
 }

@@ -138,3 +138,13 @@ func (f *forwardHolds) abandon(shard string) { delete(f.early, shard) }
 
 // len is the number of shards held.
 func (f *forwardHolds) len() int { return len(f.holds) }
+
+// appendPID appends pid to list unless it is in it already.
+func appendPID(list []*actor.PID, pid *actor.PID) []*actor.PID {
+	for _, p := range list {
+		if RegionKey(p) == RegionKey(pid) {
+			return list
+		}
+	}
+	return append(list, pid)
+}

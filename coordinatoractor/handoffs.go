@@ -42,6 +42,12 @@ func (h *handOffs) busy(shard string) bool {
 	return ok
 }
 
+// startable reports whether a hand-off of shard may start now: it is in
+// no hand-off, and every change of its home is written (settled).
+func (h *handOffs) startable(shard string, settled func(string) bool) bool {
+	return !h.busy(shard) && settled(shard)
+}
+
 // inProgress is the set of shards in hand-off, for the strategy.
 func (h *handOffs) inProgress() map[string]struct{} {
 	out := make(map[string]struct{}, len(h.waiting))

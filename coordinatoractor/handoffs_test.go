@@ -150,3 +150,20 @@ func TestHandOffsWorkersAndUnfinished(t *testing.T) {
 		t.Fatalf("unfinished = %+v, want b's start", got)
 	}
 }
+
+func TestHandOffStartable(t *testing.T) {
+	h := newHandOffs()
+	if _, _, err := h.begin("busy", handOffStart{}); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(shard string) bool { return shard != "unwritten" }
+	cases := []struct {
+		shard string
+		want  bool
+	}{{"idle", true}, {"busy", false}, {"unwritten", false}}
+	for _, tc := range cases {
+		if got := h.startable(tc.shard, settled); got != tc.want {
+			t.Fatalf("startable(%s) = %v, want %v", tc.shard, got, tc.want)
+		}
+	}
+}

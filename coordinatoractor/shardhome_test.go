@@ -1,6 +1,8 @@
 package coordinatoractor
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,5 +115,32 @@ func TestUsableHome(t *testing.T) {
 		if got := usableHome(&st, &b, tc.region); got != tc.want {
 			t.Fatalf("%s: usableHome = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestShardHomesOf(t *testing.T) {
+	st := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"},
+		ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "c", Region: stRegion(2)},
+		ShardHomeAllocated{Shard: "d", Region: stRegion(3)},
+	)
+	f := newForwardHolds()
+	f.handedOff("c", stRegion(1), nil)
+	f.handedOff("d", stRegion(1), nil)
+	homes := shardHomesOf(st, 9, &f)
+	var got []string
+	for _, h := range homes.GetHomes() {
+		got = append(got, fmt.Sprintf("%s:%v", h.GetRegion().GetAddress(), h.GetShards()))
+	}
+	want := []string{"127.0.0.1:1:[a]", "127.0.0.2:1:[b]"}
+	if homes.GetEpoch() != 9 || !slices.Equal(got, want) {
+		t.Fatalf("shardHomesOf = epoch %d %v, want epoch 9 %v", homes.GetEpoch(), got, want)
+	}
+	if got := regionAddresses(st); !slices.Equal(got, []string{"127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"}) {
+		t.Fatalf("regionAddresses = %v", got)
 	}
 }

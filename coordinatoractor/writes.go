@@ -178,6 +178,40 @@ func (w *stateWrites) refuse() ([]update, error) {
 	return w.drain(), nil
 }
 
+// writeEnd is what the end of a write asks of the coordinator: exactly
+// one of done (run their then), refused (run their refused, with the
+// store's reason cause) or fail (stop) applies.
+type writeEnd struct {
+	claim   bool // the write was the claim: the epoch is the new version
+	done    []update
+	refused []update
+	cause   error // refused: why the store refused the state
+	fail    error
+}
+
+// ended ends the write in flight on its result: the store's version on
+// success, else the error. A store that refuses the state (too large,
+// invalid) wrote nothing: the updates are refused and the coordinator
+// goes on from the state last written, or claims the state it read
+// without them. Any other failure, or a result out of order, fails.
+func (w *stateWrites) ended(version uint64, err error) writeEnd {
+	end := writeEnd{claim: !w.claimed}
+	switch {
+	case errors.Is(err, ErrStateTooLarge), errors.Is(err, ErrInvalidState):
+		end.refused, end.fail = w.refuse()
+		end.cause = err
+	case err != nil:
+		what := "write the state"
+		if end.claim {
+			what = "claim the state"
+		}
+		end.fail = fmt.Errorf("%s: %w", what, err)
+	default:
+		end.done, end.fail = w.done(version)
+	}
+	return end
+}
+
 // abandon stops the writes for good (the coordinator stops): it returns
 // every update not written, in order, for their refused, and no write
 // starts after it. The state stays as it is.
