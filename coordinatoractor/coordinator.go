@@ -32,19 +32,6 @@ const (
 	StateStopped = "stopped"
 )
 
-// GetCoordinatorState asks a coordinator for a copy of its State; the
-// answer is a *CurrentCoordinatorState. Local only (tests, diagnostics).
-type GetCoordinatorState struct{}
-
-// CurrentCoordinatorState answers GetCoordinatorState.
-type CurrentCoordinatorState struct {
-	Name                string   // StateWaitingForState or StateActive
-	State               State    // the coordinator's state, as last written to the store
-	Version             uint64   // the store's version of that state (Consul: its ModifyIndex)
-	Epoch               uint64   // the version the coordinator claimed at its start; its commands carry it
-	RebalanceInProgress []string // shards being handed off now
-}
-
 // Props returns the props of a ShardCoordinator for typeName. It is meant
 // to run as a cluster singleton (see actorsharding); cluster gives it the
 // members, to accept registrations from live members only and to notice
@@ -233,11 +220,7 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 			c.timers.SendOnce(c.settings.CoordinatorFailureBackoff, ctx.Self(), reloadState{})
 			return
 		}
-		st := msg.state
-		st.RememberEntities = c.settings.RememberEntities
-		if !st.RememberEntities {
-			st.Unallocated = map[string]struct{}{}
-		}
+		st := claimable(msg.state, c.settings.RememberEntities)
 		// Writing the state back at once (startWrite, once this message
 		// is handled) claims it: a stale coordinator that still runs
 		// elsewhere fails its next check-and-set. The version claimed is
@@ -537,23 +520,13 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.answerHeld(ctx, msg.shard, waiting)
 		}
 	case *messages.GracefulShutdownReq:
-		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), *c.state); errors.Is(err, errUnknownRegion) {
-			ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
-			return
-		} else if err != nil {
-			c.reject(ctx, msg, err.Error())
-			return
+		if c.fromRegion(ctx, "GracefulShutdownReq", msg, msg.GetShardRegion()) {
+			c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 		}
-		c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 	case *messages.RegionStopped:
-		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), *c.state); errors.Is(err, errUnknownRegion) {
-			ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
-			return
-		} else if err != nil {
-			c.reject(ctx, msg, err.Error())
-			return
+		if c.fromRegion(ctx, "RegionStopped", msg, msg.GetShardRegion()) {
+			c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 		}
-		c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 	case *actor.Terminated:
 		if msg.Why == actor.TerminatedReason_AddressTerminated {
 			// Only the connection dropped: the node may still run the
@@ -920,7 +893,7 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, 
 		}
 		started.span.End()
 	}
-	oldHome, wasAllocated := c.state.RegionOf(shard)
+	oldHome, _ := c.state.RegionOf(shard)
 	if ok {
 		ctx.Logger().Debug("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
@@ -932,20 +905,12 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, 
 	} else {
 		ctx.Logger().Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was",
 			slog.String("type", c.typeName), slog.String("shard", shard))
-		c.forwards.abandon(shard)
 	}
-	if ok && wasAllocated {
-		// The old home forwards what it still holds for the shard before
-		// anyone else learns the new home.
-		waiting, _ := c.handOffs.release(shard)
-		answerNow, gen := c.forwards.handedOff(shard, oldHome, waiting)
-		if gen != 0 {
-			c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
-		}
-		c.answerHeld(ctx, shard, answerNow)
-	} else {
-		c.clearRebalanceInProgress(ctx, shard)
+	answerNow, gen := c.handOffs.ended(shard, ok, oldHome, &c.forwards)
+	if gen != 0 {
+		c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
 	}
+	c.answerHeld(ctx, shard, answerNow)
 	c.allocateShardHomesForRememberEntities(ctx)
 }
 
@@ -978,12 +943,18 @@ func (c *coordinator) answerHeld(ctx actor.Context, shard string, waiting []*act
 	}
 }
 
-// clearRebalanceInProgress answers the GetShardHome requests held back
-// during the hand-off, by handling them again now.
-func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) {
-	if waiting, ok := c.handOffs.release(shard); ok {
-		c.answerHeld(ctx, shard, waiting)
+// fromRegion checks msg, which region sends about itself (see
+// checkFromRegion): it reports whether to act on it, and else rejects it
+// or (from a region no longer registered) ignores it.
+func (c *coordinator) fromRegion(ctx actor.Context, what string, msg any, region *actor.PID) bool {
+	err := checkFromRegion(what, region, ctx.Sender(), *c.state)
+	switch {
+	case errors.Is(err, errUnknownRegion):
+		ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
+	case err != nil:
+		c.reject(ctx, msg, err.Error())
 	}
+	return err == nil
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
@@ -1080,10 +1051,7 @@ func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 }
 
 func (c *coordinator) current() *CurrentCoordinatorState {
-	inProgress := c.handOffs.shards()
-	// Clone turns the zero State (before the load) into the empty one.
-	return &CurrentCoordinatorState{Name: c.stateName, State: c.writes.durable.Clone(), Version: c.writes.version,
-		Epoch: c.epoch, RebalanceInProgress: inProgress}
+	return currentState(c.stateName, &c.writes, c.epoch, &c.handOffs)
 }
 
 func isLifecycle(msg any) bool {

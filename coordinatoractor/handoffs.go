@@ -121,6 +121,25 @@ func (h *handOffs) release(shard string) ([]*actor.PID, bool) {
 	return waiting, ok
 }
 
+// ended ends shard's hand-off after its RebalanceDone (done): ok tells
+// that the shard was handed off, oldHome is its home until then (nil if
+// it had none). It returns the requests to answer now and the generation
+// of the forward hold it started (0: none), whose time-out the caller
+// sets. A shard handed off from a home waits for that home to forward
+// what it still holds before anyone else learns the new home (see
+// forwardHolds); after a failed hand-off the shard stays where it was,
+// and an early HandOffForwarded for it is forgotten.
+func (h *handOffs) ended(shard string, ok bool, oldHome *actor.PID, f *forwardHolds) ([]*actor.PID, uint64) {
+	if !ok {
+		f.abandon(shard)
+	}
+	waiting, _ := h.release(shard)
+	if ok && oldHome != nil {
+		return f.handedOff(shard, oldHome, waiting)
+	}
+	return waiting, 0
+}
+
 // workerPIDs lists the workers running, in no particular order.
 func (h *handOffs) workerPIDs() []*actor.PID {
 	out := make([]*actor.PID, 0, len(h.workers))

@@ -167,3 +167,81 @@ func TestHandOffStartable(t *testing.T) {
 		}
 	}
 }
+
+// TestHandOffEnded drives a hand-off to its end and on: who is answered
+// at once, who waits for the old home's forwarding, and for how long.
+func TestHandOffEnded(t *testing.T) {
+	oldHome, r2, r3 := stRegion(1), stRegion(2), stRegion(3)
+	type step struct {
+		op     string // begin, wait, forwarded (early or not), ended, endedFailed, endedHomeless, timedOut
+		pid    *actor.PID
+		answer []*actor.PID // what ended, forwarded or timedOut answer now
+		gen    uint64       // ended: the hold started
+		held   bool         // after the step: the shard's home is not told around
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"the old home is answered at once, the others once it forwarded", []step{
+			{op: "begin"}, {op: "wait", pid: oldHome}, {op: "wait", pid: r2}, {op: "wait", pid: r3},
+			{op: "ended", answer: []*actor.PID{oldHome}, gen: 1, held: true},
+			{op: "forwarded", answer: []*actor.PID{r2, r3}},
+		}},
+		{"the hold ends at its time-out", []step{
+			{op: "begin"}, {op: "wait", pid: r2},
+			{op: "ended", gen: 1, held: true},
+			{op: "timedOut", answer: []*actor.PID{r2}},
+		}},
+		{"an early report ends the hold before it starts", []step{
+			{op: "begin"}, {op: "wait", pid: r2},
+			{op: "forwarded"},
+			{op: "ended", answer: []*actor.PID{r2}},
+		}},
+		{"a failed hand-off answers everybody and forgets an early report", []step{
+			{op: "begin"}, {op: "wait", pid: r2}, {op: "forwarded"},
+			{op: "endedFailed", answer: []*actor.PID{r2}},
+			{op: "begin"},
+			{op: "ended", gen: 1, held: true},
+		}},
+		{"a shard without a home holds nothing", []step{
+			{op: "begin"}, {op: "wait", pid: r2},
+			{op: "endedHomeless", answer: []*actor.PID{r2}},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, f := newHandOffs(), newForwardHolds()
+			var gen uint64
+			for i, s := range tc.steps {
+				var answer []*actor.PID
+				var g uint64
+				switch s.op {
+				case "begin":
+					if _, _, err := h.begin("s", handOffStart{}); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+				case "wait":
+					h.wait("s", s.pid)
+				case "forwarded":
+					answer = f.forwarded("s", oldHome, h.busy("s"))
+				case "ended":
+					answer, g = h.ended("s", true, oldHome, &f)
+					gen = g
+				case "endedFailed":
+					answer, g = h.ended("s", false, oldHome, &f)
+				case "endedHomeless":
+					answer, g = h.ended("s", true, nil, &f)
+				case "timedOut":
+					answer, _ = f.timedOut("s", gen)
+				}
+				if !slices.EqualFunc(answer, s.answer, func(a, b *actor.PID) bool { return a.Equal(b) }) || g != s.gen {
+					t.Fatalf("step %d %s: answers %v, hold %d; want %v, %d", i, s.op, answer, g, s.answer, s.gen)
+				}
+				if f.held("s") != s.held {
+					t.Fatalf("step %d %s: held %v, want %v", i, s.op, f.held("s"), s.held)
+				}
+			}
+		})
+	}
+}

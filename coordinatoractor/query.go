@@ -9,6 +9,27 @@ import (
 	"github.com/protoshard/protoshard/messages"
 )
 
+// GetCoordinatorState asks a coordinator for a copy of its State; the
+// answer is a *CurrentCoordinatorState. Local only (tests, diagnostics).
+type GetCoordinatorState struct{}
+
+// CurrentCoordinatorState answers GetCoordinatorState.
+type CurrentCoordinatorState struct {
+	Name                string   // StateWaitingForState or StateActive
+	State               State    // the coordinator's state, as last written to the store
+	Version             uint64   // the store's version of that state (Consul: its ModifyIndex)
+	Epoch               uint64   // the version the coordinator claimed at its start; its commands carry it
+	RebalanceInProgress []string // shards being handed off now
+}
+
+// currentState is the coordinator's answer to GetCoordinatorState in its
+// state name: the state as written, not what waits for a write.
+func currentState(name string, writes *stateWrites, epoch uint64, handOffs *handOffs) *CurrentCoordinatorState {
+	// Clone turns the zero State (before the load) into the empty one.
+	return &CurrentCoordinatorState{Name: name, State: writes.durable.Clone(), Version: writes.version,
+		Epoch: epoch, RebalanceInProgress: handOffs.shards()}
+}
+
 // stateAnswer is the answer to messages.GetShardCoordinatorState: cur as
 // the coordinator self, running on member memberID, would report it.
 // Unlike GetCoordinatorState it crosses nodes, so admin tools on any node

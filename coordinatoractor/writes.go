@@ -84,6 +84,17 @@ func (w *stateWrites) load(st State, version uint64) error {
 	return nil
 }
 
+// claimable is st, as read from the store, made the state the coordinator
+// claims under its settings: without remember-entities it keeps no
+// shards that lost their home.
+func claimable(st State, rememberEntities bool) State {
+	st.RememberEntities = rememberEntities
+	if !rememberEntities {
+		st.Unallocated = map[string]struct{}{}
+	}
+	return st
+}
+
 // apply changes the state by u.event and queues u for the next write. An
 // event that does not fit the state is an error, and nothing changes.
 func (w *stateWrites) apply(u update) error {

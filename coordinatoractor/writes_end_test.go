@@ -117,3 +117,21 @@ func TestStateWritesEnded(t *testing.T) {
 		})
 	}
 }
+
+func TestClaimable(t *testing.T) {
+	read := stBuild(t, true,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardRegionTerminated{Region: stRegion(1)},
+	)
+	cases := []struct {
+		remember    bool
+		unallocated int
+	}{{true, 1}, {false, 0}}
+	for _, tc := range cases {
+		got := claimable(read.Clone(), tc.remember)
+		if got.RememberEntities != tc.remember || len(got.Unallocated) != tc.unallocated || got.Unallocated == nil {
+			t.Fatalf("claimable(remember %v) = %+v, want %d unallocated", tc.remember, got, tc.unallocated)
+		}
+	}
+}
