@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -304,17 +303,9 @@ func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
 	if !c.state.RememberEntities || c.stateName != StateActive || !c.hasAllRegionsRegistered() {
 		return
 	}
-	shards := make([]string, 0, len(c.state.Unallocated))
-	for s := range c.state.Unallocated {
-		shards = append(shards, s)
-	}
-	sort.Strings(shards)
-	for _, s := range shards {
+	for _, s := range rememberedToAllocate(c.state, &c.handOffs) {
 		if c.stateName != StateActive {
 			return
-		}
-		if c.handOffs.busy(s) {
-			continue
 		}
 		c.onGetShardHome(ctx, s, nil)
 	}
@@ -703,29 +694,18 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		minNrOfMembers: c.settings.MinNrOfMembers, role: c.settings.Role, registerWait: c.settings.RegisterWaitTimeout,
 		now: time.Now(), rejoinHold: c.rejoinHold}, shard, requester)
 	switch d.step {
-	case homeInHandOff, homeHeld:
-		return // answered when the hand-off is done (RebalanceDone), or the old home has forwarded (HandOffForwarded)
-	case homeNotAllRegistered:
-		ctx.Logger().Debug("shard coordinator: GetShardHome ignored, not all regions registered yet",
-			slog.String("type", c.typeName), slog.String("shard", shard),
-			slog.Int("registered", len(c.state.Regions)), slog.Int("min-nr-of-members", c.settings.MinNrOfMembers))
-		return
 	case homeKnown:
 		if requester != nil {
 			c.replyShardHome(ctx, shard, d.region, requester)
 		}
 		return
-	case homeWaitForRegions:
-		// One of them may host the shard already (see unregisteredMembers).
-		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held until the regions of live members register",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("members", d.members))
-		return
-	case homeRejoinHold:
-		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held: this node re-joined after its removal, and the removal margin has not passed",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Duration("wait", d.wait))
-		return
-	case homeNoRegion:
-		ctx.Logger().Debug("shard coordinator: no region to allocate to", slog.String("type", c.typeName), slog.String("shard", shard))
+	case homeAllocate:
+	default:
+		// Answered once the hand-off is done or the old home has
+		// forwarded, or ignored (the requester asks again), said why.
+		if d.why != "" {
+			ctx.Logger().Debug(d.why, append([]any{slog.String("type", c.typeName), slog.String("shard", shard)}, d.attrs...)...)
+		}
 		return
 	}
 	region := c.strategy.AllocateShard(requester, shard, d.regions)
@@ -735,7 +715,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		return
 	}
 	allocated := func(ctx actor.Context) {
-		if !c.isHome(shard, region) {
+		if !isHome(c.state, shard, region) {
 			return // its region terminated since; the requester asks again
 		}
 		ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
@@ -759,7 +739,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 // while an update is in progress), else once it is.
 func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, requester *actor.PID) {
 	reply := func(ctx actor.Context) {
-		if c.isHome(shard, region) {
+		if isHome(c.state, shard, region) {
 			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
 		}
 	}
@@ -768,21 +748,6 @@ func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, re
 		return
 	}
 	c.whenWritten(ctx, shardHomeKey(shard, requester), reply, c.shardHomeRefused(shard, requester))
-}
-
-// shardHomeKey names the answer to requester's GetShardHome for shard, so
-// that a repeated request waits once ("" without a requester).
-func shardHomeKey(shard string, requester *actor.PID) string {
-	if requester == nil {
-		return ""
-	}
-	return "ShardHome\x00" + shard + "\x00" + RegionKey(requester)
-}
-
-// isHome reports whether the state still places shard on region.
-func (c *coordinator) isHome(shard string, region *actor.PID) bool {
-	r, ok := c.state.RegionOf(shard)
-	return ok && RegionKey(r) == RegionKey(region)
 }
 
 // shardHomeRefused drops requester's GetShardHome for shard, with the

@@ -1,6 +1,8 @@
 package coordinatoractor
 
 import (
+	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -42,6 +44,10 @@ type shardHomeDecision struct {
 	members []string           // homeWaitForRegions: the members waited for
 	wait    time.Duration      // homeRejoinHold
 	regions []RegionAllocation // homeAllocate
+	// why says why the request waits or is ignored, for the debug log,
+	// with attrs (after the type and the shard); "" to log nothing.
+	why   string
+	attrs []any
 }
 
 // shardHomeInput is what shardHome decides on besides the request.
@@ -72,20 +78,26 @@ func shardHome(in shardHomeInput, shard string, requester *actor.PID) shardHomeD
 		return shardHomeDecision{step: homeHeld}
 	}
 	if !in.regions.hasAllRegionsRegistered(len(in.state.Regions), in.minNrOfMembers) {
-		return shardHomeDecision{step: homeNotAllRegistered}
+		return shardHomeDecision{step: homeNotAllRegistered, why: "shard coordinator: GetShardHome ignored, not all regions registered yet",
+			attrs: []any{slog.Int("registered", len(in.state.Regions)), slog.Int("min-nr-of-members", in.minNrOfMembers)}}
 	}
 	if region, ok := in.state.RegionOf(shard); ok {
 		return shardHomeDecision{step: homeKnown, region: region}
 	}
 	if waiting := in.regions.waitingForRegions(in.now, in.registerWait, in.role); len(waiting) > 0 {
-		return shardHomeDecision{step: homeWaitForRegions, members: waiting}
+		// One of them may host the shard already (see unregisteredMembers).
+		return shardHomeDecision{step: homeWaitForRegions, members: waiting,
+			why:   "shard coordinator: GetShardHome for an unplaced shard held until the regions of live members register",
+			attrs: []any{slog.Any("members", waiting)}}
 	}
 	if wait := in.rejoinHold(); wait > 0 {
-		return shardHomeDecision{step: homeRejoinHold, wait: wait}
+		return shardHomeDecision{step: homeRejoinHold, wait: wait,
+			why:   "shard coordinator: GetShardHome for an unplaced shard held: this node re-joined after its removal, and the removal margin has not passed",
+			attrs: []any{slog.Duration("wait", wait)}}
 	}
 	active := in.regions.allocations(in.state, true)
 	if len(active) == 0 {
-		return shardHomeDecision{step: homeNoRegion}
+		return shardHomeDecision{step: homeNoRegion, why: "shard coordinator: no region to allocate to"}
 	}
 	return shardHomeDecision{step: homeAllocate, regions: active}
 }
@@ -113,5 +125,35 @@ func shardHomesOf(durable State, epoch uint64, forwards *forwardHolds) *messages
 			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: shards})
 		}
 	}
+	return out
+}
+
+// shardHomeKey names the answer to requester's GetShardHome for shard, so
+// that a repeated request waits once ("" without a requester).
+func shardHomeKey(shard string, requester *actor.PID) string {
+	if requester == nil {
+		return ""
+	}
+	return "ShardHome\x00" + shard + "\x00" + RegionKey(requester)
+}
+
+// isHome reports whether st still places shard on region.
+func isHome(st *State, shard string, region *actor.PID) bool {
+	r, ok := st.RegionOf(shard)
+	return ok && RegionKey(r) == RegionKey(region)
+}
+
+// rememberedToAllocate lists, sorted, the shards of st that lost their
+// home and are to be allocated again so that their remembered entities
+// start (Akka's allocateShardHomesForRememberEntities): all but those in
+// hand-off.
+func rememberedToAllocate(st *State, h *handOffs) []string {
+	var out []string
+	for s := range st.Unallocated {
+		if !h.busy(s) {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
 	return out
 }

@@ -83,6 +83,11 @@ func TestShardHomeDecision(t *testing.T) {
 			if d.step != tc.want || d.region.GetAddress() != tc.region || len(d.regions) != tc.regions {
 				t.Fatalf("shardHome = %+v, want step %d, region %q, %d regions", d, tc.want, tc.region, tc.regions)
 			}
+			// Only a request that is ignored is logged, saying why.
+			ignored := d.step == homeNotAllRegistered || d.step == homeWaitForRegions || d.step == homeRejoinHold || d.step == homeNoRegion
+			if (d.why != "") != ignored {
+				t.Fatalf("shardHome = %+v: a reason to log %q, want one: %v", d, d.why, ignored)
+			}
 			waiting, _ := f.handOffs.release(tc.shard)
 			if held, _ := f.forwards.timedOut(tc.shard, 1); len(held) > 0 {
 				waiting = append(waiting, held...)
@@ -142,5 +147,43 @@ func TestShardHomesOf(t *testing.T) {
 	}
 	if got := regionAddresses(st); !slices.Equal(got, []string{"127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"}) {
 		t.Fatalf("regionAddresses = %v", got)
+	}
+}
+
+func TestRememberedToAllocate(t *testing.T) {
+	st := stBuild(t, true,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardHomeAllocated{Shard: "c", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "b", Region: stRegion(1)},
+		ShardRegionTerminated{Region: stRegion(1)},
+	)
+	h := newHandOffs()
+	if got := rememberedToAllocate(&st, &h); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("rememberedToAllocate = %v, want [a b c]", got)
+	}
+	if _, _, err := h.begin("b", handOffStart{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rememberedToAllocate(&st, &h); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("rememberedToAllocate with b in hand-off = %v, want [a c]", got)
+	}
+}
+
+func TestIsHome(t *testing.T) {
+	st := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+	)
+	cases := []struct {
+		shard  string
+		region *actor.PID
+		want   bool
+	}{{"a", stRegion(1), true}, {"a", stRegion(2), false}, {"b", stRegion(1), false}}
+	for _, tc := range cases {
+		if got := isHome(&st, tc.shard, tc.region); got != tc.want {
+			t.Fatalf("isHome(%s, %s) = %v, want %v", tc.shard, RegionKey(tc.region), got, tc.want)
+		}
 	}
 }
