@@ -784,26 +784,19 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 		return
 	}
 	shards := c.strategy.Rebalance(c.regions.allocations(c.state, false), c.handOffs.inProgress())
-	started := 0
+	moves := rebalanceMoves(shards, c.state, &c.handOffs, c.writes.settled)
+	started := len(moves)
 	var round trace.Span
 	roundCtx := context.Background()
-	for _, shard := range shards {
-		if !c.handOffs.startable(shard, c.writes.settled) {
-			continue // a shard whose new home is not written yet moves on a later tick
-		}
-		from, ok := c.state.RegionOf(shard)
-		if !ok {
-			continue
-		}
+	for _, m := range moves {
 		ctx.Logger().Debug("shard coordinator: rebalancing shard", slog.String("type", c.typeName),
-			slog.String("shard", shard), slog.String("from", RegionKey(from)))
+			slog.String("shard", m.shard), slog.String("from", RegionKey(m.from)))
 		if round == nil {
 			// A round's span is the parent of its hand-offs' spans.
 			roundCtx, round = c.settings.Tracer.Start(roundCtx, "sharding.rebalance",
 				trace.WithAttributes(attribute.String("sharding.type", c.typeName)))
 		}
-		c.startHandOff(roundCtx, ctx, shard, from, true)
-		started++
+		c.startHandOff(roundCtx, ctx, m.shard, m.from, true)
 	}
 	if round != nil {
 		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", c.handOffs.len()))
@@ -938,9 +931,7 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 // regionTerminated removes a region that stopped, left or crashed. It
 // returns false when the store write failed.
 func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why string) bool {
-	for _, w := range c.handOffs.workerPIDs() {
-		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: region})
-	}
+	c.tellWorkersGone(ctx, region)
 	key := RegionKey(region)
 	r, ok := c.state.Regions[key]
 	if !ok {
@@ -970,10 +961,16 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	return true
 }
 
-func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
+// tellWorkersGone tells every rebalance worker that region (or a proxy)
+// is gone: it waits for no answer of it any more.
+func (c *coordinator) tellWorkersGone(ctx actor.Context, region *actor.PID) {
 	for _, w := range c.handOffs.workerPIDs() {
-		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: proxy})
+		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: region})
 	}
+}
+
+func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
+	c.tellWorkersGone(ctx, proxy)
 	if !c.state.IsProxy(proxy) {
 		return
 	}

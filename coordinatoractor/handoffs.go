@@ -48,6 +48,31 @@ func (h *handOffs) startable(shard string, settled func(string) bool) bool {
 	return !h.busy(shard) && settled(shard)
 }
 
+// handOffMove is a hand-off to start: shard, from its home from.
+type handOffMove struct {
+	shard string
+	from  *actor.PID
+}
+
+// rebalanceMoves picks, of the shards the strategy would move, those
+// whose hand-off starts now, with their homes: each once, startable (a
+// shard whose new home is not written yet moves on a later tick), and
+// with a home in st.
+func rebalanceMoves(shards []string, st *State, h *handOffs, settled func(string) bool) []handOffMove {
+	var out []handOffMove
+	picked := map[string]bool{}
+	for _, shard := range shards {
+		if picked[shard] || !h.startable(shard, settled) {
+			continue
+		}
+		if from, ok := st.RegionOf(shard); ok {
+			picked[shard] = true
+			out = append(out, handOffMove{shard: shard, from: from})
+		}
+	}
+	return out
+}
+
 // inProgress is the set of shards in hand-off, for the strategy.
 func (h *handOffs) inProgress() map[string]struct{} {
 	out := make(map[string]struct{}, len(h.waiting))

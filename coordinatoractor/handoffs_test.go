@@ -245,3 +245,37 @@ func TestHandOffEnded(t *testing.T) {
 		})
 	}
 }
+
+func TestRebalanceMoves(t *testing.T) {
+	st := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
+		ShardHomeAllocated{Shard: "busy", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "unwritten", Region: stRegion(1)},
+	)
+	h := newHandOffs()
+	if _, _, err := h.begin("busy", handOffStart{}); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(shard string) bool { return shard != "unwritten" }
+	cases := []struct {
+		name   string
+		shards []string
+		want   string
+	}{
+		{"nothing to move", nil, ""},
+		{"in the strategy's order, each once", []string{"b", "a", "b"}, "b@127.0.0.2:1 a@127.0.0.1:1"},
+		{"not a shard in hand-off, unwritten or without a home", []string{"busy", "unwritten", "gone", "a"}, "a@127.0.0.1:1"},
+	}
+	for _, tc := range cases {
+		var got []string
+		for _, m := range rebalanceMoves(tc.shards, &st, &h, settled) {
+			got = append(got, m.shard+"@"+m.from.GetAddress())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Fatalf("%s: rebalanceMoves = %v, want %q", tc.name, got, tc.want)
+		}
+	}
+}
