@@ -151,12 +151,40 @@ func TestHandOffsWorkersAndUnfinished(t *testing.T) {
 	}
 }
 
-func TestHandOffStartable(t *testing.T) {
+// hoPlaced builds a state with regions 1 to n registered (region i by
+// member mi) and each "shard@i" of homes on region i.
+func hoPlaced(t *testing.T, n int, homes ...string) State {
+	t.Helper()
+	var events []Event
+	for i := 1; i <= n; i++ {
+		events = append(events, ShardRegionRegistered{Region: stRegion(i), MemberID: fmt.Sprintf("m%d", i)})
+	}
+	for _, h := range homes {
+		var shard string
+		var i int
+		if _, err := fmt.Sscanf(strings.Replace(h, "@", " ", 1), "%s %d", &shard, &i); err != nil {
+			t.Fatalf("home %q: %v", h, err)
+		}
+		events = append(events, ShardHomeAllocated{Shard: shard, Region: stRegion(i)})
+	}
+	return stBuild(t, false, events...)
+}
+
+// hoBusy is the bookkeeping of a hand-off of shard in progress.
+func hoBusy(t *testing.T, shard string) handOffs {
+	t.Helper()
 	h := newHandOffs()
-	if _, _, err := h.begin("busy", handOffStart{}); err != nil {
+	if _, _, err := h.begin(shard, handOffStart{}); err != nil {
 		t.Fatal(err)
 	}
-	settled := func(shard string) bool { return shard != "unwritten" }
+	return h
+}
+
+// settled reports every shard but "unwritten" written.
+func settled(shard string) bool { return shard != "unwritten" }
+
+func TestHandOffStartable(t *testing.T) {
+	h := hoBusy(t, "busy")
 	cases := []struct {
 		shard string
 		want  bool
@@ -247,19 +275,8 @@ func TestHandOffEnded(t *testing.T) {
 }
 
 func TestRebalanceMoves(t *testing.T) {
-	st := stBuild(t, false,
-		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
-		ShardHomeAllocated{Shard: "busy", Region: stRegion(1)},
-		ShardHomeAllocated{Shard: "unwritten", Region: stRegion(1)},
-	)
-	h := newHandOffs()
-	if _, _, err := h.begin("busy", handOffStart{}); err != nil {
-		t.Fatal(err)
-	}
-	settled := func(shard string) bool { return shard != "unwritten" }
+	st := hoPlaced(t, 2, "a@1", "b@2", "busy@1", "unwritten@1")
+	h := hoBusy(t, "busy")
 	cases := []struct {
 		name   string
 		shards []string

@@ -9,11 +9,7 @@ import (
 // TestHostShardResends drives the HostShard resend bookkeeping input by
 // input: a timer per shard, cancelled once and only once.
 func TestHostShardResends(t *testing.T) {
-	st := stBuild(t, false,
-		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-	)
+	st := hoPlaced(t, 2, "a@1")
 	cancelled := map[int]int{} // timer -> times cancelled
 	timer := func(n int) func() { return func() { cancelled[n]++ } }
 	type step struct {

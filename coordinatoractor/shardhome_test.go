@@ -13,13 +13,6 @@ import (
 func TestShardHomeDecision(t *testing.T) {
 	now := time.Unix(100, 0)
 	requester := stRegion(2)
-	placed := func(t *testing.T) State {
-		return stBuild(t, false,
-			ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-			ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-			ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		)
-	}
 	// fixture is the coordinator's data for one case; setup changes it.
 	type fixture struct {
 		st       State
@@ -69,7 +62,7 @@ func TestShardHomeDecision(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fixture{st: placed(t), handOffs: newHandOffs(), forwards: newForwardHolds(), regions: newRegionBook(), min: 1}
+			f := fixture{st: hoPlaced(t, 2, "a@1"), handOffs: newHandOffs(), forwards: newForwardHolds(), regions: newRegionBook(), min: 1}
 			f.regions.membershipEvent(&membership.CurrentClusterState{Members: []membership.Member{rbMember(1), rbMember(2)}})
 			f.regions.register("m1")
 			f.regions.register("m2")
@@ -124,15 +117,7 @@ func TestUsableHome(t *testing.T) {
 }
 
 func TestShardHomesOf(t *testing.T) {
-	st := stBuild(t, false,
-		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"},
-		ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
-		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		ShardHomeAllocated{Shard: "c", Region: stRegion(2)},
-		ShardHomeAllocated{Shard: "d", Region: stRegion(3)},
-	)
+	st := hoPlaced(t, 3, "b@2", "a@1", "c@2", "d@3")
 	f := newForwardHolds()
 	f.handedOff("c", stRegion(1), nil)
 	f.handedOff("d", stRegion(1), nil)
@@ -171,11 +156,7 @@ func TestRememberedToAllocate(t *testing.T) {
 }
 
 func TestIsHome(t *testing.T) {
-	st := stBuild(t, false,
-		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-	)
+	st := hoPlaced(t, 2, "a@1")
 	cases := []struct {
 		shard  string
 		region *actor.PID
