@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,19 +30,6 @@ const (
 	// StateStopped: a store write failed; the coordinator is stopping.
 	StateStopped = "stopped"
 )
-
-// GetCoordinatorState asks a coordinator for a copy of its State; the
-// answer is a *CurrentCoordinatorState. Local only (tests, diagnostics).
-type GetCoordinatorState struct{}
-
-// CurrentCoordinatorState answers GetCoordinatorState.
-type CurrentCoordinatorState struct {
-	Name                string   // StateWaitingForState or StateActive
-	State               State    // the coordinator's state, as last written to the store
-	Version             uint64   // the store's version of that state (Consul: its ModifyIndex)
-	Epoch               uint64   // the version the coordinator claimed at its start; its commands carry it
-	RebalanceInProgress []string // shards being handed off now
-}
 
 // Props returns the props of a ShardCoordinator for typeName. It is meant
 // to run as a cluster singleton (see actorsharding); cluster gives it the
@@ -106,8 +91,7 @@ type coordinator struct {
 	// of the store by the events not yet written.
 	writes     stateWrites
 	state      *State
-	epoch      uint64                       // the version claimed at start
-	members    map[string]membership.Member // by member id
+	epoch      uint64 // the version claimed at start
 	timers     *scheduler.TimerScheduler
 	cancelTick scheduler.CancelFunc
 
@@ -118,32 +102,19 @@ type coordinator struct {
 	// one write, after it.
 	replaying bool
 
-	allRegionsRegistered bool
-	// rebalanceInProgress: shard -> the GetShardHome senders waiting for it.
-	rebalanceInProgress map[string][]*actor.PID
+	// handOffs: the hand-offs in progress and who waits for them.
+	handOffs handOffs
 	// rebalance follows the rebalance in progress, for its log lines.
-	rebalance        rebalanceSummary
-	rebalanceWorkers map[string]*actor.PID // shard -> worker
-	handOffsStarted  map[string]handOffStart
-	metrics          *metrics.Type
+	rebalance rebalanceSummary
+	metrics   *metrics.Type
 	// forwards: shards handed off whose old home still forwards what it
 	// held; their new home is told only to the old home meanwhile.
 	forwards forwardHolds
-	// gracefulShutdownInProgress: regions (by key) handing off all shards.
-	gracefulShutdownInProgress map[string]bool
-	// unAckedHostShards: shard -> cancel of its HostShard resend timer.
-	unAckedHostShards map[string]scheduler.CancelFunc
-	// registered: members whose region or proxy registered with this
-	// coordinator (not its predecessors); a region's first Register here
-	// is where its hosted shards are adopted.
-	registered map[string]bool
-	// activatedAt: when the coordinator became active; shards the state
-	// does not place are allocated only once every live member has
-	// registered, or RegisterWaitTimeout after it.
-	activatedAt time.Time
-	// pendingRemovals: members removed without a graceful leave whose
-	// regions wait out the down-removal margin.
-	pendingRemovals map[string]bool
+	// regions: the members, their registrations, graceful shutdowns
+	// and removal margins.
+	regions regionBook
+	// hostShards: the HostShard messages not yet acknowledged.
+	hostShards hostShardResends
 	// refusals rate-limits the log of refused registrations: a refused
 	// region registers again at every retry interval.
 	refusals *throttle.Limiter
@@ -199,16 +170,11 @@ func (c *coordinator) Receive(ctx actor.Context) {
 
 func (c *coordinator) start(ctx actor.Context) {
 	c.timers = scheduler.NewTimerScheduler(ctx)
-	c.members = map[string]membership.Member{}
-	c.rebalanceInProgress = map[string][]*actor.PID{}
+	c.regions = newRegionBook()
+	c.handOffs = newHandOffs()
 	c.forwards = newForwardHolds()
-	c.rebalanceWorkers = map[string]*actor.PID{}
-	c.handOffsStarted = map[string]handOffStart{}
 	c.metrics = metrics.For(ctx.ActorSystem()).Type(c.typeName)
-	c.gracefulShutdownInProgress = map[string]bool{}
-	c.unAckedHostShards = map[string]scheduler.CancelFunc{}
-	c.registered = map[string]bool{}
-	c.pendingRemovals = map[string]bool{}
+	c.hostShards = newHostShardResends()
 	c.refusals = throttle.New(refusalLogInterval)
 	c.state = &c.writes.state
 	c.stash = newStash(c.settings.StashCapacity)
@@ -253,11 +219,7 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 			c.timers.SendOnce(c.settings.CoordinatorFailureBackoff, ctx.Self(), reloadState{})
 			return
 		}
-		st := msg.state
-		st.RememberEntities = c.settings.RememberEntities
-		if !st.RememberEntities {
-			st.Unallocated = map[string]struct{}{}
-		}
+		st := claimable(msg.state, c.settings.RememberEntities)
 		// Writing the state back at once (startWrite, once this message
 		// is handled) claims it: a stale coordinator that still runs
 		// elsewhere fails its next check-and-set. The version claimed is
@@ -295,7 +257,7 @@ func (c *coordinator) activate(ctx actor.Context) {
 		slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
 		slog.Int("shards", len(c.state.Shards)), slog.Uint64("version", c.writes.version))
 	c.become(ctx, StateActive, c.active)
-	c.activatedAt = time.Now()
+	c.regions.activatedAt = time.Now()
 	// Live regions are watched, so that a crash is noticed; those of
 	// members that are gone are terminated (once their removal margin has
 	// passed).
@@ -323,12 +285,12 @@ func (c *coordinator) activate(ctx actor.Context) {
 // members, so that their termination is noticed.
 func (c *coordinator) watchRegions(ctx actor.Context) {
 	for _, r := range sortedEntries(c.state.Regions) {
-		if c.isLiveMember(r.MemberID) {
+		if c.regions.isLive(r.MemberID) {
 			ctx.Watch(r.PID)
 		}
 	}
 	for _, p := range sortedEntries(c.state.Proxies) {
-		if c.isLiveMember(p.MemberID) {
+		if c.regions.isLive(p.MemberID) {
 			ctx.Watch(p.PID)
 		}
 	}
@@ -341,17 +303,9 @@ func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
 	if !c.state.RememberEntities || c.stateName != StateActive || !c.hasAllRegionsRegistered() {
 		return
 	}
-	shards := make([]string, 0, len(c.state.Unallocated))
-	for s := range c.state.Unallocated {
-		shards = append(shards, s)
-	}
-	sort.Strings(shards)
-	for _, s := range shards {
+	for _, s := range rememberedToAllocate(c.state, &c.handOffs) {
 		if c.stateName != StateActive {
 			return
-		}
-		if _, busy := c.rebalanceInProgress[s]; busy {
-			continue
 		}
 		c.onGetShardHome(ctx, s, nil)
 	}
@@ -448,64 +402,40 @@ func (c *coordinator) startWrite(ctx actor.Context) {
 	}()
 }
 
-// onStateWritten ends the write in flight and runs what waited for it;
-// the claim also sets the epoch. A store that refuses the state (too
-// large, invalid) wrote nothing: the events are dropped and the
-// coordinator goes on from the state last written, or claims the state it
-// read without them. Any other failure stops it.
+// onStateWritten ends the write in flight (see stateWrites.ended) and
+// runs what waited for it; the claim also sets the epoch. After a refused
+// write the state is the one last written again: regions whose
+// termination was dropped are watched again (one that is gone is
+// reported again), and those of removed members terminated again.
 func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
-	claim := !c.writes.claimed
-	if msg.err != nil {
-		if errors.Is(msg.err, ErrStateTooLarge) || errors.Is(msg.err, ErrInvalidState) {
-			c.writeRefused(ctx, msg.err)
-			return
+	end := c.writes.ended(msg.version, msg.err)
+	switch {
+	case end.fail != nil:
+		c.storeFailed(ctx, end.fail)
+	case end.cause != nil:
+		ctx.Logger().Error("shard coordinator: the store refuses the state after these changes; they are dropped",
+			slog.String("type", c.typeName), slog.Int("updates", len(end.refused)), slog.Any("error", end.cause))
+		why := fmt.Errorf("%w: %w", errEventRejected, end.cause)
+		for _, u := range end.refused {
+			if u.refused != nil {
+				u.refused(ctx, why)
+			}
 		}
-		what := "write the state"
-		if claim {
-			what = "claim the state"
+		c.watchRegions(ctx)
+		c.terminateGoneMembers(ctx)
+	default:
+		if end.claim {
+			c.epoch = c.writes.version
+			ctx.Logger().Debug("shard coordinator claimed its state", slog.String("type", c.typeName), slog.Uint64("epoch", c.epoch))
 		}
-		c.storeFailed(ctx, fmt.Errorf("%s: %w", what, msg.err))
-		return
-	}
-	done, err := c.writes.done(msg.version)
-	if err != nil {
-		c.storeFailed(ctx, err)
-		return
-	}
-	if claim {
-		c.epoch = c.writes.version
-		ctx.Logger().Debug("shard coordinator claimed its state", slog.String("type", c.typeName), slog.Uint64("epoch", c.epoch))
-	}
-	ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
-		slog.Int("updates", len(done)), slog.Uint64("version", msg.version))
-	for _, u := range done {
-		if u.then != nil {
-			u.then(ctx)
-		}
-	}
-}
-
-// writeRefused: the store refused the state after the events in flight.
-// They, and those decided on them since, are dropped with the reason; the
-// state is the one last written again. Regions whose termination was
-// dropped are watched again (one that is gone is reported again), and
-// those of removed members terminated again.
-func (c *coordinator) writeRefused(ctx actor.Context, cause error) {
-	refused, err := c.writes.refuse()
-	if err != nil {
-		c.storeFailed(ctx, err)
-		return
-	}
-	ctx.Logger().Error("shard coordinator: the store refuses the state after these changes; they are dropped",
-		slog.String("type", c.typeName), slog.Int("updates", len(refused)), slog.Any("error", cause))
-	why := fmt.Errorf("%w: %w", errEventRejected, cause)
-	for _, u := range refused {
-		if u.refused != nil {
-			u.refused(ctx, why)
+		ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
+			slog.Int("updates", len(end.done)), slog.Uint64("version", msg.version))
+		for _, u := range end.done {
+			if u.then != nil {
+				u.then(ctx)
+			}
 		}
 	}
-	c.watchRegions(ctx)
-	c.terminateGoneMembers(ctx)
 }
 
 // stopped: the coordinator stopped itself after a store failure; what
@@ -534,9 +464,9 @@ func (c *coordinator) drop(ctx actor.Context, msg any, sender *actor.PID, why st
 func (c *coordinator) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *messages.Register:
-		c.onRegister(ctx, msg)
+		c.onRegistration(ctx, msg)
 	case *messages.RegisterProxy:
-		c.onRegisterProxy(ctx, msg)
+		c.onRegistration(ctx, msg)
 	case *messages.GetShardHome:
 		if err := checkShard("GetShardHome", msg.GetShard()); err != nil {
 			c.reject(ctx, msg, err.Error())
@@ -548,19 +478,13 @@ func (c *coordinator) active(ctx actor.Context) {
 		}
 		c.onGetShardHome(ctx, msg.GetShard(), ctx.Sender())
 	case *messages.ShardStarted:
-		if r, ok := c.state.RegionOf(msg.GetShard()); ok && ctx.Sender() != nil && RegionKey(r) == RegionKey(ctx.Sender()) {
-			c.cancelHostShardTimer(msg.GetShard())
+		if c.hostShards.started(c.state, msg.GetShard(), ctx.Sender()) {
 			return
 		}
 		ctx.Logger().Debug("shard coordinator: ShardStarted from a region that does not host the shard", slog.String("type", c.typeName),
 			slog.String("shard", msg.GetShard()), slog.Any("sender", ctx.Sender()))
 	case resendShardHost:
-		delete(c.unAckedHostShards, msg.shard)
-		if _, busy := c.rebalanceInProgress[msg.shard]; busy {
-			// A HostShard now would restart the shard being handed off.
-			return
-		}
-		if r, ok := c.state.RegionOf(msg.shard); ok && RegionKey(r) == RegionKey(msg.region) {
+		if r := c.hostShards.due(c.state, msg.shard, msg.region, c.handOffs.busy(msg.shard)); r != nil {
 			ctx.Logger().Debug("shard coordinator: resending HostShard", slog.String("type", c.typeName),
 				slog.String("shard", msg.shard), slog.String("region", RegionKey(r)))
 			c.sendHostShard(ctx, msg.shard, r)
@@ -572,14 +496,12 @@ func (c *coordinator) active(ctx actor.Context) {
 	case registerWaitOver:
 		c.allocateShardHomesForRememberEntities(ctx)
 	case *messages.RebalanceDone:
-		// Only the worker of the shard may end its hand-off: a RebalanceDone
-		// from anyone else would let the shard start elsewhere while it runs.
-		w, ok := c.rebalanceWorkers[msg.GetShard()]
-		if !ok || ctx.Sender() == nil || !w.Equal(ctx.Sender()) {
-			c.reject(ctx, msg, fmt.Sprintf("RebalanceDone for shard %q from %v, which is not its rebalance worker", msg.GetShard(), ctx.Sender()))
+		started, known, err := c.handOffs.done(msg.GetShard(), ctx.Sender())
+		if err != nil {
+			c.reject(ctx, msg, err.Error())
 			return
 		}
-		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk())
+		c.onRebalanceDone(ctx, msg.GetShard(), msg.GetOk(), started, known)
 	case *messages.HandOffForwarded:
 		c.onHandOffForwarded(ctx, msg)
 	case forwardTimedOut:
@@ -589,23 +511,13 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.answerHeld(ctx, msg.shard, waiting)
 		}
 	case *messages.GracefulShutdownReq:
-		if err := checkFromRegion("GracefulShutdownReq", msg.GetShardRegion(), ctx.Sender(), *c.state); errors.Is(err, errUnknownRegion) {
-			ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
-			return
-		} else if err != nil {
-			c.reject(ctx, msg, err.Error())
-			return
+		if c.fromRegion(ctx, "GracefulShutdownReq", msg, msg.GetShardRegion()) {
+			c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 		}
-		c.onGracefulShutdownReq(ctx, msg.GetShardRegion())
 	case *messages.RegionStopped:
-		if err := checkFromRegion("RegionStopped", msg.GetShardRegion(), ctx.Sender(), *c.state); errors.Is(err, errUnknownRegion) {
-			ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
-			return
-		} else if err != nil {
-			c.reject(ctx, msg, err.Error())
-			return
+		if c.fromRegion(ctx, "RegionStopped", msg, msg.GetShardRegion()) {
+			c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 		}
-		c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 	case *actor.Terminated:
 		if msg.Why == actor.TerminatedReason_AddressTerminated {
 			// Only the connection dropped: the node may still run the
@@ -623,9 +535,15 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.proxyTerminated(ctx, msg.Who)
 		}
 	case *messages.GetCurrentRegions:
-		ctx.Respond(&messages.CurrentRegions{Addresses: c.regionAddresses()})
+		ctx.Respond(&messages.CurrentRegions{Addresses: regionAddresses(c.writes.durable)})
 	case *messages.GetClusterShardingStats:
-		c.onGetClusterShardingStats(ctx, msg)
+		timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond
+		if timeout <= 0 {
+			timeout = c.settings.ShardRegionQueryTimeout
+		}
+		if requester := ctx.Sender(); requester != nil {
+			askShardingStats(guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize), sortedEntries(c.writes.durable.Regions), timeout, requester)
+		}
 	case *GetCoordinatorState:
 		ctx.Respond(c.current())
 	case *messages.GetShardCoordinatorState:
@@ -645,76 +563,71 @@ func (c *coordinator) active(ctx actor.Context) {
 	}
 }
 
-func (c *coordinator) onRegister(ctx actor.Context, msg *messages.Register) {
-	region, member := msg.GetShardRegion(), msg.GetMemberId()
-	if err := checkRegistration("Register", region, member, msg.GetShards(), c.members); err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	extractor, err := extractorIdentity("Register", region, msg.GetExtractor(), msg.GetNumberOfShards())
+// onRegistration handles a Register or RegisterProxy: it registers the
+// region or proxy (see planRegistration), adopts what a region hosts on
+// its first Register here, and acknowledges once that is written.
+func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
+	r, err := registrantOf(msg, c.regions.members)
 	if err != nil {
 		c.reject(ctx, msg, err.Error())
 		return
 	}
-	if old, ok := c.state.Regions[RegionKey(region)]; ok && old.MemberID != member {
-		// Same PID, new incarnation: the old one is gone.
-		if !c.regionTerminated(ctx, old.PID, "re-registered by a new member incarnation") {
-			return
-		}
+	p := planRegistration(c.state, r)
+	switch {
+	case p.replace != nil && r.proxy:
+		c.proxyTerminated(ctx, p.replace)
+	case p.replace != nil && !c.regionTerminated(ctx, p.replace, "re-registered by a new member incarnation"):
+		return
 	}
-	if !c.state.IsRegion(region) {
-		if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
-			c.refuseIncompatible(ctx, region, why)
-			return
-		}
-		registered := func(ctx actor.Context) {
-			ctx.Watch(region)
-			ctx.Logger().Debug("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(region)),
-				slog.String("extractor", extractor.String()))
-		}
-		event := ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}
-		if err := c.update(ctx, update{event: event, then: registered}); err != nil {
-			if errors.Is(err, errEventRejected) {
-				c.reject(ctx, msg, err.Error())
-			}
-			return
-		}
-	} else if !c.state.Regions[RegionKey(region)].Extractor.Known() && extractor.Known() {
-		if !c.recordExtractor(ctx, region, member, extractor) {
-			return
-		}
+	if p.refuse != "" {
+		c.refuseIncompatible(ctx, r.pid, p.refuse)
+		return
 	}
-	if !c.registered[member] {
-		c.registered[member] = true
-		c.adopt(ctx, region, msg.GetShards())
-	}
-	c.hasAllRegionsRegistered()
-	// The acknowledgement and the homes go out once the registration and
-	// what it adopted are written; the allocations after it go in the
-	// same write.
-	sender := ctx.Sender()
-	c.whenWritten(ctx, "Register\x00"+RegionKey(region)+"\x00"+member, func(ctx actor.Context) {
-		ctx.Request(region, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-		ctx.Request(region, c.shardHomes())
-	}, c.registrationRefused(msg, member, sender))
-	c.allocateShardHomesForRememberEntities(ctx)
-}
-
-// recordExtractor records the extractor of a region that registered
-// without one with a coordinator of an older version, so that the regions
-// that register later are checked against it (a coordinator that takes
-// over reads it from the state). It returns false when the coordinator is
-// stopping.
-func (c *coordinator) recordExtractor(ctx actor.Context, region *actor.PID, member string, extractor ExtractorIdentity) bool {
-	if why := extractorDisagreement(*c.state, RegionKey(region), extractor); why != "" {
+	if p.disagreement != "" {
 		// Registered already and maybe hosting shards: refusing it now
 		// would not stop its entities. Recorded, the disagreement makes
 		// every region that registers later disagree with one of them.
 		ctx.Logger().Error("shard coordinator: a region registered with an earlier coordinator has another extractor than the other regions",
-			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("reason", why))
+			slog.String("type", c.typeName), slog.String("region", RegionKey(r.pid)), slog.String("reason", p.disagreement))
 	}
-	err := c.update(ctx, update{event: ShardRegionRegistered{Region: region, MemberID: member, Extractor: extractor}})
-	return !errors.Is(err, errStopped)
+	if p.event != nil {
+		u := update{event: p.event}
+		if !p.record {
+			u.then = func(ctx actor.Context) { c.registered(ctx, r) }
+		}
+		switch err := c.update(ctx, u); {
+		case errors.Is(err, errStopped):
+			return
+		case err != nil && !p.record:
+			c.reject(ctx, msg, err.Error())
+			return
+		}
+	}
+	if c.regions.register(r.member) && !r.proxy {
+		c.adopt(ctx, r.pid, r.hosted)
+	}
+	if !r.proxy {
+		c.hasAllRegionsRegistered()
+	}
+	// The acknowledgement and the homes go out once the registration and
+	// what it adopted are written; the allocations after it go in the
+	// same write.
+	c.whenWritten(ctx, r.key(), func(ctx actor.Context) {
+		ctx.Request(r.pid, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
+		ctx.Request(r.pid, shardHomesOf(c.writes.durable, c.epoch, &c.forwards))
+	}, c.registrationRefused(msg, r.member, ctx.Sender()))
+	if !r.proxy {
+		c.allocateShardHomesForRememberEntities(ctx)
+	}
+}
+
+// registered: the registration of r is written; it is watched from now on.
+func (c *coordinator) registered(ctx actor.Context, r registrant) {
+	ctx.Watch(r.pid)
+	if !r.proxy {
+		ctx.Logger().Debug("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(r.pid)),
+			slog.String("extractor", r.extractor.String()))
+	}
 }
 
 // refuseIncompatible answers the Register or RegisterProxy of region, whose
@@ -736,7 +649,7 @@ func (c *coordinator) refuseIncompatible(ctx actor.Context, region *actor.PID, w
 // is never written; its member adopts again on its next Register.
 func (c *coordinator) registrationRefused(msg any, member string, sender *actor.PID) func(actor.Context, error) {
 	return func(ctx actor.Context, err error) {
-		delete(c.registered, member)
+		c.regions.unregister(member)
 		c.drop(ctx, msg, sender, fmt.Sprintf("the registration is not written: %v", err))
 	}
 }
@@ -744,7 +657,7 @@ func (c *coordinator) registrationRefused(msg any, member string, sender *actor.
 // adopt allocates to region the shards it hosts that the state places
 // nowhere or elsewhere (see adoptions).
 func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []string) {
-	for _, a := range adoptions(*c.state, region, hosted, c.rebalanceInProgress) {
+	for _, a := range adoptions(*c.state, region, hosted, c.handOffs.waiting) {
 		var old *actor.PID
 		if a.from != "" {
 			old = c.state.Regions[a.from].PID
@@ -759,7 +672,7 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 		}
 		shard := a.shard
 		_ = c.update(ctx, update{event: ShardHomeAllocated{Shard: shard, Region: region}, then: func(ctx actor.Context) {
-			c.cancelHostShardTimer(shard)
+			c.hostShards.stop(shard)
 			if old != nil {
 				// The region the state named must not keep a copy running.
 				ctx.Request(old, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
@@ -768,118 +681,41 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 	}
 }
 
-func (c *coordinator) onRegisterProxy(ctx actor.Context, msg *messages.RegisterProxy) {
-	proxy, member := msg.GetShardRegionProxy(), msg.GetMemberId()
-	if err := checkRegistration("RegisterProxy", proxy, member, nil, c.members); err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	extractor, err := extractorIdentity("RegisterProxy", proxy, msg.GetExtractor(), msg.GetNumberOfShards())
-	if err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	if old, ok := c.state.Proxies[RegionKey(proxy)]; ok && old.MemberID != member {
-		c.proxyTerminated(ctx, old.PID)
-	}
-	if !c.state.IsProxy(proxy) {
-		// A proxy with another extractor would ask for shards that are
-		// not the regions'; the regions would drop what it sends them.
-		if why := extractorDisagreement(*c.state, RegionKey(proxy), extractor); why != "" {
-			c.refuseIncompatible(ctx, proxy, why)
-			return
-		}
-		watch := func(ctx actor.Context) { ctx.Watch(proxy) }
-		if err := c.update(ctx, update{event: ShardRegionProxyRegistered{Proxy: proxy, MemberID: member}, then: watch}); err != nil {
-			if errors.Is(err, errEventRejected) {
-				c.reject(ctx, msg, err.Error())
-			}
-			return
-		}
-	}
-	c.registered[member] = true
-	c.whenWritten(ctx, "RegisterProxy\x00"+RegionKey(proxy)+"\x00"+member, func(ctx actor.Context) {
-		ctx.Request(proxy, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-		ctx.Request(proxy, c.shardHomes())
-	}, c.registrationRefused(msg, member, ctx.Sender()))
-}
-
-// shardHomes lists the homes as written: the state a coordinator that
-// takes over would also announce.
-func (c *coordinator) shardHomes() *messages.ShardHomes {
-	out := &messages.ShardHomes{Epoch: c.epoch}
-	for _, r := range sortedEntries(c.writes.durable.Regions) {
-		var shards []string
-		for _, s := range r.Shards {
-			if !c.forwards.held(s) { // told once the old home has forwarded
-				shards = append(shards, s)
-			}
-		}
-		if len(shards) > 0 {
-			out.Homes = append(out.Homes, &messages.ShardHomesEntry{Region: r.PID, Shards: shards})
-		}
-	}
-	return out
-}
-
 // hasAllRegionsRegistered is Akka's min-nr-of-members check: once enough
 // regions have registered it holds for good.
 func (c *coordinator) hasAllRegionsRegistered() bool {
-	if !c.allRegionsRegistered {
-		c.allRegionsRegistered = len(c.state.Regions) >= c.settings.MinNrOfMembers
-	}
-	return c.allRegionsRegistered
+	return c.regions.hasAllRegionsRegistered(len(c.state.Regions), c.settings.MinNrOfMembers)
 }
 
 // onGetShardHome answers where shard lives, allocating it first if needed.
 // A nil requester allocates without answering (remember-entities).
 func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester *actor.PID) {
-	if waiting, ok := c.rebalanceInProgress[shard]; ok {
-		// Answered when the hand-off is done (RebalanceDone).
+	d := shardHome(shardHomeInput{state: c.state, handOffs: &c.handOffs, forwards: &c.forwards, regions: &c.regions,
+		minNrOfMembers: c.settings.MinNrOfMembers, role: c.settings.Role, registerWait: c.settings.RegisterWaitTimeout,
+		now: time.Now(), rejoinHold: c.rejoinHold}, shard, requester)
+	switch d.step {
+	case homeKnown:
 		if requester != nil {
-			c.rebalanceInProgress[shard] = appendPID(waiting, requester)
+			c.replyShardHome(ctx, shard, d.region, requester)
+		}
+		return
+	case homeAllocate:
+	default:
+		// Answered once the hand-off is done or the old home has
+		// forwarded, or ignored (the requester asks again), said why.
+		if d.why != "" {
+			ctx.Logger().Debug(d.why, append([]any{slog.String("type", c.typeName), slog.String("shard", shard)}, d.attrs...)...)
 		}
 		return
 	}
-	if c.forwards.hold(shard, requester) {
-		return // answered once the old home has forwarded (HandOffForwarded)
-	}
-	if !c.hasAllRegionsRegistered() {
-		ctx.Logger().Debug("shard coordinator: GetShardHome ignored, not all regions registered yet",
-			slog.String("type", c.typeName), slog.String("shard", shard),
-			slog.Int("registered", len(c.state.Regions)), slog.Int("min-nr-of-members", c.settings.MinNrOfMembers))
-		return
-	}
-	if region, ok := c.state.RegionOf(shard); ok {
-		if requester != nil {
-			c.replyShardHome(ctx, shard, region, requester)
-		}
-		return
-	}
-	if waiting := c.waitingForRegions(); len(waiting) > 0 {
-		// One of them may host the shard already (see unregisteredMembers).
-		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held until the regions of live members register",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("members", waiting))
-		return
-	}
-	if wait := c.rejoinHold(); wait > 0 {
-		ctx.Logger().Debug("shard coordinator: GetShardHome for an unplaced shard held: this node re-joined after its removal, and the removal margin has not passed",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Duration("wait", wait))
-		return
-	}
-	active := c.regionAllocations(true)
-	if len(active) == 0 {
-		ctx.Logger().Debug("shard coordinator: no region to allocate to", slog.String("type", c.typeName), slog.String("shard", shard))
-		return
-	}
-	region := c.strategy.AllocateShard(requester, shard, active)
-	if region == nil || !c.state.IsRegion(region) || c.gracefulShutdownInProgress[RegionKey(region)] {
+	region := c.strategy.AllocateShard(requester, shard, d.regions)
+	if !usableHome(c.state, &c.regions, region) {
 		ctx.Logger().Warn("shard coordinator: allocation strategy chose an unusable region; the request will be retried",
 			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("region", region))
 		return
 	}
 	allocated := func(ctx actor.Context) {
-		if !c.isHome(shard, region) {
+		if !isHome(c.state, shard, region) {
 			return // its region terminated since; the requester asks again
 		}
 		ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
@@ -903,7 +739,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 // while an update is in progress), else once it is.
 func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, requester *actor.PID) {
 	reply := func(ctx actor.Context) {
-		if c.isHome(shard, region) {
+		if isHome(c.state, shard, region) {
 			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
 		}
 	}
@@ -912,21 +748,6 @@ func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, re
 		return
 	}
 	c.whenWritten(ctx, shardHomeKey(shard, requester), reply, c.shardHomeRefused(shard, requester))
-}
-
-// shardHomeKey names the answer to requester's GetShardHome for shard, so
-// that a repeated request waits once ("" without a requester).
-func shardHomeKey(shard string, requester *actor.PID) string {
-	if requester == nil {
-		return ""
-	}
-	return "ShardHome\x00" + shard + "\x00" + RegionKey(requester)
-}
-
-// isHome reports whether the state still places shard on region.
-func (c *coordinator) isHome(shard string, region *actor.PID) bool {
-	r, ok := c.state.RegionOf(shard)
-	return ok && RegionKey(r) == RegionKey(region)
 }
 
 // shardHomeRefused drops requester's GetShardHome for shard, with the
@@ -938,16 +759,6 @@ func (c *coordinator) shardHomeRefused(shard string, requester *actor.PID) func(
 			c.drop(ctx, &messages.GetShardHome{Shard: shard}, requester, fmt.Sprintf("shard %s cannot be allocated: %v", shard, err))
 		}
 	}
-}
-
-// waitingForRegions lists the live members whose regions this coordinator
-// still waits for before it allocates unplaced shards; empty once all have
-// registered or RegisterWaitTimeout has passed since it became active.
-func (c *coordinator) waitingForRegions() []string {
-	if time.Since(c.activatedAt) >= c.settings.RegisterWaitTimeout {
-		return nil
-	}
-	return unregisteredMembers(c.members, c.settings.Role, c.registered)
 }
 
 // rejoinHold is how long a coordinator on a node that joined again after
@@ -964,58 +775,39 @@ func (c *coordinator) rejoinHold() time.Duration {
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
 	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
-	c.cancelHostShardTimer(shard)
-	c.unAckedHostShards[shard] = c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region})
-}
-
-// cancelHostShardTimer stops resending HostShard for shard.
-func (c *coordinator) cancelHostShardTimer(shard string) {
-	if cancel, ok := c.unAckedHostShards[shard]; ok {
-		cancel()
-		delete(c.unAckedHostShards, shard)
-	}
+	c.hostShards.stop(shard)
+	c.hostShards.sent(shard, c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region}))
 }
 
 func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	if len(c.state.Regions) == 0 || !c.hasAllRegionsRegistered() {
 		return
 	}
-	inProgress := make(map[string]struct{}, len(c.rebalanceInProgress))
-	for s := range c.rebalanceInProgress {
-		inProgress[s] = struct{}{}
-	}
-	shards := c.strategy.Rebalance(c.regionAllocations(false), inProgress)
-	started := 0
+	shards := c.strategy.Rebalance(c.regions.allocations(c.state, false), c.handOffs.inProgress())
+	moves := rebalanceMoves(shards, c.state, &c.handOffs, c.writes.settled)
+	started := len(moves)
 	var round trace.Span
 	roundCtx := context.Background()
-	for _, shard := range shards {
-		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
-			continue // a shard whose new home is not written yet moves on a later tick
-		}
-		from, ok := c.state.RegionOf(shard)
-		if !ok {
-			continue
-		}
+	for _, m := range moves {
 		ctx.Logger().Debug("shard coordinator: rebalancing shard", slog.String("type", c.typeName),
-			slog.String("shard", shard), slog.String("from", RegionKey(from)))
+			slog.String("shard", m.shard), slog.String("from", RegionKey(m.from)))
 		if round == nil {
 			// A round's span is the parent of its hand-offs' spans.
 			roundCtx, round = c.settings.Tracer.Start(roundCtx, "sharding.rebalance",
 				trace.WithAttributes(attribute.String("sharding.type", c.typeName)))
 		}
-		c.startHandOff(roundCtx, ctx, shard, from, true)
-		started++
+		c.startHandOff(roundCtx, ctx, m.shard, m.from, true)
 	}
 	if round != nil {
-		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", len(c.rebalanceInProgress)))
+		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", c.handOffs.len()))
 		round.End()
 	}
 	if started > 0 {
 		ctx.Logger().Debug("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
-			slog.Int("in-progress", len(c.rebalanceInProgress)))
+			slog.Int("in-progress", c.handOffs.len()))
 	}
 	now := time.Now()
-	switch event, total := c.rebalance.tick(started, len(shards) == 0 && len(c.rebalanceInProgress) == 0, now); event {
+	switch event, total := c.rebalance.tick(started, len(shards) == 0 && c.handOffs.len() == 0, now); event {
 	case rebalanceBegan:
 		ctx.Logger().Info("shard coordinator: rebalance started", slog.String("type", c.typeName), slog.Int("shards", started))
 	case rebalanceEnded:
@@ -1027,8 +819,7 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 // startHandOff starts shard's hand-off from region from; parent is the
 // context of its span's parent (a rebalance round's).
 func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, shard string, from *actor.PID, isRebalance bool) {
-	c.rebalanceInProgress[shard] = nil
-	c.cancelHostShardTimer(shard)
+	c.hostShards.stop(shard)
 	var regions []*actor.PID
 	for _, r := range sortedEntries(c.state.Regions) {
 		regions = append(regions, r.PID)
@@ -1036,28 +827,31 @@ func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, sh
 	for _, p := range sortedEntries(c.state.Proxies) {
 		regions = append(regions, p.PID)
 	}
-	w := ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch))
-	c.rebalanceWorkers[shard] = w
 	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
 		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
 		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
-	if old, ok := c.handOffsStarted[shard]; ok {
+	old, replaced, err := c.handOffs.begin(shard, handOffStart{at: time.Now(), rebalance: isRebalance, span: span})
+	if err != nil {
+		// The callers start only hand-offs of shards not in hand-off.
+		ctx.Logger().Error("shard coordinator: hand-off not started", slog.String("type", c.typeName), slog.Any("error", err))
+		span.End()
+		return
+	}
+	if replaced {
 		old.span.End()
 	}
-	c.handOffsStarted[shard] = handOffStart{at: time.Now(), rebalance: isRebalance, span: span}
+	c.handOffs.assign(shard, ctx.Spawn(rebalanceworker.Props(shard, from, c.settings.HandOffTimeout, regions, isRebalance, c.epoch)))
 }
 
-func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) {
-	delete(c.rebalanceWorkers, shard)
-	if started, known := c.handOffsStarted[shard]; known {
+func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, started handOffStart, known bool) {
+	if known {
 		c.metrics.Rebalance(time.Since(started.at), started.rebalance, ok)
 		if !ok {
 			started.span.SetStatus(codes.Error, "the hand-off did not complete within the hand-off timeout")
 		}
 		started.span.End()
-		delete(c.handOffsStarted, shard)
 	}
-	oldHome, wasAllocated := c.state.RegionOf(shard)
+	oldHome, _ := c.state.RegionOf(shard)
 	if ok {
 		ctx.Logger().Debug("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
@@ -1065,25 +859,16 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool) 
 				return
 			}
 		}
-		c.cancelHostShardTimer(shard)
+		c.hostShards.stop(shard)
 	} else {
 		ctx.Logger().Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was",
 			slog.String("type", c.typeName), slog.String("shard", shard))
-		c.forwards.abandon(shard)
 	}
-	if ok && wasAllocated {
-		// The old home forwards what it still holds for the shard before
-		// anyone else learns the new home.
-		waiting := c.rebalanceInProgress[shard]
-		delete(c.rebalanceInProgress, shard)
-		answerNow, gen := c.forwards.handedOff(shard, oldHome, waiting)
-		if gen != 0 {
-			c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
-		}
-		c.answerHeld(ctx, shard, answerNow)
-	} else {
-		c.clearRebalanceInProgress(ctx, shard)
+	answerNow, gen := c.handOffs.ended(shard, ok, oldHome, &c.forwards)
+	if gen != 0 {
+		c.timers.SendOnce(c.settings.HandOffTimeout, ctx.Self(), forwardTimedOut{shard: shard, gen: gen})
 	}
+	c.answerHeld(ctx, shard, answerNow)
 	c.allocateShardHomesForRememberEntities(ctx)
 }
 
@@ -1101,8 +886,7 @@ func (c *coordinator) onHandOffForwarded(ctx actor.Context, msg *messages.HandOf
 		c.reject(ctx, msg, fmt.Sprintf("HandOffForwarded for shard %q from %v about old home %v: both must be registered regions", shard, sender, oldHome))
 		return
 	}
-	_, inHandOff := c.rebalanceInProgress[shard]
-	waiting := c.forwards.forwarded(shard, oldHome, inHandOff)
+	waiting := c.forwards.forwarded(shard, oldHome, c.handOffs.busy(shard))
 	ctx.Request(oldHome, &messages.HandOffForwardedAck{Shard: shard})
 	c.answerHeld(ctx, shard, waiting)
 }
@@ -1117,25 +901,27 @@ func (c *coordinator) answerHeld(ctx actor.Context, shard string, waiting []*act
 	}
 }
 
-// clearRebalanceInProgress answers the GetShardHome requests held back
-// during the hand-off, by handling them again now.
-func (c *coordinator) clearRebalanceInProgress(ctx actor.Context, shard string) {
-	waiting, ok := c.rebalanceInProgress[shard]
-	if !ok {
-		return
+// fromRegion checks msg, which region sends about itself (see
+// checkFromRegion): it reports whether to act on it, and else rejects it
+// or (from a region no longer registered) ignores it.
+func (c *coordinator) fromRegion(ctx actor.Context, what string, msg any, region *actor.PID) bool {
+	err := checkFromRegion(what, region, ctx.Sender(), *c.state)
+	switch {
+	case errors.Is(err, errUnknownRegion):
+		ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
+	case err != nil:
+		c.reject(ctx, msg, err.Error())
 	}
-	delete(c.rebalanceInProgress, shard)
-	c.answerHeld(ctx, shard, waiting)
+	return err == nil
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
 	key := RegionKey(region)
-	if !c.gracefulShutdownInProgress[key] {
+	if c.regions.gracefulShutdown(key) {
 		ctx.Logger().Debug("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
 	}
-	c.gracefulShutdownInProgress[key] = true
 	for _, shard := range c.state.Regions[key].Shards {
-		if _, busy := c.rebalanceInProgress[shard]; busy || !c.writes.settled(shard) {
+		if !c.handOffs.startable(shard, c.writes.settled) {
 			continue // handed off on the region's next GracefulShutdownReq, once written
 		}
 		c.startHandOff(context.Background(), ctx, shard, region, false)
@@ -1145,9 +931,7 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 // regionTerminated removes a region that stopped, left or crashed. It
 // returns false when the store write failed.
 func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why string) bool {
-	for _, w := range c.rebalanceWorkers {
-		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: region})
-	}
+	c.tellWorkersGone(ctx, region)
 	key := RegionKey(region)
 	r, ok := c.state.Regions[key]
 	if !ok {
@@ -1157,7 +941,7 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	// crash, a removal) moves them: a summary worth an info line. One
 	// shutting down handed them off, or the whole cluster stops.
 	level := slog.LevelDebug
-	if len(r.Shards) > 0 && !c.gracefulShutdownInProgress[key] {
+	if len(r.Shards) > 0 && !c.regions.shuttingDown[key] {
 		level = slog.LevelInfo
 	}
 	ctx.Logger().Log(context.Background(), level, "shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
@@ -1167,9 +951,9 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	}
 	ctx.Unwatch(r.PID)
 	for _, shard := range r.Shards {
-		c.cancelHostShardTimer(shard)
+		c.hostShards.stop(shard)
 	}
-	delete(c.gracefulShutdownInProgress, key)
+	c.regions.terminated(key)
 	for shard, waiting := range c.forwards.regionGone(region) {
 		c.answerHeld(ctx, shard, waiting)
 	}
@@ -1177,10 +961,16 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	return true
 }
 
-func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
-	for _, w := range c.rebalanceWorkers {
-		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: proxy})
+// tellWorkersGone tells every rebalance worker that region (or a proxy)
+// is gone: it waits for no answer of it any more.
+func (c *coordinator) tellWorkersGone(ctx actor.Context, region *actor.PID) {
+	for _, w := range c.handOffs.workerPIDs() {
+		ctx.Send(w, &rebalanceworker.RegionTerminated{Region: region})
 	}
+}
+
+func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
+	c.tellWorkersGone(ctx, proxy)
 	if !c.state.IsProxy(proxy) {
 		return
 	}
@@ -1192,144 +982,38 @@ func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
 // handleMembership keeps the member view and terminates the regions and
 // proxies of removed members. It reports whether the message was one.
 func (c *coordinator) handleMembership(ctx actor.Context) bool {
-	switch msg := ctx.Message().(type) {
-	case *membership.CurrentClusterState:
-		c.members = map[string]membership.Member{}
-		for _, m := range msg.Members {
-			c.members[m.ID] = m
-		}
+	handled, checkGone := c.regions.membershipEvent(ctx.Message())
+	if checkGone {
 		c.terminateGoneMembers(ctx)
-	case membership.MemberUp:
-		c.members[msg.Member.ID] = msg.Member
-	case membership.MemberLeft:
-		c.members[msg.Member.ID] = msg.Member
-	case membership.MemberRemoved:
-		delete(c.members, msg.Member.ID)
-		c.terminateGoneMembers(ctx)
-	default:
-		return false
 	}
-	return true
+	return handled
 }
 
 // terminateGoneMembers terminates the regions and proxies of members that
-// are no longer live. The regions of a member removed without a graceful
-// leave wait the down-removal margin first (see removalWait): their shards
-// stay allocated to it meanwhile, so nobody starts them.
+// are no longer live, once their removal margin has passed (see
+// regionBook.goneMembers).
 func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	if c.stateName != StateActive {
 		return // done on activation
 	}
-	now := time.Now()
-	margin := c.cluster.DownRemovalMargin()
-	for _, r := range sortedEntries(c.state.Regions) {
-		if c.isLiveMember(r.MemberID) {
-			continue
-		}
-		rm, seen := c.cluster.Removal(r.MemberID)
-		if wait := removalWait(rm, seen, margin, now); wait > 0 {
-			if !c.pendingRemovals[r.MemberID] {
-				c.pendingRemovals[r.MemberID] = true
-				ctx.Logger().Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin",
-					slog.String("type", c.typeName), slog.String("region", RegionKey(r.PID)), slog.Duration("wait", wait))
-				c.timers.SendOnce(wait, ctx.Self(), removalMarginElapsed{})
+	for _, step := range c.regions.goneMembers(c.state, c.cluster.Removal, c.cluster.DownRemovalMargin(), time.Now()) {
+		switch {
+		case step.wait > 0:
+			ctx.Logger().Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin",
+				slog.String("type", c.typeName), slog.String("region", RegionKey(step.region)), slog.Duration("wait", step.wait))
+			c.timers.SendOnce(step.wait, ctx.Self(), removalMarginElapsed{})
+		case step.region != nil:
+			if !c.regionTerminated(ctx, step.region, "its member was removed") {
+				return
 			}
-			continue
-		}
-		delete(c.pendingRemovals, r.MemberID)
-		if !c.regionTerminated(ctx, r.PID, "its member was removed") {
-			return
+		default:
+			c.proxyTerminated(ctx, step.proxy)
 		}
 	}
-	for _, p := range sortedEntries(c.state.Proxies) {
-		if !c.isLiveMember(p.MemberID) {
-			c.proxyTerminated(ctx, p.PID)
-		}
-	}
-}
-
-func (c *coordinator) isLiveMember(id string) bool {
-	_, ok := c.members[id]
-	return ok && id != ""
-}
-
-// regionAllocations lists the regions for the strategy. Akka passes only
-// regions that are not shutting down to allocateShard, and every region to
-// rebalance.
-func (c *coordinator) regionAllocations(forAllocation bool) []RegionAllocation {
-	var out []RegionAllocation
-	for _, r := range sortedEntries(c.state.Regions) {
-		m, ok := c.members[r.MemberID]
-		if !ok {
-			continue
-		}
-		if forAllocation && c.gracefulShutdownInProgress[RegionKey(r.PID)] {
-			continue
-		}
-		out = append(out, RegionAllocation{Region: r.PID, Member: m, Shards: slices.Clone(r.Shards)})
-	}
-	return out
-}
-
-// regionAddresses lists the addresses of the regions as written.
-func (c *coordinator) regionAddresses() []string {
-	var out []string
-	for _, r := range c.writes.durable.Regions {
-		out = append(out, r.PID.Address)
-	}
-	sort.Strings(out)
-	return slices.Compact(out)
-}
-
-// onGetClusterShardingStats asks every region for its stats off the actor:
-// the answer waits for the slowest region, up to the timeout. A region that
-// does not answer is listed with every shard the coordinator allocated to it
-// as failed.
-func (c *coordinator) onGetClusterShardingStats(ctx actor.Context, msg *messages.GetClusterShardingStats) {
-	timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond
-	if timeout <= 0 {
-		timeout = c.settings.ShardRegionQueryTimeout
-	}
-	requester := ctx.Sender()
-	if requester == nil {
-		return
-	}
-	root := guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize)
-	regions := sortedEntries(c.writes.durable.Regions)
-	go func() {
-		type answer struct {
-			addr  string
-			stats *messages.ShardRegionStats
-		}
-		answers := make(chan answer, len(regions))
-		for _, r := range regions {
-			go func(r RegionEntry) {
-				res, err := root.RequestFuture(r.PID, &messages.GetShardRegionStats{}, timeout).Result()
-				st, ok := res.(*messages.ShardRegionStats)
-				if err != nil || !ok {
-					st = &messages.ShardRegionStats{Stats: map[string]int32{}, Failed: slices.Clone(r.Shards)}
-				}
-				answers <- answer{addr: r.PID.Address, stats: st}
-			}(r)
-		}
-		out := &messages.ClusterShardingStats{Regions: map[string]*messages.ShardRegionStats{}}
-		for range regions {
-			a := <-answers
-			out.Regions[a.addr] = a.stats
-		}
-		root.Send(requester, out)
-	}()
 }
 
 func (c *coordinator) current() *CurrentCoordinatorState {
-	var inProgress []string
-	for s := range c.rebalanceInProgress {
-		inProgress = append(inProgress, s)
-	}
-	sort.Strings(inProgress)
-	// Clone turns the zero State (before the load) into the empty one.
-	return &CurrentCoordinatorState{Name: c.stateName, State: c.writes.durable.Clone(), Version: c.writes.version,
-		Epoch: c.epoch, RebalanceInProgress: inProgress}
+	return currentState(c.stateName, &c.writes, c.epoch, &c.handOffs)
 }
 
 func isLifecycle(msg any) bool {
@@ -1346,11 +1030,9 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		if c.cancelTick != nil {
 			c.cancelTick()
 		}
-		for _, cancel := range c.unAckedHostShards {
-			cancel()
-		}
+		c.hostShards.stopAll()
 		c.dropUnwritten(ctx, errStopped)
-		for _, h := range c.handOffsStarted {
+		for _, h := range c.handOffs.unfinished() {
 			// Its worker stops with the coordinator; the next one starts
 			// the hand-off again.
 			h.span.SetStatus(codes.Error, "the coordinator stopped")
@@ -1358,26 +1040,4 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		}
 		ctx.Logger().Debug("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
 	}
-}
-
-func sortedEntries(m map[string]RegionEntry) []RegionEntry {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]RegionEntry, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, m[k])
-	}
-	return out
-}
-
-func appendPID(list []*actor.PID, pid *actor.PID) []*actor.PID {
-	for _, p := range list {
-		if RegionKey(p) == RegionKey(pid) {
-			return list
-		}
-	}
-	return append(list, pid)
 }

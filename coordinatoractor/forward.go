@@ -135,3 +135,13 @@ func (f *forwardHolds) regionGone(region *actor.PID) map[string][]*actor.PID {
 // abandon forgets an early report for shard, whose hand-off failed: the
 // shard stayed where it was.
 func (f *forwardHolds) abandon(shard string) { delete(f.early, shard) }
+
+// appendPID appends pid to list unless it is in it already.
+func appendPID(list []*actor.PID, pid *actor.PID) []*actor.PID {
+	for _, p := range list {
+		if RegionKey(p) == RegionKey(pid) {
+			return list
+		}
+	}
+	return append(list, pid)
+}

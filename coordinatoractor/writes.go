@@ -84,6 +84,17 @@ func (w *stateWrites) load(st State, version uint64) error {
 	return nil
 }
 
+// claimable is st, as read from the store, made the state the coordinator
+// claims under its settings: without remember-entities it keeps no
+// shards that lost their home.
+func claimable(st State, rememberEntities bool) State {
+	st.RememberEntities = rememberEntities
+	if !rememberEntities {
+		st.Unallocated = map[string]struct{}{}
+	}
+	return st
+}
+
 // apply changes the state by u.event and queues u for the next write. An
 // event that does not fit the state is an error, and nothing changes.
 func (w *stateWrites) apply(u update) error {
@@ -176,6 +187,40 @@ func (w *stateWrites) refuse() ([]update, error) {
 	}
 	w.state = w.durable.Clone()
 	return w.drain(), nil
+}
+
+// writeEnd is what the end of a write asks of the coordinator: exactly
+// one of done (run their then), refused (run their refused, with the
+// store's reason cause) or fail (stop) applies.
+type writeEnd struct {
+	claim   bool // the write was the claim: the epoch is the new version
+	done    []update
+	refused []update
+	cause   error // refused: why the store refused the state
+	fail    error
+}
+
+// ended ends the write in flight on its result: the store's version on
+// success, else the error. A store that refuses the state (too large,
+// invalid) wrote nothing: the updates are refused and the coordinator
+// goes on from the state last written, or claims the state it read
+// without them. Any other failure, or a result out of order, fails.
+func (w *stateWrites) ended(version uint64, err error) writeEnd {
+	end := writeEnd{claim: !w.claimed}
+	switch {
+	case errors.Is(err, ErrStateTooLarge), errors.Is(err, ErrInvalidState):
+		end.refused, end.fail = w.refuse()
+		end.cause = err
+	case err != nil:
+		what := "write the state"
+		if end.claim {
+			what = "claim the state"
+		}
+		end.fail = fmt.Errorf("%s: %w", what, err)
+	default:
+		end.done, end.fail = w.done(version)
+	}
+	return end
 }
 
 // abandon stops the writes for good (the coordinator stops): it returns
