@@ -119,47 +119,28 @@ type manager struct {
 	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
 	pendingInitial *initialOldestState // a re-join seen while the singleton still stops
 	leaveWaiters   []*actor.PID
-	envelopes      []*messages.SingletonEnvelope // proxied messages waiting for a singleton
-	handedOverTo   *actor.PID                    // where the singleton went (End)
-	doneSent       *messages.HandOverDone        // End: HandOverDone not yet acknowledged
-	drainGen       int                           // End: re-armed by each proxied message
-	quiet          bool                          // End: no proxied message for an interval
-	awaitingNext   bool                          // a getNext is out: the buffer owes one change
+	envelopes      heldEnvelopes // proxied messages waiting for a singleton
+	offer          handOverOffer // End: where the singleton went
+	awaitingNext   bool          // a getNext is out: the buffer owes one change
 	// identifyWaiters: proxies told that no singleton runs here, to be
 	// told when it starts.
 	identifyWaiters identifyWaiters
 
-	// The lease (Settings.UseLease). Its operations run one after the
-	// other, off the actor, in the order asked for; their answers come back
-	// as messages.
-	lease          lease.Lease
-	leaseOwner     string          // the member incarnation m.lease was made for
-	leaseGen       int             // number of the latest acquisition asked for
-	leaseRequested bool            // AcquiringLease: the latest acquisition is unanswered
-	leaseMayHold   bool            // an acquisition was asked for and no release since
-	leaseToken     uint64          // the fencing token of the holding the singleton started under
-	leaseRetryGen  int             // re-armed by each retry timer
-	leaseOpsTail   chan struct{}   // closed when the last queued operation is over
-	leaseCtx       context.Context // canceled when the manager has stopped
-	cancelLease    context.CancelFunc
-	stopObserving  context.CancelFunc // ends the current lease's Observe (lease.Observer)
+	// The lease (Settings.UseLease): what to ask of it, and the asking.
+	holding leaseHolding
+	leases  leaseRunner
 }
 
-// maxEnvelopeHops bounds manager-to-manager forwards of a proxied message.
-const maxEnvelopeHops = 3
-
 func newManager(cluster *membership.Cluster, props *actor.Props, name string, settings Settings) *manager {
-	leaseCtx, cancelLease := context.WithCancel(context.Background())
 	return &manager{
-		cluster:     cluster,
-		props:       props,
-		name:        name,
-		settings:    settings,
-		behavior:    actor.NewBehavior(),
-		removed:     map[string]bool{},
-		restarts:    newSingletonRestarts(settings),
-		leaseCtx:    leaseCtx,
-		cancelLease: cancelLease,
+		cluster:  cluster,
+		props:    props,
+		name:     name,
+		settings: settings,
+		behavior: actor.NewBehavior(),
+		removed:  map[string]bool{},
+		restarts: newSingletonRestarts(settings),
+		leases:   newLeaseRunner(),
 	}
 }
 
@@ -182,7 +163,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.singleton = nil
 		m.clearFencingToken(ctx)
 		m.releaseLease(ctx, "the manager stopped", false)
-		m.cancelLease() // an acquisition still running gives up; no answers any more
+		m.leases.stop() // an acquisition still running gives up; no answers any more
 		m.metrics.State("")
 		return
 	case *initialOldestState, *oldestChanged:
@@ -409,11 +390,11 @@ func (m *manager) onRestartDue(ctx actor.Context, msg restartSingleton) {
 		return // cancelled meanwhile
 	}
 	useLease := m.settings.UseLease != nil
-	switch decideRestartDue(useLease, m.lease != nil && m.lease.CheckLease()) {
+	switch decideRestartDue(useLease, m.leases.held()) {
 	case startAgainNow:
 		ctx.Logger().Debug("singleton: back-off passed; starting the singleton actor again",
 			slog.String("state", m.state), slog.Int("restart", attempt))
-		m.gotoOldest(ctx, m.leaseToken, useLease)
+		m.gotoOldest(ctx, m.holding.token, useLease)
 	case acquireLeaseBeforeRestart:
 		ctx.Logger().Warn("singleton: back-off passed but the lease is no longer held; acquiring it before starting the singleton again",
 			slog.String("state", m.state), slog.Int("restart", attempt))
@@ -432,7 +413,7 @@ func (m *manager) acquiringLease(ctx actor.Context) {
 	case acquireLeaseResult:
 		m.onAcquireResult(ctx, msg)
 	case leaseRetry:
-		switch decideLeaseRetry(msg.gen == m.leaseRetryGen, m.leaseRequested, m.singleton != nil) {
+		switch m.holding.retryDue(msg.gen, m.singleton != nil) {
 		case acquireLeaseNow:
 			m.tryAcquireLease(ctx)
 		case waitForSingletonToStop:
@@ -588,36 +569,37 @@ func (m *manager) end(ctx actor.Context) {
 		}
 	case *messages.HandOverToMe:
 		// Nothing runs here any more.
-		switch {
-		case m.doneSent != nil && m.handedOverTo != nil && ctx.Sender() != nil && m.handedOverTo.Equal(ctx.Sender()):
-			m.reply(ctx, m.doneSent)
-		case m.selfGone:
-			m.reply(ctx, &messages.HandOverDone{FromMemberId: m.self.ID})
+		if done := m.offer.answerHandOverToMe(ctx.Sender(), m.self.ID, m.selfGone); done != nil {
+			m.reply(ctx, done)
 		}
 	case *messages.HandOverDoneAck:
-		if m.doneSent != nil {
-			m.doneSent = nil
+		var err error
+		if m.offer, err = m.offer.acked(); err == nil {
 			m.answerLeaveWaitersIfIdle(ctx)
 		}
 	case drained:
-		if msg.gen == m.drainGen {
-			m.quiet = true
+		var over bool
+		if m.offer, over = m.offer.drained(msg.gen); over {
 			m.answerLeaveWaitersIfIdle(ctx)
 		}
 	case handOverDoneRetry:
-		if msg.gen != m.timerGen || m.doneSent == nil || m.handedOverTo == nil {
+		if msg.gen != m.timerGen {
 			return
 		}
-		if msg.count > maxTakeOverRetries(m.settings) {
-			ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.handedOverTo))
-			for _, env := range m.doneSent.Buffered {
+		next, decision, dropped, err := m.offer.retry(msg.count, maxTakeOverRetries(m.settings))
+		if err != nil {
+			return
+		}
+		if decision == giveUpHandOverDone {
+			ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.offer.to))
+			for _, env := range dropped {
 				m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
 			}
-			m.doneSent = nil
+			m.offer = next
 			m.answerLeaveWaitersIfIdle(ctx)
 			return
 		}
-		m.send(ctx, m.handedOverTo, m.doneSent)
+		m.send(ctx, m.offer.to, m.offer.done)
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: msg.count + 1, gen: m.timerGen})
 	default:
 		m.unhandled(ctx)
@@ -759,7 +741,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		return
 	}
 	if leased {
-		m.leaseToken = token
+		m.holding = m.holding.startedUnder(token)
 		m.setFencingToken(ctx, token)
 	}
 	pid, err := staleness.SpawnNamed(ctx, m.cluster.Stale, m.props, m.settings.SingletonName)
@@ -785,8 +767,8 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	}
 	m.become(ctx, StateOldest, m.oldest)
 	m.askNext(ctx)
-	held := m.envelopes
-	m.envelopes = nil
+	var held []*messages.SingletonEnvelope
+	m.envelopes, held = m.envelopes.take()
 	for _, env := range held {
 		m.onEnvelope(ctx, env)
 	}
@@ -839,13 +821,12 @@ func (m *manager) handOverDone(ctx actor.Context) {
 	to := m.handOverTo
 	m.handOverTo = nil
 	m.newOldest = nil
-	m.handedOverTo = to
-	held := m.envelopes
-	m.envelopes = nil
+	var held []*messages.SingletonEnvelope
+	m.envelopes, held = m.envelopes.take()
+	// The held messages travel with the hand-over, so the new oldest
+	// hands them to its singleton before anything sent later.
+	m.offer = m.offer.handedOver(to, &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held})
 	if to != nil {
-		// The held messages travel with the hand-over, so the new oldest
-		// hands them to its singleton before anything sent later.
-		m.doneSent = &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held}
 		// The lease is given back before the new oldest hears that it may
 		// start, so that its first acquisition finds the lease free rather
 		// than waiting a lease-retry-interval.
@@ -871,18 +852,18 @@ func (m *manager) handOverDone(ctx actor.Context) {
 // leaving, and what was in flight is passed on and flushed meanwhile
 // (protoactor-go's Remote.Shutdown does not flush queued messages).
 func (m *manager) armDrain(ctx actor.Context) {
-	m.quiet = false
-	m.drainGen++
-	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), drained{gen: m.drainGen})
+	var gen int
+	m.offer, gen = m.offer.armDrain()
+	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), drained{gen: gen})
 }
 
 // sendHandOverDone sends the hand-over's HandOverDone (again until it is
 // acknowledged).
 func (m *manager) sendHandOverDone(ctx actor.Context) {
-	if m.doneSent == nil || m.handedOverTo == nil {
+	if !m.offer.pending() {
 		return
 	}
-	m.send(ctx, m.handedOverTo, m.doneSent)
+	m.send(ctx, m.offer.to, m.offer.done)
 	m.timerGen++
 	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: 1, gen: m.timerGen})
 }
@@ -890,10 +871,11 @@ func (m *manager) sendHandOverDone(ctx actor.Context) {
 func (m *manager) gotoEnd(ctx actor.Context) {
 	// Held messages that no hand-over carried: this member was removed
 	// before a singleton ran here again.
-	for _, env := range m.envelopes {
+	var held []*messages.SingletonEnvelope
+	m.envelopes, held = m.envelopes.take()
+	for _, env := range held {
 		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster before the singleton ran here: %w", deadletter.ErrMemberRemoved))
 	}
-	m.envelopes = nil
 	m.releaseLease(ctx, "the singleton has terminated", false)
 	m.armDrain(ctx)
 	m.become(ctx, StateEnd, m.end)
@@ -931,18 +913,8 @@ func (m *manager) onSelfRemoved(ctx actor.Context, graceful bool) {
 // onEnvelope handles a message from a proxy: to the singleton if it runs
 // here, held while one is about to run here, passed on to where it went.
 func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope) {
-	switch m.state {
-	case StateOldest, StateWasOldest:
-		// In WasOldest the singleton has not been told to stop yet; the
-		// termination message will come after this one, from this actor.
-		if m.singleton == nil {
-			if m.state == StateOldest && m.restarts.pending() {
-				m.hold(ctx, env) // until it starts again after its back-off
-				return
-			}
-			m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
-			return
-		}
+	switch routeEnvelope(m.state, m.singleton != nil, m.restarts.pending()) {
+	case deliverToSingleton:
 		msg, err := env.GetMessage().UnmarshalNew()
 		if err != nil {
 			m.drop(ctx, env, fmt.Sprintf("cannot decode proxied message %q: %v", env.GetMessage().GetTypeUrl(), err))
@@ -953,44 +925,37 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 			return
 		}
 		ctx.Send(m.singleton, msg)
-	case StateStart, StateBecomingOldest, StateAcquiringLease, StateHandingOver:
-		m.hold(ctx, env)
-	case StateYounger:
+	case holdEnvelope:
+		var dropped *messages.SingletonEnvelope
+		if m.envelopes, dropped = m.envelopes.hold(env, m.settings.BufferSize); dropped != nil {
+			m.dropError(ctx, dropped, errHeldEnvelopesFull(m.settings.BufferSize))
+		}
+	case dropNotRestarted:
+		m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
+	case passToPreviousOldest:
 		var to *actor.PID
 		if len(m.previousOldest) > 0 {
 			to = m.peer(ctx, m.previousOldest[0].Address)
 		}
 		m.passOn(ctx, to, env, "this member does not run the singleton and knows no oldest")
-	case StateEnd:
-		m.passOn(ctx, m.handedOverTo, env, "this member no longer runs the singleton")
+	case passToHandedOver:
+		m.passOn(ctx, m.offer.to, env, "this member no longer runs the singleton")
 		m.armDrain(ctx)
 	default:
 		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster: %w", deadletter.ErrMemberRemoved))
 	}
 }
 
-// hold keeps a proxied message until a singleton runs here, dropping the
-// oldest held one when the buffer is full.
-func (m *manager) hold(ctx actor.Context, env *messages.SingletonEnvelope) {
-	if len(m.envelopes) >= m.settings.BufferSize {
-		dropped := m.envelopes[0]
-		m.envelopes = m.envelopes[1:]
-		m.dropError(ctx, dropped, fmt.Errorf("buffer is full (%d), dropping the oldest message: %w", m.settings.BufferSize, deadletter.ErrBufferFull))
-	}
-	m.envelopes = append(m.envelopes, env)
-}
-
 func (m *manager) passOn(ctx actor.Context, to *actor.PID, env *messages.SingletonEnvelope, reason string) {
-	if to == nil || to.Equal(ctx.Self()) {
+	switch decidePassOn(to != nil && !to.Equal(ctx.Self()), env.Hops) {
+	case dropNoManager:
 		m.drop(ctx, env, reason)
-		return
-	}
-	if env.Hops >= maxEnvelopeHops {
+	case dropTooManyHops:
 		m.drop(ctx, env, fmt.Sprintf("forwarded %d times between managers without reaching the singleton", env.Hops))
-		return
+	default:
+		env.Hops++
+		ctx.Send(to, env)
 	}
-	env.Hops++
-	ctx.Send(to, env)
 }
 
 func (m *manager) drop(ctx actor.Context, env *messages.SingletonEnvelope, reason string) {
@@ -1011,22 +976,13 @@ func (m *manager) terminateSingleton(ctx actor.Context) {
 }
 
 func (m *manager) answerLeaveWaitersIfIdle(ctx actor.Context) {
-	if !m.selfExited || len(m.leaveWaiters) == 0 {
+	if len(m.leaveWaiters) == 0 || !leaveMayGoOn(m.state, m.selfExited, m.offer) {
 		return
 	}
-	if m.doneSent != nil {
-		return // the hand-over is still in flight
+	for _, w := range m.leaveWaiters {
+		ctx.Send(w, leavingDone{})
 	}
-	if m.state == StateEnd && !m.quiet {
-		return // proxied messages may still be arriving
-	}
-	switch m.state {
-	case StateStart, StateYounger, StateEnd:
-		for _, w := range m.leaveWaiters {
-			ctx.Send(w, leavingDone{})
-		}
-		m.leaveWaiters = nil
-	}
+	m.leaveWaiters = nil
 }
 
 func (m *manager) runningSingleton() *actor.PID {
@@ -1107,29 +1063,9 @@ func (m *manager) askNext(ctx actor.Context) {
 
 // --- lease ---
 
-// currentLease returns the lease of this member incarnation, creating it
-// on first use (logging to logger): a re-joined member is a new owner. A
-// lease.Observer observes from its creation until it is replaced or the
-// manager stops.
+// currentLease returns the lease of this member incarnation (leaseRunner).
 func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
-	owner := m.self.Address + "/" + m.self.ID
-	if m.lease == nil || m.leaseOwner != owner {
-		l, err := lease.NewLease(m.settings.UseLease, LeaseName(m.name), owner, logger)
-		if err != nil {
-			return nil, fmt.Errorf("singleton: lease %q for %s: %w", LeaseName(m.name), owner, err)
-		}
-		m.lease, m.leaseOwner = l, owner
-		if m.stopObserving != nil {
-			m.stopObserving()
-			m.stopObserving = nil
-		}
-		if o, ok := l.(lease.Observer); ok {
-			var octx context.Context
-			octx, m.stopObserving = context.WithCancel(m.leaseCtx)
-			go o.Observe(octx)
-		}
-	}
-	return m.lease, nil
+	return m.leases.current(m.settings.UseLease, LeaseName(m.name), m.self.Address+"/"+m.self.ID, logger)
 }
 
 // tryAcquireLease asks the lease for a holding; the answer comes back as an
@@ -1138,40 +1074,25 @@ func (m *manager) tryAcquireLease(ctx actor.Context) {
 	l, err := m.currentLease(ctx.Logger())
 	if err != nil {
 		ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", err))
-		m.leaseRequested = false
+		m.holding = m.holding.acquireNotAsked()
 		m.armLeaseRetry(ctx)
 		return
 	}
-	m.leaseGen++
-	gen := m.leaseGen
-	m.leaseRequested = true
-	m.leaseMayHold = true
-	self, system, stopped := ctx.Self(), ctx.ActorSystem(), m.leaseCtx
-	lost := func(reason error) {
-		if stopped.Err() == nil {
-			system.Root.Send(self, leaseLost{gen: gen, reason: reason})
-		}
-	}
-	m.runLeaseOp(ctx, func() any {
-		token, acquired, err := l.Acquire(stopped, lost)
-		return acquireLeaseResult{gen: gen, token: token, acquired: acquired, err: err}
-	})
+	var gen int
+	m.holding, gen = m.holding.acquire()
+	m.leases.acquire(ctx.ActorSystem(), ctx.Self(), l, gen)
 }
 
 func (m *manager) armLeaseRetry(ctx actor.Context) {
-	m.leaseRetryGen++
-	m.timers.SendOnce(m.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{gen: m.leaseRetryGen})
+	var gen int
+	m.holding, gen = m.holding.armRetry()
+	m.timers.SendOnce(m.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{gen: gen})
 }
 
 func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
-	current := msg.gen == m.leaseGen
-	acquiring := current && m.state == StateAcquiringLease && m.leaseRequested
-	if acquiring {
-		m.leaseRequested = false
-	}
-	held := msg.acquired && m.lease != nil && m.lease.CheckLease()
-	switch decideAcquireResult(acquireOutcome{current: current, acquiring: acquiring, acquired: msg.acquired,
-		stillHeld: held, mayHold: m.leaseMayHold}) {
+	var decision acquireResultDecision
+	m.holding, decision = m.holding.answered(msg.gen, m.state == StateAcquiringLease, msg.acquired, msg.acquired && m.leases.held())
+	switch decision {
 	case startWithLease:
 		ctx.Logger().Debug("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
 		m.gotoOldest(ctx, msg.token, true)
@@ -1194,14 +1115,14 @@ func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
 }
 
 func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
-	switch decideLeaseLost(msg.gen == m.leaseGen, m.state, m.singleton != nil) {
+	switch m.holding.lost(msg.gen, m.state, m.singleton != nil) {
 	case stopSingletonAndReacquire:
 		// Stopped, not sent the termination message: that would wait
 		// behind the singleton's mailbox, and the lease's margin is short.
 		ctx.Logger().Warn("singleton: Lease has been lost. Terminating singleton and trying to re-acquire lease",
 			slog.Any("reason", msg.reason), slog.String("pid", m.singleton.String()))
 		ctx.Stop(m.singleton)
-		m.leaseRequested = false
+		m.holding = m.holding.stopAsking()
 		m.become(ctx, StateAcquiringLease, m.acquiringLease)
 		m.askNext(ctx)
 	case reacquireLease:
@@ -1222,48 +1143,17 @@ func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
 // while the singleton may still run. It reports whether a release was
 // started (its answer comes as a releaseLeaseResult).
 func (m *manager) releaseLease(ctx actor.Context, why string, afterHandOver bool) bool {
-	if m.lease == nil || !m.leaseMayHold {
+	next, err := m.holding.release(m.leases.made(), m.singleton != nil)
+	if errors.Is(err, errSingletonMayRun) {
+		ctx.Logger().Error(errSingletonMayRun.Error(), slog.String("why", why))
+	}
+	if err != nil {
 		return false
 	}
-	if m.singleton != nil {
-		ctx.Logger().Error("singleton: not releasing the lease while the singleton may run", slog.String("why", why))
-		return false
-	}
-	m.leaseMayHold = false
-	m.leaseRequested = false
-	l := m.lease
+	m.holding = next
 	ctx.Logger().Debug("singleton: releasing lease", slog.String("why", why))
-	m.runLeaseOp(ctx, func() any {
-		rctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
-		defer cancel()
-		released, err := l.Release(rctx)
-		return releaseLeaseResult{released: released, err: err, afterHandOver: afterHandOver}
-	})
+	m.leases.release(ctx.ActorSystem(), ctx.Self(), afterHandOver)
 	return true
-}
-
-// leaseReleaseTimeout bounds a release on top of the lease's own operation
-// timeout: a hand-over waits for it.
-const leaseReleaseTimeout = 30 * time.Second
-
-// runLeaseOp runs op off the actor, after every operation queued before it
-// (an acquisition and a release of one lease must not overtake each other),
-// and sends its answer to the manager unless the manager has stopped.
-func (m *manager) runLeaseOp(ctx actor.Context, op func() any) {
-	prev := m.leaseOpsTail
-	done := make(chan struct{})
-	m.leaseOpsTail = done
-	self, system, stopped := ctx.Self(), ctx.ActorSystem(), m.leaseCtx
-	go func() {
-		defer close(done)
-		if prev != nil {
-			<-prev
-		}
-		answer := op()
-		if stopped.Err() == nil {
-			system.Root.Send(self, answer)
-		}
-	}()
 }
 
 func (m *manager) logReleaseResult(ctx actor.Context, msg releaseLeaseResult) {
