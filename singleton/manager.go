@@ -110,11 +110,10 @@ type manager struct {
 	restarts  singletonRestarts
 	// managerStopping: the manager itself stops; so does its singleton.
 	managerStopping bool
-	removed         map[string]bool
 	selfExited      bool
 	selfGone        bool // this incarnation was removed
 
-	previousOldest []membership.Member // Younger, BecomingOldest: most recent first
+	history        oldestHistory       // Younger, BecomingOldest: the previous oldest members
 	newOldest      *membership.Member  // WasOldest
 	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
 	pendingInitial *initialOldestState // a re-join seen while the singleton still stops
@@ -138,7 +137,7 @@ func newManager(cluster *membership.Cluster, props *actor.Props, name string, se
 		name:     name,
 		settings: settings,
 		behavior: actor.NewBehavior(),
-		removed:  map[string]bool{},
+		history:  newOldestHistory(),
 		restarts: newSingletonRestarts(settings),
 		leases:   newLeaseRunner(),
 	}
@@ -226,18 +225,15 @@ func (m *manager) onInitial(ctx actor.Context, msg *initialOldestState) {
 	}
 	m.selfGone = false
 	m.selfExited = false
-	m.removed = map[string]bool{}
+	m.history.rejoined()
 	switch decideStart(msg.self, msg.oldest, msg.safeToBeOldest) {
 	case startAsOldest:
 		m.tryGotoOldest(ctx)
 	case startBecomingOldest:
-		m.previousOldest = nil
+		m.history.forget()
 		m.gotoBecomingOldest(ctx)
 	default:
-		m.previousOldest = nil
-		if msg.oldest != nil {
-			m.previousOldest = []membership.Member{*msg.oldest}
-		}
+		m.history.only(msg.oldest)
 		m.gotoYounger(ctx)
 	}
 }
@@ -246,15 +242,12 @@ func (m *manager) younger(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *oldestChanged:
 		m.logChange(ctx, msg.oldest)
-		switch decideYounger(m.self, msg.oldest, m.previousOldest, m.removed) {
+		switch m.history.oldestChanged(m.self, msg.oldest) {
 		case becomeOldestNow:
 			m.tryGotoOldest(ctx)
 		case askHandOver:
 			m.gotoBecomingOldest(ctx)
 		default:
-			if msg.oldest != nil && !containsMember(m.previousOldest, msg.oldest.ID) {
-				m.previousOldest = append([]membership.Member{*msg.oldest}, m.previousOldest...)
-			}
 			// The proxies that took this member for the oldest ask the
 			// other one next.
 			m.identifyWaiters.take()
@@ -279,8 +272,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		ctx.Logger().Debug("singleton: hand-over in progress", slog.String("at", msg.FromMemberId))
 		m.timerGen++ // Akka cancels the retry timer
 	case *messages.HandOverDone:
-		prev, ok := firstLive(m.previousOldest, m.removed)
-		if ok && prev.ID == msg.FromMemberId {
+		if m.history.handOverDoneFrom(msg.FromMemberId) {
 			m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 			m.tryGotoOldest(ctx)
 			for _, env := range msg.Buffered {
@@ -288,20 +280,15 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 			}
 			return
 		}
+		prev, _ := m.history.firstLive()
 		ctx.Logger().Debug("singleton: ignoring HandOverDone from unexpected member",
 			slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
 	case *messages.TakeOverFromMe:
-		if m.removed[msg.FromMemberId] {
-			return
-		}
-		prev, ok := firstLive(m.previousOldest, m.removed)
-		switch {
-		case ok && prev.ID == msg.FromMemberId:
+		switch m.history.takeOverFromMe(msg.FromMemberId, ctx.Sender()) {
+		case answerHandOverToMe:
 			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-		case !ok && ctx.Sender() != nil:
-			m.previousOldest = append([]membership.Member{{ID: msg.FromMemberId, Address: ctx.Sender().Address}}, m.previousOldest...)
-			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-		default:
+		case ignoreUnexpectedTakeOver:
+			prev, _ := m.history.firstLive()
 			ctx.Logger().Debug("singleton: ignoring TakeOverFromMe from unexpected member",
 				slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
 		}
@@ -309,7 +296,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		if msg.gen != m.timerGen {
 			return
 		}
-		prev, ok := firstLive(m.previousOldest, m.removed)
+		prev, ok := m.history.firstLive()
 		if !ok {
 			ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
 			m.tryGotoOldest(ctx)
@@ -324,12 +311,9 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		m.send(ctx, m.peer(ctx, prev.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverRetry{count: msg.count + 1, gen: m.timerGen})
 	case delayedMemberRemoved:
-		m.removed[msg.member.ID] = true
-		if containsMember(m.previousOldest, msg.member.ID) {
-			if _, live := firstLive(m.previousOldest, m.removed); !live {
-				ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
-				m.tryGotoOldest(ctx)
-			}
+		if m.history.previousRemoved(msg.member.ID) {
+			ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
+			m.tryGotoOldest(ctx)
 		}
 	default:
 		m.unhandled(ctx)
@@ -443,7 +427,7 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 		m.logChange(ctx, msg.oldest)
 		m.handleOldestChanged(ctx, msg.oldest)
 	case *messages.HandOverToMe:
-		if !m.removed[msg.FromMemberId] {
+		if !m.history.isRemoved(msg.FromMemberId) {
 			m.gotoHandingOver(ctx, ctx.Sender())
 		}
 	case *messages.TakeOverFromMe:
@@ -460,7 +444,7 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 }
 
 func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.Member) {
-	switch decideOldestChanged(m.self, newOldest, m.removed, m.selfExited) {
+	switch decideOldestChanged(m.self, newOldest, m.history.removed, m.selfExited) {
 	case stayOldest:
 		m.askNext(ctx)
 	case handOverToNobody:
@@ -497,12 +481,12 @@ func (m *manager) wasOldest(ctx actor.Context) {
 		}
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), takeOverRetry{count: msg.count + 1, gen: m.timerGen})
 	case *messages.HandOverToMe:
-		if m.removed[msg.FromMemberId] {
+		if m.history.isRemoved(msg.FromMemberId) {
 			return
 		}
 		m.gotoHandingOver(ctx, ctx.Sender())
 	case membership.MemberRemoved:
-		m.removed[msg.Member.ID] = true
+		m.history.removed[msg.Member.ID] = true
 		if !m.selfExited && m.newOldest != nil && msg.Member.ID == m.newOldest.ID {
 			m.gotoHandingOver(ctx, nil)
 		}
@@ -618,18 +602,16 @@ func (m *manager) unhandled(ctx actor.Context) {
 		}
 		m.answerLeaveWaitersIfIdle(ctx)
 	case membership.MemberRemoved:
-		if containsMember(m.previousOldest, msg.Member.ID) {
-			if d := removalDelay(m.settings, msg.Graceful); d > 0 {
-				m.timers.SendOnce(d, ctx.Self(), delayedMemberRemoved{member: msg.Member})
-				return
-			}
-			ctx.Send(ctx.Self(), delayedMemberRemoved{member: msg.Member})
+		if !m.history.memberRemoved(msg.Member.ID) {
 			return
 		}
-		m.removed[msg.Member.ID] = true
+		if d := removalDelay(m.settings, msg.Graceful); d > 0 {
+			m.timers.SendOnce(d, ctx.Self(), delayedMemberRemoved{member: msg.Member})
+			return
+		}
+		ctx.Send(ctx.Self(), delayedMemberRemoved{member: msg.Member})
 	case delayedMemberRemoved:
-		m.removed[msg.member.ID] = true
-		m.previousOldest = withoutMember(m.previousOldest, msg.member.ID)
+		m.history.removalCounted(msg.member.ID)
 	case *messages.TakeOverFromMe:
 		ctx.Logger().Debug("singleton: ignoring TakeOverFromMe", slog.String("state", m.state), slog.String("from", msg.FromMemberId))
 	case *initialOldestState:
@@ -727,7 +709,7 @@ func (m *manager) tryGotoOldest(ctx actor.Context) {
 		return
 	}
 	ctx.Logger().Debug("singleton: trying to acquire lease before starting singleton", slog.String("lease", LeaseName(m.name)))
-	m.previousOldest = nil
+	m.history.forget()
 	m.become(ctx, StateAcquiringLease, m.acquiringLease)
 	m.askNext(ctx)
 	m.tryAcquireLease(ctx)
@@ -758,7 +740,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		return
 	}
 	m.singleton = pid
-	m.previousOldest = nil
+	m.history.forget()
 	if leased {
 		ctx.Logger().Debug("singleton manager starting singleton actor", slog.String("pid", pid.String()),
 			slog.Uint64("fencingToken", token))
@@ -783,7 +765,7 @@ func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
 	ctx.Logger().Warn("singleton: not starting the singleton actor; trying again after the back-off unless this member's removal comes first",
 		slog.String("state", m.state), slog.Int("attempt", plan.attempt), slog.Duration("backoff", plan.delay), slog.Any("error", err))
 	m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
-	m.previousOldest = nil
+	m.history.forget()
 	m.become(ctx, StateOldest, m.oldest)
 	m.askNext(ctx)
 }
@@ -794,7 +776,7 @@ func (m *manager) gotoYounger(ctx actor.Context) {
 }
 
 func (m *manager) gotoBecomingOldest(ctx actor.Context) {
-	if prev, ok := firstLive(m.previousOldest, m.removed); ok {
+	if prev, ok := m.history.firstLive(); ok {
 		m.send(ctx, m.peer(ctx, prev.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
 	}
 	m.become(ctx, StateBecomingOldest, m.becomingOldest)
@@ -840,7 +822,7 @@ func (m *manager) handOverDone(ctx actor.Context) {
 		m.releaseLease(ctx, "the singleton has terminated", false)
 	}
 	if to == nil && !m.selfExited {
-		m.previousOldest = nil
+		m.history.forget()
 		m.gotoYounger(ctx)
 		return
 	}
@@ -934,8 +916,8 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
 	case passToPreviousOldest:
 		var to *actor.PID
-		if len(m.previousOldest) > 0 {
-			to = m.peer(ctx, m.previousOldest[0].Address)
+		if prev, ok := m.history.mostRecent(); ok {
+			to = m.peer(ctx, prev.Address)
 		}
 		m.passOn(ctx, to, env, "this member does not run the singleton and knows no oldest")
 	case passToHandedOver:
@@ -1029,25 +1011,6 @@ func (m *manager) logChange(ctx actor.Context, newOldest *membership.Member) {
 	}
 	ctx.Logger().Debug("singleton: observed OldestChanged", slog.String("state", m.state), slog.String("newOldest", to),
 		slog.String("self", m.self.ID))
-}
-
-func containsMember(ms []membership.Member, id string) bool {
-	for _, x := range ms {
-		if x.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-func withoutMember(ms []membership.Member, id string) []membership.Member {
-	out := ms[:0:0]
-	for _, x := range ms {
-		if x.ID != id {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // askNext asks the OldestChangedBuffer for the next change, unless a request
