@@ -1,7 +1,6 @@
 package singleton
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,71 +16,6 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
-
-// State names of the ClusterSingletonManager, as in Akka; they appear in logs.
-const (
-	StateStart          = "Start"
-	StateOldest         = "Oldest"
-	StateYounger        = "Younger"
-	StateBecomingOldest = "BecomingOldest"
-	StateAcquiringLease = "AcquiringLease"
-	StateWasOldest      = "WasOldest"
-	StateHandingOver    = "HandingOver"
-	StateStopping       = "Stopping"
-	StateEnd            = "End"
-)
-
-// GetState asks a manager for its current state name; the answer is a
-// *CurrentState. Local only (for tests and diagnostics).
-type GetState struct{}
-
-// CurrentState answers GetState.
-type CurrentState struct {
-	State     string     // the manager's state name (Start, Oldest, Younger, ...)
-	MemberID  string     // the member incarnation the manager runs on
-	Singleton *actor.PID // nil unless running
-}
-
-// StartManager spawns a ClusterSingletonManager named name on system. It must
-// be started with the same name and settings on every member (of the role).
-// The singleton is created from props, as the child SingletonName, on the
-// oldest member only (and, with Settings.UseLease, only while that member
-// holds the lease LeaseName(name)). The manager registers a leave hook on
-// cluster, so a graceful Leave waits for the hand-over.
-func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, settings Settings) (*actor.PID, error) {
-	if props == nil {
-		return nil, errors.New("singleton: props is nil")
-	}
-	if name == "" {
-		return nil, errors.New("singleton: manager name is empty")
-	}
-	settings = settings.withDefaults()
-	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
-	fence := &staleFence{stale: cluster.Stale, name: name}
-	props = props.Clone(actor.WithReceiverMiddleware(fence.middleware))
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		m := newManager(cluster, props, name, settings)
-		m.fence = fence
-		return m
-	}, guard.WithMailbox()), name)
-	if err != nil {
-		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
-	}
-	cluster.RegisterLeaveHook("singleton "+name, func(ctx context.Context) error {
-		timeout := 60 * time.Second
-		if d, ok := ctx.Deadline(); ok {
-			timeout = time.Until(d)
-		}
-		if timeout <= 0 {
-			return ctx.Err()
-		}
-		if _, err := system.Root.RequestFuture(pid, leaving{}, timeout).Result(); err != nil {
-			return fmt.Errorf("singleton %s hand-over before leaving: %w", name, err)
-		}
-		return nil
-	})
-	return pid, nil
-}
 
 // manager is Akka's ClusterSingletonManager: an FSM with one receive method
 // per state (see the State* names).
@@ -99,10 +33,8 @@ type manager struct {
 	timers   *scheduler.TimerScheduler
 	timerGen int
 
-	metrics *metrics.Singleton
-	// becameOldest: when this member became the oldest, until the
-	// singleton runs here (the hand-over time).
-	becameOldest time.Time
+	metrics  *metrics.Singleton
+	handOver handOverClock // from becoming the oldest until the singleton runs here
 
 	self      membership.Member
 	buffer    *actor.PID
@@ -684,20 +616,10 @@ func (m *manager) cancelRestart(ctx actor.Context, why string) {
 // singleton runs here after this member became the oldest.
 func (m *manager) record(state string) {
 	m.metrics.State(state)
-	switch state {
-	case StateBecomingOldest:
-		m.becameOldest = time.Now()
-	case StateOldest:
-		if m.singleton == nil {
-			break // its start was refused: the hand-over ends once it runs
-		}
-		if !m.becameOldest.IsZero() {
-			m.metrics.HandOver(time.Since(m.becameOldest))
-		}
-		m.becameOldest = time.Time{}
-	case StateAcquiringLease:
-	default:
-		m.becameOldest = time.Time{}
+	var took time.Duration
+	var measured bool
+	if m.handOver, took, measured = m.handOver.entered(state, m.singleton != nil, time.Now()); measured {
+		m.metrics.HandOver(took)
 	}
 }
 
@@ -968,17 +890,15 @@ func (m *manager) answerLeaveWaitersIfIdle(ctx actor.Context) {
 }
 
 func (m *manager) runningSingleton() *actor.PID {
-	switch m.state {
-	case StateOldest, StateAcquiringLease, StateWasOldest, StateHandingOver, StateStopping:
+	if singletonShownIn(m.state) {
 		return m.singleton
 	}
 	return nil
 }
 
-// identifiedSingleton is what proxies are told: only a singleton that is
-// not about to be handed over.
+// identifiedSingleton is what proxies are told (singletonIdentifiedIn).
 func (m *manager) identifiedSingleton() *actor.PID {
-	if m.state == StateOldest && !m.selfExited {
+	if singletonIdentifiedIn(m.state, m.selfExited) {
 		return m.singleton
 	}
 	return nil
