@@ -229,14 +229,12 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 			return
 		}
 		prev, ok := m.history.firstLive()
-		if !ok {
+		switch decideHandOverRetry(msg.count, m.settings, ok) {
+		case takeOverWithoutHandOver:
 			ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
 			m.tryGotoOldest(ctx)
 			return
-		}
-		if msg.count > maxHandOverRetries(m.settings) && msg.count%maxHandOverRetries(m.settings) == 1 {
-			// Akka throws ClusterSingletonManagerIsStuck here. We keep
-			// asking instead: starting without a hand-over could run two.
+		case askHandOverAgainStuck:
 			ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: previous oldest is unresponsive; still waiting for it to hand over or be removed",
 				slog.String("previousOldest", prev.ID), slog.Int("retry", msg.count))
 		}
@@ -403,7 +401,7 @@ func (m *manager) wasOldest(ctx actor.Context) {
 			m.gotoHandingOver(ctx, nil)
 			return
 		case stuck:
-			if msg.count%maxTakeOverRetries(m.settings) == 1 {
+			if stuckReported(msg.count, maxTakeOverRetries(m.settings)) {
 				ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: expected hand-over never occurred; still offering it",
 					slog.Any("newOldest", m.newOldest), slog.Int("retry", msg.count))
 			}
