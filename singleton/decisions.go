@@ -307,3 +307,36 @@ func decideRestartDue(useLease, leaseHeld bool) restartDueDecision {
 	}
 	return startAgainNow
 }
+
+// handOverRetryDecision is what a BecomingOldest manager does when its
+// HandOverRetry timer fires.
+type handOverRetryDecision int
+
+const (
+	// askHandOverAgain: send HandOverToMe to the previous oldest again.
+	askHandOverAgain handOverRetryDecision = iota
+	// askHandOverAgainStuck: the same, and report the manager stuck (Akka
+	// throws ClusterSingletonManagerIsStuck here; starting without a
+	// hand-over could run two).
+	askHandOverAgainStuck
+	// takeOverWithoutHandOver: no previous oldest is left that may run the
+	// singleton, and none asked to hand it over.
+	takeOverWithoutHandOver
+)
+
+func decideHandOverRetry(count int, s Settings, previousLive bool) handOverRetryDecision {
+	switch {
+	case !previousLive:
+		return takeOverWithoutHandOver
+	case stuckReported(count, maxHandOverRetries(s)):
+		return askHandOverAgainStuck
+	default:
+		return askHandOverAgain
+	}
+}
+
+// stuckReported: a manager past max retries reports itself stuck once
+// every max retries, not at each one.
+func stuckReported(count, max int) bool {
+	return count > max && count%max == 1
+}

@@ -80,3 +80,19 @@ func decideIdentifyWaiters(state string, identified bool) identifyWaitersFate {
 		return forgetWaiters
 	}
 }
+
+// singletonShownIn reports whether GetState shows the singleton the
+// manager keeps in state: wherever it may still run here.
+func singletonShownIn(state string) bool {
+	switch state {
+	case StateOldest, StateAcquiringLease, StateWasOldest, StateHandingOver, StateStopping:
+		return true
+	}
+	return false
+}
+
+// singletonIdentifiedIn reports whether proxies are told of the singleton
+// the manager keeps: only one that is not about to be handed over.
+func singletonIdentifiedIn(state string, selfExited bool) bool {
+	return state == StateOldest && !selfExited
+}

@@ -1,7 +1,6 @@
 package singleton
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,71 +16,6 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
-
-// State names of the ClusterSingletonManager, as in Akka; they appear in logs.
-const (
-	StateStart          = "Start"
-	StateOldest         = "Oldest"
-	StateYounger        = "Younger"
-	StateBecomingOldest = "BecomingOldest"
-	StateAcquiringLease = "AcquiringLease"
-	StateWasOldest      = "WasOldest"
-	StateHandingOver    = "HandingOver"
-	StateStopping       = "Stopping"
-	StateEnd            = "End"
-)
-
-// GetState asks a manager for its current state name; the answer is a
-// *CurrentState. Local only (for tests and diagnostics).
-type GetState struct{}
-
-// CurrentState answers GetState.
-type CurrentState struct {
-	State     string     // the manager's state name (Start, Oldest, Younger, ...)
-	MemberID  string     // the member incarnation the manager runs on
-	Singleton *actor.PID // nil unless running
-}
-
-// StartManager spawns a ClusterSingletonManager named name on system. It must
-// be started with the same name and settings on every member (of the role).
-// The singleton is created from props, as the child SingletonName, on the
-// oldest member only (and, with Settings.UseLease, only while that member
-// holds the lease LeaseName(name)). The manager registers a leave hook on
-// cluster, so a graceful Leave waits for the hand-over.
-func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, settings Settings) (*actor.PID, error) {
-	if props == nil {
-		return nil, errors.New("singleton: props is nil")
-	}
-	if name == "" {
-		return nil, errors.New("singleton: manager name is empty")
-	}
-	settings = settings.withDefaults()
-	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
-	fence := &staleFence{stale: cluster.Stale, name: name}
-	props = props.Clone(actor.WithReceiverMiddleware(fence.middleware))
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		m := newManager(cluster, props, name, settings)
-		m.fence = fence
-		return m
-	}, guard.WithMailbox()), name)
-	if err != nil {
-		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
-	}
-	cluster.RegisterLeaveHook("singleton "+name, func(ctx context.Context) error {
-		timeout := 60 * time.Second
-		if d, ok := ctx.Deadline(); ok {
-			timeout = time.Until(d)
-		}
-		if timeout <= 0 {
-			return ctx.Err()
-		}
-		if _, err := system.Root.RequestFuture(pid, leaving{}, timeout).Result(); err != nil {
-			return fmt.Errorf("singleton %s hand-over before leaving: %w", name, err)
-		}
-		return nil
-	})
-	return pid, nil
-}
 
 // manager is Akka's ClusterSingletonManager: an FSM with one receive method
 // per state (see the State* names).
@@ -99,10 +33,8 @@ type manager struct {
 	timers   *scheduler.TimerScheduler
 	timerGen int
 
-	metrics *metrics.Singleton
-	// becameOldest: when this member became the oldest, until the
-	// singleton runs here (the hand-over time).
-	becameOldest time.Time
+	metrics  *metrics.Singleton
+	handOver handOverClock // from becoming the oldest until the singleton runs here
 
 	self      membership.Member
 	buffer    *actor.PID
@@ -110,56 +42,36 @@ type manager struct {
 	restarts  singletonRestarts
 	// managerStopping: the manager itself stops; so does its singleton.
 	managerStopping bool
-	removed         map[string]bool
 	selfExited      bool
 	selfGone        bool // this incarnation was removed
 
-	previousOldest []membership.Member // Younger, BecomingOldest: most recent first
+	history        oldestHistory       // Younger, BecomingOldest: the previous oldest members
 	newOldest      *membership.Member  // WasOldest
 	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
 	pendingInitial *initialOldestState // a re-join seen while the singleton still stops
 	leaveWaiters   []*actor.PID
-	envelopes      []*messages.SingletonEnvelope // proxied messages waiting for a singleton
-	handedOverTo   *actor.PID                    // where the singleton went (End)
-	doneSent       *messages.HandOverDone        // End: HandOverDone not yet acknowledged
-	drainGen       int                           // End: re-armed by each proxied message
-	quiet          bool                          // End: no proxied message for an interval
-	awaitingNext   bool                          // a getNext is out: the buffer owes one change
+	envelopes      heldEnvelopes // proxied messages waiting for a singleton
+	offer          handOverOffer // End: where the singleton went
+	awaitingNext   bool          // a getNext is out: the buffer owes one change
 	// identifyWaiters: proxies told that no singleton runs here, to be
 	// told when it starts.
 	identifyWaiters identifyWaiters
 
-	// The lease (Settings.UseLease). Its operations run one after the
-	// other, off the actor, in the order asked for; their answers come back
-	// as messages.
-	lease          lease.Lease
-	leaseOwner     string          // the member incarnation m.lease was made for
-	leaseGen       int             // number of the latest acquisition asked for
-	leaseRequested bool            // AcquiringLease: the latest acquisition is unanswered
-	leaseMayHold   bool            // an acquisition was asked for and no release since
-	leaseToken     uint64          // the fencing token of the holding the singleton started under
-	leaseRetryGen  int             // re-armed by each retry timer
-	leaseOpsTail   chan struct{}   // closed when the last queued operation is over
-	leaseCtx       context.Context // canceled when the manager has stopped
-	cancelLease    context.CancelFunc
-	stopObserving  context.CancelFunc // ends the current lease's Observe (lease.Observer)
+	// The lease (Settings.UseLease): what to ask of it, and the asking.
+	holding leaseHolding
+	leases  leaseRunner
 }
 
-// maxEnvelopeHops bounds manager-to-manager forwards of a proxied message.
-const maxEnvelopeHops = 3
-
 func newManager(cluster *membership.Cluster, props *actor.Props, name string, settings Settings) *manager {
-	leaseCtx, cancelLease := context.WithCancel(context.Background())
 	return &manager{
-		cluster:     cluster,
-		props:       props,
-		name:        name,
-		settings:    settings,
-		behavior:    actor.NewBehavior(),
-		removed:     map[string]bool{},
-		restarts:    newSingletonRestarts(settings),
-		leaseCtx:    leaseCtx,
-		cancelLease: cancelLease,
+		cluster:  cluster,
+		props:    props,
+		name:     name,
+		settings: settings,
+		behavior: actor.NewBehavior(),
+		history:  newOldestHistory(),
+		restarts: newSingletonRestarts(settings),
+		leases:   newLeaseRunner(),
 	}
 }
 
@@ -182,7 +94,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.singleton = nil
 		m.clearFencingToken(ctx)
 		m.releaseLease(ctx, "the manager stopped", false)
-		m.cancelLease() // an acquisition still running gives up; no answers any more
+		m.leases.stop() // an acquisition still running gives up; no answers any more
 		m.metrics.State("")
 		return
 	case *initialOldestState, *oldestChanged:
@@ -245,18 +157,15 @@ func (m *manager) onInitial(ctx actor.Context, msg *initialOldestState) {
 	}
 	m.selfGone = false
 	m.selfExited = false
-	m.removed = map[string]bool{}
+	m.history.rejoined()
 	switch decideStart(msg.self, msg.oldest, msg.safeToBeOldest) {
 	case startAsOldest:
 		m.tryGotoOldest(ctx)
 	case startBecomingOldest:
-		m.previousOldest = nil
+		m.history.forget()
 		m.gotoBecomingOldest(ctx)
 	default:
-		m.previousOldest = nil
-		if msg.oldest != nil {
-			m.previousOldest = []membership.Member{*msg.oldest}
-		}
+		m.history.only(msg.oldest)
 		m.gotoYounger(ctx)
 	}
 }
@@ -265,15 +174,12 @@ func (m *manager) younger(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *oldestChanged:
 		m.logChange(ctx, msg.oldest)
-		switch decideYounger(m.self, msg.oldest, m.previousOldest, m.removed) {
+		switch m.history.oldestChanged(m.self, msg.oldest) {
 		case becomeOldestNow:
 			m.tryGotoOldest(ctx)
 		case askHandOver:
 			m.gotoBecomingOldest(ctx)
 		default:
-			if msg.oldest != nil && !containsMember(m.previousOldest, msg.oldest.ID) {
-				m.previousOldest = append([]membership.Member{*msg.oldest}, m.previousOldest...)
-			}
 			// The proxies that took this member for the oldest ask the
 			// other one next.
 			m.identifyWaiters.take()
@@ -298,8 +204,7 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		ctx.Logger().Debug("singleton: hand-over in progress", slog.String("at", msg.FromMemberId))
 		m.timerGen++ // Akka cancels the retry timer
 	case *messages.HandOverDone:
-		prev, ok := firstLive(m.previousOldest, m.removed)
-		if ok && prev.ID == msg.FromMemberId {
+		if m.history.handOverDoneFrom(msg.FromMemberId) {
 			m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
 			m.tryGotoOldest(ctx)
 			for _, env := range msg.Buffered {
@@ -307,20 +212,15 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 			}
 			return
 		}
+		prev, _ := m.history.firstLive()
 		ctx.Logger().Debug("singleton: ignoring HandOverDone from unexpected member",
 			slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
 	case *messages.TakeOverFromMe:
-		if m.removed[msg.FromMemberId] {
-			return
-		}
-		prev, ok := firstLive(m.previousOldest, m.removed)
-		switch {
-		case ok && prev.ID == msg.FromMemberId:
+		switch m.history.takeOverFromMe(msg.FromMemberId, ctx.Sender()) {
+		case answerHandOverToMe:
 			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-		case !ok && ctx.Sender() != nil:
-			m.previousOldest = append([]membership.Member{{ID: msg.FromMemberId, Address: ctx.Sender().Address}}, m.previousOldest...)
-			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-		default:
+		case ignoreUnexpectedTakeOver:
+			prev, _ := m.history.firstLive()
 			ctx.Logger().Debug("singleton: ignoring TakeOverFromMe from unexpected member",
 				slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
 		}
@@ -328,27 +228,22 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		if msg.gen != m.timerGen {
 			return
 		}
-		prev, ok := firstLive(m.previousOldest, m.removed)
-		if !ok {
+		prev, ok := m.history.firstLive()
+		switch decideHandOverRetry(msg.count, m.settings, ok) {
+		case takeOverWithoutHandOver:
 			ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
 			m.tryGotoOldest(ctx)
 			return
-		}
-		if msg.count > maxHandOverRetries(m.settings) && msg.count%maxHandOverRetries(m.settings) == 1 {
-			// Akka throws ClusterSingletonManagerIsStuck here. We keep
-			// asking instead: starting without a hand-over could run two.
+		case askHandOverAgainStuck:
 			ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: previous oldest is unresponsive; still waiting for it to hand over or be removed",
 				slog.String("previousOldest", prev.ID), slog.Int("retry", msg.count))
 		}
 		m.send(ctx, m.peer(ctx, prev.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverRetry{count: msg.count + 1, gen: m.timerGen})
 	case delayedMemberRemoved:
-		m.removed[msg.member.ID] = true
-		if containsMember(m.previousOldest, msg.member.ID) {
-			if _, live := firstLive(m.previousOldest, m.removed); !live {
-				ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
-				m.tryGotoOldest(ctx)
-			}
+		if m.history.previousRemoved(msg.member.ID) {
+			ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
+			m.tryGotoOldest(ctx)
 		}
 	default:
 		m.unhandled(ctx)
@@ -409,11 +304,11 @@ func (m *manager) onRestartDue(ctx actor.Context, msg restartSingleton) {
 		return // cancelled meanwhile
 	}
 	useLease := m.settings.UseLease != nil
-	switch decideRestartDue(useLease, m.lease != nil && m.lease.CheckLease()) {
+	switch decideRestartDue(useLease, m.leases.held()) {
 	case startAgainNow:
 		ctx.Logger().Debug("singleton: back-off passed; starting the singleton actor again",
 			slog.String("state", m.state), slog.Int("restart", attempt))
-		m.gotoOldest(ctx, m.leaseToken, useLease)
+		m.gotoOldest(ctx, m.holding.token, useLease)
 	case acquireLeaseBeforeRestart:
 		ctx.Logger().Warn("singleton: back-off passed but the lease is no longer held; acquiring it before starting the singleton again",
 			slog.String("state", m.state), slog.Int("restart", attempt))
@@ -432,7 +327,7 @@ func (m *manager) acquiringLease(ctx actor.Context) {
 	case acquireLeaseResult:
 		m.onAcquireResult(ctx, msg)
 	case leaseRetry:
-		switch decideLeaseRetry(msg.gen == m.leaseRetryGen, m.leaseRequested, m.singleton != nil) {
+		switch m.holding.retryDue(msg.gen, m.singleton != nil) {
 		case acquireLeaseNow:
 			m.tryAcquireLease(ctx)
 		case waitForSingletonToStop:
@@ -462,7 +357,7 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 		m.logChange(ctx, msg.oldest)
 		m.handleOldestChanged(ctx, msg.oldest)
 	case *messages.HandOverToMe:
-		if !m.removed[msg.FromMemberId] {
+		if !m.history.isRemoved(msg.FromMemberId) {
 			m.gotoHandingOver(ctx, ctx.Sender())
 		}
 	case *messages.TakeOverFromMe:
@@ -479,7 +374,7 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 }
 
 func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.Member) {
-	switch decideOldestChanged(m.self, newOldest, m.removed, m.selfExited) {
+	switch decideOldestChanged(m.self, newOldest, m.history.removed, m.selfExited) {
 	case stayOldest:
 		m.askNext(ctx)
 	case handOverToNobody:
@@ -506,7 +401,7 @@ func (m *manager) wasOldest(ctx actor.Context) {
 			m.gotoHandingOver(ctx, nil)
 			return
 		case stuck:
-			if msg.count%maxTakeOverRetries(m.settings) == 1 {
+			if stuckReported(msg.count, maxTakeOverRetries(m.settings)) {
 				ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: expected hand-over never occurred; still offering it",
 					slog.Any("newOldest", m.newOldest), slog.Int("retry", msg.count))
 			}
@@ -516,12 +411,12 @@ func (m *manager) wasOldest(ctx actor.Context) {
 		}
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), takeOverRetry{count: msg.count + 1, gen: m.timerGen})
 	case *messages.HandOverToMe:
-		if m.removed[msg.FromMemberId] {
+		if m.history.isRemoved(msg.FromMemberId) {
 			return
 		}
 		m.gotoHandingOver(ctx, ctx.Sender())
 	case membership.MemberRemoved:
-		m.removed[msg.Member.ID] = true
+		m.history.removed[msg.Member.ID] = true
 		if !m.selfExited && m.newOldest != nil && msg.Member.ID == m.newOldest.ID {
 			m.gotoHandingOver(ctx, nil)
 		}
@@ -588,36 +483,37 @@ func (m *manager) end(ctx actor.Context) {
 		}
 	case *messages.HandOverToMe:
 		// Nothing runs here any more.
-		switch {
-		case m.doneSent != nil && m.handedOverTo != nil && ctx.Sender() != nil && m.handedOverTo.Equal(ctx.Sender()):
-			m.reply(ctx, m.doneSent)
-		case m.selfGone:
-			m.reply(ctx, &messages.HandOverDone{FromMemberId: m.self.ID})
+		if done := m.offer.answerHandOverToMe(ctx.Sender(), m.self.ID, m.selfGone); done != nil {
+			m.reply(ctx, done)
 		}
 	case *messages.HandOverDoneAck:
-		if m.doneSent != nil {
-			m.doneSent = nil
+		var err error
+		if m.offer, err = m.offer.acked(); err == nil {
 			m.answerLeaveWaitersIfIdle(ctx)
 		}
 	case drained:
-		if msg.gen == m.drainGen {
-			m.quiet = true
+		var over bool
+		if m.offer, over = m.offer.drained(msg.gen); over {
 			m.answerLeaveWaitersIfIdle(ctx)
 		}
 	case handOverDoneRetry:
-		if msg.gen != m.timerGen || m.doneSent == nil || m.handedOverTo == nil {
+		if msg.gen != m.timerGen {
 			return
 		}
-		if msg.count > maxTakeOverRetries(m.settings) {
-			ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.handedOverTo))
-			for _, env := range m.doneSent.Buffered {
+		next, decision, dropped, err := m.offer.retry(msg.count, maxTakeOverRetries(m.settings))
+		if err != nil {
+			return
+		}
+		if decision == giveUpHandOverDone {
+			ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.offer.to))
+			for _, env := range dropped {
 				m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
 			}
-			m.doneSent = nil
+			m.offer = next
 			m.answerLeaveWaitersIfIdle(ctx)
 			return
 		}
-		m.send(ctx, m.handedOverTo, m.doneSent)
+		m.send(ctx, m.offer.to, m.offer.done)
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: msg.count + 1, gen: m.timerGen})
 	default:
 		m.unhandled(ctx)
@@ -636,18 +532,16 @@ func (m *manager) unhandled(ctx actor.Context) {
 		}
 		m.answerLeaveWaitersIfIdle(ctx)
 	case membership.MemberRemoved:
-		if containsMember(m.previousOldest, msg.Member.ID) {
-			if d := removalDelay(m.settings, msg.Graceful); d > 0 {
-				m.timers.SendOnce(d, ctx.Self(), delayedMemberRemoved{member: msg.Member})
-				return
-			}
-			ctx.Send(ctx.Self(), delayedMemberRemoved{member: msg.Member})
+		if !m.history.memberRemoved(msg.Member.ID) {
 			return
 		}
-		m.removed[msg.Member.ID] = true
+		if d := removalDelay(m.settings, msg.Graceful); d > 0 {
+			m.timers.SendOnce(d, ctx.Self(), delayedMemberRemoved{member: msg.Member})
+			return
+		}
+		ctx.Send(ctx.Self(), delayedMemberRemoved{member: msg.Member})
 	case delayedMemberRemoved:
-		m.removed[msg.member.ID] = true
-		m.previousOldest = withoutMember(m.previousOldest, msg.member.ID)
+		m.history.removalCounted(msg.member.ID)
 	case *messages.TakeOverFromMe:
 		ctx.Logger().Debug("singleton: ignoring TakeOverFromMe", slog.String("state", m.state), slog.String("from", msg.FromMemberId))
 	case *initialOldestState:
@@ -720,20 +614,10 @@ func (m *manager) cancelRestart(ctx actor.Context, why string) {
 // singleton runs here after this member became the oldest.
 func (m *manager) record(state string) {
 	m.metrics.State(state)
-	switch state {
-	case StateBecomingOldest:
-		m.becameOldest = time.Now()
-	case StateOldest:
-		if m.singleton == nil {
-			break // its start was refused: the hand-over ends once it runs
-		}
-		if !m.becameOldest.IsZero() {
-			m.metrics.HandOver(time.Since(m.becameOldest))
-		}
-		m.becameOldest = time.Time{}
-	case StateAcquiringLease:
-	default:
-		m.becameOldest = time.Time{}
+	var took time.Duration
+	var measured bool
+	if m.handOver, took, measured = m.handOver.entered(state, m.singleton != nil, time.Now()); measured {
+		m.metrics.HandOver(took)
 	}
 }
 
@@ -745,7 +629,7 @@ func (m *manager) tryGotoOldest(ctx actor.Context) {
 		return
 	}
 	ctx.Logger().Debug("singleton: trying to acquire lease before starting singleton", slog.String("lease", LeaseName(m.name)))
-	m.previousOldest = nil
+	m.history.forget()
 	m.become(ctx, StateAcquiringLease, m.acquiringLease)
 	m.askNext(ctx)
 	m.tryAcquireLease(ctx)
@@ -759,7 +643,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		return
 	}
 	if leased {
-		m.leaseToken = token
+		m.holding = m.holding.startedUnder(token)
 		m.setFencingToken(ctx, token)
 	}
 	pid, err := staleness.SpawnNamed(ctx, m.cluster.Stale, m.props, m.settings.SingletonName)
@@ -776,7 +660,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		return
 	}
 	m.singleton = pid
-	m.previousOldest = nil
+	m.history.forget()
 	if leased {
 		ctx.Logger().Debug("singleton manager starting singleton actor", slog.String("pid", pid.String()),
 			slog.Uint64("fencingToken", token))
@@ -785,8 +669,8 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	}
 	m.become(ctx, StateOldest, m.oldest)
 	m.askNext(ctx)
-	held := m.envelopes
-	m.envelopes = nil
+	var held []*messages.SingletonEnvelope
+	m.envelopes, held = m.envelopes.take()
 	for _, env := range held {
 		m.onEnvelope(ctx, env)
 	}
@@ -801,7 +685,7 @@ func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
 	ctx.Logger().Warn("singleton: not starting the singleton actor; trying again after the back-off unless this member's removal comes first",
 		slog.String("state", m.state), slog.Int("attempt", plan.attempt), slog.Duration("backoff", plan.delay), slog.Any("error", err))
 	m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
-	m.previousOldest = nil
+	m.history.forget()
 	m.become(ctx, StateOldest, m.oldest)
 	m.askNext(ctx)
 }
@@ -812,7 +696,7 @@ func (m *manager) gotoYounger(ctx actor.Context) {
 }
 
 func (m *manager) gotoBecomingOldest(ctx actor.Context) {
-	if prev, ok := firstLive(m.previousOldest, m.removed); ok {
+	if prev, ok := m.history.firstLive(); ok {
 		m.send(ctx, m.peer(ctx, prev.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
 	}
 	m.become(ctx, StateBecomingOldest, m.becomingOldest)
@@ -839,13 +723,12 @@ func (m *manager) handOverDone(ctx actor.Context) {
 	to := m.handOverTo
 	m.handOverTo = nil
 	m.newOldest = nil
-	m.handedOverTo = to
-	held := m.envelopes
-	m.envelopes = nil
+	var held []*messages.SingletonEnvelope
+	m.envelopes, held = m.envelopes.take()
+	// The held messages travel with the hand-over, so the new oldest
+	// hands them to its singleton before anything sent later.
+	m.offer = m.offer.handedOver(to, &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held})
 	if to != nil {
-		// The held messages travel with the hand-over, so the new oldest
-		// hands them to its singleton before anything sent later.
-		m.doneSent = &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held}
 		// The lease is given back before the new oldest hears that it may
 		// start, so that its first acquisition finds the lease free rather
 		// than waiting a lease-retry-interval.
@@ -859,7 +742,7 @@ func (m *manager) handOverDone(ctx actor.Context) {
 		m.releaseLease(ctx, "the singleton has terminated", false)
 	}
 	if to == nil && !m.selfExited {
-		m.previousOldest = nil
+		m.history.forget()
 		m.gotoYounger(ctx)
 		return
 	}
@@ -871,18 +754,18 @@ func (m *manager) handOverDone(ctx actor.Context) {
 // leaving, and what was in flight is passed on and flushed meanwhile
 // (protoactor-go's Remote.Shutdown does not flush queued messages).
 func (m *manager) armDrain(ctx actor.Context) {
-	m.quiet = false
-	m.drainGen++
-	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), drained{gen: m.drainGen})
+	var gen int
+	m.offer, gen = m.offer.armDrain()
+	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), drained{gen: gen})
 }
 
 // sendHandOverDone sends the hand-over's HandOverDone (again until it is
 // acknowledged).
 func (m *manager) sendHandOverDone(ctx actor.Context) {
-	if m.doneSent == nil || m.handedOverTo == nil {
+	if !m.offer.pending() {
 		return
 	}
-	m.send(ctx, m.handedOverTo, m.doneSent)
+	m.send(ctx, m.offer.to, m.offer.done)
 	m.timerGen++
 	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: 1, gen: m.timerGen})
 }
@@ -890,10 +773,11 @@ func (m *manager) sendHandOverDone(ctx actor.Context) {
 func (m *manager) gotoEnd(ctx actor.Context) {
 	// Held messages that no hand-over carried: this member was removed
 	// before a singleton ran here again.
-	for _, env := range m.envelopes {
+	var held []*messages.SingletonEnvelope
+	m.envelopes, held = m.envelopes.take()
+	for _, env := range held {
 		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster before the singleton ran here: %w", deadletter.ErrMemberRemoved))
 	}
-	m.envelopes = nil
 	m.releaseLease(ctx, "the singleton has terminated", false)
 	m.armDrain(ctx)
 	m.become(ctx, StateEnd, m.end)
@@ -931,18 +815,8 @@ func (m *manager) onSelfRemoved(ctx actor.Context, graceful bool) {
 // onEnvelope handles a message from a proxy: to the singleton if it runs
 // here, held while one is about to run here, passed on to where it went.
 func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope) {
-	switch m.state {
-	case StateOldest, StateWasOldest:
-		// In WasOldest the singleton has not been told to stop yet; the
-		// termination message will come after this one, from this actor.
-		if m.singleton == nil {
-			if m.state == StateOldest && m.restarts.pending() {
-				m.hold(ctx, env) // until it starts again after its back-off
-				return
-			}
-			m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
-			return
-		}
+	switch routeEnvelope(m.state, m.singleton != nil, m.restarts.pending()) {
+	case deliverToSingleton:
 		msg, err := env.GetMessage().UnmarshalNew()
 		if err != nil {
 			m.drop(ctx, env, fmt.Sprintf("cannot decode proxied message %q: %v", env.GetMessage().GetTypeUrl(), err))
@@ -953,44 +827,37 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 			return
 		}
 		ctx.Send(m.singleton, msg)
-	case StateStart, StateBecomingOldest, StateAcquiringLease, StateHandingOver:
-		m.hold(ctx, env)
-	case StateYounger:
+	case holdEnvelope:
+		var dropped *messages.SingletonEnvelope
+		if m.envelopes, dropped = m.envelopes.hold(env, m.settings.BufferSize); dropped != nil {
+			m.dropError(ctx, dropped, errHeldEnvelopesFull(m.settings.BufferSize))
+		}
+	case dropNotRestarted:
+		m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
+	case passToPreviousOldest:
 		var to *actor.PID
-		if len(m.previousOldest) > 0 {
-			to = m.peer(ctx, m.previousOldest[0].Address)
+		if prev, ok := m.history.mostRecent(); ok {
+			to = m.peer(ctx, prev.Address)
 		}
 		m.passOn(ctx, to, env, "this member does not run the singleton and knows no oldest")
-	case StateEnd:
-		m.passOn(ctx, m.handedOverTo, env, "this member no longer runs the singleton")
+	case passToHandedOver:
+		m.passOn(ctx, m.offer.to, env, "this member no longer runs the singleton")
 		m.armDrain(ctx)
 	default:
 		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster: %w", deadletter.ErrMemberRemoved))
 	}
 }
 
-// hold keeps a proxied message until a singleton runs here, dropping the
-// oldest held one when the buffer is full.
-func (m *manager) hold(ctx actor.Context, env *messages.SingletonEnvelope) {
-	if len(m.envelopes) >= m.settings.BufferSize {
-		dropped := m.envelopes[0]
-		m.envelopes = m.envelopes[1:]
-		m.dropError(ctx, dropped, fmt.Errorf("buffer is full (%d), dropping the oldest message: %w", m.settings.BufferSize, deadletter.ErrBufferFull))
-	}
-	m.envelopes = append(m.envelopes, env)
-}
-
 func (m *manager) passOn(ctx actor.Context, to *actor.PID, env *messages.SingletonEnvelope, reason string) {
-	if to == nil || to.Equal(ctx.Self()) {
+	switch decidePassOn(to != nil && !to.Equal(ctx.Self()), env.Hops) {
+	case dropNoManager:
 		m.drop(ctx, env, reason)
-		return
-	}
-	if env.Hops >= maxEnvelopeHops {
+	case dropTooManyHops:
 		m.drop(ctx, env, fmt.Sprintf("forwarded %d times between managers without reaching the singleton", env.Hops))
-		return
+	default:
+		env.Hops++
+		ctx.Send(to, env)
 	}
-	env.Hops++
-	ctx.Send(to, env)
 }
 
 func (m *manager) drop(ctx actor.Context, env *messages.SingletonEnvelope, reason string) {
@@ -1011,36 +878,25 @@ func (m *manager) terminateSingleton(ctx actor.Context) {
 }
 
 func (m *manager) answerLeaveWaitersIfIdle(ctx actor.Context) {
-	if !m.selfExited || len(m.leaveWaiters) == 0 {
+	if len(m.leaveWaiters) == 0 || !leaveMayGoOn(m.state, m.selfExited, m.offer) {
 		return
 	}
-	if m.doneSent != nil {
-		return // the hand-over is still in flight
+	for _, w := range m.leaveWaiters {
+		ctx.Send(w, leavingDone{})
 	}
-	if m.state == StateEnd && !m.quiet {
-		return // proxied messages may still be arriving
-	}
-	switch m.state {
-	case StateStart, StateYounger, StateEnd:
-		for _, w := range m.leaveWaiters {
-			ctx.Send(w, leavingDone{})
-		}
-		m.leaveWaiters = nil
-	}
+	m.leaveWaiters = nil
 }
 
 func (m *manager) runningSingleton() *actor.PID {
-	switch m.state {
-	case StateOldest, StateAcquiringLease, StateWasOldest, StateHandingOver, StateStopping:
+	if singletonShownIn(m.state) {
 		return m.singleton
 	}
 	return nil
 }
 
-// identifiedSingleton is what proxies are told: only a singleton that is
-// not about to be handed over.
+// identifiedSingleton is what proxies are told (singletonIdentifiedIn).
 func (m *manager) identifiedSingleton() *actor.PID {
-	if m.state == StateOldest && !m.selfExited {
+	if singletonIdentifiedIn(m.state, m.selfExited) {
 		return m.singleton
 	}
 	return nil
@@ -1075,25 +931,6 @@ func (m *manager) logChange(ctx actor.Context, newOldest *membership.Member) {
 		slog.String("self", m.self.ID))
 }
 
-func containsMember(ms []membership.Member, id string) bool {
-	for _, x := range ms {
-		if x.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-func withoutMember(ms []membership.Member, id string) []membership.Member {
-	out := ms[:0:0]
-	for _, x := range ms {
-		if x.ID != id {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 // askNext asks the OldestChangedBuffer for the next change, unless a request
 // is out already: a second one would make the buffer deliver a change in a
 // state that does not ask for it (Akka's oldestChangedReceived).
@@ -1107,29 +944,9 @@ func (m *manager) askNext(ctx actor.Context) {
 
 // --- lease ---
 
-// currentLease returns the lease of this member incarnation, creating it
-// on first use (logging to logger): a re-joined member is a new owner. A
-// lease.Observer observes from its creation until it is replaced or the
-// manager stops.
+// currentLease returns the lease of this member incarnation (leaseRunner).
 func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
-	owner := m.self.Address + "/" + m.self.ID
-	if m.lease == nil || m.leaseOwner != owner {
-		l, err := lease.NewLease(m.settings.UseLease, LeaseName(m.name), owner, logger)
-		if err != nil {
-			return nil, fmt.Errorf("singleton: lease %q for %s: %w", LeaseName(m.name), owner, err)
-		}
-		m.lease, m.leaseOwner = l, owner
-		if m.stopObserving != nil {
-			m.stopObserving()
-			m.stopObserving = nil
-		}
-		if o, ok := l.(lease.Observer); ok {
-			var octx context.Context
-			octx, m.stopObserving = context.WithCancel(m.leaseCtx)
-			go o.Observe(octx)
-		}
-	}
-	return m.lease, nil
+	return m.leases.current(m.settings.UseLease, LeaseName(m.name), m.self.Address+"/"+m.self.ID, logger)
 }
 
 // tryAcquireLease asks the lease for a holding; the answer comes back as an
@@ -1138,40 +955,25 @@ func (m *manager) tryAcquireLease(ctx actor.Context) {
 	l, err := m.currentLease(ctx.Logger())
 	if err != nil {
 		ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", err))
-		m.leaseRequested = false
+		m.holding = m.holding.acquireNotAsked()
 		m.armLeaseRetry(ctx)
 		return
 	}
-	m.leaseGen++
-	gen := m.leaseGen
-	m.leaseRequested = true
-	m.leaseMayHold = true
-	self, system, stopped := ctx.Self(), ctx.ActorSystem(), m.leaseCtx
-	lost := func(reason error) {
-		if stopped.Err() == nil {
-			system.Root.Send(self, leaseLost{gen: gen, reason: reason})
-		}
-	}
-	m.runLeaseOp(ctx, func() any {
-		token, acquired, err := l.Acquire(stopped, lost)
-		return acquireLeaseResult{gen: gen, token: token, acquired: acquired, err: err}
-	})
+	var gen int
+	m.holding, gen = m.holding.acquire()
+	m.leases.acquire(ctx.ActorSystem(), ctx.Self(), l, gen)
 }
 
 func (m *manager) armLeaseRetry(ctx actor.Context) {
-	m.leaseRetryGen++
-	m.timers.SendOnce(m.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{gen: m.leaseRetryGen})
+	var gen int
+	m.holding, gen = m.holding.armRetry()
+	m.timers.SendOnce(m.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{gen: gen})
 }
 
 func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
-	current := msg.gen == m.leaseGen
-	acquiring := current && m.state == StateAcquiringLease && m.leaseRequested
-	if acquiring {
-		m.leaseRequested = false
-	}
-	held := msg.acquired && m.lease != nil && m.lease.CheckLease()
-	switch decideAcquireResult(acquireOutcome{current: current, acquiring: acquiring, acquired: msg.acquired,
-		stillHeld: held, mayHold: m.leaseMayHold}) {
+	var decision acquireResultDecision
+	m.holding, decision = m.holding.answered(msg.gen, m.state == StateAcquiringLease, msg.acquired, msg.acquired && m.leases.held())
+	switch decision {
 	case startWithLease:
 		ctx.Logger().Debug("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
 		m.gotoOldest(ctx, msg.token, true)
@@ -1194,14 +996,14 @@ func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
 }
 
 func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
-	switch decideLeaseLost(msg.gen == m.leaseGen, m.state, m.singleton != nil) {
+	switch m.holding.lost(msg.gen, m.state, m.singleton != nil) {
 	case stopSingletonAndReacquire:
 		// Stopped, not sent the termination message: that would wait
 		// behind the singleton's mailbox, and the lease's margin is short.
 		ctx.Logger().Warn("singleton: Lease has been lost. Terminating singleton and trying to re-acquire lease",
 			slog.Any("reason", msg.reason), slog.String("pid", m.singleton.String()))
 		ctx.Stop(m.singleton)
-		m.leaseRequested = false
+		m.holding = m.holding.stopAsking()
 		m.become(ctx, StateAcquiringLease, m.acquiringLease)
 		m.askNext(ctx)
 	case reacquireLease:
@@ -1222,48 +1024,17 @@ func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
 // while the singleton may still run. It reports whether a release was
 // started (its answer comes as a releaseLeaseResult).
 func (m *manager) releaseLease(ctx actor.Context, why string, afterHandOver bool) bool {
-	if m.lease == nil || !m.leaseMayHold {
+	next, err := m.holding.release(m.leases.made(), m.singleton != nil)
+	if errors.Is(err, errSingletonMayRun) {
+		ctx.Logger().Error(errSingletonMayRun.Error(), slog.String("why", why))
+	}
+	if err != nil {
 		return false
 	}
-	if m.singleton != nil {
-		ctx.Logger().Error("singleton: not releasing the lease while the singleton may run", slog.String("why", why))
-		return false
-	}
-	m.leaseMayHold = false
-	m.leaseRequested = false
-	l := m.lease
+	m.holding = next
 	ctx.Logger().Debug("singleton: releasing lease", slog.String("why", why))
-	m.runLeaseOp(ctx, func() any {
-		rctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
-		defer cancel()
-		released, err := l.Release(rctx)
-		return releaseLeaseResult{released: released, err: err, afterHandOver: afterHandOver}
-	})
+	m.leases.release(ctx.ActorSystem(), ctx.Self(), afterHandOver)
 	return true
-}
-
-// leaseReleaseTimeout bounds a release on top of the lease's own operation
-// timeout: a hand-over waits for it.
-const leaseReleaseTimeout = 30 * time.Second
-
-// runLeaseOp runs op off the actor, after every operation queued before it
-// (an acquisition and a release of one lease must not overtake each other),
-// and sends its answer to the manager unless the manager has stopped.
-func (m *manager) runLeaseOp(ctx actor.Context, op func() any) {
-	prev := m.leaseOpsTail
-	done := make(chan struct{})
-	m.leaseOpsTail = done
-	self, system, stopped := ctx.Self(), ctx.ActorSystem(), m.leaseCtx
-	go func() {
-		defer close(done)
-		if prev != nil {
-			<-prev
-		}
-		answer := op()
-		if stopped.Err() == nil {
-			system.Root.Send(self, answer)
-		}
-	}()
 }
 
 func (m *manager) logReleaseResult(ctx actor.Context, msg releaseLeaseResult) {

@@ -1,0 +1,77 @@
+package singleton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/membership"
+)
+
+// State names of the ClusterSingletonManager, as in Akka; they appear in logs.
+const (
+	StateStart          = "Start"
+	StateOldest         = "Oldest"
+	StateYounger        = "Younger"
+	StateBecomingOldest = "BecomingOldest"
+	StateAcquiringLease = "AcquiringLease"
+	StateWasOldest      = "WasOldest"
+	StateHandingOver    = "HandingOver"
+	StateStopping       = "Stopping"
+	StateEnd            = "End"
+)
+
+// GetState asks a manager for its current state name; the answer is a
+// *CurrentState. Local only (for tests and diagnostics).
+type GetState struct{}
+
+// CurrentState answers GetState.
+type CurrentState struct {
+	State     string     // the manager's state name (Start, Oldest, Younger, ...)
+	MemberID  string     // the member incarnation the manager runs on
+	Singleton *actor.PID // nil unless running
+}
+
+// StartManager spawns a ClusterSingletonManager named name on system. It must
+// be started with the same name and settings on every member (of the role).
+// The singleton is created from props, as the child SingletonName, on the
+// oldest member only (and, with Settings.UseLease, only while that member
+// holds the lease LeaseName(name)). The manager registers a leave hook on
+// cluster, so a graceful Leave waits for the hand-over.
+func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, settings Settings) (*actor.PID, error) {
+	if props == nil {
+		return nil, errors.New("singleton: props is nil")
+	}
+	if name == "" {
+		return nil, errors.New("singleton: manager name is empty")
+	}
+	settings = settings.withDefaults()
+	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
+	fence := &staleFence{stale: cluster.Stale, name: name}
+	props = props.Clone(actor.WithReceiverMiddleware(fence.middleware))
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		m := newManager(cluster, props, name, settings)
+		m.fence = fence
+		return m
+	}, guard.WithMailbox()), name)
+	if err != nil {
+		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
+	}
+	cluster.RegisterLeaveHook("singleton "+name, func(ctx context.Context) error {
+		timeout := 60 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			timeout = time.Until(d)
+		}
+		if timeout <= 0 {
+			return ctx.Err()
+		}
+		if _, err := system.Root.RequestFuture(pid, leaving{}, timeout).Result(); err != nil {
+			return fmt.Errorf("singleton %s hand-over before leaving: %w", name, err)
+		}
+		return nil
+	})
+	return pid, nil
+}
