@@ -17,9 +17,6 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -192,10 +189,8 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 		c.onStateWritten(ctx, msg)
 	case reloadState:
 		c.load(ctx)
-	case *GetCoordinatorState:
-		ctx.Respond(c.current())
-	case *messages.GetShardCoordinatorState:
-		ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
+	case *GetCoordinatorState, *messages.GetShardCoordinatorState:
+		c.answerState(ctx)
 	default:
 		repeat, err := c.stash.add(msg, ctx.Sender())
 		switch {
@@ -343,34 +338,23 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 		}
 	case *actor.Terminated:
-		if msg.Why == actor.TerminatedReason_AddressTerminated {
-			// Only the connection dropped: the node may still run the
-			// region's entities (a partition, a pause). Its shards move
-			// when membership removes the member (MemberRemoved), as Akka
-			// waits for downing; moving them now could run an entity twice.
+		switch terminationOf(c.state, msg) {
+		case terminationConnectionLost: // its shards wait for its member's removal
 			c.log.Debug("shard coordinator: lost the connection to a region; waiting for its member's removal", slog.String("region", RegionKey(msg.Who)))
-			return
-		}
-		switch {
-		case c.state.IsRegion(msg.Who):
+		case terminationRegion:
 			c.regionTerminated(ctx, msg.Who, "terminated")
-		case c.state.IsProxy(msg.Who):
+		case terminationProxy:
 			c.proxyTerminated(ctx, msg.Who)
 		}
 	case *messages.GetCurrentRegions:
 		ctx.Respond(&messages.CurrentRegions{Addresses: regionAddresses(c.writes.durable)})
 	case *messages.GetClusterShardingStats:
-		timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond
-		if timeout <= 0 {
-			timeout = c.settings.ShardRegionQueryTimeout
-		}
 		if requester := ctx.Sender(); requester != nil {
-			askShardingStats(guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize), sortedEntries(c.writes.durable.Regions), timeout, requester)
+			askShardingStats(guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize), sortedEntries(c.writes.durable.Regions),
+				statsTimeout(msg, c.settings.ShardRegionQueryTimeout), requester)
 		}
-	case *GetCoordinatorState:
-		ctx.Respond(c.current())
-	case *messages.GetShardCoordinatorState:
-		ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
+	case *GetCoordinatorState, *messages.GetShardCoordinatorState:
+		c.answerState(ctx)
 	case *stateWritten:
 		c.onStateWritten(ctx, msg)
 	case reloadState, *stateLoaded:
@@ -494,7 +478,7 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 			c.hostShards.stop(shard)
 			if old != nil {
 				// The region the state named must not keep a copy running.
-				ctx.Request(old, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+				c.tellShardHome(ctx, old, shard, region)
 			}
 		}})
 	}
@@ -540,7 +524,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		c.metrics.Allocated()
 		c.sendHostShard(ctx, shard, region)
 		if requester != nil {
-			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+			c.tellShardHome(ctx, requester, shard, region)
 		}
 	}
 	notAllocated := c.shardHomeRefused(shard, requester)
@@ -558,7 +542,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, requester *actor.PID) {
 	reply := func(ctx actor.Context) {
 		if isHome(c.state, shard, region) {
-			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+			c.tellShardHome(ctx, requester, shard, region)
 		}
 	}
 	if c.writes.settled(shard) {
@@ -590,6 +574,12 @@ func (c *coordinator) rejoinHold() time.Duration {
 	return removalWait(rm, seen, c.cluster.DownRemovalMargin(), time.Now())
 }
 
+// tellShardHome tells to that region hosts shard, at this coordinator's
+// epoch.
+func (c *coordinator) tellShardHome(ctx actor.Context, to *actor.PID, shard string, region *actor.PID) {
+	ctx.Request(to, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+}
+
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
 	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
@@ -598,55 +588,25 @@ func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *act
 }
 
 func (c *coordinator) onRebalanceTick(ctx actor.Context) {
-	if len(c.state.Regions) == 0 || !c.hasAllRegionsRegistered() {
+	if !c.regions.canRebalance(c.state, c.settings.MinNrOfMembers) {
 		return
 	}
 	shards := c.strategy.Rebalance(c.regions.allocations(c.state, false), c.handOffs.inProgress())
 	moves := rebalanceMoves(shards, c.state, &c.handOffs, c.writes.settled)
-	started := len(moves)
-	var round trace.Span
-	roundCtx := context.Background()
+	roundCtx, round := c.startRound(len(moves))
 	for _, m := range moves {
 		c.log.Debug("shard coordinator: rebalancing shard", slog.String("shard", m.shard), slog.String("from", RegionKey(m.from)))
-		if round == nil {
-			// A round's span is the parent of its hand-offs' spans.
-			roundCtx, round = c.settings.Tracer.Start(roundCtx, "sharding.rebalance",
-				trace.WithAttributes(attribute.String("sharding.type", c.typeName)))
-		}
 		c.startHandOff(roundCtx, ctx, m.shard, m.from, true)
 	}
-	if round != nil {
-		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", c.handOffs.len()))
-		round.End()
-	}
-	if started > 0 {
-		c.log.Debug("shard coordinator: rebalance round", slog.Int("shards", started),
-			slog.Int("in-progress", c.handOffs.len()))
-	}
-	now := time.Now()
-	switch event, total := c.rebalance.tick(started, len(shards) == 0 && c.handOffs.len() == 0, now); event {
-	case rebalanceBegan:
-		c.log.Info("shard coordinator: rebalance started", slog.Int("shards", started))
-	case rebalanceEnded:
-		c.log.Info("shard coordinator: rebalance done", slog.Int("shards", total.shards),
-			slog.Int("rounds", total.rounds), slog.Duration("took", total.took(now)))
-	}
+	c.roundEnded(round, len(moves), len(shards) == 0)
 }
 
 // startHandOff starts shard's hand-off from region from; parent is the
 // context of its span's parent (a rebalance round's).
 func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, shard string, from *actor.PID, isRebalance bool) {
 	c.hostShards.stop(shard)
-	var regions []*actor.PID
-	for _, r := range sortedEntries(c.state.Regions) {
-		regions = append(regions, r.PID)
-	}
-	for _, p := range sortedEntries(c.state.Proxies) {
-		regions = append(regions, p.PID)
-	}
-	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
-		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
-		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
+	regions := handOffRecipients(c.state)
+	span := c.startHandOffSpan(parent, shard, from, isRebalance)
 	old, replaced, err := c.handOffs.begin(shard, handOffStart{at: time.Now(), rebalance: isRebalance, span: span})
 	if err != nil {
 		// The callers start only hand-offs of shards not in hand-off.
@@ -662,11 +622,7 @@ func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, sh
 
 func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, started handOffStart, known bool) {
 	if known {
-		c.metrics.Rebalance(time.Since(started.at), started.rebalance, ok)
-		if !ok {
-			started.span.SetStatus(codes.Error, "the hand-off did not complete within the hand-off timeout")
-		}
-		started.span.End()
+		c.handOffEnded(started, ok)
 	}
 	oldHome, _ := c.state.RegionOf(shard)
 	if ok {
@@ -736,10 +692,7 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 	if c.regions.gracefulShutdown(key) {
 		c.log.Debug("shard coordinator: graceful shutdown of region", slog.String("region", key))
 	}
-	for _, shard := range c.state.Regions[key].Shards {
-		if !c.handOffs.startable(shard, c.writes.settled) {
-			continue // handed off on the region's next GracefulShutdownReq, once written
-		}
+	for _, shard := range c.handOffs.gracefulShutdownShards(c.state, key, c.writes.settled) {
 		c.startHandOff(context.Background(), ctx, shard, region, false)
 	}
 }
@@ -753,14 +706,8 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	if !ok {
 		return true
 	}
-	// A region that stopped with shards without a graceful shutdown (a
-	// crash, a removal) moves them: a summary worth an info line. One
-	// shutting down handed them off, or the whole cluster stops.
-	level := slog.LevelDebug
-	if len(r.Shards) > 0 && !c.regions.shuttingDown[key] {
-		level = slog.LevelInfo
-	}
-	c.log.Log(context.Background(), level, "shard region terminated; its shards are deallocated", slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
+	c.log.Log(context.Background(), c.regions.terminationLevel(key, len(r.Shards)), "shard region terminated; its shards are deallocated",
+		slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
 	if err := c.update(update{event: ShardRegionTerminated{Region: region}}); err != nil {
 		return !errors.Is(err, errStopped)
 	}
@@ -830,6 +777,15 @@ func (c *coordinator) current() *CurrentCoordinatorState {
 	return currentState(c.stateName, &c.writes, c.epoch, &c.handOffs)
 }
 
+// answerState answers a GetCoordinatorState or GetShardCoordinatorState.
+func (c *coordinator) answerState(ctx actor.Context) {
+	if _, ok := ctx.Message().(*GetCoordinatorState); ok {
+		ctx.Respond(c.current())
+		return
+	}
+	ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
+}
+
 func isLifecycle(msg any) bool {
 	switch msg.(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
@@ -846,12 +802,7 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		}
 		c.hostShards.stopAll()
 		c.dropUnwritten(ctx, errStopped)
-		for _, h := range c.handOffs.unfinished() {
-			// Its worker stops with the coordinator; the next one starts
-			// the hand-off again.
-			h.span.SetStatus(codes.Error, "the coordinator stopped")
-			h.span.End()
-		}
+		endUnfinished(c.handOffs.unfinished())
 		c.log.Debug("shard coordinator stopping", slog.String("state", c.stateName))
 	}
 }

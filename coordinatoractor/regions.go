@@ -1,6 +1,7 @@
 package coordinatoractor
 
 import (
+	"log/slog"
 	"slices"
 	"time"
 
@@ -165,4 +166,22 @@ func (b *regionBook) goneMembers(st *State, removal removals, margin time.Durati
 		}
 	}
 	return out
+}
+
+// terminationLevel is the level of the log line of region key's
+// termination with shards shards: a region that stopped with shards
+// without a graceful shutdown (a crash, a removal) moves them, a summary
+// worth an info line. One shutting down handed them off, or the whole
+// cluster stops.
+func (b *regionBook) terminationLevel(key string, shards int) slog.Level {
+	if shards > 0 && !b.shuttingDown[key] {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
+
+// canRebalance reports whether a rebalance round may run: some region is
+// registered, and enough of them (see hasAllRegionsRegistered).
+func (b *regionBook) canRebalance(st *State, minNrOfMembers int) bool {
+	return len(st.Regions) > 0 && b.hasAllRegionsRegistered(len(st.Regions), minNrOfMembers)
 }
