@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -131,5 +132,37 @@ func TestHandOffRecipients(t *testing.T) {
 	empty := stBuild(t, false)
 	if got := handOffRecipients(&empty); len(got) != 0 {
 		t.Fatalf("handOffRecipients of an empty state = %v", got)
+	}
+}
+
+// TestLiveRegistrants drives the member view and asks after each event
+// which regions and proxies the coordinator watches.
+func TestLiveRegistrants(t *testing.T) {
+	st := stBuild(t, false,
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"})
+	b := newRegionBook()
+	steps := []struct {
+		event any
+		want  string
+	}{
+		{nil, "[]"},
+		{&membership.CurrentClusterState{Members: []membership.Member{rbMember(1), rbMember(3)}}, "[127.0.0.1:1/region 127.0.0.3:1/proxy]"},
+		{membership.MemberUp{Member: rbMember(2)}, "[127.0.0.1:1/region 127.0.0.2:1/region 127.0.0.3:1/proxy]"},
+		{membership.MemberRemoved{Member: rbMember(1)}, "[127.0.0.2:1/region 127.0.0.3:1/proxy]"},
+		{membership.MemberRemoved{Member: rbMember(3)}, "[127.0.0.2:1/region]"},
+	}
+	for i, s := range steps {
+		if s.event != nil {
+			b.membershipEvent(s.event)
+		}
+		var got []string
+		for _, p := range b.liveRegistrants(&st) {
+			got = append(got, RegionKey(p))
+		}
+		if fmt.Sprint(got) != s.want {
+			t.Fatalf("step %d: liveRegistrants = %v, want %s", i, got, s.want)
+		}
 	}
 }

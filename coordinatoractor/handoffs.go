@@ -199,13 +199,4 @@ func (h *handOffs) gracefulShutdownShards(st *State, key string, settled func(st
 
 // handOffRecipients lists whom a hand-off's worker tells to stop sending
 // to the shard: every registered region, then every proxy, each sorted.
-func handOffRecipients(st *State) []*actor.PID {
-	var out []*actor.PID
-	for _, r := range sortedEntries(st.Regions) {
-		out = append(out, r.PID)
-	}
-	for _, p := range sortedEntries(st.Proxies) {
-		out = append(out, p.PID)
-	}
-	return out
-}
+func handOffRecipients(st *State) []*actor.PID { return registrants(st, nil) }

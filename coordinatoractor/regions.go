@@ -185,3 +185,24 @@ func (b *regionBook) terminationLevel(key string, shards int) slog.Level {
 func (b *regionBook) canRebalance(st *State, minNrOfMembers int) bool {
 	return len(st.Regions) > 0 && b.hasAllRegionsRegistered(len(st.Regions), minNrOfMembers)
 }
+
+// liveRegistrants lists the registered regions, then proxies, of st
+// whose member is live, each sorted: those the coordinator watches.
+func (b *regionBook) liveRegistrants(st *State) []*actor.PID { return registrants(st, b.isLive) }
+
+// registrants lists the registered regions, then proxies, of st whose
+// member keep accepts (all when keep is nil), each sorted.
+func registrants(st *State, keep func(memberID string) bool) []*actor.PID {
+	var out []*actor.PID
+	for _, r := range sortedEntries(st.Regions) {
+		if keep == nil || keep(r.MemberID) {
+			out = append(out, r.PID)
+		}
+	}
+	for _, p := range sortedEntries(st.Proxies) {
+		if keep == nil || keep(p.MemberID) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
