@@ -17,9 +17,6 @@ import (
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/rebalanceworker"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -118,26 +115,12 @@ type coordinator struct {
 	// refusals rate-limits the log of refused registrations: a refused
 	// region registers again at every retry interval.
 	refusals *throttle.Limiter
+	// log is the actor system's logger with the type name.
+	log *slog.Logger
 }
-
-// refusalLogInterval is how long the refused registrations after a logged
-// one are only counted.
-const refusalLogInterval = time.Minute
 
 // Internal messages.
 type (
-	stateLoaded struct {
-		state   State
-		version uint64
-		err     error
-	}
-	// stateWritten: the write in flight is over; version is the store's
-	// new version of the state when err is nil.
-	stateWritten struct {
-		version uint64
-		err     error
-	}
-	reloadState          struct{}
 	registerWaitOver     struct{}
 	rebalanceTick        struct{}
 	removalMarginElapsed struct{}
@@ -170,6 +153,7 @@ func (c *coordinator) Receive(ctx actor.Context) {
 
 func (c *coordinator) start(ctx actor.Context) {
 	c.timers = scheduler.NewTimerScheduler(ctx)
+	c.log = ctx.Logger().With(slog.String("type", c.typeName))
 	c.regions = newRegionBook()
 	c.handOffs = newHandOffs()
 	c.forwards = newForwardHolds()
@@ -185,26 +169,10 @@ func (c *coordinator) start(ctx actor.Context) {
 
 func (c *coordinator) become(ctx actor.Context, name string, b actor.ReceiveFunc) {
 	if c.stateName != name {
-		ctx.Logger().Debug("shard coordinator state change", slog.String("type", c.typeName),
-			slog.String("from", c.stateName), slog.String("to", name))
+		c.log.Debug("shard coordinator state change", slog.String("from", c.stateName), slog.String("to", name))
 	}
 	c.stateName = name
 	c.behavior.Become(b)
-}
-
-// load reads the state off the actor's goroutine: a Consul read may take
-// a while, and the coordinator must keep taking (stashing) messages.
-func (c *coordinator) load(ctx actor.Context) {
-	self := ctx.Self()
-	root := ctx.ActorSystem().Root
-	timeout := c.settings.WaitingForStateTimeout
-	store := c.store
-	go func() {
-		lctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		st, v, err := store.Load(lctx)
-		root.Send(self, &stateLoaded{state: st, version: v, err: err})
-	}()
 }
 
 // waitingForState is Akka's waitingForState: until the stored state is
@@ -212,49 +180,26 @@ func (c *coordinator) load(ctx actor.Context) {
 func (c *coordinator) waitingForState(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *stateLoaded:
-		if msg.err != nil {
-			ctx.Logger().Warn("shard coordinator: cannot read its state; retrying",
-				slog.String("type", c.typeName), slog.Any("error", msg.err),
-				slog.Duration("backoff", c.settings.CoordinatorFailureBackoff))
-			c.timers.SendOnce(c.settings.CoordinatorFailureBackoff, ctx.Self(), reloadState{})
-			return
-		}
-		st := claimable(msg.state, c.settings.RememberEntities)
-		// Writing the state back at once (startWrite, once this message
-		// is handled) claims it: a stale coordinator that still runs
-		// elsewhere fails its next check-and-set. The version claimed is
-		// this coordinator's epoch. What the coordinator decides on the
-		// state read (the stash, the regions of gone members, remembered
-		// shards) goes in the same write, and is acted on once it
-		// succeeded (see stateWrites).
-		if err := c.writes.load(st, msg.version); err != nil {
-			c.storeFailed(ctx, err)
-			return
-		}
-		c.activate(ctx)
+		c.onStateLoaded(ctx, msg)
 	case *stateWritten:
 		c.onStateWritten(ctx, msg)
 	case reloadState:
 		c.load(ctx)
-	case *GetCoordinatorState:
-		ctx.Respond(c.current())
-	case *messages.GetShardCoordinatorState:
-		ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
+	case *GetCoordinatorState, *messages.GetShardCoordinatorState:
+		c.answerState(ctx)
 	default:
 		repeat, err := c.stash.add(msg, ctx.Sender())
 		switch {
 		case err != nil:
 			c.reject(ctx, msg, fmt.Sprintf("waiting for its state: %v", err))
 		case repeat:
-			ctx.Logger().Debug("shard coordinator: a repeated request replaces the one stashed",
-				slog.String("type", c.typeName), slog.String("message", fmt.Sprintf("%T", msg)))
+			c.log.Debug("shard coordinator: a repeated request replaces the one stashed", slog.String("message", fmt.Sprintf("%T", msg)))
 		}
 	}
 }
 
 func (c *coordinator) activate(ctx actor.Context) {
-	ctx.Logger().Debug("shard coordinator recovered its state", slog.String("type", c.typeName),
-		slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
+	c.log.Debug("shard coordinator recovered its state", slog.Int("regions", len(c.state.Regions)), slog.Int("proxies", len(c.state.Proxies)),
 		slog.Int("shards", len(c.state.Shards)), slog.Uint64("version", c.writes.version))
 	c.become(ctx, StateActive, c.active)
 	c.regions.activatedAt = time.Now()
@@ -284,15 +229,8 @@ func (c *coordinator) activate(ctx actor.Context) {
 // watchRegions watches the registered regions and proxies of live
 // members, so that their termination is noticed.
 func (c *coordinator) watchRegions(ctx actor.Context) {
-	for _, r := range sortedEntries(c.state.Regions) {
-		if c.regions.isLive(r.MemberID) {
-			ctx.Watch(r.PID)
-		}
-	}
-	for _, p := range sortedEntries(c.state.Proxies) {
-		if c.regions.isLive(p.MemberID) {
-			ctx.Watch(p.PID)
-		}
+	for _, pid := range c.regions.liveRegistrants(c.state) {
+		ctx.Watch(pid)
 	}
 }
 
@@ -308,133 +246,6 @@ func (c *coordinator) allocateShardHomesForRememberEntities(ctx actor.Context) {
 			return
 		}
 		c.onGetShardHome(ctx, s, nil)
-	}
-}
-
-// storeFailed: the state in the store is not what this coordinator thinks
-// (ErrVersionConflict: a newer coordinator claimed it, so this one is
-// stale), or the store did not confirm the write (it may or may not have
-// happened). Either way this coordinator can no longer speak for the
-// state: it stops, with its workers and timers. Its supervisor starts a
-// fresh one after the back-off, which reads the state and claims it under
-// a new epoch; never this one, which would overwrite a newer coordinator.
-// What waited for a write, or in the stash, is dropped with the reason.
-func (c *coordinator) storeFailed(ctx actor.Context, err error) {
-	msg := "shard coordinator: state write failed; stopping (a new coordinator starts after the back-off)"
-	if errors.Is(err, ErrVersionConflict) {
-		msg = "shard coordinator: another coordinator wrote the state, so this one is stale; stopping"
-	}
-	ctx.Logger().Error(msg, slog.String("type", c.typeName), slog.Any("error", err), slog.Uint64("epoch", c.epoch))
-	c.become(ctx, StateStopped, c.stopped)
-	c.dropUnwritten(ctx, fmt.Errorf("%w: %w", errStopped, err))
-	ctx.Stop(ctx.Self())
-}
-
-// dropUnwritten drops what waits for a write or in the stash: the
-// coordinator stops.
-func (c *coordinator) dropUnwritten(ctx actor.Context, why error) {
-	for _, u := range c.writes.abandon() {
-		if u.refused != nil {
-			u.refused(ctx, why)
-		}
-	}
-	for _, s := range c.stash.take() {
-		c.drop(ctx, s.message, s.sender, why.Error())
-	}
-}
-
-// errEventRejected: an event that does not apply to the state, or a state
-// the store refuses to hold (too large, invalid). The state is as it was
-// and the coordinator goes on; the message that caused it is dropped.
-var errEventRejected = errors.New("state change rejected")
-
-// errStopped: the store failed and the coordinator is stopping; the caller
-// must stop handling its message.
-var errStopped = errors.New("the coordinator is stopping")
-
-// update applies u.event to the state at once and queues it for the next
-// write (see stateWrites); u.then runs once that write succeeded, u.refused
-// if it never will be. A nil error means the event applied;
-// errEventRejected, that it does not fit the state, which is unchanged;
-// errStopped, that the coordinator is stopping.
-func (c *coordinator) update(ctx actor.Context, u update) error {
-	if c.stateName != StateActive {
-		return errStopped
-	}
-	if err := c.writes.apply(u); err != nil {
-		ctx.Logger().Warn("shard coordinator: event does not apply; ignored",
-			slog.String("type", c.typeName), slog.Any("error", err))
-		return fmt.Errorf("%w: %v", errEventRejected, err)
-	}
-	ctx.Logger().Debug("shard coordinator event", slog.String("type", c.typeName), slog.String("event", u.event.String()))
-	return nil
-}
-
-// whenWritten runs then once every change made so far is written: at once
-// when it is, otherwise after the write that carries the last one (refused
-// instead if that write never succeeds). A reply whose key waits already is
-// not queued twice.
-func (c *coordinator) whenWritten(ctx actor.Context, key string, then func(actor.Context), refused func(actor.Context, error)) {
-	if !c.writes.wait(key, then, refused) {
-		then(ctx)
-	}
-}
-
-// startWrite writes the state with every event not yet written, off the
-// actor, unless a write is in flight already (its stateWritten starts the
-// next one); the claim first of all.
-func (c *coordinator) startWrite(ctx actor.Context) {
-	if c.stateName == StateStopped || c.replaying {
-		return
-	}
-	snapshot, version, ok := c.writes.begin()
-	if !ok {
-		return
-	}
-	self, root, store, timeout, m := ctx.Self(), ctx.ActorSystem().Root, c.store, c.settings.UpdatingStateTimeout, c.metrics
-	go func() {
-		wctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		started := time.Now()
-		v, err := store.Save(wctx, snapshot, version)
-		m.StateWrite(time.Since(started), writeOutcome(err))
-		root.Send(self, &stateWritten{version: v, err: err})
-	}()
-}
-
-// onStateWritten ends the write in flight (see stateWrites.ended) and
-// runs what waited for it; the claim also sets the epoch. After a refused
-// write the state is the one last written again: regions whose
-// termination was dropped are watched again (one that is gone is
-// reported again), and those of removed members terminated again.
-func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
-	end := c.writes.ended(msg.version, msg.err)
-	switch {
-	case end.fail != nil:
-		c.storeFailed(ctx, end.fail)
-	case end.cause != nil:
-		ctx.Logger().Error("shard coordinator: the store refuses the state after these changes; they are dropped",
-			slog.String("type", c.typeName), slog.Int("updates", len(end.refused)), slog.Any("error", end.cause))
-		why := fmt.Errorf("%w: %w", errEventRejected, end.cause)
-		for _, u := range end.refused {
-			if u.refused != nil {
-				u.refused(ctx, why)
-			}
-		}
-		c.watchRegions(ctx)
-		c.terminateGoneMembers(ctx)
-	default:
-		if end.claim {
-			c.epoch = c.writes.version
-			ctx.Logger().Debug("shard coordinator claimed its state", slog.String("type", c.typeName), slog.Uint64("epoch", c.epoch))
-		}
-		ctx.Logger().Debug("shard coordinator state written", slog.String("type", c.typeName),
-			slog.Int("updates", len(end.done)), slog.Uint64("version", msg.version))
-		for _, u := range end.done {
-			if u.then != nil {
-				u.then(ctx)
-			}
-		}
 	}
 }
 
@@ -481,12 +292,10 @@ func (c *coordinator) active(ctx actor.Context) {
 		if c.hostShards.started(c.state, msg.GetShard(), ctx.Sender()) {
 			return
 		}
-		ctx.Logger().Debug("shard coordinator: ShardStarted from a region that does not host the shard", slog.String("type", c.typeName),
-			slog.String("shard", msg.GetShard()), slog.Any("sender", ctx.Sender()))
+		c.log.Debug("shard coordinator: ShardStarted from a region that does not host the shard", slog.String("shard", msg.GetShard()), slog.Any("sender", ctx.Sender()))
 	case resendShardHost:
 		if r := c.hostShards.due(c.state, msg.shard, msg.region, c.handOffs.busy(msg.shard)); r != nil {
-			ctx.Logger().Debug("shard coordinator: resending HostShard", slog.String("type", c.typeName),
-				slog.String("shard", msg.shard), slog.String("region", RegionKey(r)))
+			c.log.Debug("shard coordinator: resending HostShard", slog.String("shard", msg.shard), slog.String("region", RegionKey(r)))
 			c.sendHostShard(ctx, msg.shard, r)
 		}
 	case rebalanceTick:
@@ -506,8 +315,7 @@ func (c *coordinator) active(ctx actor.Context) {
 		c.onHandOffForwarded(ctx, msg)
 	case forwardTimedOut:
 		if waiting, ok := c.forwards.timedOut(msg.shard, msg.gen); ok {
-			ctx.Logger().Warn("shard coordinator: the shard's old home did not report forwarding its messages in time; telling the others its new home",
-				slog.String("type", c.typeName), slog.String("shard", msg.shard))
+			c.log.Warn("shard coordinator: the shard's old home did not report forwarding its messages in time; telling the others its new home", slog.String("shard", msg.shard))
 			c.answerHeld(ctx, msg.shard, waiting)
 		}
 	case *messages.GracefulShutdownReq:
@@ -519,35 +327,23 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.regionTerminated(ctx, msg.GetShardRegion(), "it stopped")
 		}
 	case *actor.Terminated:
-		if msg.Why == actor.TerminatedReason_AddressTerminated {
-			// Only the connection dropped: the node may still run the
-			// region's entities (a partition, a pause). Its shards move
-			// when membership removes the member (MemberRemoved), as Akka
-			// waits for downing; moving them now could run an entity twice.
-			ctx.Logger().Debug("shard coordinator: lost the connection to a region; waiting for its member's removal",
-				slog.String("type", c.typeName), slog.String("region", RegionKey(msg.Who)))
-			return
-		}
-		switch {
-		case c.state.IsRegion(msg.Who):
+		switch terminationOf(c.state, msg) {
+		case terminationConnectionLost: // its shards wait for its member's removal
+			c.log.Debug("shard coordinator: lost the connection to a region; waiting for its member's removal", slog.String("region", RegionKey(msg.Who)))
+		case terminationRegion:
 			c.regionTerminated(ctx, msg.Who, "terminated")
-		case c.state.IsProxy(msg.Who):
+		case terminationProxy:
 			c.proxyTerminated(ctx, msg.Who)
 		}
 	case *messages.GetCurrentRegions:
 		ctx.Respond(&messages.CurrentRegions{Addresses: regionAddresses(c.writes.durable)})
 	case *messages.GetClusterShardingStats:
-		timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond
-		if timeout <= 0 {
-			timeout = c.settings.ShardRegionQueryTimeout
-		}
 		if requester := ctx.Sender(); requester != nil {
-			askShardingStats(guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize), sortedEntries(c.writes.durable.Regions), timeout, requester)
+			askShardingStats(guard.Root(ctx.ActorSystem(), guard.DefaultMaxMessageSize), sortedEntries(c.writes.durable.Regions),
+				statsTimeout(msg, c.settings.ShardRegionQueryTimeout), requester)
 		}
-	case *GetCoordinatorState:
-		ctx.Respond(c.current())
-	case *messages.GetShardCoordinatorState:
-		ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
+	case *GetCoordinatorState, *messages.GetShardCoordinatorState:
+		c.answerState(ctx)
 	case *stateWritten:
 		c.onStateWritten(ctx, msg)
 	case reloadState, *stateLoaded:
@@ -555,129 +351,11 @@ func (c *coordinator) active(ctx actor.Context) {
 	case *actor.DeadLetterResponse:
 		// proto.actor's answer to a message sent to a region that is gone
 		// (its Terminated or removal follows).
-		ctx.Logger().Debug("shard coordinator: a message reached no one", slog.String("type", c.typeName), slog.Any("target", msg.Target))
+		c.log.Debug("shard coordinator: a message reached no one", slog.Any("target", msg.Target))
 	case nil:
 		c.reject(ctx, msg, "nil message")
 	default:
 		c.reject(ctx, msg, fmt.Sprintf("unexpected message %T", msg))
-	}
-}
-
-// onRegistration handles a Register or RegisterProxy: it registers the
-// region or proxy (see planRegistration), adopts what a region hosts on
-// its first Register here, and acknowledges once that is written.
-func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
-	r, err := registrantOf(msg, c.regions.members)
-	if err != nil {
-		c.reject(ctx, msg, err.Error())
-		return
-	}
-	p := planRegistration(c.state, r)
-	switch {
-	case p.replace != nil && r.proxy:
-		c.proxyTerminated(ctx, p.replace)
-	case p.replace != nil && !c.regionTerminated(ctx, p.replace, "re-registered by a new member incarnation"):
-		return
-	}
-	if p.refuse != "" {
-		c.refuseIncompatible(ctx, r.pid, p.refuse)
-		return
-	}
-	if p.disagreement != "" {
-		// Registered already and maybe hosting shards: refusing it now
-		// would not stop its entities. Recorded, the disagreement makes
-		// every region that registers later disagree with one of them.
-		ctx.Logger().Error("shard coordinator: a region registered with an earlier coordinator has another extractor than the other regions",
-			slog.String("type", c.typeName), slog.String("region", RegionKey(r.pid)), slog.String("reason", p.disagreement))
-	}
-	if p.event != nil {
-		u := update{event: p.event}
-		if !p.record {
-			u.then = func(ctx actor.Context) { c.registered(ctx, r) }
-		}
-		switch err := c.update(ctx, u); {
-		case errors.Is(err, errStopped):
-			return
-		case err != nil && !p.record:
-			c.reject(ctx, msg, err.Error())
-			return
-		}
-	}
-	if c.regions.register(r.member) && !r.proxy {
-		c.adopt(ctx, r.pid, r.hosted)
-	}
-	if !r.proxy {
-		c.hasAllRegionsRegistered()
-	}
-	// The acknowledgement and the homes go out once the registration and
-	// what it adopted are written; the allocations after it go in the
-	// same write.
-	c.whenWritten(ctx, r.key(), func(ctx actor.Context) {
-		ctx.Request(r.pid, &messages.RegisterAck{Coordinator: ctx.Self(), Epoch: c.epoch})
-		ctx.Request(r.pid, shardHomesOf(c.writes.durable, c.epoch, &c.forwards))
-	}, c.registrationRefused(msg, r.member, ctx.Sender()))
-	if !r.proxy {
-		c.allocateShardHomesForRememberEntities(ctx)
-	}
-}
-
-// registered: the registration of r is written; it is watched from now on.
-func (c *coordinator) registered(ctx actor.Context, r registrant) {
-	ctx.Watch(r.pid)
-	if !r.proxy {
-		ctx.Logger().Debug("shard region registered", slog.String("type", c.typeName), slog.String("region", RegionKey(r.pid)),
-			slog.String("extractor", r.extractor.String()))
-	}
-}
-
-// refuseIncompatible answers the Register or RegisterProxy of region, whose
-// extractor differs from the registered regions', with RegisterRefused: it
-// hosts nothing, and registers again at its retry interval, accepted once
-// the regions it disagrees with are gone. Only a region that named its
-// extractor is refused (see extractorDisagreement), so one that knows the
-// answer.
-func (c *coordinator) refuseIncompatible(ctx actor.Context, region *actor.PID, why string) {
-	if d := c.refusals.Allow("", time.Now()); d.Log {
-		ctx.Logger().Error("shard coordinator: refused the registration of a region whose message extractor differs from the registered regions'",
-			slog.String("type", c.typeName), slog.String("region", RegionKey(region)), slog.String("reason", why),
-			slog.Int("refusals-not-logged", d.Suppressed))
-	}
-	ctx.Send(region, &messages.RegisterRefused{Coordinator: ctx.Self(), Reason: why})
-}
-
-// registrationRefused drops a Register or RegisterProxy whose registration
-// is never written; its member adopts again on its next Register.
-func (c *coordinator) registrationRefused(msg any, member string, sender *actor.PID) func(actor.Context, error) {
-	return func(ctx actor.Context, err error) {
-		c.regions.unregister(member)
-		c.drop(ctx, msg, sender, fmt.Sprintf("the registration is not written: %v", err))
-	}
-}
-
-// adopt allocates to region the shards it hosts that the state places
-// nowhere or elsewhere (see adoptions).
-func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []string) {
-	for _, a := range adoptions(*c.state, region, hosted, c.handOffs.waiting) {
-		var old *actor.PID
-		if a.from != "" {
-			old = c.state.Regions[a.from].PID
-			ctx.Logger().Error("shard coordinator: a registering region hosts a shard the state places elsewhere; moving it to the region that hosts it",
-				slog.String("type", c.typeName), slog.String("shard", a.shard), slog.String("region", RegionKey(region)), slog.String("state", a.from))
-			if err := c.update(ctx, update{event: ShardHomeDeallocated{Shard: a.shard}}); err != nil {
-				continue
-			}
-		} else {
-			ctx.Logger().Warn("shard coordinator: adopting a shard that a registering region hosts and the state does not place (was the state store reset?)",
-				slog.String("type", c.typeName), slog.String("shard", a.shard), slog.String("region", RegionKey(region)))
-		}
-		shard := a.shard
-		_ = c.update(ctx, update{event: ShardHomeAllocated{Shard: shard, Region: region}, then: func(ctx actor.Context) {
-			c.hostShards.stop(shard)
-			if old != nil {
-				// The region the state named must not keep a copy running.
-				ctx.Request(old, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
-			}
-		}})
 	}
 }
 
@@ -704,30 +382,29 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		// Answered once the hand-off is done or the old home has
 		// forwarded, or ignored (the requester asks again), said why.
 		if d.why != "" {
-			ctx.Logger().Debug(d.why, append([]any{slog.String("type", c.typeName), slog.String("shard", shard)}, d.attrs...)...)
+			c.log.Debug(d.why, append([]any{slog.String("shard", shard)}, d.attrs...)...)
 		}
 		return
 	}
 	region := c.strategy.AllocateShard(requester, shard, d.regions)
 	if !usableHome(c.state, &c.regions, region) {
-		ctx.Logger().Warn("shard coordinator: allocation strategy chose an unusable region; the request will be retried",
-			slog.String("type", c.typeName), slog.String("shard", shard), slog.Any("region", region))
+		c.log.Warn("shard coordinator: allocation strategy chose an unusable region; the request will be retried", slog.String("shard", shard), slog.Any("region", region))
 		return
 	}
 	allocated := func(ctx actor.Context) {
 		if !isHome(c.state, shard, region) {
 			return // its region terminated since; the requester asks again
 		}
-		ctx.Logger().Debug("shard allocated", slog.String("type", c.typeName), slog.String("shard", shard), slog.String("region", RegionKey(region)))
+		c.log.Debug("shard allocated", slog.String("shard", shard), slog.String("region", RegionKey(region)))
 		c.metrics.Allocated()
 		c.sendHostShard(ctx, shard, region)
 		if requester != nil {
-			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+			c.tellShardHome(ctx, requester, shard, region)
 		}
 	}
 	notAllocated := c.shardHomeRefused(shard, requester)
 	event := ShardHomeAllocated{Shard: shard, Region: region}
-	if err := c.update(ctx, update{event: event, key: shardHomeKey(shard, requester), then: allocated, refused: notAllocated}); err != nil {
+	if err := c.update(update{event: event, key: shardHomeKey(shard, requester), then: allocated, refused: notAllocated}); err != nil {
 		if errors.Is(err, errEventRejected) {
 			notAllocated(ctx, err)
 		}
@@ -740,7 +417,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 func (c *coordinator) replyShardHome(ctx actor.Context, shard string, region, requester *actor.PID) {
 	reply := func(ctx actor.Context) {
 		if isHome(c.state, shard, region) {
-			ctx.Request(requester, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+			c.tellShardHome(ctx, requester, shard, region)
 		}
 	}
 	if c.writes.settled(shard) {
@@ -772,6 +449,12 @@ func (c *coordinator) rejoinHold() time.Duration {
 	return removalWait(rm, seen, c.cluster.DownRemovalMargin(), time.Now())
 }
 
+// tellShardHome tells to that region hosts shard, at this coordinator's
+// epoch.
+func (c *coordinator) tellShardHome(ctx actor.Context, to *actor.PID, shard string, region *actor.PID) {
+	ctx.Request(to, &messages.ShardHome{Shard: shard, Ref: region, Epoch: c.epoch})
+}
+
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
 	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
@@ -780,60 +463,29 @@ func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *act
 }
 
 func (c *coordinator) onRebalanceTick(ctx actor.Context) {
-	if len(c.state.Regions) == 0 || !c.hasAllRegionsRegistered() {
+	if !c.regions.canRebalance(c.state, c.settings.MinNrOfMembers) {
 		return
 	}
 	shards := c.strategy.Rebalance(c.regions.allocations(c.state, false), c.handOffs.inProgress())
 	moves := rebalanceMoves(shards, c.state, &c.handOffs, c.writes.settled)
-	started := len(moves)
-	var round trace.Span
-	roundCtx := context.Background()
+	roundCtx, round := c.startRound(len(moves))
 	for _, m := range moves {
-		ctx.Logger().Debug("shard coordinator: rebalancing shard", slog.String("type", c.typeName),
-			slog.String("shard", m.shard), slog.String("from", RegionKey(m.from)))
-		if round == nil {
-			// A round's span is the parent of its hand-offs' spans.
-			roundCtx, round = c.settings.Tracer.Start(roundCtx, "sharding.rebalance",
-				trace.WithAttributes(attribute.String("sharding.type", c.typeName)))
-		}
+		c.log.Debug("shard coordinator: rebalancing shard", slog.String("shard", m.shard), slog.String("from", RegionKey(m.from)))
 		c.startHandOff(roundCtx, ctx, m.shard, m.from, true)
 	}
-	if round != nil {
-		round.SetAttributes(attribute.Int("sharding.shards", started), attribute.Int("sharding.in_progress", c.handOffs.len()))
-		round.End()
-	}
-	if started > 0 {
-		ctx.Logger().Debug("shard coordinator: rebalance round", slog.String("type", c.typeName), slog.Int("shards", started),
-			slog.Int("in-progress", c.handOffs.len()))
-	}
-	now := time.Now()
-	switch event, total := c.rebalance.tick(started, len(shards) == 0 && c.handOffs.len() == 0, now); event {
-	case rebalanceBegan:
-		ctx.Logger().Info("shard coordinator: rebalance started", slog.String("type", c.typeName), slog.Int("shards", started))
-	case rebalanceEnded:
-		ctx.Logger().Info("shard coordinator: rebalance done", slog.String("type", c.typeName), slog.Int("shards", total.shards),
-			slog.Int("rounds", total.rounds), slog.Duration("took", total.took(now)))
-	}
+	c.roundEnded(round, len(moves), len(shards) == 0)
 }
 
 // startHandOff starts shard's hand-off from region from; parent is the
 // context of its span's parent (a rebalance round's).
 func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, shard string, from *actor.PID, isRebalance bool) {
 	c.hostShards.stop(shard)
-	var regions []*actor.PID
-	for _, r := range sortedEntries(c.state.Regions) {
-		regions = append(regions, r.PID)
-	}
-	for _, p := range sortedEntries(c.state.Proxies) {
-		regions = append(regions, p.PID)
-	}
-	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
-		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
-		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
+	regions := handOffRecipients(c.state)
+	span := c.startHandOffSpan(parent, shard, from, isRebalance)
 	old, replaced, err := c.handOffs.begin(shard, handOffStart{at: time.Now(), rebalance: isRebalance, span: span})
 	if err != nil {
 		// The callers start only hand-offs of shards not in hand-off.
-		ctx.Logger().Error("shard coordinator: hand-off not started", slog.String("type", c.typeName), slog.Any("error", err))
+		c.log.Error("shard coordinator: hand-off not started", slog.Any("error", err))
 		span.End()
 		return
 	}
@@ -845,24 +497,19 @@ func (c *coordinator) startHandOff(parent context.Context, ctx actor.Context, sh
 
 func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, started handOffStart, known bool) {
 	if known {
-		c.metrics.Rebalance(time.Since(started.at), started.rebalance, ok)
-		if !ok {
-			started.span.SetStatus(codes.Error, "the hand-off did not complete within the hand-off timeout")
-		}
-		started.span.End()
+		c.handOffEnded(started, ok)
 	}
 	oldHome, _ := c.state.RegionOf(shard)
 	if ok {
-		ctx.Logger().Debug("shard coordinator: shard handed off", slog.String("type", c.typeName), slog.String("shard", shard))
+		c.log.Debug("shard coordinator: shard handed off", slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
-			if err := c.update(ctx, update{event: ShardHomeDeallocated{Shard: shard}}); errors.Is(err, errStopped) {
+			if err := c.update(update{event: ShardHomeDeallocated{Shard: shard}}); errors.Is(err, errStopped) {
 				return
 			}
 		}
 		c.hostShards.stop(shard)
 	} else {
-		ctx.Logger().Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was",
-			slog.String("type", c.typeName), slog.String("shard", shard))
+		c.log.Warn("shard coordinator: shard hand-off did not complete in time; it stays where it was", slog.String("shard", shard))
 	}
 	answerNow, gen := c.handOffs.ended(shard, ok, oldHome, &c.forwards)
 	if gen != 0 {
@@ -908,7 +555,7 @@ func (c *coordinator) fromRegion(ctx actor.Context, what string, msg any, region
 	err := checkFromRegion(what, region, ctx.Sender(), *c.state)
 	switch {
 	case errors.Is(err, errUnknownRegion):
-		ctx.Logger().Debug("shard coordinator: ignored", slog.String("type", c.typeName), slog.String("state", c.stateName), slog.Any("reason", err))
+		c.log.Debug("shard coordinator: ignored", slog.String("state", c.stateName), slog.Any("reason", err))
 	case err != nil:
 		c.reject(ctx, msg, err.Error())
 	}
@@ -918,12 +565,9 @@ func (c *coordinator) fromRegion(ctx actor.Context, what string, msg any, region
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
 	key := RegionKey(region)
 	if c.regions.gracefulShutdown(key) {
-		ctx.Logger().Debug("shard coordinator: graceful shutdown of region", slog.String("type", c.typeName), slog.String("region", key))
+		c.log.Debug("shard coordinator: graceful shutdown of region", slog.String("region", key))
 	}
-	for _, shard := range c.state.Regions[key].Shards {
-		if !c.handOffs.startable(shard, c.writes.settled) {
-			continue // handed off on the region's next GracefulShutdownReq, once written
-		}
+	for _, shard := range c.handOffs.gracefulShutdownShards(c.state, key, c.writes.settled) {
 		c.startHandOff(context.Background(), ctx, shard, region, false)
 	}
 }
@@ -937,16 +581,9 @@ func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why
 	if !ok {
 		return true
 	}
-	// A region that stopped with shards without a graceful shutdown (a
-	// crash, a removal) moves them: a summary worth an info line. One
-	// shutting down handed them off, or the whole cluster stops.
-	level := slog.LevelDebug
-	if len(r.Shards) > 0 && !c.regions.shuttingDown[key] {
-		level = slog.LevelInfo
-	}
-	ctx.Logger().Log(context.Background(), level, "shard region terminated; its shards are deallocated", slog.String("type", c.typeName),
+	c.log.Log(context.Background(), c.regions.terminationLevel(key, len(r.Shards)), "shard region terminated; its shards are deallocated",
 		slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
-	if err := c.update(ctx, update{event: ShardRegionTerminated{Region: region}}); err != nil {
+	if err := c.update(update{event: ShardRegionTerminated{Region: region}}); err != nil {
 		return !errors.Is(err, errStopped)
 	}
 	ctx.Unwatch(r.PID)
@@ -974,7 +611,7 @@ func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
 	if !c.state.IsProxy(proxy) {
 		return
 	}
-	if err := c.update(ctx, update{event: ShardRegionProxyTerminated{Proxy: proxy}}); err == nil {
+	if err := c.update(update{event: ShardRegionProxyTerminated{Proxy: proxy}}); err == nil {
 		ctx.Unwatch(proxy)
 	}
 }
@@ -999,8 +636,7 @@ func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	for _, step := range c.regions.goneMembers(c.state, c.cluster.Removal, c.cluster.DownRemovalMargin(), time.Now()) {
 		switch {
 		case step.wait > 0:
-			ctx.Logger().Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin",
-				slog.String("type", c.typeName), slog.String("region", RegionKey(step.region)), slog.Duration("wait", step.wait))
+			c.log.Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin", slog.String("region", RegionKey(step.region)), slog.Duration("wait", step.wait))
 			c.timers.SendOnce(step.wait, ctx.Self(), removalMarginElapsed{})
 		case step.region != nil:
 			if !c.regionTerminated(ctx, step.region, "its member was removed") {
@@ -1014,6 +650,15 @@ func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 
 func (c *coordinator) current() *CurrentCoordinatorState {
 	return currentState(c.stateName, &c.writes, c.epoch, &c.handOffs)
+}
+
+// answerState answers a GetCoordinatorState or GetShardCoordinatorState.
+func (c *coordinator) answerState(ctx actor.Context) {
+	if _, ok := ctx.Message().(*GetCoordinatorState); ok {
+		ctx.Respond(c.current())
+		return
+	}
+	ctx.Respond(stateAnswer(c.current(), ctx.Self(), c.cluster.Self().ID))
 }
 
 func isLifecycle(msg any) bool {
@@ -1032,12 +677,7 @@ func (c *coordinator) handleLifecycle(ctx actor.Context) {
 		}
 		c.hostShards.stopAll()
 		c.dropUnwritten(ctx, errStopped)
-		for _, h := range c.handOffs.unfinished() {
-			// Its worker stops with the coordinator; the next one starts
-			// the hand-off again.
-			h.span.SetStatus(codes.Error, "the coordinator stopped")
-			h.span.End()
-		}
-		ctx.Logger().Debug("shard coordinator stopping", slog.String("type", c.typeName), slog.String("state", c.stateName))
+		endUnfinished(c.handOffs.unfinished())
+		c.log.Debug("shard coordinator stopping", slog.String("state", c.stateName))
 	}
 }

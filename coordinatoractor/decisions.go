@@ -206,3 +206,40 @@ func unregisteredMembers(members map[string]membership.Member, role string, regi
 	slices.Sort(out)
 	return out
 }
+
+// termination is what the coordinator does on a watched actor's
+// Terminated.
+type termination int
+
+const (
+	terminationIgnored termination = iota // neither a region nor a proxy
+	// terminationConnectionLost: only the connection dropped; the node may
+	// still run the region's entities (a partition, a pause). Its shards
+	// move when membership removes the member (MemberRemoved), as Akka
+	// waits for downing; moving them now could run an entity twice.
+	terminationConnectionLost
+	terminationRegion
+	terminationProxy
+)
+
+// terminationOf decides what msg, a Terminated, ends in st.
+func terminationOf(st *State, msg *actor.Terminated) termination {
+	switch {
+	case msg.Why == actor.TerminatedReason_AddressTerminated:
+		return terminationConnectionLost
+	case st.IsRegion(msg.Who):
+		return terminationRegion
+	case st.IsProxy(msg.Who):
+		return terminationProxy
+	}
+	return terminationIgnored
+}
+
+// statsTimeout is how long a GetClusterShardingStats waits for the
+// regions: the request's timeout, or def when it names none.
+func statsTimeout(msg *messages.GetClusterShardingStats, def time.Duration) time.Duration {
+	if timeout := time.Duration(msg.GetTimeoutMillis()) * time.Millisecond; timeout > 0 {
+		return timeout
+	}
+	return def
+}

@@ -183,3 +183,20 @@ func (h *handOffs) unfinished() []handOffStart {
 	}
 	return out
 }
+
+// gracefulShutdownShards lists the shards of region key whose hand-off
+// starts on its GracefulShutdownReq: those startable now. The others are
+// handed off on the region's next GracefulShutdownReq, once written.
+func (h *handOffs) gracefulShutdownShards(st *State, key string, settled func(string) bool) []string {
+	var out []string
+	for _, shard := range st.Regions[key].Shards {
+		if h.startable(shard, settled) {
+			out = append(out, shard)
+		}
+	}
+	return out
+}
+
+// handOffRecipients lists whom a hand-off's worker tells to stop sending
+// to the shard: every registered region, then every proxy, each sorted.
+func handOffRecipients(st *State) []*actor.PID { return registrants(st, nil) }

@@ -1,6 +1,7 @@
 package coordinatoractor
 
 import (
+	"log/slog"
 	"slices"
 	"time"
 
@@ -162,6 +163,45 @@ func (b *regionBook) goneMembers(st *State, removal removals, margin time.Durati
 	for _, p := range sortedEntries(st.Proxies) {
 		if !b.isLive(p.MemberID) {
 			out = append(out, goneStep{proxy: p.PID})
+		}
+	}
+	return out
+}
+
+// terminationLevel is the level of the log line of region key's
+// termination with shards shards: a region that stopped with shards
+// without a graceful shutdown (a crash, a removal) moves them, a summary
+// worth an info line. One shutting down handed them off, or the whole
+// cluster stops.
+func (b *regionBook) terminationLevel(key string, shards int) slog.Level {
+	if shards > 0 && !b.shuttingDown[key] {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
+
+// canRebalance reports whether a rebalance round may run: some region is
+// registered, and enough of them (see hasAllRegionsRegistered).
+func (b *regionBook) canRebalance(st *State, minNrOfMembers int) bool {
+	return len(st.Regions) > 0 && b.hasAllRegionsRegistered(len(st.Regions), minNrOfMembers)
+}
+
+// liveRegistrants lists the registered regions, then proxies, of st
+// whose member is live, each sorted: those the coordinator watches.
+func (b *regionBook) liveRegistrants(st *State) []*actor.PID { return registrants(st, b.isLive) }
+
+// registrants lists the registered regions, then proxies, of st whose
+// member keep accepts (all when keep is nil), each sorted.
+func registrants(st *State, keep func(memberID string) bool) []*actor.PID {
+	var out []*actor.PID
+	for _, r := range sortedEntries(st.Regions) {
+		if keep == nil || keep(r.MemberID) {
+			out = append(out, r.PID)
+		}
+	}
+	for _, p := range sortedEntries(st.Proxies) {
+		if keep == nil || keep(p.MemberID) {
+			out = append(out, p.PID)
 		}
 	}
 	return out
