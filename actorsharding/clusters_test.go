@@ -170,7 +170,7 @@ func askCounter(s *actorsharding.Sharding, id string, seq int64, cluster string)
 	if err != nil {
 		return err
 	}
-	res, err := ref.Request(&testpb.Ping{EntityId: id, Seq: seq}, 10*time.Second)
+	res, err := ref.Request(context.Background(), &testpb.Ping{EntityId: id, Seq: seq})
 	if err != nil {
 		return fmt.Errorf("entity %s, request %d: %w", id, seq, err)
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/ask"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -152,24 +153,30 @@ func (e EntityRef) cacheRoute() {
 	}
 }
 
-// Request sends msg to the entity and waits up to timeout for its answer
-// (Akka's ask); msg goes as Send sends it. If protoshard dropped the
-// message on this node, the error wraps ErrDropped, the typed reason if
-// any, and actor.ErrDeadLetter, and says why; a drop on another node
-// gives actor.ErrDeadLetter alone, and no answer in time actor.ErrTimeout.
-func (e EntityRef) Request(msg any, timeout time.Duration) (any, error) {
-	return e.RequestContext(context.Background(), msg, timeout)
-}
-
-// RequestContext is Request with the trace context of ctx, as
-// SendContext sends it. ctx bounds nothing: timeout does.
-func (e EntityRef) RequestContext(ctx context.Context, msg any, timeout time.Duration) (any, error) {
+// Request sends msg to the entity and waits for its answer (Akka's ask);
+// msg goes as Send sends it, with the trace context of ctx as SendContext
+// sends it. The request waits until ctx's deadline, or 10 seconds if ctx
+// has none, and ends as soon as ctx is cancelled; an ended ctx sends
+// nothing. Ask returns the answer as the type the caller expects.
+//
+// If protoshard dropped the message on this node, the error wraps
+// ErrDropped, the typed reason if any, and actor.ErrDeadLetter, and says
+// why; a drop on another node gives actor.ErrDeadLetter alone. No answer
+// before ctx's deadline gives an error that wraps both
+// context.DeadlineExceeded and actor.ErrTimeout (actor.ErrTimeout alone
+// after the 10 seconds), and a cancelled ctx one that wraps
+// context.Canceled.
+func (e EntityRef) Request(ctx context.Context, msg any) (any, error) {
 	m, own, err := e.pack(msg)
 	if err != nil {
 		return nil, err
 	}
 	system := e.sharding.system
-	f := actor.NewFuture(system, timeout)
+	call, err := ask.Start(ctx, system)
+	if err != nil {
+		return nil, fmt.Errorf("actorsharding: request to %s %q: %w", e.typeName, e.id, err)
+	}
+	f := call.Future()
 	note := e.sharding.requests.watch(f.PID())
 	defer e.sharding.requests.forget(f.PID())
 	env := &actor.MessageEnvelope{Sender: f.PID(), Header: e.sharding.tracing.header(ctx, nil)}
@@ -181,7 +188,7 @@ func (e EntityRef) RequestContext(ctx context.Context, msg any, timeout time.Dur
 		}
 		e.cacheRoute()
 	}
-	res, err := f.Result()
+	res, err := call.Result()
 	if err == nil {
 		return res, nil
 	}
@@ -192,6 +199,47 @@ func (e EntityRef) RequestContext(ctx context.Context, msg any, timeout time.Dur
 		return nil, fmt.Errorf("actorsharding: request to %s %q: %w: %s (%w)", e.typeName, e.id, ErrDropped, ev.Reason, err)
 	}
 	return nil, fmt.Errorf("actorsharding: request to %s %q: %w", e.typeName, e.id, err)
+}
+
+// ErrAnswerType is wrapped by the error of an Ask whose answer is not of
+// the type asked for (an *AnswerTypeError).
+var ErrAnswerType = errors.New("answer of another type")
+
+// AnswerTypeError is the error of an Ask whose answer came but is not of
+// the type asked for. The answer is kept in it: it was received, not
+// dropped, so no dead-letter event is published for it.
+type AnswerTypeError struct {
+	// TypeName and EntityID name the entity that answered.
+	TypeName, EntityID string
+	// Got is the answer's type (nil for a nil answer), Want the type
+	// asked for.
+	Got, Want reflect.Type
+	// Answer is the answer.
+	Answer any
+}
+
+// Error names the entity and both types.
+func (e *AnswerTypeError) Error() string {
+	return fmt.Sprintf("actorsharding: ask %s %q: the answer is a %v, not a %v: %v", e.TypeName, e.EntityID, e.Got, e.Want, ErrAnswerType)
+}
+
+// Is makes the error match ErrAnswerType.
+func (e *AnswerTypeError) Is(target error) bool { return target == ErrAnswerType }
+
+// Ask is Request that returns the answer as a T. An answer of another
+// type gives an *AnswerTypeError, which matches ErrAnswerType; the other
+// errors are Request's.
+func Ask[T any](ctx context.Context, ref EntityRef, msg any) (T, error) {
+	var zero T
+	res, err := ref.Request(ctx, msg)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := res.(T)
+	if !ok {
+		return zero, &AnswerTypeError{TypeName: ref.typeName, EntityID: ref.id, Got: reflect.TypeOf(res), Want: reflect.TypeFor[T](), Answer: res}
+	}
+	return t, nil
 }
 
 // pack returns msg as it goes to the router for this entity; own: the

@@ -32,7 +32,7 @@ func TestEntityRef(t *testing.T) {
 		{Seq: 2},               // none: in an envelope
 		{EntityId: "other", Seq: 3},
 	} {
-		res, err := ref.Request(msg, 10*time.Second)
+		res, err := ref.Request(t.Context(), msg)
 		pong, ok := res.(*testpb.Pong)
 		if err != nil || !ok || pong.Node != b.Address() || pong.Seq != msg.Seq {
 			t.Fatalf("request %v: %v %v, want a Pong of seq %d from %s", msg, res, err, msg.Seq, b.Address())
@@ -50,16 +50,16 @@ func TestEntityRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() bool {
-		_, err := local.Request(&testpb.Ping{EntityId: local.EntityID(), Seq: 5}, 10*time.Second)
+		_, err := local.Request(t.Context(), &testpb.Ping{EntityId: local.EntityID(), Seq: 5})
 		return err == nil && actorsharding.EntityRefCached(local)
 	}, "the ref to cache the route of %s", local.EntityID())
-	res, err := local.Request(&testpb.Ping{EntityId: local.EntityID(), Seq: 6}, 10*time.Second)
+	res, err := local.Request(t.Context(), &testpb.Ping{EntityId: local.EntityID(), Seq: 6})
 	if pong, ok := res.(*testpb.Pong); err != nil || !ok || pong.Seq != 6 || pong.Node != a.Address() {
 		t.Fatalf("request through the cached route: %v %v", res, err)
 	}
 
 	// Dropped on this node, with a typed reason.
-	_, err = ref.Request(&testpb.Ping{EntityId: id, From: strings.Repeat("x", 128<<10)}, 10*time.Second)
+	_, err = ref.Request(t.Context(), &testpb.Ping{EntityId: id, From: strings.Repeat("x", 128<<10)})
 	for _, want := range []error{actorsharding.ErrDropped, actorsharding.ErrMessageTooLarge, actor.ErrDeadLetter} {
 		if !errors.Is(err, want) {
 			t.Errorf("oversize request: %v, want it to wrap %v", err, want)
@@ -194,7 +194,7 @@ func TestEntityRefWithoutTheIDOnThisNode(t *testing.T) {
 		}
 	}
 	testkit.WaitFor(t, 10*time.Second, func() bool {
-		res, err := ref.Request(&testpb.Ping{Seq: -1}, 10*time.Second)
+		res, err := ref.Request(t.Context(), &testpb.Ping{Seq: -1})
 		if pong, ok := res.(*testpb.Pong); err != nil || !ok || pong.Seq != -1 {
 			t.Fatalf("request without the ID: %v %v", res, err)
 		}
@@ -269,13 +269,13 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	send(count, 2*count)
 	inOrder(2 * count)
 
-	res, err := ref.Request(&testpb.Ping{Seq: 2 * count}, 10*time.Second)
+	res, err := ref.Request(t.Context(), &testpb.Ping{Seq: 2 * count})
 	if pong, ok := res.(*testpb.Pong); err != nil || !ok || pong.Node != b.Address() || pong.Seq != 2*count {
 		t.Fatalf("request without the ID: %v %v, want a Pong from %s", res, err, b.Address())
 	}
 
 	// Too large for b: dropped on this node, with the reason.
-	_, err = ref.Request(&testpb.Ping{From: strings.Repeat("x", 128<<10)}, 10*time.Second)
+	_, err = ref.Request(t.Context(), &testpb.Ping{From: strings.Repeat("x", 128<<10)})
 	for _, want := range []error{actorsharding.ErrDropped, actorsharding.ErrMessageTooLarge, actor.ErrDeadLetter} {
 		if !errors.Is(err, want) {
 			t.Errorf("oversize request without the ID: %v, want it to wrap %v", err, want)

@@ -53,7 +53,7 @@ func Example() {
 			fmt.Println("ref:", err)
 			return
 		}
-		res, err := ref.Request(wrapperspb.String("hello "+id), 10*time.Second)
+		res, err := ref.Request(ctx, wrapperspb.String("hello "+id))
 		if err != nil {
 			fmt.Println("ask:", err)
 			return

@@ -3,7 +3,6 @@ package actorsharding_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
@@ -12,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// Tracing a request to an entity: RequestContext (or SendContext) takes
+// Tracing a request to an entity: Request (or SendContext) takes
 // the caller's span with the message, to whichever node runs the entity;
 // the entity continues the trace from TraceContext.
 func ExampleTraceContext() {
@@ -43,7 +42,7 @@ func ExampleTraceContext() {
 		return
 	}
 	ctx, span := tracer.Start(context.Background(), "handle HTTP deposit")
-	if _, err := ref.RequestContext(ctx, wrapperspb.Int64(100), 10*time.Second); err != nil {
+	if _, err := ref.Request(ctx, wrapperspb.Int64(100)); err != nil {
 		fmt.Println(err)
 	}
 	span.End()

@@ -1,6 +1,7 @@
 package actorsharding_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -407,4 +408,11 @@ func (w *world) waitRegistered(n int) {
 // consulRememberStore is a remember-entities store in the world's Consul.
 func (w *world) consulRememberStore() shardactor.RememberEntitiesStore {
 	return consulstore.NewRememberEntitiesStore(w.backend.Client(), consul.DefaultServiceName, typeName)
+}
+
+// requestWithin is ref.Request under a context that ends after d.
+func requestWithin(ref actorsharding.EntityRef, msg any, d time.Duration) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return ref.Request(ctx, msg)
 }

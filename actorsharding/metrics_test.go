@@ -79,7 +79,7 @@ func TestHandOffMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.Request(&testpb.Ping{Seq: 1}, 10*time.Second); err != nil {
+		if _, err := ref.Request(t.Context(), &testpb.Ping{Seq: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -424,7 +424,7 @@ func (s *crossSender) run(system *actor.ActorSystem, region *actor.PID, refs []a
 			case 4:
 				_ = ref.Send(ping) // a Ping always packs
 			case 5:
-				res, err := ref.Request(ping, crossRequestTimeout)
+				res, err := requestWithin(ref, ping, crossRequestTimeout)
 				s.answered(res, err)
 			}
 			s.messages.Add(1)

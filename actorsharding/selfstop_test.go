@@ -166,7 +166,7 @@ func TestRequestToSelfStoppedEntityFailsFast(t *testing.T) {
 			go func(seq int64) {
 				defer wg.Done()
 				start := time.Now()
-				res, err := ref.Request(pingMsg(id, seq), timeout)
+				res, err := requestWithin(ref, pingMsg(id, seq), timeout)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {

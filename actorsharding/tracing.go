@@ -78,7 +78,7 @@ func (t *tracing) header(ctx context.Context, base map[string]string) map[string
 
 // TraceContext is the trace context that came with the message ctx is
 // processing (its sender's span, when it was sent with
-// EntityRef.SendContext or RequestContext, or in a ShardingEnvelope's
+// EntityRef.SendContext or Request, or in a ShardingEnvelope's
 // headers), as a context for the entity's own spans:
 //
 //	_, span := tracer.Start(actorsharding.TraceContext(ctx), "deposit")

@@ -165,7 +165,7 @@ func entityOn(t *testing.T, s *actorsharding.Sharding, n *testkit.Node) string {
 		}
 		var res any
 		testkit.WaitFor(t, 20*time.Second, func() bool {
-			res, err = ref.Request(&testpb.Ping{EntityId: id, Seq: probeSeq + int64(i)}, 2*time.Second)
+			res, err = requestWithin(ref, &testpb.Ping{EntityId: id, Seq: probeSeq + int64(i)}, 2*time.Second)
 			return err == nil
 		}, "entity %s answers: %v", id, err)
 		if res.(*testpb.Pong).GetNode() == n.Address() {
@@ -203,8 +203,8 @@ func TestTraceContextReachesTheEntity(t *testing.T) {
 			"SendContext": func(ctx context.Context, seq int64) error {
 				return ref.SendContext(ctx, &testpb.Ping{Seq: seq})
 			},
-			"RequestContext": func(ctx context.Context, seq int64) error {
-				_, err := ref.RequestContext(ctx, &testpb.Ping{Seq: seq}, 10*time.Second)
+			"Request": func(ctx context.Context, seq int64) error {
+				_, err := ref.Request(ctx, &testpb.Ping{Seq: seq})
 				return err
 			},
 			"SendContext naming the entity": func(ctx context.Context, seq int64) error {
@@ -293,7 +293,7 @@ func TestTraceContextSurvivesHandOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.Request(&testpb.Ping{Seq: probeSeq + int64(i)}, 20*time.Second); err != nil {
+		if _, err := requestWithin(ref, &testpb.Ping{Seq: probeSeq + int64(i)}, 20*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		refs[id] = ref
@@ -436,7 +436,9 @@ func tracedNode(t *testing.T, child *testkit.ChildProcess) {
 			}
 			var res any
 			parent := tw.send(seq, func(ctx context.Context) error {
-				res, err = ref.RequestContext(ctx, &testpb.Ping{Seq: seq}, 30*time.Second)
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				res, err = ref.Request(ctx, &testpb.Ping{Seq: seq})
 				return err
 			})
 			child.Reply("sent %s %s %s", parent.TraceID(), parent.SpanID(), res.(*testpb.Pong).GetNode())

@@ -1,6 +1,7 @@
 package durablestate_test
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +61,9 @@ func TestIncarnationOnAPausedNodeIsFenced(t *testing.T) {
 	cluster.WaitConverged(t, 30*time.Second)
 
 	deposit := func(ref actorsharding.EntityRef, amount int64) (int64, bool) {
-		res, err := ref.Request(wrapperspb.Int64(amount), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		res, err := ref.Request(ctx, wrapperspb.Int64(amount))
 		b, ok := res.(*wrapperspb.Int64Value)
 		return b.GetValue(), err == nil && ok
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/ask"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -202,22 +203,27 @@ func storeOf(sharding *actorsharding.Sharding, name string, st Store) (Store, er
 	return store, nil
 }
 
-// askTimeout is how long an ask waits: ctx's deadline, else 10s.
-func askTimeout(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return time.Until(dl)
+// request sends msg to the coordinator and waits for its answer, as
+// long as ctx allows (see package ask).
+func (d *ShardedDaemonProcess) request(ctx context.Context, msg any) (any, error) {
+	call, err := ask.Start(ctx, d.system)
+	if err != nil {
+		return nil, err
 	}
-	return 10 * time.Second
+	d.system.Root.RequestWithCustomSender(d.coordinator, msg, call.Future().PID())
+	return call.Result()
 }
 
 // ChangeNumberOfProcesses is Akka's ChangeNumberOfProcesses: it returns
 // once the previous revision's workers have stopped and the new count is
-// stored; the coordinator then starts the new revision's workers.
+// stored; the coordinator then starts the new revision's workers. It
+// waits until ctx's deadline (10 s if ctx has none) or until ctx is
+// cancelled, and then returns an error that wraps ctx.Err().
 func (d *ShardedDaemonProcess) ChangeNumberOfProcesses(ctx context.Context, n int) error {
 	if n < 1 {
 		return fmt.Errorf("shardeddaemonprocess: %q: %d: %w", d.name, n, ErrInvalidNumberOfProcesses)
 	}
-	res, err := d.system.Root.RequestFuture(d.coordinator, &messages.ChangeNumberOfProcesses{NumberOfProcesses: int32(n)}, askTimeout(ctx)).Result()
+	res, err := d.request(ctx, &messages.ChangeNumberOfProcesses{NumberOfProcesses: int32(n)})
 	if err != nil {
 		return fmt.Errorf("shardeddaemonprocess: %q: ChangeNumberOfProcesses(%d): %w", d.name, n, err)
 	}
@@ -233,9 +239,10 @@ func (d *ShardedDaemonProcess) ChangeNumberOfProcesses(ctx context.Context, n in
 	return nil
 }
 
-// GetNumberOfProcesses is Akka's GetNumberOfProcesses.
+// GetNumberOfProcesses is Akka's GetNumberOfProcesses. It waits for the
+// answer as ChangeNumberOfProcesses does.
 func (d *ShardedDaemonProcess) GetNumberOfProcesses(ctx context.Context) (NumberOfProcesses, error) {
-	res, err := d.system.Root.RequestFuture(d.coordinator, &messages.GetNumberOfProcesses{}, askTimeout(ctx)).Result()
+	res, err := d.request(ctx, &messages.GetNumberOfProcesses{})
 	if err != nil {
 		return NumberOfProcesses{}, fmt.Errorf("shardeddaemonprocess: %q: GetNumberOfProcesses: %w", d.name, err)
 	}

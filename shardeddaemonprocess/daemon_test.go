@@ -289,6 +289,28 @@ func TestWorkersRunOnceThroughCrashLeaveAndChanges(t *testing.T) {
 	}
 }
 
+// TestAsksEndWithTheirContext: an ask under a context that has ended
+// sends nothing and fails with the context's error; under a live one it
+// is answered.
+func TestAsksEndWithTheirContext(t *testing.T) {
+	w := newDaemonWorld(t)
+	n := w.startNode()
+	w.waitRunning(4, time.Now())
+	d := w.daemons[n]
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := d.ChangeNumberOfProcesses(ended, 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ChangeNumberOfProcesses under a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := d.GetNumberOfProcesses(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("GetNumberOfProcesses under a cancelled context: %v, want context.Canceled", err)
+	}
+	got, err := d.GetNumberOfProcesses(t.Context())
+	if err != nil || got.NumberOfProcesses != 4 {
+		t.Fatalf("GetNumberOfProcesses = %+v, %v, want the 4 unchanged", got, err)
+	}
+}
+
 // TestWorkersGetTheStopMessage: a worker whose shard is handed off (its
 // member leaves) or whose revision ends gets the stop message and stops
 // itself, rather than being stopped.

@@ -160,10 +160,12 @@ func (t *reliableTargets) confirmedLatencies(ctx context.Context, p *delivery.Sh
 
 // requestLatencies are n sequential EntityRef.Requests, round robin over
 // the entities, each answered with a Pong; p50 and p99 in microseconds.
-func (t *reliableTargets) requestLatencies(n int) (p50, p99 float64, err error) {
+func (t *reliableTargets) requestLatencies(ctx context.Context, n int) (p50, p99 float64, err error) {
 	return latencies(n, func(i int) error {
 		e := i % len(t.refs)
-		res, err := t.refs[e].Request(t.msgs[e], requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		res, err := t.refs[e].Request(rctx, t.msgs[e])
 		if err != nil {
 			return err
 		}
@@ -247,7 +249,7 @@ func (b *reliableBench) measure(ctx context.Context, cfg config, rep *report, wh
 	err = interleave(cfg.reps, confirmed.side("confirmed sends", func() (p50, p99 float64, err error) {
 		return b.targets.confirmedLatencies(ctx, b.latency, cfg.deliverySamples)
 	}), requested.side("requests", func() (p50, p99 float64, err error) {
-		return b.targets.requestLatencies(cfg.deliverySamples)
+		return b.targets.requestLatencies(ctx, cfg.deliverySamples)
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -111,7 +110,7 @@ func runNode(ctx context.Context, out, logs io.Writer, store durablestate.Store,
 		return err
 	}
 	for _, amount := range amounts {
-		balance, err := transfer(acc, amount)
+		balance, err := transfer(ctx, acc, amount)
 		if err != nil {
 			return err
 		}
@@ -121,14 +120,12 @@ func runNode(ctx context.Context, out, logs io.Writer, store durablestate.Store,
 }
 
 // transfer sends amount to the account and returns its balance.
-func transfer(acc actorsharding.EntityRef, amount int64) (int64, error) {
-	res, err := acc.Request(wrapperspb.Int64(amount), 5*time.Second)
+func transfer(ctx context.Context, acc actorsharding.EntityRef, amount int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	balance, err := actorsharding.Ask[*wrapperspb.Int64Value](ctx, acc, wrapperspb.Int64(amount))
 	if err != nil {
 		return 0, err
-	}
-	balance, ok := res.(*wrapperspb.Int64Value)
-	if !ok {
-		return 0, errors.New("unexpected answer")
 	}
 	return balance.GetValue(), nil
 }

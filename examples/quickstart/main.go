@@ -66,10 +66,11 @@ func run(out, logs io.Writer) error {
 	if err := acc.Send(wrapperspb.Int64(5)); err != nil {
 		return err
 	}
-	res, err := acc.Request(wrapperspb.Int64(10), 5*time.Second)
+	// Ask waits for the answer until ctx's deadline.
+	balance, err := actorsharding.Ask[*wrapperspb.Int64Value](ctx, acc, wrapperspb.Int64(10))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "balance of acc-42:", res.(*wrapperspb.Int64Value).GetValue())
+	fmt.Fprintln(out, "balance of acc-42:", balance.GetValue())
 	return nil
 }

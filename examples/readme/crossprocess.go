@@ -74,11 +74,11 @@ func countTwice(ctx context.Context, sharding *actorsharding.Sharding, store act
 	if err != nil {
 		return 0, err
 	}
-	res, err := ref.Request(&counterpb.Increment{EntityId: "c-42"}, 5*time.Second)
+	counted, err := actorsharding.Ask[*counterpb.Counted](ctx, ref, &counterpb.Increment{EntityId: "c-42"})
 	if err != nil {
 		return 0, err
 	}
-	return res.(*counterpb.Counted).GetCount(), nil
+	return counted.GetCount(), nil
 }
 
 // startSender is a node that only sends: a proxy routes but hosts nothing.

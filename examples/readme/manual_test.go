@@ -27,7 +27,7 @@ func TestManualPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.Request(wrapperspb.String("Ada"), 10*time.Second); err != nil {
+	if _, err := ref.Request(ctx, wrapperspb.String("Ada")); err != nil {
 		t.Fatal(err)
 	}
 	if err := node.leave(ctx); err != nil {

@@ -2,7 +2,6 @@ package readme
 
 import (
 	"context"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel"
@@ -21,7 +20,7 @@ func joinTraced(ctx context.Context, system *actor.ActorSystem, provider trace.T
 
 // incrementTraced sends msg within the caller's span.
 func incrementTraced(ctx context.Context, ref actorsharding.EntityRef, msg *counterpb.Increment) (any, error) {
-	return ref.RequestContext(ctx, msg, 5*time.Second)
+	return ref.Request(ctx, msg)
 }
 
 // tracedCounter continues its senders' traces.
