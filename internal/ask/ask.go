@@ -29,9 +29,15 @@ type Call struct {
 	release func() bool
 }
 
+// ErrNilContext: a request was given a nil context.
+var ErrNilContext = errors.New("nil context (use context.Background)")
+
 // Start makes the future of a request under ctx. It fails, and nothing
-// must be sent, if ctx has already ended.
+// must be sent, if ctx has already ended or is nil.
 func Start(ctx context.Context, system *actor.ActorSystem) (*Call, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	timeout := DefaultTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)

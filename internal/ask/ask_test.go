@@ -111,3 +111,13 @@ func background() (context.Context, func()) { return context.Background(), func(
 func withTimeout(d time.Duration) func() (context.Context, func()) {
 	return func() (context.Context, func()) { return context.WithTimeout(context.Background(), d) }
 }
+
+// TestNilContext: a nil context is refused with an error, never a panic.
+func TestNilContext(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	//lint:ignore SA1012 the nil context is what this test sends
+	if _, err := ask.Start(nil, system); !errors.Is(err, ask.ErrNilContext) {
+		t.Fatalf("Start(nil): %v, want ErrNilContext", err)
+	}
+}
