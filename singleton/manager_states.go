@@ -1,0 +1,349 @@
+package singleton
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/membership"
+)
+
+// stateData is the manager's state name with the data of its hand-over
+// (Akka's State and Data: BecomingOldestData's retry timer,
+// WasOldestData's new oldest, HandingOverData's handOverTo, StoppingData's
+// re-join, and the leaving and removed flags every state keeps). step is
+// its only transition: the manager decodes a message, asks step, and
+// carries out the actions it returns.
+type stateData struct {
+	state    string
+	self     membership.Member
+	settings Settings // hand-over retry limits
+
+	// timerGen numbers the hand-over retry timers (HandOverRetry,
+	// TakeOverRetry, HandOverDoneRetry): a timer of an earlier number is
+	// stale (Akka cancels it).
+	timerGen       int
+	newOldest      *membership.Member  // WasOldest
+	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
+	pendingInitial *initialOldestState // Stopping: a re-join seen while the singleton still stops
+
+	selfExited bool // this member is leaving
+	selfGone   bool // this incarnation was removed
+}
+
+// errInvalidTransition: an input that the state does not take; nothing
+// changed.
+var errInvalidTransition = errors.New("singleton: invalid manager transition")
+
+// errIgnored: an input that changes nothing: a hand-over retry timer of
+// an earlier number, or a second removal of this member.
+var errIgnored = errors.New("singleton: stale hand-over input")
+
+// The inputs of step that are not the manager's messages as they come.
+type (
+	// joined: the buffer's initial state for incarnation self (Start, or a
+	// re-join seen in End).
+	joined struct{ self membership.Member }
+	// askedHandOver: this member became the oldest; previous (nil: none
+	// known alive) is asked to hand the singleton over.
+	askedHandOver struct{ previous *membership.Member }
+	// handOverInProgress is BecomingOldest's HandOverInProgress.
+	handOverInProgress struct{}
+	// handOverRetryDue is BecomingOldest's HandOverRetry, with the
+	// previous oldest that may still run the singleton (nil: none).
+	handOverRetryDue struct {
+		retry    handOverRetry
+		previous *membership.Member
+	}
+	// oldestLeft: the oldest changed while this member ran the singleton
+	// (Oldest, AcquiringLease); removed: the new oldest is removed.
+	oldestLeft struct {
+		oldest           *membership.Member
+		removed          bool
+		singletonRunning bool
+	}
+	// takeOverRetryDue is WasOldest's TakeOverRetry.
+	takeOverRetryDue struct {
+		retry            takeOverRetry
+		singletonRunning bool
+	}
+	// handOverAsked is a HandOverToMe from sender; removed: from a member
+	// removed already.
+	handOverAsked struct {
+		sender           *actor.PID
+		removed          bool
+		singletonRunning bool
+	}
+	// memberGone is a MemberRemoved of another member in WasOldest.
+	memberGone struct {
+		id               string
+		singletonRunning bool
+	}
+	// singletonStopped: the singleton this state stopped has terminated.
+	singletonStopped struct{}
+	// handOverDoneSent: End's HandOverDone went out; it is sent again
+	// until acknowledged.
+	handOverDoneSent struct{}
+	// selfRemoved: this incarnation is out of the cluster for good.
+	selfRemoved struct {
+		graceful         bool
+		singletonRunning bool
+	}
+)
+
+// actionKind is what the manager does for one action of step.
+type actionKind int
+
+const (
+	// actBecome: go to state (the manager's become).
+	actBecome                  actionKind = iota + 1
+	actSendHandOverToMe                   // to member
+	actSendTakeOverFromMe                 // to member
+	actSendHandOverInProgress             // to pid
+	actReplyHandOverInProgress            // to the sender of the input
+	actSchedule                           // timer after the hand-over retry interval
+	actLogHandOverStuck                   // previous oldest member, retry count
+	actLogTakeOverStuck                   // new oldest member, retry count
+	actLogSelfRemoved                     // graceful
+	actTakeOver                           // Akka's tryGotoOldest, without a hand-over
+	actTerminateSingleton                 // the hand-over's stop (termination message)
+	actStopSingleton                      // stop it at once (this member was removed)
+	actHandOverDone                       // the singleton terminated: hand over to pid
+	actForgetPreviousOldest               // none can run the singleton any more
+	actAskNext                            // ask the buffer for the next change
+	actCloseHandOver                      // End's entry: drop the held, release the lease, drain
+	actReplayInitial                      // send initial to self
+	actResendHandOverDone                 // End's retry count, then timer
+)
+
+// action is one thing the manager carries out, in order.
+type action struct {
+	kind     actionKind
+	state    string
+	member   *membership.Member
+	pid      *actor.PID
+	timer    any
+	count    int
+	graceful bool
+	initial  *initialOldestState
+}
+
+func become(state string) action { return action{kind: actBecome, state: state} }
+
+func schedule(timer any) action { return action{kind: actSchedule, timer: timer} }
+
+func invalid(state string, in any) error {
+	return fmt.Errorf("%w: %T in %s", errInvalidTransition, in, state)
+}
+
+// step takes input in: the next data (its state the one the last
+// actBecome goes to), the actions to carry out, or an error (nothing
+// changed).
+func (d stateData) step(in any) (stateData, []action, error) {
+	switch in := in.(type) {
+	case joined:
+		if d.state != StateStart && d.state != StateEnd {
+			return d, nil, invalid(d.state, in)
+		}
+		d.self, d.selfGone, d.selfExited = in.self, false, false
+		return d, nil, nil
+	case askedHandOver:
+		if d.state != StateStart && d.state != StateYounger {
+			return d, nil, invalid(d.state, in)
+		}
+		return d.asking(StateBecomingOldest, actSendHandOverToMe, in.previous, func(gen int) any { return handOverRetry{count: 1, gen: gen} })
+	case handOverInProgress:
+		if d.state != StateBecomingOldest {
+			return d, nil, invalid(d.state, in)
+		}
+		d.timerGen++ // Akka cancels the retry timer
+		return d, nil, nil
+	case handOverRetryDue:
+		return d.handOverRetryDue(in)
+	case oldestLeft:
+		return d.oldestLeft(in)
+	case takeOverRetryDue:
+		return d.takeOverRetryDue(in)
+	case handOverAsked:
+		switch d.state {
+		case StateOldest, StateAcquiringLease, StateWasOldest:
+			if in.removed {
+				return d, nil, nil
+			}
+			return d.handOver(in.sender, in.singletonRunning)
+		case StateHandingOver:
+			if d.handOverTo != nil && in.sender != nil && d.handOverTo.Equal(in.sender) {
+				return d, []action{{kind: actReplyHandOverInProgress}}, nil
+			}
+			return d, nil, nil
+		}
+		return d, nil, invalid(d.state, in)
+	case memberGone:
+		if d.state != StateWasOldest {
+			return d, nil, invalid(d.state, in)
+		}
+		if !d.selfExited && d.newOldest != nil && in.id == d.newOldest.ID {
+			return d.handOver(nil, in.singletonRunning)
+		}
+		return d, nil, nil
+	case singletonStopped:
+		switch d.state {
+		case StateHandingOver:
+			return d.handOverDone()
+		case StateStopping:
+			return d.end(nil)
+		}
+		return d, nil, invalid(d.state, in)
+	case *initialOldestState:
+		if d.state != StateStopping {
+			return d, nil, invalid(d.state, in)
+		}
+		d.pendingInitial = in
+		return d, nil, nil
+	case handOverDoneRetry:
+		if err := d.timerDue(StateEnd, in.gen, in); err != nil {
+			return d, nil, err
+		}
+		return d, []action{{kind: actResendHandOverDone, count: in.count, timer: handOverDoneRetry{count: in.count + 1, gen: d.timerGen}}}, nil
+	case handOverDoneSent:
+		d.timerGen++
+		return d, []action{schedule(handOverDoneRetry{count: 1, gen: d.timerGen})}, nil
+	case leaving:
+		d.selfExited = true
+		return d, nil, nil
+	case selfRemoved:
+		if d.selfGone {
+			return d, nil, errIgnored
+		}
+		d.selfGone = true
+		d.timerGen++
+		acts := []action{{kind: actLogSelfRemoved, graceful: in.graceful}}
+		if in.singletonRunning {
+			d.state = StateStopping
+			return d, append(acts, action{kind: actStopSingleton}, become(StateStopping)), nil
+		}
+		d, end, _ := d.end(nil)
+		return d, append(acts, end...), nil
+	}
+	return d, nil, invalid(d.state, in)
+}
+
+// timerDue checks a hand-over retry timer number gen, for state.
+func (d stateData) timerDue(state string, gen int, in any) error {
+	switch {
+	case d.state != state:
+		return invalid(d.state, in)
+	case gen != d.timerGen:
+		return errIgnored
+	}
+	return nil
+}
+
+func (d stateData) handOverRetryDue(in handOverRetryDue) (stateData, []action, error) {
+	if err := d.timerDue(StateBecomingOldest, in.retry.gen, in); err != nil {
+		return d, nil, err
+	}
+	var acts []action
+	switch decideHandOverRetry(in.retry.count, d.settings, in.previous != nil) {
+	case takeOverWithoutHandOver:
+		return d, []action{{kind: actTakeOver}}, nil
+	case askHandOverAgainStuck:
+		acts = append(acts, action{kind: actLogHandOverStuck, member: in.previous, count: in.retry.count})
+	}
+	return d, append(acts, action{kind: actSendHandOverToMe, member: in.previous},
+		schedule(handOverRetry{count: in.retry.count + 1, gen: d.timerGen})), nil
+}
+
+func (d stateData) oldestLeft(in oldestLeft) (stateData, []action, error) {
+	if d.state != StateOldest && d.state != StateAcquiringLease {
+		return d, nil, invalid(d.state, in)
+	}
+	var removed map[string]bool
+	if in.removed && in.oldest != nil {
+		removed = map[string]bool{in.oldest.ID: true}
+	}
+	switch decideOldestChanged(d.self, in.oldest, removed, d.selfExited) {
+	case stayOldest:
+		return d, []action{{kind: actAskNext}}, nil
+	case handOverToNobody:
+		return d.handOver(nil, in.singletonRunning)
+	}
+	d.newOldest = in.oldest
+	return d.asking(StateWasOldest, actSendTakeOverFromMe, in.oldest, func(gen int) any { return takeOverRetry{count: 1, gen: gen} })
+}
+
+// asking goes to state, which asks peer (nil: nobody) with send, and
+// again at each retry: the first retry, of a new number, is scheduled.
+func (d stateData) asking(state string, send actionKind, peer *membership.Member, firstRetry func(gen int) any) (stateData, []action, error) {
+	var acts []action
+	if peer != nil {
+		acts = append(acts, action{kind: send, member: peer})
+	}
+	d.state = state
+	d.timerGen++
+	return d, append(acts, become(state), schedule(firstRetry(d.timerGen))), nil
+}
+
+func (d stateData) takeOverRetryDue(in takeOverRetryDue) (stateData, []action, error) {
+	if err := d.timerDue(StateWasOldest, in.retry.gen, in); err != nil {
+		return d, nil, err
+	}
+	var acts []action
+	switch decideTakeOverRetry(in.retry.count, d.settings, d.selfExited, d.newOldest != nil) {
+	case stopSingleton:
+		return d.handOver(nil, in.singletonRunning)
+	case stuck:
+		if stuckReported(in.retry.count, maxTakeOverRetries(d.settings)) {
+			acts = append(acts, action{kind: actLogTakeOverStuck, member: d.newOldest, count: in.retry.count})
+		}
+	}
+	if d.newOldest != nil {
+		acts = append(acts, action{kind: actSendTakeOverFromMe, member: d.newOldest})
+	}
+	return d, append(acts, schedule(takeOverRetry{count: in.retry.count + 1, gen: d.timerGen})), nil
+}
+
+// handOver hands the singleton over to the manager to (nil: nobody):
+// stops it, or, when it is not running, hands over at once.
+func (d stateData) handOver(to *actor.PID, singletonRunning bool) (stateData, []action, error) {
+	d.handOverTo = to
+	if !singletonRunning {
+		return d.handOverDone()
+	}
+	var acts []action
+	if to != nil {
+		acts = append(acts, action{kind: actSendHandOverInProgress, pid: to})
+	}
+	d.state = StateHandingOver
+	return d, append(acts, action{kind: actTerminateSingleton}, become(StateHandingOver)), nil
+}
+
+// handOverDone: the singleton has terminated; a leaving member, or one
+// that handed over to another member, ends; one that handed over to
+// nobody stays as a younger member.
+func (d stateData) handOverDone() (stateData, []action, error) {
+	to := d.handOverTo
+	d.handOverTo = nil
+	d.newOldest = nil
+	acts := []action{{kind: actHandOverDone, pid: to}}
+	if to == nil && !d.selfExited {
+		d.state = StateYounger
+		return d, append(acts, action{kind: actForgetPreviousOldest}, become(StateYounger), action{kind: actAskNext}), nil
+	}
+	return d.end(acts)
+}
+
+// end goes to End after acts: a re-join seen meanwhile is taken again
+// there; a removed member keeps draining the buffer.
+func (d stateData) end(acts []action) (stateData, []action, error) {
+	d.state = StateEnd
+	acts = append(acts, action{kind: actCloseHandOver}, become(StateEnd))
+	switch {
+	case d.pendingInitial != nil:
+		acts = append(acts, action{kind: actReplayInitial, initial: d.pendingInitial})
+		d.pendingInitial = nil
+	case d.selfGone:
+		acts = append(acts, action{kind: actAskNext})
+	}
+	return d, acts, nil
+}

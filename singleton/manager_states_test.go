@@ -1,0 +1,193 @@
+package singleton
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/stretchr/testify/assert"
+)
+
+// stateStep is one input to stateData.step and what it must give.
+type stateStep struct {
+	name  string
+	in    any
+	acts  []action
+	err   error  // errors.Is; nil: accepted
+	state string // the state after the step
+	check func(t *testing.T, d stateData)
+}
+
+// checkStateInvariants verifies what every accepted step keeps: the
+// per-state data only in its state.
+func checkStateInvariants(t *testing.T, d stateData) {
+	t.Helper()
+	if d.handOverTo != nil && d.state != StateHandingOver {
+		t.Fatalf("handOverTo %v in %s", d.handOverTo, d.state)
+	}
+	if d.newOldest != nil && d.state != StateWasOldest && d.state != StateHandingOver {
+		t.Fatalf("newOldest %v in %s", d.newOldest, d.state)
+	}
+	if d.pendingInitial != nil && d.state != StateStopping {
+		t.Fatalf("pending re-join in %s", d.state)
+	}
+}
+
+func runStates(t *testing.T, d stateData, steps []stateStep) {
+	t.Helper()
+	for _, s := range steps {
+		next, acts, err := d.step(s.in)
+		if s.err != nil {
+			if !errors.Is(err, s.err) {
+				t.Fatalf("%s: error %v, want %v", s.name, err, s.err)
+			}
+			assert.Equal(t, d, next, "%s: data changed by a refused input", s.name)
+		} else if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		assert.Equal(t, s.acts, acts, s.name)
+		for _, a := range acts {
+			if a.kind == actBecome && a.state != next.state {
+				t.Fatalf("%s: becomes %s, data in %s", s.name, a.state, next.state)
+			}
+		}
+		d = next
+		assert.Equal(t, s.state, d.state, s.name)
+		checkStateInvariants(t, d)
+		if s.check != nil {
+			s.check(t, d)
+		}
+	}
+}
+
+func TestManagerStates(t *testing.T) {
+	// HandOver retries at most 5, TakeOver retries at most 2.
+	settings := Settings{HandOverRetryInterval: time.Second, MinNumberOfHandOverRetries: 5}
+	a, b := mem("a", 1), mem("b", 2)
+	pidB := actor.NewPID(b.Address, "singletonManager")
+	pidC := actor.NewPID("127.0.0.1:c", "singletonManager")
+	initial := &initialOldestState{self: mem("a2", 3)}
+	in := func(state string) stateData { return stateData{state: state, self: a, settings: settings} }
+	gen := func(want int) func(t *testing.T, d stateData) {
+		return func(t *testing.T, d stateData) { assert.Equal(t, want, d.timerGen, "timer number") }
+	}
+	send := func(k actionKind, m membership.Member) action { return action{kind: k, member: &m} }
+
+	cases := []struct {
+		name  string
+		from  stateData
+		steps []stateStep
+	}{
+		{"BecomingOldest asks until HandOverInProgress stops the timer", in(StateYounger), []stateStep{
+			{"asked", askedHandOver{previous: &b}, []action{send(actSendHandOverToMe, b), become(StateBecomingOldest),
+				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, gen(1)},
+			{"retry", handOverRetryDue{retry: handOverRetry{count: 1, gen: 1}, previous: &b},
+				[]action{send(actSendHandOverToMe, b), schedule(handOverRetry{count: 2, gen: 1})}, nil, StateBecomingOldest, nil},
+			{"in progress", handOverInProgress{}, nil, nil, StateBecomingOldest, gen(2)},
+			{"cancelled retry", handOverRetryDue{retry: handOverRetry{count: 2, gen: 1}, previous: &b}, nil, errIgnored, StateBecomingOldest, nil},
+			{"asked twice", askedHandOver{previous: &b}, nil, errInvalidTransition, StateBecomingOldest, nil},
+		}},
+		{"BecomingOldest is stuck once every max retries", in(StateStart), []stateStep{
+			{"asked nobody known", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
+				nil, StateBecomingOldest, nil},
+			{"retry 5", handOverRetryDue{retry: handOverRetry{count: 5, gen: 1}, previous: &b},
+				[]action{send(actSendHandOverToMe, b), schedule(handOverRetry{count: 6, gen: 1})}, nil, StateBecomingOldest, nil},
+			{"retry 6 stuck", handOverRetryDue{retry: handOverRetry{count: 6, gen: 1}, previous: &b},
+				[]action{{kind: actLogHandOverStuck, member: &b, count: 6}, send(actSendHandOverToMe, b),
+					schedule(handOverRetry{count: 7, gen: 1})}, nil, StateBecomingOldest, nil},
+			{"retry 7", handOverRetryDue{retry: handOverRetry{count: 7, gen: 1}, previous: &b},
+				[]action{send(actSendHandOverToMe, b), schedule(handOverRetry{count: 8, gen: 1})}, nil, StateBecomingOldest, nil},
+			{"previous removed", handOverRetryDue{retry: handOverRetry{count: 8, gen: 1}},
+				[]action{{kind: actTakeOver}}, nil, StateBecomingOldest, nil},
+		}},
+		{"Oldest hands over to the new oldest and ends", in(StateOldest), []stateStep{
+			{"still oldest", oldestLeft{oldest: &a, singletonRunning: true}, []action{{kind: actAskNext}}, nil, StateOldest, nil},
+			{"b is the oldest", oldestLeft{oldest: &b, singletonRunning: true}, []action{send(actSendTakeOverFromMe, b),
+				become(StateWasOldest), schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest,
+				func(t *testing.T, d stateData) { assert.Equal(t, &b, d.newOldest) }},
+			{"retry", takeOverRetryDue{retry: takeOverRetry{count: 1, gen: 1}, singletonRunning: true},
+				[]action{send(actSendTakeOverFromMe, b), schedule(takeOverRetry{count: 2, gen: 1})}, nil, StateWasOldest, nil},
+			{"retry 3 stuck", takeOverRetryDue{retry: takeOverRetry{count: 3, gen: 1}, singletonRunning: true},
+				[]action{{kind: actLogTakeOverStuck, member: &b, count: 3}, send(actSendTakeOverFromMe, b),
+					schedule(takeOverRetry{count: 4, gen: 1})}, nil, StateWasOldest, nil},
+			{"retry 4", takeOverRetryDue{retry: takeOverRetry{count: 4, gen: 1}, singletonRunning: true},
+				[]action{send(actSendTakeOverFromMe, b), schedule(takeOverRetry{count: 5, gen: 1})}, nil, StateWasOldest, nil},
+			{"another removed", memberGone{id: "c", singletonRunning: true}, nil, nil, StateWasOldest, nil},
+			{"from a removed member", handOverAsked{sender: pidC, removed: true, singletonRunning: true}, nil, nil, StateWasOldest, nil},
+			{"HandOverToMe", handOverAsked{sender: pidB, singletonRunning: true}, []action{{kind: actSendHandOverInProgress, pid: pidB},
+				{kind: actTerminateSingleton}, become(StateHandingOver)}, nil, StateHandingOver,
+				func(t *testing.T, d stateData) { assert.Equal(t, pidB, d.handOverTo) }},
+			{"stale retry", takeOverRetryDue{retry: takeOverRetry{count: 5, gen: 1}}, nil, errInvalidTransition, StateHandingOver, nil},
+			{"HandOverToMe again", handOverAsked{sender: pidB}, []action{{kind: actReplyHandOverInProgress}}, nil, StateHandingOver, nil},
+			{"HandOverToMe of another", handOverAsked{sender: pidC}, nil, nil, StateHandingOver, nil},
+			{"terminated", singletonStopped{}, []action{{kind: actHandOverDone, pid: pidB}, {kind: actCloseHandOver}, become(StateEnd)},
+				nil, StateEnd, func(t *testing.T, d stateData) { assert.Nil(t, d.newOldest) }},
+			{"HandOverDone sent", handOverDoneSent{}, []action{schedule(handOverDoneRetry{count: 1, gen: 2})}, nil, StateEnd, gen(2)},
+			{"resend", handOverDoneRetry{count: 1, gen: 2}, []action{{kind: actResendHandOverDone, count: 1,
+				timer: handOverDoneRetry{count: 2, gen: 2}}}, nil, StateEnd, nil},
+			{"stale resend", handOverDoneRetry{count: 1, gen: 1}, nil, errIgnored, StateEnd, nil},
+			{"re-joined", joined{self: mem("a2", 3)}, nil, nil, StateEnd,
+				func(t *testing.T, d stateData) { assert.Equal(t, "a2", d.self.ID) }},
+		}},
+		{"a removed new oldest: hand over to nobody and stay", in(StateAcquiringLease), []stateStep{
+			{"removed oldest", oldestLeft{oldest: &b, removed: true, singletonRunning: true},
+				[]action{{kind: actTerminateSingleton}, become(StateHandingOver)}, nil, StateHandingOver, nil},
+			{"terminated", singletonStopped{}, []action{{kind: actHandOverDone}, {kind: actForgetPreviousOldest}, become(StateYounger),
+				{kind: actAskNext}}, nil, StateYounger, nil},
+		}},
+		{"WasOldest: the new oldest removed", in(StateOldest), []stateStep{
+			{"b is the oldest", oldestLeft{oldest: &b}, []action{send(actSendTakeOverFromMe, b),
+				become(StateWasOldest), schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest, nil},
+			{"b removed", memberGone{id: "b"}, []action{{kind: actHandOverDone}, {kind: actForgetPreviousOldest},
+				become(StateYounger), {kind: actAskNext}}, nil, StateYounger, nil},
+		}},
+		{"a leaving oldest stops the singleton itself", in(StateOldest), []stateStep{
+			{"leaving", leaving{}, nil, nil, StateOldest, func(t *testing.T, d stateData) { assert.True(t, d.selfExited) }},
+			{"no oldest", oldestLeft{singletonRunning: true}, []action{become(StateWasOldest),
+				schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest, nil},
+			{"leaving ignores removals", memberGone{id: "b", singletonRunning: true}, nil, nil, StateWasOldest, nil},
+			{"nobody to hand over to", takeOverRetryDue{retry: takeOverRetry{count: 1, gen: 1}, singletonRunning: true},
+				[]action{{kind: actTerminateSingleton}, become(StateHandingOver)}, nil, StateHandingOver, nil},
+			{"terminated", singletonStopped{}, []action{{kind: actHandOverDone}, {kind: actCloseHandOver}, become(StateEnd)},
+				nil, StateEnd, nil},
+		}},
+		{"a leaving oldest with a stopped singleton ends at once", in(StateOldest), []stateStep{
+			{"leaving", leaving{}, nil, nil, StateOldest, nil},
+			{"b is the oldest", oldestLeft{oldest: &b}, []action{send(actSendTakeOverFromMe, b),
+				become(StateWasOldest), schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest, nil},
+			{"out of retries", takeOverRetryDue{retry: takeOverRetry{count: 3, gen: 1}},
+				[]action{{kind: actHandOverDone}, {kind: actCloseHandOver}, become(StateEnd)}, nil, StateEnd, nil},
+		}},
+		{"removed while running: Stopping keeps the re-join", in(StateOldest), []stateStep{
+			{"removed", selfRemoved{graceful: true, singletonRunning: true}, []action{{kind: actLogSelfRemoved, graceful: true},
+				{kind: actStopSingleton}, become(StateStopping)}, nil, StateStopping, gen(1)},
+			{"removed twice", selfRemoved{singletonRunning: true}, nil, errIgnored, StateStopping, nil},
+			{"re-join", initial, nil, nil, StateStopping, func(t *testing.T, d stateData) { assert.Equal(t, initial, d.pendingInitial) }},
+			{"terminated", singletonStopped{}, []action{{kind: actCloseHandOver}, become(StateEnd),
+				{kind: actReplayInitial, initial: initial}}, nil, StateEnd, nil},
+			{"re-joined", joined{self: initial.self}, nil, nil, StateEnd,
+				func(t *testing.T, d stateData) { assert.False(t, d.selfGone) }},
+		}},
+		{"removed while younger: End drains the buffer", in(StateYounger), []stateStep{
+			{"removed", selfRemoved{}, []action{{kind: actLogSelfRemoved}, {kind: actCloseHandOver}, become(StateEnd),
+				{kind: actAskNext}}, nil, StateEnd, nil},
+			{"re-join outside Stopping", initial, nil, errInvalidTransition, StateEnd, nil},
+		}},
+		{"inputs a state does not take", in(StateYounger), []stateStep{
+			{"HandOverInProgress", handOverInProgress{}, nil, errInvalidTransition, StateYounger, nil},
+			{"terminated", singletonStopped{}, nil, errInvalidTransition, StateYounger, nil},
+			{"HandOverToMe", handOverAsked{sender: pidB}, nil, errInvalidTransition, StateYounger, nil},
+			{"oldest changed", oldestLeft{oldest: &b}, nil, errInvalidTransition, StateYounger, nil},
+			{"member removed", memberGone{id: "b"}, nil, errInvalidTransition, StateYounger, nil},
+			{"HandOverDone resend", handOverDoneRetry{count: 1}, nil, errInvalidTransition, StateYounger, nil},
+			{"retry", handOverRetryDue{retry: handOverRetry{count: 1}}, nil, errInvalidTransition, StateYounger, nil},
+			{"joined", joined{self: a}, nil, errInvalidTransition, StateYounger, nil},
+			{"unknown", "x", nil, errInvalidTransition, StateYounger, nil},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { runStates(t, c.from, c.steps) })
+	}
+}
