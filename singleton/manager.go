@@ -44,7 +44,6 @@ type manager struct {
 	history      oldestHistory // Younger, BecomingOldest: the previous oldest members
 	leaveWaiters []*actor.PID
 	envelopes    heldEnvelopes // proxied messages waiting for a singleton
-	offer        handOverOffer // End: where the singleton went
 	awaitingNext bool          // a getNext is out: the buffer owes one change
 	// identifyWaiters: proxies told that no singleton runs here, to be
 	// told when it starts.
@@ -178,13 +177,7 @@ func (m *manager) younger(ctx actor.Context) {
 			m.askNext(ctx)
 		}
 	case *messages.HandOverToMe:
-		if m.selfExited {
-			ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", msg.FromMemberId))
-			return
-		}
-		// This member never ran the singleton in this incarnation (it may
-		// be a quick restart on the same host:port): confirm that.
-		m.reply(ctx, &messages.HandOverDone{FromMemberId: m.self.ID})
+		m.askHandOver(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -356,7 +349,8 @@ func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.M
 
 // askHandOver takes a HandOverToMe.
 func (m *manager) askHandOver(ctx actor.Context, msg *messages.HandOverToMe) {
-	m.ask(ctx, handOverAsked{sender: ctx.Sender(), removed: m.history.isRemoved(msg.FromMemberId), singletonRunning: m.singleton != nil})
+	m.ask(ctx, handOverAsked{from: msg.FromMemberId, sender: ctx.Sender(), removed: m.history.isRemoved(msg.FromMemberId),
+		singletonRunning: m.singleton != nil})
 }
 
 func (m *manager) wasOldest(ctx actor.Context) {
@@ -414,36 +408,10 @@ func (m *manager) stopping(ctx actor.Context) {
 
 func (m *manager) end(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *initialOldestState:
-		if msg.self.ID != m.self.ID {
-			ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", msg.self.ID))
-			m.onInitial(ctx, msg)
-			return
-		}
-		m.askNext(ctx)
-	case *oldestChanged:
-		// Not interested any more; keep draining so a re-join's initial
-		// state gets through.
-		if m.selfGone {
-			m.askNext(ctx)
-		}
-	case *messages.HandOverToMe:
-		// Nothing runs here any more.
-		if done := m.offer.answerHandOverToMe(ctx.Sender(), m.self.ID, m.selfGone); done != nil {
-			m.reply(ctx, done)
-		}
-	case *messages.HandOverDoneAck:
-		var err error
-		if m.offer, err = m.offer.acked(); err == nil {
-			m.answerLeaveWaitersIfIdle(ctx)
-		}
-	case drained:
-		var over bool
-		if m.offer, over = m.offer.drained(msg.gen); over {
-			m.answerLeaveWaitersIfIdle(ctx)
-		}
-	case handOverDoneRetry:
+	case *initialOldestState, *oldestChanged, handOverDoneRetry, drained, *messages.HandOverDoneAck:
 		m.ask(ctx, msg)
+	case *messages.HandOverToMe:
+		m.askHandOver(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -535,14 +503,12 @@ func (m *manager) carryOut(ctx actor.Context, a action) {
 	switch a.kind {
 	case actBecome:
 		m.become(ctx, a.state, m.receiveOf(a.state))
-	case actSendHandOverToMe:
-		m.send(ctx, m.peer(ctx, a.member.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
-	case actSendTakeOverFromMe:
-		m.send(ctx, m.peer(ctx, a.member.Address), &messages.TakeOverFromMe{FromMemberId: m.self.ID})
-	case actSendHandOverInProgress:
-		m.send(ctx, a.pid, &messages.HandOverInProgress{FromMemberId: m.self.ID})
-	case actReplyHandOverInProgress:
-		m.reply(ctx, &messages.HandOverInProgress{FromMemberId: m.self.ID})
+	case actSendToPeer:
+		m.send(ctx, m.peer(ctx, a.member.Address), a.msg)
+	case actSend:
+		m.send(ctx, a.pid, a.msg)
+	case actReply:
+		m.reply(ctx, a.msg)
 	case actSchedule:
 		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), a.timer)
 	case actLogHandOverStuck:
@@ -571,8 +537,18 @@ func (m *manager) carryOut(ctx actor.Context, a action) {
 		m.closeHandOver(ctx)
 	case actReplayInitial:
 		ctx.Send(ctx.Self(), a.initial)
-	case actResendHandOverDone:
-		m.resendHandOverDone(ctx, a.count, a.timer)
+	case actRejoin:
+		ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", a.initial.self.ID))
+		m.onInitial(ctx, a.initial)
+	case actLogIgnoredHandOverToMe:
+		ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", a.from))
+	case actGiveUpHandOverDone:
+		ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", a.pid))
+		for _, env := range a.dropped {
+			m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
+		}
+	case actAnswerLeaveWaiters:
+		m.answerLeaveWaitersIfIdle(ctx)
 	}
 }
 
@@ -759,10 +735,6 @@ func (m *manager) armDrain(ctx actor.Context) {
 // sendHandOverDone sends the hand-over's HandOverDone (again until it is
 // acknowledged).
 func (m *manager) sendHandOverDone(ctx actor.Context) {
-	if !m.offer.pending() {
-		return
-	}
-	m.send(ctx, m.offer.to, m.offer.done)
 	m.ask(ctx, handOverDoneSent{})
 }
 
@@ -784,26 +756,6 @@ func (m *manager) closeHandOver(ctx actor.Context) {
 // already treat this member as gone.
 func (m *manager) onSelfRemoved(ctx actor.Context, graceful bool) {
 	m.ask(ctx, selfRemoved{graceful: graceful, singletonRunning: m.singleton != nil})
-}
-
-// resendHandOverDone is End's HandOverDoneRetry number count: the
-// HandOverDone again, then timer, until the retries run out.
-func (m *manager) resendHandOverDone(ctx actor.Context, count int, timer any) {
-	next, decision, dropped, err := m.offer.retry(count, maxTakeOverRetries(m.settings))
-	if err != nil {
-		return
-	}
-	if decision == giveUpHandOverDone {
-		ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.offer.to))
-		for _, env := range dropped {
-			m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
-		}
-		m.offer = next
-		m.answerLeaveWaitersIfIdle(ctx)
-		return
-	}
-	m.send(ctx, m.offer.to, m.offer.done)
-	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), timer)
 }
 
 // --- helpers ---

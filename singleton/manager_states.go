@@ -6,12 +6,14 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
 )
 
 // stateData is the manager's state name with the data of its hand-over
 // (Akka's State and Data: BecomingOldestData's retry timer,
 // WasOldestData's new oldest, HandingOverData's handOverTo, StoppingData's
-// re-join, and the leaving and removed flags every state keeps). step is
+// re-join, EndData's hand-over offer, and the leaving and removed flags
+// every state keeps). step is
 // its only transition: the manager decodes a message, asks step, and
 // carries out the actions it returns.
 type stateData struct {
@@ -26,6 +28,7 @@ type stateData struct {
 	newOldest      *membership.Member  // WasOldest
 	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
 	pendingInitial *initialOldestState // Stopping: a re-join seen while the singleton still stops
+	offer          handOverOffer       // End: where the singleton went
 
 	selfExited bool // this member is leaving
 	selfGone   bool // this incarnation was removed
@@ -70,6 +73,7 @@ type (
 	// handOverAsked is a HandOverToMe from sender; removed: from a member
 	// removed already.
 	handOverAsked struct {
+		from             string
 		sender           *actor.PID
 		removed          bool
 		singletonRunning bool
@@ -96,24 +100,26 @@ type actionKind int
 
 const (
 	// actBecome: go to state (the manager's become).
-	actBecome                  actionKind = iota + 1
-	actSendHandOverToMe                   // to member
-	actSendTakeOverFromMe                 // to member
-	actSendHandOverInProgress             // to pid
-	actReplyHandOverInProgress            // to the sender of the input
-	actSchedule                           // timer after the hand-over retry interval
-	actLogHandOverStuck                   // previous oldest member, retry count
-	actLogTakeOverStuck                   // new oldest member, retry count
-	actLogSelfRemoved                     // graceful
-	actTakeOver                           // Akka's tryGotoOldest, without a hand-over
-	actTerminateSingleton                 // the hand-over's stop (termination message)
-	actStopSingleton                      // stop it at once (this member was removed)
-	actHandOverDone                       // the singleton terminated: hand over to pid
-	actForgetPreviousOldest               // none can run the singleton any more
-	actAskNext                            // ask the buffer for the next change
-	actCloseHandOver                      // End's entry: drop the held, release the lease, drain
-	actReplayInitial                      // send initial to self
-	actResendHandOverDone                 // End's retry count, then timer
+	actBecome                 actionKind = iota + 1
+	actSendToPeer                        // msg to the manager on member
+	actSend                              // msg to pid
+	actReply                             // msg to the sender of the input
+	actSchedule                          // timer after the hand-over retry interval
+	actLogHandOverStuck                  // previous oldest member, retry count
+	actLogTakeOverStuck                  // new oldest member, retry count
+	actLogSelfRemoved                    // graceful
+	actLogIgnoredHandOverToMe            // from
+	actTakeOver                          // Akka's tryGotoOldest, without a hand-over
+	actTerminateSingleton                // the hand-over's stop (termination message)
+	actStopSingleton                     // stop it at once (this member was removed)
+	actHandOverDone                      // the singleton terminated: hand over to pid
+	actForgetPreviousOldest              // none can run the singleton any more
+	actAskNext                           // ask the buffer for the next change
+	actCloseHandOver                     // End's entry: drop the held, release the lease, drain
+	actReplayInitial                     // send initial to self
+	actRejoin                            // start over as the incarnation of initial
+	actGiveUpHandOverDone                // to pid: drop what it carried
+	actAnswerLeaveWaiters                // let the leave go on if nothing runs here
 )
 
 // action is one thing the manager carries out, in order.
@@ -122,15 +128,24 @@ type action struct {
 	state    string
 	member   *membership.Member
 	pid      *actor.PID
+	msg      any
 	timer    any
 	count    int
 	graceful bool
+	from     string
 	initial  *initialOldestState
+	dropped  []*messages.SingletonEnvelope
 }
 
 func become(state string) action { return action{kind: actBecome, state: state} }
 
 func schedule(timer any) action { return action{kind: actSchedule, timer: timer} }
+
+func sendTo(m *membership.Member, msg any) action {
+	return action{kind: actSendToPeer, member: m, msg: msg}
+}
+
+func reply(msg any) action { return action{kind: actReply, msg: msg} }
 
 func invalid(state string, in any) error {
 	return fmt.Errorf("%w: %T in %s", errInvalidTransition, in, state)
@@ -151,7 +166,8 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		if d.state != StateStart && d.state != StateYounger {
 			return d, nil, invalid(d.state, in)
 		}
-		return d.asking(StateBecomingOldest, actSendHandOverToMe, in.previous, func(gen int) any { return handOverRetry{count: 1, gen: gen} })
+		return d.asking(StateBecomingOldest, &messages.HandOverToMe{FromMemberId: d.self.ID}, in.previous,
+			func(gen int) any { return handOverRetry{count: 1, gen: gen} })
 	case handOverInProgress:
 		if d.state != StateBecomingOldest {
 			return d, nil, invalid(d.state, in)
@@ -171,9 +187,22 @@ func (d stateData) step(in any) (stateData, []action, error) {
 				return d, nil, nil
 			}
 			return d.handOver(in.sender, in.singletonRunning)
+		case StateYounger:
+			if d.selfExited {
+				return d, []action{{kind: actLogIgnoredHandOverToMe, from: in.from}}, nil
+			}
+			// This member never ran the singleton in this incarnation (it
+			// may be a quick restart on the same host:port): confirm that.
+			return d, []action{reply(&messages.HandOverDone{FromMemberId: d.self.ID})}, nil
+		case StateEnd:
+			// Nothing runs here any more.
+			if done := d.offer.answerHandOverToMe(in.sender, d.self.ID, d.selfGone); done != nil {
+				return d, []action{reply(done)}, nil
+			}
+			return d, nil, nil
 		case StateHandingOver:
 			if d.handOverTo != nil && in.sender != nil && d.handOverTo.Equal(in.sender) {
-				return d, []action{{kind: actReplyHandOverInProgress}}, nil
+				return d, []action{reply(&messages.HandOverInProgress{FromMemberId: d.self.ID})}, nil
 			}
 			return d, nil, nil
 		}
@@ -195,19 +224,64 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, nil, invalid(d.state, in)
 	case *initialOldestState:
-		if d.state != StateStopping {
+		switch d.state {
+		case StateStopping:
+			d.pendingInitial = in
+			return d, nil, nil
+		case StateEnd:
+			if in.self.ID != d.self.ID {
+				return d, []action{{kind: actRejoin, initial: in}}, nil
+			}
+			return d, []action{{kind: actAskNext}}, nil
+		}
+		return d, nil, invalid(d.state, in)
+	case *oldestChanged:
+		if d.state != StateEnd {
 			return d, nil, invalid(d.state, in)
 		}
-		d.pendingInitial = in
+		// Not interested any more; a removed member keeps draining so
+		// that a re-join's initial state gets through.
+		if d.selfGone {
+			return d, []action{{kind: actAskNext}}, nil
+		}
 		return d, nil, nil
+	case *messages.HandOverDoneAck:
+		if d.state != StateEnd {
+			return d, nil, invalid(d.state, in)
+		}
+		var err error
+		if d.offer, err = d.offer.acked(); err != nil {
+			return d, nil, errIgnored
+		}
+		return d, []action{{kind: actAnswerLeaveWaiters}}, nil
+	case drained:
+		if d.state != StateEnd {
+			return d, nil, invalid(d.state, in)
+		}
+		var over bool
+		if d.offer, over = d.offer.drained(in.gen); !over {
+			return d, nil, errIgnored
+		}
+		return d, []action{{kind: actAnswerLeaveWaiters}}, nil
 	case handOverDoneRetry:
 		if err := d.timerDue(StateEnd, in.gen, in); err != nil {
 			return d, nil, err
 		}
-		return d, []action{{kind: actResendHandOverDone, count: in.count, timer: handOverDoneRetry{count: in.count + 1, gen: d.timerGen}}}, nil
+		next, decision, dropped, err := d.offer.retry(in.count, maxTakeOverRetries(d.settings))
+		if err != nil {
+			return d, nil, errIgnored
+		}
+		if decision == giveUpHandOverDone {
+			d.offer = next
+			return d, []action{{kind: actGiveUpHandOverDone, pid: d.offer.to, dropped: dropped}, {kind: actAnswerLeaveWaiters}}, nil
+		}
+		return d, []action{{kind: actSend, pid: d.offer.to, msg: d.offer.done}, schedule(handOverDoneRetry{count: in.count + 1, gen: d.timerGen})}, nil
 	case handOverDoneSent:
+		if !d.offer.pending() {
+			return d, nil, errIgnored
+		}
 		d.timerGen++
-		return d, []action{schedule(handOverDoneRetry{count: 1, gen: d.timerGen})}, nil
+		return d, []action{{kind: actSend, pid: d.offer.to, msg: d.offer.done}, schedule(handOverDoneRetry{count: 1, gen: d.timerGen})}, nil
 	case leaving:
 		d.selfExited = true
 		return d, nil, nil
@@ -250,7 +324,7 @@ func (d stateData) handOverRetryDue(in handOverRetryDue) (stateData, []action, e
 	case askHandOverAgainStuck:
 		acts = append(acts, action{kind: actLogHandOverStuck, member: in.previous, count: in.retry.count})
 	}
-	return d, append(acts, action{kind: actSendHandOverToMe, member: in.previous},
+	return d, append(acts, sendTo(in.previous, &messages.HandOverToMe{FromMemberId: d.self.ID}),
 		schedule(handOverRetry{count: in.retry.count + 1, gen: d.timerGen})), nil
 }
 
@@ -269,15 +343,16 @@ func (d stateData) oldestLeft(in oldestLeft) (stateData, []action, error) {
 		return d.handOver(nil, in.singletonRunning)
 	}
 	d.newOldest = in.oldest
-	return d.asking(StateWasOldest, actSendTakeOverFromMe, in.oldest, func(gen int) any { return takeOverRetry{count: 1, gen: gen} })
+	return d.asking(StateWasOldest, &messages.TakeOverFromMe{FromMemberId: d.self.ID}, in.oldest,
+		func(gen int) any { return takeOverRetry{count: 1, gen: gen} })
 }
 
-// asking goes to state, which asks peer (nil: nobody) with send, and
+// asking goes to state, which asks peer (nil: nobody) with message send, and
 // again at each retry: the first retry, of a new number, is scheduled.
-func (d stateData) asking(state string, send actionKind, peer *membership.Member, firstRetry func(gen int) any) (stateData, []action, error) {
+func (d stateData) asking(state string, send any, peer *membership.Member, firstRetry func(gen int) any) (stateData, []action, error) {
 	var acts []action
 	if peer != nil {
-		acts = append(acts, action{kind: send, member: peer})
+		acts = append(acts, sendTo(peer, send))
 	}
 	d.state = state
 	d.timerGen++
@@ -298,7 +373,7 @@ func (d stateData) takeOverRetryDue(in takeOverRetryDue) (stateData, []action, e
 		}
 	}
 	if d.newOldest != nil {
-		acts = append(acts, action{kind: actSendTakeOverFromMe, member: d.newOldest})
+		acts = append(acts, sendTo(d.newOldest, &messages.TakeOverFromMe{FromMemberId: d.self.ID}))
 	}
 	return d, append(acts, schedule(takeOverRetry{count: in.retry.count + 1, gen: d.timerGen})), nil
 }
@@ -312,7 +387,7 @@ func (d stateData) handOver(to *actor.PID, singletonRunning bool) (stateData, []
 	}
 	var acts []action
 	if to != nil {
-		acts = append(acts, action{kind: actSendHandOverInProgress, pid: to})
+		acts = append(acts, action{kind: actSend, pid: to, msg: &messages.HandOverInProgress{FromMemberId: d.self.ID}})
 	}
 	d.state = StateHandingOver
 	return d, append(acts, action{kind: actTerminateSingleton}, become(StateHandingOver)), nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -73,7 +74,16 @@ func TestManagerStates(t *testing.T) {
 	gen := func(want int) func(t *testing.T, d stateData) {
 		return func(t *testing.T, d stateData) { assert.Equal(t, want, d.timerGen, "timer number") }
 	}
-	send := func(k actionKind, m membership.Member) action { return action{kind: k, member: &m} }
+	handOverToMe := func(m membership.Member) action { return sendTo(&m, &messages.HandOverToMe{FromMemberId: "a"}) }
+	takeOverFromMe := func(m membership.Member) action { return sendTo(&m, &messages.TakeOverFromMe{FromMemberId: "a"}) }
+	inProgress := &messages.HandOverInProgress{FromMemberId: "a"}
+	done := &messages.HandOverDone{FromMemberId: "a", Buffered: []*messages.SingletonEnvelope{{Hops: 1}}}
+	// offered is End after a hand-over to b, its drain timer armed once.
+	offered := func() stateData {
+		d := in(StateEnd)
+		d.offer, _ = d.offer.handedOver(pidB, done).armDrain()
+		return d
+	}
 
 	cases := []struct {
 		name  string
@@ -81,10 +91,10 @@ func TestManagerStates(t *testing.T) {
 		steps []stateStep
 	}{
 		{"BecomingOldest asks until HandOverInProgress stops the timer", in(StateYounger), []stateStep{
-			{"asked", askedHandOver{previous: &b}, []action{send(actSendHandOverToMe, b), become(StateBecomingOldest),
+			{"asked", askedHandOver{previous: &b}, []action{handOverToMe(b), become(StateBecomingOldest),
 				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, gen(1)},
 			{"retry", handOverRetryDue{retry: handOverRetry{count: 1, gen: 1}, previous: &b},
-				[]action{send(actSendHandOverToMe, b), schedule(handOverRetry{count: 2, gen: 1})}, nil, StateBecomingOldest, nil},
+				[]action{handOverToMe(b), schedule(handOverRetry{count: 2, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"in progress", handOverInProgress{}, nil, nil, StateBecomingOldest, gen(2)},
 			{"cancelled retry", handOverRetryDue{retry: handOverRetry{count: 2, gen: 1}, previous: &b}, nil, errIgnored, StateBecomingOldest, nil},
 			{"asked twice", askedHandOver{previous: &b}, nil, errInvalidTransition, StateBecomingOldest, nil},
@@ -93,43 +103,72 @@ func TestManagerStates(t *testing.T) {
 			{"asked nobody known", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
 				nil, StateBecomingOldest, nil},
 			{"retry 5", handOverRetryDue{retry: handOverRetry{count: 5, gen: 1}, previous: &b},
-				[]action{send(actSendHandOverToMe, b), schedule(handOverRetry{count: 6, gen: 1})}, nil, StateBecomingOldest, nil},
+				[]action{handOverToMe(b), schedule(handOverRetry{count: 6, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"retry 6 stuck", handOverRetryDue{retry: handOverRetry{count: 6, gen: 1}, previous: &b},
-				[]action{{kind: actLogHandOverStuck, member: &b, count: 6}, send(actSendHandOverToMe, b),
+				[]action{{kind: actLogHandOverStuck, member: &b, count: 6}, handOverToMe(b),
 					schedule(handOverRetry{count: 7, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"retry 7", handOverRetryDue{retry: handOverRetry{count: 7, gen: 1}, previous: &b},
-				[]action{send(actSendHandOverToMe, b), schedule(handOverRetry{count: 8, gen: 1})}, nil, StateBecomingOldest, nil},
+				[]action{handOverToMe(b), schedule(handOverRetry{count: 8, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"previous removed", handOverRetryDue{retry: handOverRetry{count: 8, gen: 1}},
 				[]action{{kind: actTakeOver}}, nil, StateBecomingOldest, nil},
 		}},
 		{"Oldest hands over to the new oldest and ends", in(StateOldest), []stateStep{
 			{"still oldest", oldestLeft{oldest: &a, singletonRunning: true}, []action{{kind: actAskNext}}, nil, StateOldest, nil},
-			{"b is the oldest", oldestLeft{oldest: &b, singletonRunning: true}, []action{send(actSendTakeOverFromMe, b),
+			{"b is the oldest", oldestLeft{oldest: &b, singletonRunning: true}, []action{takeOverFromMe(b),
 				become(StateWasOldest), schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest,
 				func(t *testing.T, d stateData) { assert.Equal(t, &b, d.newOldest) }},
 			{"retry", takeOverRetryDue{retry: takeOverRetry{count: 1, gen: 1}, singletonRunning: true},
-				[]action{send(actSendTakeOverFromMe, b), schedule(takeOverRetry{count: 2, gen: 1})}, nil, StateWasOldest, nil},
+				[]action{takeOverFromMe(b), schedule(takeOverRetry{count: 2, gen: 1})}, nil, StateWasOldest, nil},
 			{"retry 3 stuck", takeOverRetryDue{retry: takeOverRetry{count: 3, gen: 1}, singletonRunning: true},
-				[]action{{kind: actLogTakeOverStuck, member: &b, count: 3}, send(actSendTakeOverFromMe, b),
+				[]action{{kind: actLogTakeOverStuck, member: &b, count: 3}, takeOverFromMe(b),
 					schedule(takeOverRetry{count: 4, gen: 1})}, nil, StateWasOldest, nil},
 			{"retry 4", takeOverRetryDue{retry: takeOverRetry{count: 4, gen: 1}, singletonRunning: true},
-				[]action{send(actSendTakeOverFromMe, b), schedule(takeOverRetry{count: 5, gen: 1})}, nil, StateWasOldest, nil},
+				[]action{takeOverFromMe(b), schedule(takeOverRetry{count: 5, gen: 1})}, nil, StateWasOldest, nil},
 			{"another removed", memberGone{id: "c", singletonRunning: true}, nil, nil, StateWasOldest, nil},
 			{"from a removed member", handOverAsked{sender: pidC, removed: true, singletonRunning: true}, nil, nil, StateWasOldest, nil},
-			{"HandOverToMe", handOverAsked{sender: pidB, singletonRunning: true}, []action{{kind: actSendHandOverInProgress, pid: pidB},
+			{"HandOverToMe", handOverAsked{sender: pidB, singletonRunning: true}, []action{{kind: actSend, pid: pidB, msg: inProgress},
 				{kind: actTerminateSingleton}, become(StateHandingOver)}, nil, StateHandingOver,
 				func(t *testing.T, d stateData) { assert.Equal(t, pidB, d.handOverTo) }},
 			{"stale retry", takeOverRetryDue{retry: takeOverRetry{count: 5, gen: 1}}, nil, errInvalidTransition, StateHandingOver, nil},
-			{"HandOverToMe again", handOverAsked{sender: pidB}, []action{{kind: actReplyHandOverInProgress}}, nil, StateHandingOver, nil},
+			{"HandOverToMe again", handOverAsked{sender: pidB}, []action{reply(inProgress)}, nil, StateHandingOver, nil},
 			{"HandOverToMe of another", handOverAsked{sender: pidC}, nil, nil, StateHandingOver, nil},
 			{"terminated", singletonStopped{}, []action{{kind: actHandOverDone, pid: pidB}, {kind: actCloseHandOver}, become(StateEnd)},
 				nil, StateEnd, func(t *testing.T, d stateData) { assert.Nil(t, d.newOldest) }},
-			{"HandOverDone sent", handOverDoneSent{}, []action{schedule(handOverDoneRetry{count: 1, gen: 2})}, nil, StateEnd, gen(2)},
-			{"resend", handOverDoneRetry{count: 1, gen: 2}, []action{{kind: actResendHandOverDone, count: 1,
-				timer: handOverDoneRetry{count: 2, gen: 2}}}, nil, StateEnd, nil},
-			{"stale resend", handOverDoneRetry{count: 1, gen: 1}, nil, errIgnored, StateEnd, nil},
+			{"nothing to send yet", handOverDoneSent{}, nil, errIgnored, StateEnd, gen(1)},
 			{"re-joined", joined{self: mem("a2", 3)}, nil, nil, StateEnd,
 				func(t *testing.T, d stateData) { assert.Equal(t, "a2", d.self.ID) }},
+		}},
+		{"End sends HandOverDone until acknowledged", offered(), []stateStep{
+			{"sent", handOverDoneSent{}, []action{{kind: actSend, pid: pidB, msg: done}, schedule(handOverDoneRetry{count: 1, gen: 1})},
+				nil, StateEnd, gen(1)},
+			{"HandOverToMe of the new oldest", handOverAsked{sender: pidB}, []action{reply(done)}, nil, StateEnd, nil},
+			{"HandOverToMe of another", handOverAsked{sender: pidC}, nil, nil, StateEnd, nil},
+			{"resend", handOverDoneRetry{count: 1, gen: 1}, []action{{kind: actSend, pid: pidB, msg: done},
+				schedule(handOverDoneRetry{count: 2, gen: 1})}, nil, StateEnd, nil},
+			{"stale resend", handOverDoneRetry{count: 1, gen: 0}, nil, errIgnored, StateEnd, nil},
+			{"acknowledged", &messages.HandOverDoneAck{}, []action{{kind: actAnswerLeaveWaiters}}, nil, StateEnd,
+				func(t *testing.T, d stateData) { assert.False(t, d.offer.pending()) }},
+			{"acknowledged twice", &messages.HandOverDoneAck{}, nil, errIgnored, StateEnd, nil},
+			{"resend after the ack", handOverDoneRetry{count: 2, gen: 1}, nil, errIgnored, StateEnd, nil},
+			{"oldest changed", &oldestChanged{oldest: &b}, nil, nil, StateEnd, nil},
+			{"same incarnation's initial state", &initialOldestState{self: a}, []action{{kind: actAskNext}}, nil, StateEnd, nil},
+			{"a re-join", initial, []action{{kind: actRejoin, initial: initial}}, nil, StateEnd, nil},
+		}},
+		{"End gives up on an unacknowledged HandOverDone", offered(), []stateStep{
+			{"sent", handOverDoneSent{}, []action{{kind: actSend, pid: pidB, msg: done}, schedule(handOverDoneRetry{count: 1, gen: 1})},
+				nil, StateEnd, nil},
+			{"out of retries", handOverDoneRetry{count: 3, gen: 1}, []action{{kind: actGiveUpHandOverDone, pid: pidB, dropped: done.Buffered},
+				{kind: actAnswerLeaveWaiters}}, nil, StateEnd, func(t *testing.T, d stateData) { assert.False(t, d.offer.pending()) }},
+			{"HandOverToMe", handOverAsked{sender: pidB}, nil, nil, StateEnd, nil},
+			{"drained", drained{gen: 1}, []action{{kind: actAnswerLeaveWaiters}}, nil, StateEnd, nil},
+			{"an earlier quiet period", drained{gen: 0}, nil, errIgnored, StateEnd, nil},
+		}},
+		{"Younger confirms a hand-over it never had, unless leaving", in(StateYounger), []stateStep{
+			{"HandOverToMe", handOverAsked{from: "b", sender: pidB}, []action{reply(&messages.HandOverDone{FromMemberId: "a"})},
+				nil, StateYounger, nil},
+			{"leaving", leaving{}, nil, nil, StateYounger, nil},
+			{"HandOverToMe while leaving", handOverAsked{from: "b", sender: pidB}, []action{{kind: actLogIgnoredHandOverToMe, from: "b"}},
+				nil, StateYounger, nil},
 		}},
 		{"a removed new oldest: hand over to nobody and stay", in(StateAcquiringLease), []stateStep{
 			{"removed oldest", oldestLeft{oldest: &b, removed: true, singletonRunning: true},
@@ -138,7 +177,7 @@ func TestManagerStates(t *testing.T) {
 				{kind: actAskNext}}, nil, StateYounger, nil},
 		}},
 		{"WasOldest: the new oldest removed", in(StateOldest), []stateStep{
-			{"b is the oldest", oldestLeft{oldest: &b}, []action{send(actSendTakeOverFromMe, b),
+			{"b is the oldest", oldestLeft{oldest: &b}, []action{takeOverFromMe(b),
 				become(StateWasOldest), schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest, nil},
 			{"b removed", memberGone{id: "b"}, []action{{kind: actHandOverDone}, {kind: actForgetPreviousOldest},
 				become(StateYounger), {kind: actAskNext}}, nil, StateYounger, nil},
@@ -155,7 +194,7 @@ func TestManagerStates(t *testing.T) {
 		}},
 		{"a leaving oldest with a stopped singleton ends at once", in(StateOldest), []stateStep{
 			{"leaving", leaving{}, nil, nil, StateOldest, nil},
-			{"b is the oldest", oldestLeft{oldest: &b}, []action{send(actSendTakeOverFromMe, b),
+			{"b is the oldest", oldestLeft{oldest: &b}, []action{takeOverFromMe(b),
 				become(StateWasOldest), schedule(takeOverRetry{count: 1, gen: 1})}, nil, StateWasOldest, nil},
 			{"out of retries", takeOverRetryDue{retry: takeOverRetry{count: 3, gen: 1}},
 				[]action{{kind: actHandOverDone}, {kind: actCloseHandOver}, become(StateEnd)}, nil, StateEnd, nil},
@@ -173,17 +212,20 @@ func TestManagerStates(t *testing.T) {
 		{"removed while younger: End drains the buffer", in(StateYounger), []stateStep{
 			{"removed", selfRemoved{}, []action{{kind: actLogSelfRemoved}, {kind: actCloseHandOver}, become(StateEnd),
 				{kind: actAskNext}}, nil, StateEnd, nil},
-			{"re-join outside Stopping", initial, nil, errInvalidTransition, StateEnd, nil},
+			{"re-join", initial, []action{{kind: actRejoin, initial: initial}}, nil, StateEnd, nil},
 		}},
 		{"inputs a state does not take", in(StateYounger), []stateStep{
 			{"HandOverInProgress", handOverInProgress{}, nil, errInvalidTransition, StateYounger, nil},
 			{"terminated", singletonStopped{}, nil, errInvalidTransition, StateYounger, nil},
-			{"HandOverToMe", handOverAsked{sender: pidB}, nil, errInvalidTransition, StateYounger, nil},
 			{"oldest changed", oldestLeft{oldest: &b}, nil, errInvalidTransition, StateYounger, nil},
 			{"member removed", memberGone{id: "b"}, nil, errInvalidTransition, StateYounger, nil},
 			{"HandOverDone resend", handOverDoneRetry{count: 1}, nil, errInvalidTransition, StateYounger, nil},
 			{"retry", handOverRetryDue{retry: handOverRetry{count: 1}}, nil, errInvalidTransition, StateYounger, nil},
 			{"joined", joined{self: a}, nil, errInvalidTransition, StateYounger, nil},
+			{"initial state", initial, nil, errInvalidTransition, StateYounger, nil},
+			{"OldestChanged", &oldestChanged{oldest: &b}, nil, errInvalidTransition, StateYounger, nil},
+			{"HandOverDoneAck", &messages.HandOverDoneAck{}, nil, errInvalidTransition, StateYounger, nil},
+			{"drained", drained{}, nil, errInvalidTransition, StateYounger, nil},
 			{"unknown", "x", nil, errInvalidTransition, StateYounger, nil},
 		}},
 	}
