@@ -47,8 +47,9 @@ type (
 	// joined: the buffer's initial state for incarnation self (Start, or a
 	// re-join seen in End).
 	joined struct{ self membership.Member }
-	// askedHandOver: this member became the oldest; previous (nil: none
-	// known alive) is asked to hand the singleton over.
+	// askedHandOver: this member became the oldest (in Start, Younger, or
+	// on a re-join in End); previous (nil: none known alive) is asked to
+	// hand the singleton over.
 	askedHandOver struct{ previous *membership.Member }
 	// handOverInProgress is BecomingOldest's HandOverInProgress.
 	handOverInProgress struct{}
@@ -163,7 +164,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		d.self, d.selfGone, d.selfExited = in.self, false, false
 		return d, nil, nil
 	case askedHandOver:
-		if d.state != StateStart && d.state != StateYounger {
+		if d.state != StateStart && d.state != StateYounger && d.state != StateEnd {
 			return d, nil, invalid(d.state, in)
 		}
 		return d.asking(StateBecomingOldest, &messages.HandOverToMe{FromMemberId: d.self.ID}, in.previous,

@@ -208,6 +208,8 @@ func TestManagerStates(t *testing.T) {
 				{kind: actReplayInitial, initial: initial}}, nil, StateEnd, nil},
 			{"re-joined", joined{self: initial.self}, nil, nil, StateEnd,
 				func(t *testing.T, d stateData) { assert.False(t, d.selfGone) }},
+			{"the oldest again", askedHandOver{previous: &b}, []action{sendTo(&b, &messages.HandOverToMe{FromMemberId: "a2"}),
+				become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 2})}, nil, StateBecomingOldest, nil},
 		}},
 		{"removed while younger: End drains the buffer", in(StateYounger), []stateStep{
 			{"removed", selfRemoved{}, []action{{kind: actLogSelfRemoved}, {kind: actCloseHandOver}, become(StateEnd),
