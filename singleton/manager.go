@@ -41,7 +41,6 @@ type manager struct {
 	// managerStopping: the manager itself stops; so does its singleton.
 	managerStopping bool
 
-	history      oldestHistory // Younger, BecomingOldest: the previous oldest members
 	leaveWaiters []*actor.PID
 	envelopes    heldEnvelopes // proxied messages waiting for a singleton
 	awaitingNext bool          // a getNext is out: the buffer owes one change
@@ -61,8 +60,7 @@ func newManager(cluster *membership.Cluster, props *actor.Props, name string, se
 		name:      name,
 		settings:  settings,
 		behavior:  actor.NewBehavior(),
-		stateData: stateData{settings: settings},
-		history:   newOldestHistory(),
+		stateData: stateData{settings: settings, history: newOldestHistory()},
 		restarts:  newSingletonRestarts(settings),
 		leases:    newLeaseRunner(),
 	}
@@ -165,17 +163,7 @@ func (m *manager) younger(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *oldestChanged:
 		m.logChange(ctx, msg.oldest)
-		switch m.history.oldestChanged(m.self, msg.oldest) {
-		case becomeOldestNow:
-			m.tryGotoOldest(ctx)
-		case askHandOver:
-			m.gotoBecomingOldest(ctx)
-		default:
-			// The proxies that took this member for the oldest ask the
-			// other one next.
-			m.identifyWaiters.take()
-			m.askNext(ctx)
-		}
+		m.ask(ctx, msg)
 	case *messages.HandOverToMe:
 		m.askHandOver(ctx, msg)
 	default:
@@ -189,33 +177,13 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 		ctx.Logger().Debug("singleton: hand-over in progress", slog.String("at", msg.FromMemberId))
 		m.ask(ctx, handOverInProgress{})
 	case *messages.HandOverDone:
-		if m.history.handOverDoneFrom(msg.FromMemberId) {
-			m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
-			m.tryGotoOldest(ctx)
-			for _, env := range msg.Buffered {
-				m.onEnvelope(ctx, env)
-			}
-			return
-		}
-		prev, _ := m.history.firstLive()
-		ctx.Logger().Debug("singleton: ignoring HandOverDone from unexpected member",
-			slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
+		m.ask(ctx, msg)
 	case *messages.TakeOverFromMe:
-		switch m.history.takeOverFromMe(msg.FromMemberId, ctx.Sender()) {
-		case answerHandOverToMe:
-			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-		case ignoreUnexpectedTakeOver:
-			prev, _ := m.history.firstLive()
-			ctx.Logger().Debug("singleton: ignoring TakeOverFromMe from unexpected member",
-				slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
-		}
+		m.ask(ctx, takeOverOffered{from: msg.FromMemberId, sender: ctx.Sender()})
 	case handOverRetry:
-		m.ask(ctx, handOverRetryDue{retry: msg, previous: m.livePrevious()})
+		m.ask(ctx, msg)
 	case delayedMemberRemoved:
-		if m.history.previousRemoved(msg.member.ID) {
-			ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
-			m.tryGotoOldest(ctx)
-		}
+		m.ask(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -343,14 +311,12 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 }
 
 func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.Member) {
-	m.ask(ctx, oldestLeft{oldest: newOldest, removed: newOldest != nil && m.history.isRemoved(newOldest.ID),
-		singletonRunning: m.singleton != nil})
+	m.ask(ctx, oldestLeft{oldest: newOldest, singletonRunning: m.singleton != nil})
 }
 
 // askHandOver takes a HandOverToMe.
 func (m *manager) askHandOver(ctx actor.Context, msg *messages.HandOverToMe) {
-	m.ask(ctx, handOverAsked{from: msg.FromMemberId, sender: ctx.Sender(), removed: m.history.isRemoved(msg.FromMemberId),
-		singletonRunning: m.singleton != nil})
+	m.ask(ctx, handOverAsked{from: msg.FromMemberId, sender: ctx.Sender(), singletonRunning: m.singleton != nil})
 }
 
 func (m *manager) wasOldest(ctx actor.Context) {
@@ -360,7 +326,6 @@ func (m *manager) wasOldest(ctx actor.Context) {
 	case *messages.HandOverToMe:
 		m.askHandOver(ctx, msg)
 	case membership.MemberRemoved:
-		m.history.removed[msg.Member.ID] = true
 		m.ask(ctx, memberGone{id: msg.Member.ID, singletonRunning: m.singleton != nil})
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
@@ -544,11 +509,23 @@ func (m *manager) carryOut(ctx actor.Context, a action) {
 		ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", a.from))
 	case actGiveUpHandOverDone:
 		ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", a.pid))
-		for _, env := range a.dropped {
+		for _, env := range a.envelopes {
 			m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
 		}
 	case actAnswerLeaveWaiters:
 		m.answerLeaveWaitersIfIdle(ctx)
+	case actTryGotoOldest:
+		m.tryGotoOldest(ctx)
+	case actDeliver:
+		for _, env := range a.envelopes {
+			m.onEnvelope(ctx, env)
+		}
+	case actForgetIdentifyWaiters:
+		m.identifyWaiters.take()
+	case actLogUnexpected:
+		ctx.Logger().Debug("singleton: ignoring "+a.text+" from unexpected member", slog.String("from", a.from), slog.String("expected", a.member.ID))
+	case actLogPreviousRemoved:
+		ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", a.from))
 	}
 }
 
@@ -687,15 +664,7 @@ func (m *manager) gotoYounger(ctx actor.Context) {
 }
 
 func (m *manager) gotoBecomingOldest(ctx actor.Context) {
-	m.ask(ctx, askedHandOver{previous: m.livePrevious()})
-}
-
-// livePrevious is the most recent previous oldest not removed (nil: none).
-func (m *manager) livePrevious() *membership.Member {
-	if prev, ok := m.history.firstLive(); ok {
-		return &prev
-	}
-	return nil
+	m.ask(ctx, askedHandOver{})
 }
 
 // handOverDone carries out the hand-over to to (nil: nobody) once the

@@ -3,6 +3,8 @@ package singleton
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/membership"
@@ -29,6 +31,9 @@ type stateData struct {
 	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
 	pendingInitial *initialOldestState // Stopping: a re-join seen while the singleton still stops
 	offer          handOverOffer       // End: where the singleton went
+	// history: the previous oldest members (YoungerData's and
+	// BecomingOldestData's previousOldest) and the members removed.
+	history oldestHistory
 
 	selfExited bool // this member is leaving
 	selfGone   bool // this incarnation was removed
@@ -48,22 +53,15 @@ type (
 	// re-join seen in End).
 	joined struct{ self membership.Member }
 	// askedHandOver: this member became the oldest (in Start, Younger, or
-	// on a re-join in End); previous (nil: none known alive) is asked to
-	// hand the singleton over.
-	askedHandOver struct{ previous *membership.Member }
+	// on a re-join in End) while a previous oldest may still run the
+	// singleton; the most recent one alive is asked to hand it over.
+	askedHandOver struct{}
 	// handOverInProgress is BecomingOldest's HandOverInProgress.
 	handOverInProgress struct{}
-	// handOverRetryDue is BecomingOldest's HandOverRetry, with the
-	// previous oldest that may still run the singleton (nil: none).
-	handOverRetryDue struct {
-		retry    handOverRetry
-		previous *membership.Member
-	}
 	// oldestLeft: the oldest changed while this member ran the singleton
-	// (Oldest, AcquiringLease); removed: the new oldest is removed.
+	// (Oldest, AcquiringLease).
 	oldestLeft struct {
 		oldest           *membership.Member
-		removed          bool
 		singletonRunning bool
 	}
 	// takeOverRetryDue is WasOldest's TakeOverRetry.
@@ -71,15 +69,20 @@ type (
 		retry            takeOverRetry
 		singletonRunning bool
 	}
-	// handOverAsked is a HandOverToMe from sender; removed: from a member
-	// removed already.
+	// handOverAsked is a HandOverToMe of member from, sent by sender.
 	handOverAsked struct {
 		from             string
 		sender           *actor.PID
-		removed          bool
 		singletonRunning bool
 	}
-	// memberGone is a MemberRemoved of another member in WasOldest.
+	// takeOverOffered is a TakeOverFromMe of member from, sent by sender
+	// (nil: none to answer).
+	takeOverOffered struct {
+		from   string
+		sender *actor.PID
+	}
+	// memberGone is a MemberRemoved of another member in WasOldest: it
+	// counts as removed at once.
 	memberGone struct {
 		id               string
 		singletonRunning bool
@@ -121,21 +124,27 @@ const (
 	actRejoin                            // start over as the incarnation of initial
 	actGiveUpHandOverDone                // to pid: drop what it carried
 	actAnswerLeaveWaiters                // let the leave go on if nothing runs here
+	actTryGotoOldest                     // Akka's tryGotoOldest
+	actDeliver                           // envelopes handed over, to the singleton
+	actForgetIdentifyWaiters             // they ask the other member next
+	actLogUnexpected                     // text from from, expected member
+	actLogPreviousRemoved                // from
 )
 
 // action is one thing the manager carries out, in order.
 type action struct {
-	kind     actionKind
-	state    string
-	member   *membership.Member
-	pid      *actor.PID
-	msg      any
-	timer    any
-	count    int
-	graceful bool
-	from     string
-	initial  *initialOldestState
-	dropped  []*messages.SingletonEnvelope
+	kind      actionKind
+	state     string
+	member    *membership.Member
+	pid       *actor.PID
+	msg       any
+	timer     any
+	count     int
+	graceful  bool
+	from      string
+	initial   *initialOldestState
+	text      string
+	envelopes []*messages.SingletonEnvelope
 }
 
 func become(state string) action { return action{kind: actBecome, state: state} }
@@ -167,16 +176,20 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		if d.state != StateStart && d.state != StateYounger && d.state != StateEnd {
 			return d, nil, invalid(d.state, in)
 		}
-		return d.asking(StateBecomingOldest, &messages.HandOverToMe{FromMemberId: d.self.ID}, in.previous,
-			func(gen int) any { return handOverRetry{count: 1, gen: gen} })
+		return d.askHandOver()
 	case handOverInProgress:
 		if d.state != StateBecomingOldest {
 			return d, nil, invalid(d.state, in)
 		}
 		d.timerGen++ // Akka cancels the retry timer
 		return d, nil, nil
-	case handOverRetryDue:
+	case handOverRetry:
 		return d.handOverRetryDue(in)
+	case *messages.HandOverDone, takeOverOffered, delayedMemberRemoved:
+		if d.state != StateBecomingOldest {
+			return d, nil, invalid(d.state, in)
+		}
+		return d.becomingOldest(in)
 	case oldestLeft:
 		return d.oldestLeft(in)
 	case takeOverRetryDue:
@@ -184,7 +197,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 	case handOverAsked:
 		switch d.state {
 		case StateOldest, StateAcquiringLease, StateWasOldest:
-			if in.removed {
+			if d.history.isRemoved(in.from) {
 				return d, nil, nil
 			}
 			return d.handOver(in.sender, in.singletonRunning)
@@ -212,6 +225,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		if d.state != StateWasOldest {
 			return d, nil, invalid(d.state, in)
 		}
+		d.history = d.history.withRemoved(in.id)
 		if !d.selfExited && d.newOldest != nil && in.id == d.newOldest.ID {
 			return d.handOver(nil, in.singletonRunning)
 		}
@@ -237,6 +251,9 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, nil, invalid(d.state, in)
 	case *oldestChanged:
+		if d.state == StateYounger {
+			return d.younger(in)
+		}
 		if d.state != StateEnd {
 			return d, nil, invalid(d.state, in)
 		}
@@ -274,7 +291,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		if decision == giveUpHandOverDone {
 			d.offer = next
-			return d, []action{{kind: actGiveUpHandOverDone, pid: d.offer.to, dropped: dropped}, {kind: actAnswerLeaveWaiters}}, nil
+			return d, []action{{kind: actGiveUpHandOverDone, pid: d.offer.to, envelopes: dropped}, {kind: actAnswerLeaveWaiters}}, nil
 		}
 		return d, []action{{kind: actSend, pid: d.offer.to, msg: d.offer.done}, schedule(handOverDoneRetry{count: in.count + 1, gen: d.timerGen})}, nil
 	case handOverDoneSent:
@@ -303,6 +320,77 @@ func (d stateData) step(in any) (stateData, []action, error) {
 	return d, nil, invalid(d.state, in)
 }
 
+// younger is Younger's OldestChanged: this member takes over at once
+// when no previous oldest may still run the singleton, asks the most
+// recent one to hand over, or stays younger.
+func (d stateData) younger(in *oldestChanged) (stateData, []action, error) {
+	d.history.previous = slices.Clone(d.history.previous)
+	switch d.history.oldestChanged(d.self, in.oldest) {
+	case becomeOldestNow:
+		return d, []action{{kind: actTryGotoOldest}}, nil
+	case askHandOver:
+		return d.askHandOver()
+	}
+	// The proxies that took this member for the oldest ask the other
+	// one next.
+	return d, []action{{kind: actForgetIdentifyWaiters}, {kind: actAskNext}}, nil
+}
+
+// askHandOver goes to BecomingOldest, asking the most recent previous
+// oldest alive (if any) to hand over.
+func (d stateData) askHandOver() (stateData, []action, error) {
+	return d.asking(StateBecomingOldest, &messages.HandOverToMe{FromMemberId: d.self.ID}, d.livePrevious(),
+		func(gen int) any { return handOverRetry{count: 1, gen: gen} })
+}
+
+// becomingOldest takes the previous oldest's answers in BecomingOldest.
+func (d stateData) becomingOldest(in any) (stateData, []action, error) {
+	prev, _ := d.history.firstLive()
+	switch in := in.(type) {
+	case *messages.HandOverDone:
+		if !d.history.handOverDoneFrom(in.FromMemberId) {
+			return d, []action{{kind: actLogUnexpected, text: "HandOverDone", from: in.FromMemberId, member: &prev}}, nil
+		}
+		return d, []action{reply(&messages.HandOverDoneAck{FromMemberId: d.self.ID}), {kind: actTryGotoOldest},
+			{kind: actDeliver, envelopes: in.Buffered}}, nil
+	case takeOverOffered:
+		d.history.previous = slices.Clone(d.history.previous)
+		switch d.history.takeOverFromMe(in.from, in.sender) {
+		case answerHandOverToMe:
+			return d, []action{reply(&messages.HandOverToMe{FromMemberId: d.self.ID})}, nil
+		case ignoreUnexpectedTakeOver:
+			return d, []action{{kind: actLogUnexpected, text: "TakeOverFromMe", from: in.from, member: &prev}}, nil
+		}
+		return d, nil, nil
+	case delayedMemberRemoved:
+		d.history = d.history.withRemoved(in.member.ID)
+		if d.history.previousRemoved(in.member.ID) {
+			return d, []action{{kind: actLogPreviousRemoved, from: in.member.ID}, {kind: actTryGotoOldest}}, nil
+		}
+		return d, nil, nil
+	}
+	return d, nil, invalid(d.state, in)
+}
+
+// withRemoved is h with member id counted removed, on a copy of its
+// removed set: step never changes the data it was given.
+func (h oldestHistory) withRemoved(id string) oldestHistory {
+	h.removed = maps.Clone(h.removed)
+	if h.removed == nil {
+		h.removed = map[string]bool{}
+	}
+	h.removed[id] = true
+	return h
+}
+
+// livePrevious is the most recent previous oldest not removed (nil: none).
+func (d stateData) livePrevious() *membership.Member {
+	if prev, ok := d.history.firstLive(); ok {
+		return &prev
+	}
+	return nil
+}
+
 // timerDue checks a hand-over retry timer number gen, for state.
 func (d stateData) timerDue(state string, gen int, in any) error {
 	switch {
@@ -314,30 +402,27 @@ func (d stateData) timerDue(state string, gen int, in any) error {
 	return nil
 }
 
-func (d stateData) handOverRetryDue(in handOverRetryDue) (stateData, []action, error) {
-	if err := d.timerDue(StateBecomingOldest, in.retry.gen, in); err != nil {
+func (d stateData) handOverRetryDue(in handOverRetry) (stateData, []action, error) {
+	previous := d.livePrevious()
+	if err := d.timerDue(StateBecomingOldest, in.gen, in); err != nil {
 		return d, nil, err
 	}
 	var acts []action
-	switch decideHandOverRetry(in.retry.count, d.settings, in.previous != nil) {
+	switch decideHandOverRetry(in.count, d.settings, previous != nil) {
 	case takeOverWithoutHandOver:
 		return d, []action{{kind: actTakeOver}}, nil
 	case askHandOverAgainStuck:
-		acts = append(acts, action{kind: actLogHandOverStuck, member: in.previous, count: in.retry.count})
+		acts = append(acts, action{kind: actLogHandOverStuck, member: previous, count: in.count})
 	}
-	return d, append(acts, sendTo(in.previous, &messages.HandOverToMe{FromMemberId: d.self.ID}),
-		schedule(handOverRetry{count: in.retry.count + 1, gen: d.timerGen})), nil
+	return d, append(acts, sendTo(previous, &messages.HandOverToMe{FromMemberId: d.self.ID}),
+		schedule(handOverRetry{count: in.count + 1, gen: d.timerGen})), nil
 }
 
 func (d stateData) oldestLeft(in oldestLeft) (stateData, []action, error) {
 	if d.state != StateOldest && d.state != StateAcquiringLease {
 		return d, nil, invalid(d.state, in)
 	}
-	var removed map[string]bool
-	if in.removed && in.oldest != nil {
-		removed = map[string]bool{in.oldest.ID: true}
-	}
-	switch decideOldestChanged(d.self, in.oldest, removed, d.selfExited) {
+	switch decideOldestChanged(d.self, in.oldest, d.history.removed, d.selfExited) {
 	case stayOldest:
 		return d, []action{{kind: actAskNext}}, nil
 	case handOverToNobody:

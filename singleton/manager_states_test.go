@@ -70,7 +70,20 @@ func TestManagerStates(t *testing.T) {
 	pidB := actor.NewPID(b.Address, "singletonManager")
 	pidC := actor.NewPID("127.0.0.1:c", "singletonManager")
 	initial := &initialOldestState{self: mem("a2", 3)}
-	in := func(state string) stateData { return stateData{state: state, self: a, settings: settings} }
+	in := func(state string) stateData {
+		return stateData{state: state, self: a, settings: settings, history: newOldestHistory()}
+	}
+	c := mem("c", 3)
+	after := func(state string, oldest membership.Member) stateData {
+		d := in(state)
+		d.history.only(&oldest)
+		return d
+	}
+	removedB := func(state string) stateData {
+		d := after(state, b)
+		d.history = d.history.withRemoved("b")
+		return d
+	}
 	gen := func(want int) func(t *testing.T, d stateData) {
 		return func(t *testing.T, d stateData) { assert.Equal(t, want, d.timerGen, "timer number") }
 	}
@@ -78,6 +91,7 @@ func TestManagerStates(t *testing.T) {
 	takeOverFromMe := func(m membership.Member) action { return sendTo(&m, &messages.TakeOverFromMe{FromMemberId: "a"}) }
 	inProgress := &messages.HandOverInProgress{FromMemberId: "a"}
 	done := &messages.HandOverDone{FromMemberId: "a", Buffered: []*messages.SingletonEnvelope{{Hops: 1}}}
+	done2 := &messages.HandOverDone{FromMemberId: "b", Buffered: []*messages.SingletonEnvelope{{Hops: 2}}}
 	// offered is End after a hand-over to b, its drain timer armed once.
 	offered := func() stateData {
 		d := in(StateEnd)
@@ -90,27 +104,67 @@ func TestManagerStates(t *testing.T) {
 		from  stateData
 		steps []stateStep
 	}{
-		{"BecomingOldest asks until HandOverInProgress stops the timer", in(StateYounger), []stateStep{
-			{"asked", askedHandOver{previous: &b}, []action{handOverToMe(b), become(StateBecomingOldest),
+		{"Younger follows the oldest, then waits for the previous ones", after(StateYounger, b), []stateStep{
+			{"c is the oldest", &oldestChanged{oldest: &c}, []action{{kind: actForgetIdentifyWaiters}, {kind: actAskNext}}, nil, StateYounger,
+				func(t *testing.T, d stateData) { assert.Equal(t, []membership.Member{c, b}, d.history.previous) }},
+			{"a is the oldest", &oldestChanged{oldest: &a}, []action{handOverToMe(c), become(StateBecomingOldest),
+				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, nil},
+			{"TakeOverFromMe of b", takeOverOffered{from: "b", sender: pidB},
+				[]action{{kind: actLogUnexpected, text: "TakeOverFromMe", from: "b", member: &c}}, nil, StateBecomingOldest, nil},
+			{"HandOverDone of b", &messages.HandOverDone{FromMemberId: "b"},
+				[]action{{kind: actLogUnexpected, text: "HandOverDone", from: "b", member: &c}}, nil, StateBecomingOldest, nil},
+			{"c removed", delayedMemberRemoved{member: c}, nil, nil, StateBecomingOldest,
+				func(t *testing.T, d stateData) { assert.True(t, d.history.isRemoved("c")) }},
+			{"b removed", delayedMemberRemoved{member: b}, []action{{kind: actLogPreviousRemoved, from: "b"}, {kind: actTryGotoOldest}},
+				nil, StateBecomingOldest, nil},
+		}},
+		{"BecomingOldest takes the hand-over", after(StateYounger, b), []stateStep{
+			{"a is the oldest", &oldestChanged{oldest: &a}, []action{handOverToMe(b), become(StateBecomingOldest),
+				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, nil},
+			{"TakeOverFromMe of b", takeOverOffered{from: "b", sender: pidB},
+				[]action{reply(&messages.HandOverToMe{FromMemberId: "a"})}, nil, StateBecomingOldest, nil},
+			{"HandOverDone of b", done2, []action{reply(&messages.HandOverDoneAck{FromMemberId: "a"}), {kind: actTryGotoOldest},
+				{kind: actDeliver, envelopes: done2.Buffered}}, nil, StateBecomingOldest, nil},
+		}},
+		{"Younger takes over at once after the previous oldest's removal", removedB(StateYounger), []stateStep{
+			{"a is the oldest", &oldestChanged{oldest: &a}, []action{{kind: actTryGotoOldest}}, nil, StateYounger, nil},
+		}},
+		{"BecomingOldest learns the previous oldest from its TakeOverFromMe", in(StateBecomingOldest), []stateStep{
+			{"TakeOverFromMe without a sender", takeOverOffered{from: "b"},
+				[]action{{kind: actLogUnexpected, text: "TakeOverFromMe", from: "b", member: &membership.Member{}}}, nil, StateBecomingOldest, nil},
+			{"TakeOverFromMe of b", takeOverOffered{from: "b", sender: pidB},
+				[]action{reply(&messages.HandOverToMe{FromMemberId: "a"})}, nil, StateBecomingOldest,
+				func(t *testing.T, d stateData) {
+					assert.Equal(t, []membership.Member{{ID: "b", Address: b.Address}}, d.history.previous)
+				}},
+			{"b removed", delayedMemberRemoved{member: b}, []action{{kind: actLogPreviousRemoved, from: "b"}, {kind: actTryGotoOldest}},
+				nil, StateBecomingOldest, nil},
+			{"TakeOverFromMe of the removed b", takeOverOffered{from: "b", sender: pidB}, nil, nil, StateBecomingOldest, nil},
+		}},
+		{"BecomingOldest asks until HandOverInProgress stops the timer", after(StateYounger, b), []stateStep{
+			{"asked", askedHandOver{}, []action{handOverToMe(b), become(StateBecomingOldest),
 				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, gen(1)},
-			{"retry", handOverRetryDue{retry: handOverRetry{count: 1, gen: 1}, previous: &b},
+			{"retry", handOverRetry{count: 1, gen: 1},
 				[]action{handOverToMe(b), schedule(handOverRetry{count: 2, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"in progress", handOverInProgress{}, nil, nil, StateBecomingOldest, gen(2)},
-			{"cancelled retry", handOverRetryDue{retry: handOverRetry{count: 2, gen: 1}, previous: &b}, nil, errIgnored, StateBecomingOldest, nil},
-			{"asked twice", askedHandOver{previous: &b}, nil, errInvalidTransition, StateBecomingOldest, nil},
+			{"cancelled retry", handOverRetry{count: 2, gen: 1}, nil, errIgnored, StateBecomingOldest, nil},
+			{"asked twice", askedHandOver{}, nil, errInvalidTransition, StateBecomingOldest, nil},
 		}},
-		{"BecomingOldest is stuck once every max retries", in(StateStart), []stateStep{
-			{"asked nobody known", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
+		{"BecomingOldest is stuck once every max retries", after(StateStart, b), []stateStep{
+			{"asked", askedHandOver{}, []action{handOverToMe(b), become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
 				nil, StateBecomingOldest, nil},
-			{"retry 5", handOverRetryDue{retry: handOverRetry{count: 5, gen: 1}, previous: &b},
+			{"retry 5", handOverRetry{count: 5, gen: 1},
 				[]action{handOverToMe(b), schedule(handOverRetry{count: 6, gen: 1})}, nil, StateBecomingOldest, nil},
-			{"retry 6 stuck", handOverRetryDue{retry: handOverRetry{count: 6, gen: 1}, previous: &b},
+			{"retry 6 stuck", handOverRetry{count: 6, gen: 1},
 				[]action{{kind: actLogHandOverStuck, member: &b, count: 6}, handOverToMe(b),
 					schedule(handOverRetry{count: 7, gen: 1})}, nil, StateBecomingOldest, nil},
-			{"retry 7", handOverRetryDue{retry: handOverRetry{count: 7, gen: 1}, previous: &b},
+			{"retry 7", handOverRetry{count: 7, gen: 1},
 				[]action{handOverToMe(b), schedule(handOverRetry{count: 8, gen: 1})}, nil, StateBecomingOldest, nil},
-			{"previous removed", handOverRetryDue{retry: handOverRetry{count: 8, gen: 1}},
-				[]action{{kind: actTakeOver}}, nil, StateBecomingOldest, nil},
+		}},
+		{"BecomingOldest takes over when no previous oldest is known", in(StateStart), []stateStep{
+			{"asked nobody", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
+				nil, StateBecomingOldest, nil},
+			{"retry", handOverRetry{count: 1, gen: 1}, []action{{kind: actTakeOver}}, nil, StateBecomingOldest, nil},
 		}},
 		{"Oldest hands over to the new oldest and ends", in(StateOldest), []stateStep{
 			{"still oldest", oldestLeft{oldest: &a, singletonRunning: true}, []action{{kind: actAskNext}}, nil, StateOldest, nil},
@@ -125,7 +179,7 @@ func TestManagerStates(t *testing.T) {
 			{"retry 4", takeOverRetryDue{retry: takeOverRetry{count: 4, gen: 1}, singletonRunning: true},
 				[]action{takeOverFromMe(b), schedule(takeOverRetry{count: 5, gen: 1})}, nil, StateWasOldest, nil},
 			{"another removed", memberGone{id: "c", singletonRunning: true}, nil, nil, StateWasOldest, nil},
-			{"from a removed member", handOverAsked{sender: pidC, removed: true, singletonRunning: true}, nil, nil, StateWasOldest, nil},
+			{"from a removed member", handOverAsked{from: "c", sender: pidC, singletonRunning: true}, nil, nil, StateWasOldest, nil},
 			{"HandOverToMe", handOverAsked{sender: pidB, singletonRunning: true}, []action{{kind: actSend, pid: pidB, msg: inProgress},
 				{kind: actTerminateSingleton}, become(StateHandingOver)}, nil, StateHandingOver,
 				func(t *testing.T, d stateData) { assert.Equal(t, pidB, d.handOverTo) }},
@@ -157,7 +211,7 @@ func TestManagerStates(t *testing.T) {
 		{"End gives up on an unacknowledged HandOverDone", offered(), []stateStep{
 			{"sent", handOverDoneSent{}, []action{{kind: actSend, pid: pidB, msg: done}, schedule(handOverDoneRetry{count: 1, gen: 1})},
 				nil, StateEnd, nil},
-			{"out of retries", handOverDoneRetry{count: 3, gen: 1}, []action{{kind: actGiveUpHandOverDone, pid: pidB, dropped: done.Buffered},
+			{"out of retries", handOverDoneRetry{count: 3, gen: 1}, []action{{kind: actGiveUpHandOverDone, pid: pidB, envelopes: done.Buffered},
 				{kind: actAnswerLeaveWaiters}}, nil, StateEnd, func(t *testing.T, d stateData) { assert.False(t, d.offer.pending()) }},
 			{"HandOverToMe", handOverAsked{sender: pidB}, nil, nil, StateEnd, nil},
 			{"drained", drained{gen: 1}, []action{{kind: actAnswerLeaveWaiters}}, nil, StateEnd, nil},
@@ -170,8 +224,8 @@ func TestManagerStates(t *testing.T) {
 			{"HandOverToMe while leaving", handOverAsked{from: "b", sender: pidB}, []action{{kind: actLogIgnoredHandOverToMe, from: "b"}},
 				nil, StateYounger, nil},
 		}},
-		{"a removed new oldest: hand over to nobody and stay", in(StateAcquiringLease), []stateStep{
-			{"removed oldest", oldestLeft{oldest: &b, removed: true, singletonRunning: true},
+		{"a removed new oldest: hand over to nobody and stay", removedB(StateAcquiringLease), []stateStep{
+			{"removed oldest", oldestLeft{oldest: &b, singletonRunning: true},
 				[]action{{kind: actTerminateSingleton}, become(StateHandingOver)}, nil, StateHandingOver, nil},
 			{"terminated", singletonStopped{}, []action{{kind: actHandOverDone}, {kind: actForgetPreviousOldest}, become(StateYounger),
 				{kind: actAskNext}}, nil, StateYounger, nil},
@@ -208,8 +262,7 @@ func TestManagerStates(t *testing.T) {
 				{kind: actReplayInitial, initial: initial}}, nil, StateEnd, nil},
 			{"re-joined", joined{self: initial.self}, nil, nil, StateEnd,
 				func(t *testing.T, d stateData) { assert.False(t, d.selfGone) }},
-			{"the oldest again", askedHandOver{previous: &b}, []action{sendTo(&b, &messages.HandOverToMe{FromMemberId: "a2"}),
-				become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 2})}, nil, StateBecomingOldest, nil},
+			{"the oldest again", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 2})}, nil, StateBecomingOldest, nil},
 		}},
 		{"removed while younger: End drains the buffer", in(StateYounger), []stateStep{
 			{"removed", selfRemoved{}, []action{{kind: actLogSelfRemoved}, {kind: actCloseHandOver}, become(StateEnd),
@@ -222,10 +275,12 @@ func TestManagerStates(t *testing.T) {
 			{"oldest changed", oldestLeft{oldest: &b}, nil, errInvalidTransition, StateYounger, nil},
 			{"member removed", memberGone{id: "b"}, nil, errInvalidTransition, StateYounger, nil},
 			{"HandOverDone resend", handOverDoneRetry{count: 1}, nil, errInvalidTransition, StateYounger, nil},
-			{"retry", handOverRetryDue{retry: handOverRetry{count: 1}}, nil, errInvalidTransition, StateYounger, nil},
+			{"retry", handOverRetry{count: 1}, nil, errInvalidTransition, StateYounger, nil},
 			{"joined", joined{self: a}, nil, errInvalidTransition, StateYounger, nil},
 			{"initial state", initial, nil, errInvalidTransition, StateYounger, nil},
-			{"OldestChanged", &oldestChanged{oldest: &b}, nil, errInvalidTransition, StateYounger, nil},
+			{"HandOverDone", &messages.HandOverDone{FromMemberId: "b"}, nil, errInvalidTransition, StateYounger, nil},
+			{"TakeOverFromMe", takeOverOffered{from: "b", sender: pidB}, nil, errInvalidTransition, StateYounger, nil},
+			{"removal counted", delayedMemberRemoved{member: b}, nil, errInvalidTransition, StateYounger, nil},
 			{"HandOverDoneAck", &messages.HandOverDoneAck{}, nil, errInvalidTransition, StateYounger, nil},
 			{"drained", drained{}, nil, errInvalidTransition, StateYounger, nil},
 			{"unknown", "x", nil, errInvalidTransition, StateYounger, nil},
