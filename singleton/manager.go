@@ -130,32 +130,22 @@ func (m *manager) Receive(ctx actor.Context) {
 func (m *manager) start(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *initialOldestState:
-		m.onInitial(ctx, msg)
+		m.ask(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
 }
 
-func (m *manager) onInitial(ctx actor.Context, msg *initialOldestState) {
-	m.ask(ctx, joined{self: msg.self})
-	if m.settings.UseLease != nil {
-		// Made now rather than at the first acquisition, so that a lease
-		// that observes its holder (lease.Observer) starts counting before
-		// this member may become the oldest.
-		if _, err := m.currentLease(ctx.Logger()); err != nil {
-			ctx.Logger().Warn("singleton: failed to get lease (will be retried when needed)", slog.Any("error", err))
-		}
+// makeLease makes the lease of this member's incarnation now rather than
+// at the first acquisition, so that a lease that observes its holder
+// (lease.Observer) starts counting before this member may become the
+// oldest.
+func (m *manager) makeLease(ctx actor.Context) {
+	if m.settings.UseLease == nil {
+		return
 	}
-	m.history.rejoined()
-	switch decideStart(msg.self, msg.oldest, msg.safeToBeOldest) {
-	case startAsOldest:
-		m.tryGotoOldest(ctx)
-	case startBecomingOldest:
-		m.history.forget()
-		m.gotoBecomingOldest(ctx)
-	default:
-		m.history.only(msg.oldest)
-		m.gotoYounger(ctx)
+	if _, err := m.currentLease(ctx.Logger()); err != nil {
+		ctx.Logger().Warn("singleton: failed to get lease (will be retried when needed)", slog.Any("error", err))
 	}
 }
 
@@ -502,9 +492,10 @@ func (m *manager) carryOut(ctx actor.Context, a action) {
 		m.closeHandOver(ctx)
 	case actReplayInitial:
 		ctx.Send(ctx.Self(), a.initial)
-	case actRejoin:
-		ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", a.initial.self.ID))
-		m.onInitial(ctx, a.initial)
+	case actLogRejoined:
+		ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", a.from))
+	case actMakeLease:
+		m.makeLease(ctx)
 	case actLogIgnoredHandOverToMe:
 		ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", a.from))
 	case actGiveUpHandOverDone:
@@ -656,15 +647,6 @@ func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
 	m.history.forget()
 	m.become(ctx, StateOldest, m.oldest)
 	m.askNext(ctx)
-}
-
-func (m *manager) gotoYounger(ctx actor.Context) {
-	m.become(ctx, StateYounger, m.younger)
-	m.askNext(ctx)
-}
-
-func (m *manager) gotoBecomingOldest(ctx actor.Context) {
-	m.ask(ctx, askedHandOver{})
 }
 
 // handOverDone carries out the hand-over to to (nil: nobody) once the

@@ -49,13 +49,6 @@ var errIgnored = errors.New("singleton: stale hand-over input")
 
 // The inputs of step that are not the manager's messages as they come.
 type (
-	// joined: the buffer's initial state for incarnation self (Start, or a
-	// re-join seen in End).
-	joined struct{ self membership.Member }
-	// askedHandOver: this member became the oldest (in Start, Younger, or
-	// on a re-join in End) while a previous oldest may still run the
-	// singleton; the most recent one alive is asked to hand it over.
-	askedHandOver struct{}
 	// handOverInProgress is BecomingOldest's HandOverInProgress.
 	handOverInProgress struct{}
 	// oldestLeft: the oldest changed while this member ran the singleton
@@ -121,7 +114,8 @@ const (
 	actAskNext                           // ask the buffer for the next change
 	actCloseHandOver                     // End's entry: drop the held, release the lease, drain
 	actReplayInitial                     // send initial to self
-	actRejoin                            // start over as the incarnation of initial
+	actLogRejoined                       // member from
+	actMakeLease                         // the lease of this incarnation, if one is used
 	actGiveUpHandOverDone                // to pid: drop what it carried
 	actAnswerLeaveWaiters                // let the leave go on if nothing runs here
 	actTryGotoOldest                     // Akka's tryGotoOldest
@@ -166,17 +160,6 @@ func invalid(state string, in any) error {
 // changed).
 func (d stateData) step(in any) (stateData, []action, error) {
 	switch in := in.(type) {
-	case joined:
-		if d.state != StateStart && d.state != StateEnd {
-			return d, nil, invalid(d.state, in)
-		}
-		d.self, d.selfGone, d.selfExited = in.self, false, false
-		return d, nil, nil
-	case askedHandOver:
-		if d.state != StateStart && d.state != StateYounger && d.state != StateEnd {
-			return d, nil, invalid(d.state, in)
-		}
-		return d.askHandOver()
 	case handOverInProgress:
 		if d.state != StateBecomingOldest {
 			return d, nil, invalid(d.state, in)
@@ -240,12 +223,14 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		return d, nil, invalid(d.state, in)
 	case *initialOldestState:
 		switch d.state {
+		case StateStart:
+			return d.join(in, nil)
 		case StateStopping:
 			d.pendingInitial = in
 			return d, nil, nil
 		case StateEnd:
 			if in.self.ID != d.self.ID {
-				return d, []action{{kind: actRejoin, initial: in}}, nil
+				return d.join(in, []action{{kind: actLogRejoined, from: in.self.ID}})
 			}
 			return d, []action{{kind: actAskNext}}, nil
 		}
@@ -334,6 +319,27 @@ func (d stateData) younger(in *oldestChanged) (stateData, []action, error) {
 	// The proxies that took this member for the oldest ask the other
 	// one next.
 	return d, []action{{kind: actForgetIdentifyWaiters}, {kind: actAskNext}}, nil
+}
+
+// join starts incarnation in.self after acts: the oldest becomes Oldest
+// at once only when it is safe (no older member is still leaving, which
+// might still run the singleton); otherwise it waits for a hand-over in
+// BecomingOldest.
+func (d stateData) join(in *initialOldestState, acts []action) (stateData, []action, error) {
+	d.self, d.selfGone, d.selfExited = in.self, false, false
+	acts = append(acts, action{kind: actMakeLease})
+	d.history.rejoined()
+	switch decideStart(in.self, in.oldest, in.safeToBeOldest) {
+	case startAsOldest:
+		return d, append(acts, action{kind: actTryGotoOldest}), nil
+	case startBecomingOldest:
+		d.history.forget()
+		d, asking, err := d.askHandOver()
+		return d, append(acts, asking...), err
+	}
+	d.history.only(in.oldest)
+	d.state = StateYounger
+	return d, append(acts, become(StateYounger), action{kind: actAskNext}), nil
 }
 
 // askHandOver goes to BecomingOldest, asking the most recent previous

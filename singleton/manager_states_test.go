@@ -70,6 +70,7 @@ func TestManagerStates(t *testing.T) {
 	pidB := actor.NewPID(b.Address, "singletonManager")
 	pidC := actor.NewPID("127.0.0.1:c", "singletonManager")
 	initial := &initialOldestState{self: mem("a2", 3)}
+	rejoin := []action{{kind: actLogRejoined, from: "a2"}, {kind: actMakeLease}, become(StateYounger), {kind: actAskNext}}
 	in := func(state string) stateData {
 		return stateData{state: state, self: a, settings: settings, history: newOldestHistory()}
 	}
@@ -142,17 +143,17 @@ func TestManagerStates(t *testing.T) {
 			{"TakeOverFromMe of the removed b", takeOverOffered{from: "b", sender: pidB}, nil, nil, StateBecomingOldest, nil},
 		}},
 		{"BecomingOldest asks until HandOverInProgress stops the timer", after(StateYounger, b), []stateStep{
-			{"asked", askedHandOver{}, []action{handOverToMe(b), become(StateBecomingOldest),
+			{"a is the oldest", &oldestChanged{oldest: &a}, []action{handOverToMe(b), become(StateBecomingOldest),
 				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, gen(1)},
 			{"retry", handOverRetry{count: 1, gen: 1},
 				[]action{handOverToMe(b), schedule(handOverRetry{count: 2, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"in progress", handOverInProgress{}, nil, nil, StateBecomingOldest, gen(2)},
 			{"cancelled retry", handOverRetry{count: 2, gen: 1}, nil, errIgnored, StateBecomingOldest, nil},
-			{"asked twice", askedHandOver{}, nil, errInvalidTransition, StateBecomingOldest, nil},
+			{"OldestChanged", &oldestChanged{oldest: &a}, nil, errInvalidTransition, StateBecomingOldest, nil},
 		}},
-		{"BecomingOldest is stuck once every max retries", after(StateStart, b), []stateStep{
-			{"asked", askedHandOver{}, []action{handOverToMe(b), become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
-				nil, StateBecomingOldest, nil},
+		{"BecomingOldest is stuck once every max retries", after(StateYounger, b), []stateStep{
+			{"a is the oldest", &oldestChanged{oldest: &a}, []action{handOverToMe(b), become(StateBecomingOldest),
+				schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"retry 5", handOverRetry{count: 5, gen: 1},
 				[]action{handOverToMe(b), schedule(handOverRetry{count: 6, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"retry 6 stuck", handOverRetry{count: 6, gen: 1},
@@ -161,9 +162,23 @@ func TestManagerStates(t *testing.T) {
 			{"retry 7", handOverRetry{count: 7, gen: 1},
 				[]action{handOverToMe(b), schedule(handOverRetry{count: 8, gen: 1})}, nil, StateBecomingOldest, nil},
 		}},
-		{"BecomingOldest takes over when no previous oldest is known", in(StateStart), []stateStep{
-			{"asked nobody", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})},
-				nil, StateBecomingOldest, nil},
+		{"Start: the oldest starts at once when safe", removedB(StateStart), []stateStep{
+			{"initial state", &initialOldestState{self: a, oldest: &a, safeToBeOldest: true},
+				[]action{{kind: actMakeLease}, {kind: actTryGotoOldest}}, nil, StateStart,
+				func(t *testing.T, d stateData) {
+					assert.False(t, d.history.isRemoved("b"), "removals of an earlier incarnation")
+				}},
+		}},
+		{"Start: a younger member takes the oldest for its previous oldest", removedB(StateStart), []stateStep{
+			{"initial state", &initialOldestState{self: a, oldest: &c}, []action{{kind: actMakeLease}, become(StateYounger),
+				{kind: actAskNext}}, nil, StateYounger, func(t *testing.T, d stateData) {
+				assert.Equal(t, []membership.Member{c}, d.history.previous)
+				assert.False(t, d.history.isRemoved("b"))
+			}},
+		}},
+		{"BecomingOldest takes over when no previous oldest is known", after(StateStart, b), []stateStep{
+			{"oldest while another leaves", &initialOldestState{self: a, oldest: &a}, []action{{kind: actMakeLease},
+				become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 1})}, nil, StateBecomingOldest, nil},
 			{"retry", handOverRetry{count: 1, gen: 1}, []action{{kind: actTakeOver}}, nil, StateBecomingOldest, nil},
 		}},
 		{"Oldest hands over to the new oldest and ends", in(StateOldest), []stateStep{
@@ -189,7 +204,8 @@ func TestManagerStates(t *testing.T) {
 			{"terminated", singletonStopped{}, []action{{kind: actHandOverDone, pid: pidB}, {kind: actCloseHandOver}, become(StateEnd)},
 				nil, StateEnd, func(t *testing.T, d stateData) { assert.Nil(t, d.newOldest) }},
 			{"nothing to send yet", handOverDoneSent{}, nil, errIgnored, StateEnd, gen(1)},
-			{"re-joined", joined{self: mem("a2", 3)}, nil, nil, StateEnd,
+			{"re-joined", &initialOldestState{self: mem("a2", 3), oldest: &b}, []action{{kind: actLogRejoined, from: "a2"},
+				{kind: actMakeLease}, become(StateYounger), {kind: actAskNext}}, nil, StateYounger,
 				func(t *testing.T, d stateData) { assert.Equal(t, "a2", d.self.ID) }},
 		}},
 		{"End sends HandOverDone until acknowledged", offered(), []stateStep{
@@ -206,7 +222,7 @@ func TestManagerStates(t *testing.T) {
 			{"resend after the ack", handOverDoneRetry{count: 2, gen: 1}, nil, errIgnored, StateEnd, nil},
 			{"oldest changed", &oldestChanged{oldest: &b}, nil, nil, StateEnd, nil},
 			{"same incarnation's initial state", &initialOldestState{self: a}, []action{{kind: actAskNext}}, nil, StateEnd, nil},
-			{"a re-join", initial, []action{{kind: actRejoin, initial: initial}}, nil, StateEnd, nil},
+			{"a re-join", initial, rejoin, nil, StateYounger, nil},
 		}},
 		{"End gives up on an unacknowledged HandOverDone", offered(), []stateStep{
 			{"sent", handOverDoneSent{}, []action{{kind: actSend, pid: pidB, msg: done}, schedule(handOverDoneRetry{count: 1, gen: 1})},
@@ -260,14 +276,14 @@ func TestManagerStates(t *testing.T) {
 			{"re-join", initial, nil, nil, StateStopping, func(t *testing.T, d stateData) { assert.Equal(t, initial, d.pendingInitial) }},
 			{"terminated", singletonStopped{}, []action{{kind: actCloseHandOver}, become(StateEnd),
 				{kind: actReplayInitial, initial: initial}}, nil, StateEnd, nil},
-			{"re-joined", joined{self: initial.self}, nil, nil, StateEnd,
-				func(t *testing.T, d stateData) { assert.False(t, d.selfGone) }},
-			{"the oldest again", askedHandOver{}, []action{become(StateBecomingOldest), schedule(handOverRetry{count: 1, gen: 2})}, nil, StateBecomingOldest, nil},
+			{"replayed", initial, rejoin, nil, StateYounger, func(t *testing.T, d stateData) { assert.False(t, d.selfGone) }},
 		}},
 		{"removed while younger: End drains the buffer", in(StateYounger), []stateStep{
 			{"removed", selfRemoved{}, []action{{kind: actLogSelfRemoved}, {kind: actCloseHandOver}, become(StateEnd),
 				{kind: actAskNext}}, nil, StateEnd, nil},
-			{"re-join", initial, []action{{kind: actRejoin, initial: initial}}, nil, StateEnd, nil},
+			{"re-join as the oldest while another leaves", &initialOldestState{self: mem("a2", 3), oldest: ptr(mem("a2", 3))},
+				[]action{{kind: actLogRejoined, from: "a2"}, {kind: actMakeLease}, become(StateBecomingOldest),
+					schedule(handOverRetry{count: 1, gen: 2})}, nil, StateBecomingOldest, nil},
 		}},
 		{"inputs a state does not take", in(StateYounger), []stateStep{
 			{"HandOverInProgress", handOverInProgress{}, nil, errInvalidTransition, StateYounger, nil},
@@ -276,7 +292,6 @@ func TestManagerStates(t *testing.T) {
 			{"member removed", memberGone{id: "b"}, nil, errInvalidTransition, StateYounger, nil},
 			{"HandOverDone resend", handOverDoneRetry{count: 1}, nil, errInvalidTransition, StateYounger, nil},
 			{"retry", handOverRetry{count: 1}, nil, errInvalidTransition, StateYounger, nil},
-			{"joined", joined{self: a}, nil, errInvalidTransition, StateYounger, nil},
 			{"initial state", initial, nil, errInvalidTransition, StateYounger, nil},
 			{"HandOverDone", &messages.HandOverDone{FromMemberId: "b"}, nil, errInvalidTransition, StateYounger, nil},
 			{"TakeOverFromMe", takeOverOffered{from: "b", sender: pidB}, nil, errInvalidTransition, StateYounger, nil},
