@@ -12,12 +12,12 @@ import (
 )
 
 // stateData is the manager's state name with the data of its hand-over
-// (Akka's State and Data: BecomingOldestData's retry timer,
-// WasOldestData's new oldest, HandingOverData's handOverTo, StoppingData's
-// re-join, EndData's hand-over offer, and the leaving and removed flags
-// every state keeps). step is
-// its only transition: the manager decodes a message, asks step, and
-// carries out the actions it returns.
+// (Akka's State and Data: YoungerData's and BecomingOldestData's previous
+// oldest members and retry timer, WasOldestData's new oldest,
+// HandingOverData's handOverTo, StoppingData's re-join, EndData's
+// hand-over offer, and the leaving and removed flags every state keeps).
+// step is its only transition: the manager decodes a message, asks step,
+// and carries out the actions it returns.
 type stateData struct {
 	state    string
 	self     membership.Member
