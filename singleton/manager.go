@@ -29,30 +29,21 @@ type manager struct {
 	fence *staleFence
 
 	behavior actor.Behavior
-	state    string
-	timers   *scheduler.TimerScheduler
-	timerGen int
+	stateData
+	timers *scheduler.TimerScheduler
 
 	metrics  *metrics.Singleton
 	handOver handOverClock // from becoming the oldest until the singleton runs here
 
-	self      membership.Member
 	buffer    *actor.PID
 	singleton *actor.PID // the running (or stopping) singleton; nil when none
 	restarts  singletonRestarts
 	// managerStopping: the manager itself stops; so does its singleton.
 	managerStopping bool
-	selfExited      bool
-	selfGone        bool // this incarnation was removed
 
-	history        oldestHistory       // Younger, BecomingOldest: the previous oldest members
-	newOldest      *membership.Member  // WasOldest
-	handOverTo     *actor.PID          // HandingOver: the new oldest's manager
-	pendingInitial *initialOldestState // a re-join seen while the singleton still stops
-	leaveWaiters   []*actor.PID
-	envelopes      heldEnvelopes // proxied messages waiting for a singleton
-	offer          handOverOffer // End: where the singleton went
-	awaitingNext   bool          // a getNext is out: the buffer owes one change
+	leaveWaiters []*actor.PID
+	envelopes    heldEnvelopes // proxied messages waiting for a singleton
+	awaitingNext bool          // a getNext is out: the buffer owes one change
 	// identifyWaiters: proxies told that no singleton runs here, to be
 	// told when it starts.
 	identifyWaiters identifyWaiters
@@ -64,14 +55,14 @@ type manager struct {
 
 func newManager(cluster *membership.Cluster, props *actor.Props, name string, settings Settings) *manager {
 	return &manager{
-		cluster:  cluster,
-		props:    props,
-		name:     name,
-		settings: settings,
-		behavior: actor.NewBehavior(),
-		history:  newOldestHistory(),
-		restarts: newSingletonRestarts(settings),
-		leases:   newLeaseRunner(),
+		cluster:   cluster,
+		props:     props,
+		name:      name,
+		settings:  settings,
+		behavior:  actor.NewBehavior(),
+		stateData: stateData{settings: settings, history: newOldestHistory()},
+		restarts:  newSingletonRestarts(settings),
+		leases:    newLeaseRunner(),
 	}
 }
 
@@ -139,34 +130,22 @@ func (m *manager) Receive(ctx actor.Context) {
 func (m *manager) start(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *initialOldestState:
-		m.onInitial(ctx, msg)
+		m.ask(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
 }
 
-func (m *manager) onInitial(ctx actor.Context, msg *initialOldestState) {
-	m.self = msg.self
-	if m.settings.UseLease != nil {
-		// Made now rather than at the first acquisition, so that a lease
-		// that observes its holder (lease.Observer) starts counting before
-		// this member may become the oldest.
-		if _, err := m.currentLease(ctx.Logger()); err != nil {
-			ctx.Logger().Warn("singleton: failed to get lease (will be retried when needed)", slog.Any("error", err))
-		}
+// makeLease makes the lease of this member's incarnation now rather than
+// at the first acquisition, so that a lease that observes its holder
+// (lease.Observer) starts counting before this member may become the
+// oldest.
+func (m *manager) makeLease(ctx actor.Context) {
+	if m.settings.UseLease == nil {
+		return
 	}
-	m.selfGone = false
-	m.selfExited = false
-	m.history.rejoined()
-	switch decideStart(msg.self, msg.oldest, msg.safeToBeOldest) {
-	case startAsOldest:
-		m.tryGotoOldest(ctx)
-	case startBecomingOldest:
-		m.history.forget()
-		m.gotoBecomingOldest(ctx)
-	default:
-		m.history.only(msg.oldest)
-		m.gotoYounger(ctx)
+	if _, err := m.currentLease(ctx.Logger()); err != nil {
+		ctx.Logger().Warn("singleton: failed to get lease (will be retried when needed)", slog.Any("error", err))
 	}
 }
 
@@ -174,25 +153,9 @@ func (m *manager) younger(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *oldestChanged:
 		m.logChange(ctx, msg.oldest)
-		switch m.history.oldestChanged(m.self, msg.oldest) {
-		case becomeOldestNow:
-			m.tryGotoOldest(ctx)
-		case askHandOver:
-			m.gotoBecomingOldest(ctx)
-		default:
-			// The proxies that took this member for the oldest ask the
-			// other one next.
-			m.identifyWaiters.take()
-			m.askNext(ctx)
-		}
+		m.ask(ctx, msg)
 	case *messages.HandOverToMe:
-		if m.selfExited {
-			ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", msg.FromMemberId))
-			return
-		}
-		// This member never ran the singleton in this incarnation (it may
-		// be a quick restart on the same host:port): confirm that.
-		m.reply(ctx, &messages.HandOverDone{FromMemberId: m.self.ID})
+		m.askHandOver(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -202,49 +165,15 @@ func (m *manager) becomingOldest(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *messages.HandOverInProgress:
 		ctx.Logger().Debug("singleton: hand-over in progress", slog.String("at", msg.FromMemberId))
-		m.timerGen++ // Akka cancels the retry timer
+		m.ask(ctx, handOverInProgress{})
 	case *messages.HandOverDone:
-		if m.history.handOverDoneFrom(msg.FromMemberId) {
-			m.reply(ctx, &messages.HandOverDoneAck{FromMemberId: m.self.ID})
-			m.tryGotoOldest(ctx)
-			for _, env := range msg.Buffered {
-				m.onEnvelope(ctx, env)
-			}
-			return
-		}
-		prev, _ := m.history.firstLive()
-		ctx.Logger().Debug("singleton: ignoring HandOverDone from unexpected member",
-			slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
+		m.ask(ctx, msg)
 	case *messages.TakeOverFromMe:
-		switch m.history.takeOverFromMe(msg.FromMemberId, ctx.Sender()) {
-		case answerHandOverToMe:
-			m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
-		case ignoreUnexpectedTakeOver:
-			prev, _ := m.history.firstLive()
-			ctx.Logger().Debug("singleton: ignoring TakeOverFromMe from unexpected member",
-				slog.String("from", msg.FromMemberId), slog.String("expected", prev.ID))
-		}
+		m.ask(ctx, takeOverOffered{from: msg.FromMemberId, sender: ctx.Sender()})
 	case handOverRetry:
-		if msg.gen != m.timerGen {
-			return
-		}
-		prev, ok := m.history.firstLive()
-		switch decideHandOverRetry(msg.count, m.settings, ok) {
-		case takeOverWithoutHandOver:
-			ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
-			m.tryGotoOldest(ctx)
-			return
-		case askHandOverAgainStuck:
-			ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: previous oldest is unresponsive; still waiting for it to hand over or be removed",
-				slog.String("previousOldest", prev.ID), slog.Int("retry", msg.count))
-		}
-		m.send(ctx, m.peer(ctx, prev.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
-		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverRetry{count: msg.count + 1, gen: m.timerGen})
+		m.ask(ctx, msg)
 	case delayedMemberRemoved:
-		if m.history.previousRemoved(msg.member.ID) {
-			ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", msg.member.ID))
-			m.tryGotoOldest(ctx)
-		}
+		m.ask(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -357,9 +286,7 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 		m.logChange(ctx, msg.oldest)
 		m.handleOldestChanged(ctx, msg.oldest)
 	case *messages.HandOverToMe:
-		if !m.history.isRemoved(msg.FromMemberId) {
-			m.gotoHandingOver(ctx, ctx.Sender())
-		}
+		m.askHandOver(ctx, msg)
 	case *messages.TakeOverFromMe:
 		// already (about to be) oldest: confirm and continue like that
 		m.reply(ctx, &messages.HandOverToMe{FromMemberId: m.self.ID})
@@ -374,52 +301,22 @@ func (m *manager) asOldest(ctx actor.Context) bool {
 }
 
 func (m *manager) handleOldestChanged(ctx actor.Context, newOldest *membership.Member) {
-	switch decideOldestChanged(m.self, newOldest, m.history.removed, m.selfExited) {
-	case stayOldest:
-		m.askNext(ctx)
-	case handOverToNobody:
-		m.gotoHandingOver(ctx, nil)
-	default:
-		m.newOldest = newOldest
-		if newOldest != nil {
-			m.send(ctx, m.peer(ctx, newOldest.Address), &messages.TakeOverFromMe{FromMemberId: m.self.ID})
-		}
-		m.become(ctx, StateWasOldest, m.wasOldest)
-		m.timerGen++
-		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), takeOverRetry{count: 1, gen: m.timerGen})
-	}
+	m.ask(ctx, oldestLeft{oldest: newOldest, singletonRunning: m.singleton != nil})
+}
+
+// askHandOver takes a HandOverToMe.
+func (m *manager) askHandOver(ctx actor.Context, msg *messages.HandOverToMe) {
+	m.ask(ctx, handOverAsked{from: msg.FromMemberId, sender: ctx.Sender(), singletonRunning: m.singleton != nil})
 }
 
 func (m *manager) wasOldest(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case takeOverRetry:
-		if msg.gen != m.timerGen {
-			return
-		}
-		switch decideTakeOverRetry(msg.count, m.settings, m.selfExited, m.newOldest != nil) {
-		case stopSingleton:
-			m.gotoHandingOver(ctx, nil)
-			return
-		case stuck:
-			if stuckReported(msg.count, maxTakeOverRetries(m.settings)) {
-				ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: expected hand-over never occurred; still offering it",
-					slog.Any("newOldest", m.newOldest), slog.Int("retry", msg.count))
-			}
-		}
-		if m.newOldest != nil {
-			m.send(ctx, m.peer(ctx, m.newOldest.Address), &messages.TakeOverFromMe{FromMemberId: m.self.ID})
-		}
-		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), takeOverRetry{count: msg.count + 1, gen: m.timerGen})
+		m.ask(ctx, takeOverRetryDue{retry: msg, singletonRunning: m.singleton != nil})
 	case *messages.HandOverToMe:
-		if m.history.isRemoved(msg.FromMemberId) {
-			return
-		}
-		m.gotoHandingOver(ctx, ctx.Sender())
+		m.askHandOver(ctx, msg)
 	case membership.MemberRemoved:
-		m.history.removed[msg.Member.ID] = true
-		if !m.selfExited && m.newOldest != nil && msg.Member.ID == m.newOldest.ID {
-			m.gotoHandingOver(ctx, nil)
-		}
+		m.ask(ctx, memberGone{id: msg.Member.ID, singletonRunning: m.singleton != nil})
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			m.singleton = nil
@@ -436,12 +333,10 @@ func (m *manager) handingOver(ctx actor.Context) {
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			m.singleton = nil
-			m.handOverDone(ctx)
+			m.ask(ctx, singletonStopped{})
 		}
 	case *messages.HandOverToMe:
-		if m.handOverTo != nil && ctx.Sender() != nil && m.handOverTo.Equal(ctx.Sender()) {
-			m.reply(ctx, &messages.HandOverInProgress{FromMemberId: m.self.ID})
-		}
+		m.askHandOver(ctx, msg)
 	case leaseLost:
 		m.onLeaseLost(ctx, msg)
 	default:
@@ -457,10 +352,10 @@ func (m *manager) stopping(ctx actor.Context) {
 	case *actor.Terminated:
 		if m.isSingleton(msg.Who) {
 			m.singleton = nil
-			m.gotoEnd(ctx)
+			m.ask(ctx, singletonStopped{})
 		}
 	case *initialOldestState:
-		m.pendingInitial = msg
+		m.ask(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -468,53 +363,10 @@ func (m *manager) stopping(ctx actor.Context) {
 
 func (m *manager) end(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *initialOldestState:
-		if msg.self.ID != m.self.ID {
-			ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", msg.self.ID))
-			m.onInitial(ctx, msg)
-			return
-		}
-		m.askNext(ctx)
-	case *oldestChanged:
-		// Not interested any more; keep draining so a re-join's initial
-		// state gets through.
-		if m.selfGone {
-			m.askNext(ctx)
-		}
+	case *initialOldestState, *oldestChanged, handOverDoneRetry, drained, *messages.HandOverDoneAck:
+		m.ask(ctx, msg)
 	case *messages.HandOverToMe:
-		// Nothing runs here any more.
-		if done := m.offer.answerHandOverToMe(ctx.Sender(), m.self.ID, m.selfGone); done != nil {
-			m.reply(ctx, done)
-		}
-	case *messages.HandOverDoneAck:
-		var err error
-		if m.offer, err = m.offer.acked(); err == nil {
-			m.answerLeaveWaitersIfIdle(ctx)
-		}
-	case drained:
-		var over bool
-		if m.offer, over = m.offer.drained(msg.gen); over {
-			m.answerLeaveWaitersIfIdle(ctx)
-		}
-	case handOverDoneRetry:
-		if msg.gen != m.timerGen {
-			return
-		}
-		next, decision, dropped, err := m.offer.retry(msg.count, maxTakeOverRetries(m.settings))
-		if err != nil {
-			return
-		}
-		if decision == giveUpHandOverDone {
-			ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", m.offer.to))
-			for _, env := range dropped {
-				m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
-			}
-			m.offer = next
-			m.answerLeaveWaitersIfIdle(ctx)
-			return
-		}
-		m.send(ctx, m.offer.to, m.offer.done)
-		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: msg.count + 1, gen: m.timerGen})
+		m.askHandOver(ctx, msg)
 	default:
 		m.unhandled(ctx)
 	}
@@ -524,7 +376,7 @@ func (m *manager) end(ctx actor.Context) {
 func (m *manager) unhandled(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case leaving:
-		m.selfExited = true
+		m.ask(ctx, msg)
 		m.cancelRestart(ctx, "this member is leaving")
 		ctx.Send(m.buffer, selfExiting{})
 		if ctx.Sender() != nil {
@@ -582,6 +434,113 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 	m.record(name)
 	m.answerLeaveWaitersIfIdle(ctx)
 	m.settleIdentifyWaiters(ctx)
+}
+
+// ask takes in through stateData.step and carries out the actions; the
+// state name moves with the become among them.
+func (m *manager) ask(ctx actor.Context, in any) {
+	next, acts, err := m.stateData.step(in)
+	switch {
+	case errors.Is(err, errIgnored):
+		return
+	case err != nil:
+		ctx.Logger().Error("singleton: input not taken", slog.String("state", m.state), slog.Any("error", err))
+		return
+	}
+	next.state = m.state
+	m.stateData = next
+	for _, a := range acts {
+		m.carryOut(ctx, a)
+	}
+}
+
+func (m *manager) carryOut(ctx actor.Context, a action) {
+	switch a.kind {
+	case actBecome:
+		m.become(ctx, a.state, m.receiveOf(a.state))
+	case actSendToPeer:
+		m.send(ctx, m.peer(ctx, a.member.Address), a.msg)
+	case actSend:
+		m.send(ctx, a.pid, a.msg)
+	case actReply:
+		m.reply(ctx, a.msg)
+	case actSchedule:
+		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), a.timer)
+	case actLogHandOverStuck:
+		ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: previous oldest is unresponsive; still waiting for it to hand over or be removed",
+			slog.String("previousOldest", a.member.ID), slog.Int("retry", a.count))
+	case actLogTakeOverStuck:
+		ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: expected hand-over never occurred; still offering it",
+			slog.Any("newOldest", a.member), slog.Int("retry", a.count))
+	case actLogSelfRemoved:
+		ctx.Logger().Debug("singleton: self removed", slog.Bool("graceful", a.graceful), slog.String("state", m.state))
+	case actTakeOver:
+		ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
+		m.tryGotoOldest(ctx)
+	case actTerminateSingleton:
+		ctx.Logger().Debug("singleton manager stopping singleton actor", slog.String("pid", m.singleton.String()))
+		m.terminateSingleton(ctx)
+	case actStopSingleton:
+		ctx.Stop(m.singleton)
+	case actHandOverDone:
+		m.handOverDone(ctx, a.pid)
+	case actForgetPreviousOldest:
+		m.history.forget()
+	case actAskNext:
+		m.askNext(ctx)
+	case actCloseHandOver:
+		m.closeHandOver(ctx)
+	case actReplayInitial:
+		ctx.Send(ctx.Self(), a.initial)
+	case actLogRejoined:
+		ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", a.from))
+	case actMakeLease:
+		m.makeLease(ctx)
+	case actLogIgnoredHandOverToMe:
+		ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", a.from))
+	case actGiveUpHandOverDone:
+		ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", a.pid))
+		for _, env := range a.envelopes {
+			m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
+		}
+	case actAnswerLeaveWaiters:
+		m.answerLeaveWaitersIfIdle(ctx)
+	case actTryGotoOldest:
+		m.tryGotoOldest(ctx)
+	case actDeliver:
+		for _, env := range a.envelopes {
+			m.onEnvelope(ctx, env)
+		}
+	case actForgetIdentifyWaiters:
+		m.identifyWaiters.take()
+	case actLogUnexpected:
+		ctx.Logger().Debug("singleton: ignoring "+a.text+" from unexpected member", slog.String("from", a.from), slog.String("expected", a.member.ID))
+	case actLogPreviousRemoved:
+		ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", a.from))
+	}
+}
+
+// receiveOf is the receive method of state.
+func (m *manager) receiveOf(state string) actor.ReceiveFunc {
+	switch state {
+	case StateYounger:
+		return m.younger
+	case StateBecomingOldest:
+		return m.becomingOldest
+	case StateOldest:
+		return m.oldest
+	case StateAcquiringLease:
+		return m.acquiringLease
+	case StateWasOldest:
+		return m.wasOldest
+	case StateHandingOver:
+		return m.handingOver
+	case StateStopping:
+		return m.stopping
+	case StateEnd:
+		return m.end
+	}
+	return m.start
 }
 
 // settleIdentifyWaiters tells the proxies waiting for the singleton that
@@ -690,39 +649,10 @@ func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
 	m.askNext(ctx)
 }
 
-func (m *manager) gotoYounger(ctx actor.Context) {
-	m.become(ctx, StateYounger, m.younger)
-	m.askNext(ctx)
-}
-
-func (m *manager) gotoBecomingOldest(ctx actor.Context) {
-	if prev, ok := m.history.firstLive(); ok {
-		m.send(ctx, m.peer(ctx, prev.Address), &messages.HandOverToMe{FromMemberId: m.self.ID})
-	}
-	m.become(ctx, StateBecomingOldest, m.becomingOldest)
-	m.timerGen++
-	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverRetry{count: 1, gen: m.timerGen})
-}
-
-func (m *manager) gotoHandingOver(ctx actor.Context, handOverTo *actor.PID) {
-	m.handOverTo = handOverTo
-	if m.singleton == nil {
-		m.handOverDone(ctx)
-		return
-	}
-	if handOverTo != nil {
-		m.send(ctx, handOverTo, &messages.HandOverInProgress{FromMemberId: m.self.ID})
-	}
-	ctx.Logger().Debug("singleton manager stopping singleton actor", slog.String("pid", m.singleton.String()))
-	m.terminateSingleton(ctx)
-	m.become(ctx, StateHandingOver, m.handingOver)
-}
-
-func (m *manager) handOverDone(ctx actor.Context) {
-	ctx.Logger().Debug("singleton terminated, hand-over done", slog.Any("to", m.handOverTo))
-	to := m.handOverTo
-	m.handOverTo = nil
-	m.newOldest = nil
+// handOverDone carries out the hand-over to to (nil: nobody) once the
+// singleton has terminated.
+func (m *manager) handOverDone(ctx actor.Context, to *actor.PID) {
+	ctx.Logger().Debug("singleton terminated, hand-over done", slog.Any("to", to))
 	var held []*messages.SingletonEnvelope
 	m.envelopes, held = m.envelopes.take()
 	// The held messages travel with the hand-over, so the new oldest
@@ -735,18 +665,12 @@ func (m *manager) handOverDone(ctx actor.Context) {
 		if !m.releaseLease(ctx, "hand-over done", true) {
 			m.sendHandOverDone(ctx)
 		}
-	} else {
-		for _, env := range held {
-			m.drop(ctx, env, "hand-over to nobody: no member took the singleton over")
-		}
-		m.releaseLease(ctx, "the singleton has terminated", false)
-	}
-	if to == nil && !m.selfExited {
-		m.history.forget()
-		m.gotoYounger(ctx)
 		return
 	}
-	m.gotoEnd(ctx)
+	for _, env := range held {
+		m.drop(ctx, env, "hand-over to nobody: no member took the singleton over")
+	}
+	m.releaseLease(ctx, "the singleton has terminated", false)
 }
 
 // armDrain starts (again) the quiet period a leaving member waits in End
@@ -762,17 +686,13 @@ func (m *manager) armDrain(ctx actor.Context) {
 // sendHandOverDone sends the hand-over's HandOverDone (again until it is
 // acknowledged).
 func (m *manager) sendHandOverDone(ctx actor.Context) {
-	if !m.offer.pending() {
-		return
-	}
-	m.send(ctx, m.offer.to, m.offer.done)
-	m.timerGen++
-	m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), handOverDoneRetry{count: 1, gen: m.timerGen})
+	m.ask(ctx, handOverDoneSent{})
 }
 
-func (m *manager) gotoEnd(ctx actor.Context) {
-	// Held messages that no hand-over carried: this member was removed
-	// before a singleton ran here again.
+// closeHandOver is End's entry: held messages that no hand-over carried
+// are dropped (this member was removed before a singleton ran here again),
+// the lease is given back, and the quiet period starts.
+func (m *manager) closeHandOver(ctx actor.Context) {
 	var held []*messages.SingletonEnvelope
 	m.envelopes, held = m.envelopes.take()
 	for _, env := range held {
@@ -780,34 +700,13 @@ func (m *manager) gotoEnd(ctx actor.Context) {
 	}
 	m.releaseLease(ctx, "the singleton has terminated", false)
 	m.armDrain(ctx)
-	m.become(ctx, StateEnd, m.end)
-	if m.pendingInitial != nil {
-		p := m.pendingInitial
-		m.pendingInitial = nil
-		ctx.Send(ctx.Self(), p)
-		return
-	}
-	if m.selfGone {
-		m.askNext(ctx)
-	}
 }
 
 // onSelfRemoved: this incarnation is out of the cluster for good. The
 // singleton stops at once, without waiting for a hand-over: the others
 // already treat this member as gone.
 func (m *manager) onSelfRemoved(ctx actor.Context, graceful bool) {
-	if m.selfGone {
-		return
-	}
-	m.selfGone = true
-	m.timerGen++
-	ctx.Logger().Debug("singleton: self removed", slog.Bool("graceful", graceful), slog.String("state", m.state))
-	if m.singleton != nil {
-		ctx.Stop(m.singleton)
-		m.become(ctx, StateStopping, m.stopping)
-		return
-	}
-	m.gotoEnd(ctx)
+	m.ask(ctx, selfRemoved{graceful: graceful, singletonRunning: m.singleton != nil})
 }
 
 // --- helpers ---
