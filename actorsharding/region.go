@@ -566,80 +566,50 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 }
 
 // deliverMessage is Akka's deliverMessage: to the known home, else into
-// the shard's buffer (asking the coordinator when the buffer opens).
+// the shard's buffer (asking the coordinator when the buffer opens); see
+// decideDelivery.
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
-	if r.removed {
+	v, pid := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.removed, r.gracefulShutdown)
+	switch decideDelivery(v, m.forwarded, r.cluster.Stale) {
+	case deliverToShard:
+		r.sendToShard(ctx, pid, m)
+	case deliverDropRemoved:
 		r.dropBuffered(ctx, shard, m, errRemoved)
-		return
-	}
-	// While the shard's old home still forwards to this new home, what
-	// other regions send is that forwarding, and goes ahead of what this
-	// region's senders buffered; those wait for the end of it.
-	ahead := false
-	if r.handOffs.awaits(shard) {
-		if !m.forwarded {
-			r.buffer(ctx, shard, m)
-			return
-		}
-		ahead = true
-	}
-	home, known := r.table.home(shard)
-	if known && (ahead || !r.buffers.has(shard)) && r.table.isSelf(home) {
-		if pid, running := r.table.running(shard); running {
-			// The hot path. The shard checks that this node's membership
-			// is not stale, as it must for what already waits in its
-			// mailbox; checking here as well would read the clock twice.
-			r.sendToShard(ctx, pid, m)
-			return
-		}
-	}
-	if r.cluster.Stale() {
-		// Paused or cut off past the TTL: the others may have removed this
-		// node and started its shards elsewhere, and it has not heard yet.
+	case deliverDropStale:
 		r.dropBuffered(ctx, shard, m, errStale)
-		return
-	}
-	if r.buffers.has(shard) && !ahead {
-		// Older messages wait for the home: keep the order.
+	case deliverBuffer:
 		r.buffer(ctx, shard, m)
-		return
-	}
-	if !known {
+	case deliverBufferAndAsk:
 		r.buffer(ctx, shard, m)
-		if r.link.registered() {
-			ctx.Request(r.link.coordinator, &messages.GetShardHome{Shard: shard})
-		}
-		return
-	}
-	if r.table.isSelf(home) {
-		if r.gracefulShutdown || r.table.alive(shard) {
-			// See receiveShardHome; or an earlier child of the shard still
-			// stops: the message waits for its Terminated.
-			r.buffer(ctx, shard, m)
-			return
-		}
+		r.askHome(ctx, shard)
+	case deliverStartShard:
 		pid, err := r.startShard(ctx, shard)
 		if err != nil {
 			r.dropBuffered(ctx, shard, m, err)
 			return
 		}
 		r.sendToShard(ctx, pid, m)
-		return
+	case deliverToRegion:
+		home, _ := r.table.home(shard)
+		r.sendToRegion(ctx, home, shard, m)
 	}
-	r.sendToRegion(ctx, home, shard, m)
 }
 
-// updateRoute opens shard to direct sends while it runs here, this region
-// is its home, and no old home still forwards to it; else closes it. A
-// shard homed on another live node gets that home as its remote route, in
-// a proxy too. A shard without a route needs none to be closed: it has
-// nothing open and no remote home.
+// askHome asks the coordinator, if the region has one, where shard lives.
+func (r *region) askHome(ctx actor.Context, shard string) {
+	if r.link.registered() {
+		ctx.Request(r.link.coordinator, &messages.GetShardHome{Shard: shard})
+	}
+}
+
+// updateRoute sets shard's route in the router as routeState says. A
+// shard without a route needs none to be closed: it has nothing open and
+// no remote home.
 func (r *region) updateRoute(shard string) {
-	_, running := r.table.running(shard)
-	open := !r.proxyOnly() && running && !r.removed && r.table.homeIsSelf(shard) && !r.handOffs.awaits(shard)
-	home, known := r.table.home(shard)
+	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.removed, r.gracefulShutdown)
+	home, _ := r.table.home(shard)
 	member, live := r.members[home.GetAddress()]
-	remote := known && live && !r.removed && !r.table.isSelf(home)
+	open, remote := routeState(v, r.proxyOnly(), live)
 	sr, exists := r.routes.existing(shard)
 	if !exists && !open && !remote {
 		return
@@ -657,22 +627,10 @@ func (r *region) updateRoute(shard string) {
 	}
 }
 
-// deliverBufferedMessages sends on what waited for shard's home. At the
-// home itself, what other regions forwarded goes first: the old home's
-// forwarding of a hand-off holds the older messages of this region's own
-// senders (see deliverMessage); while it still forwards, only that goes.
+// deliverBufferedMessages sends on what waited for shard's home (see
+// shardBuffers.releaseBuffered).
 func (r *region) deliverBufferedMessages(ctx actor.Context, shard string) {
-	var msgs []bufferedMessage
-	home, known := r.table.home(shard)
-	switch {
-	case r.handOffs.awaits(shard):
-		msgs = r.buffers.takeForwarded(shard)
-	case known && r.table.isSelf(home):
-		msgs = append(r.buffers.takeForwarded(shard), r.buffers.take(shard)...)
-	default:
-		msgs = r.buffers.take(shard)
-	}
-	for _, m := range msgs {
+	for _, m := range r.buffers.releaseBuffered(shard, r.handOffs.awaits(shard), r.table.homeIsSelf(shard)) {
 		r.deliverMessage(ctx, shard, m)
 	}
 	r.tryCompleteGracefulShutdown(ctx)

@@ -106,9 +106,7 @@ func (r *region) afterHandOff(ctx actor.Context, shard string) {
 		return
 	}
 	if r.buffers.has(shard) {
-		if r.link.registered() {
-			ctx.Request(r.link.coordinator, &messages.GetShardHome{Shard: shard})
-		}
+		r.askHome(ctx, shard)
 		return
 	}
 	r.reportHandOffForwarded(ctx, shard, nil)

@@ -138,9 +138,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		r.table.forgetHome(shard)
 		r.updateRoute(shard)
 		r.buffer(ctx, shard, m)
-		if r.link.registered() {
-			ctx.Request(r.link.coordinator, &messages.GetShardHome{Shard: shard})
-		}
+		r.askHome(ctx, shard)
 		return
 	}
 	r.table.homeUsed(shard)
@@ -205,7 +203,7 @@ func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
 		r.dropBuffered(ctx, shard, m, err)
 		return
 	}
-	if step := r.settings.BufferSize / 10; step > 0 && r.buffers.len()%step == 0 {
+	if r.buffers.usageStep() {
 		ctx.Logger().Warn("shard region buffer usage", slog.String("type", r.typeName), slog.Int("buffered", r.buffers.len()),
 			slog.Int("buffer-size", r.settings.BufferSize))
 	}
