@@ -349,36 +349,34 @@ func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard st
 		return
 	}
 	isSelf := r.table.isSelf(ref)
-	if !isSelf {
-		if _, live := r.members[ref.Address]; !live {
-			// A stale answer (the coordinator has not seen the removal yet):
-			// keep buffering, ask again on the next tick.
-			ctx.Logger().Debug("shard region: ignoring ShardHome on a member that is gone",
-				slog.String("type", r.typeName), slog.String("shard", shard), slog.String("region", ref.String()))
-			return
-		}
-		if _, err := r.table.stop(shard); err == nil {
-			// Should not happen: the coordinator moves a shard only after
-			// its hand-off. Akka throws, which restarts the region and stops
-			// all its shards; the coordinator is the authority, so this
-			// region stops its copy of the shard and follows it.
-			pid, _, _ := r.table.child(shard)
-			ctx.Logger().Error("shard region: coordinator names another home for a shard this region hosts; stopping the local shard",
-				slog.String("type", r.typeName), slog.String("shard", shard), slog.String("other", ref.String()))
-			ctx.Stop(pid)
-			r.shareEntityLimit(ctx)
-		}
+	_, live := r.members[ref.Address]
+	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.removed, r.gracefulShutdown)
+	step, stopLocal := decideShardHome(v, isSelf, live)
+	switch step {
+	case homeIgnoreGone:
+		// A stale answer (the coordinator has not seen the removal yet):
+		// keep buffering, ask again on the next tick.
+		ctx.Logger().Debug("shard region: ignoring ShardHome on a member that is gone",
+			slog.String("type", r.typeName), slog.String("shard", shard), slog.String("region", ref.String()))
+		return
+	case homeNotWhileShuttingDown:
+		// A coordinator that took over during this region's shutdown may
+		// still name it; starting the shard here would only restart its
+		// entities on a leaving node. Its messages wait until the
+		// coordinator, told GracefulShutdownReq again on the next tick,
+		// moves the shard.
+		ctx.Logger().Debug("shard region: not starting a shard while shutting down", slog.String("type", r.typeName), slog.String("shard", shard))
+		return
 	}
-	if isSelf && r.gracefulShutdown {
-		if _, running := r.table.running(shard); !running {
-			// A coordinator that took over during this region's shutdown
-			// may still name it; starting the shard here would only
-			// restart its entities on a leaving node. Its messages wait
-			// until the coordinator, told GracefulShutdownReq again on the
-			// next tick, moves the shard.
-			ctx.Logger().Debug("shard region: not starting a shard while shutting down", slog.String("type", r.typeName), slog.String("shard", shard))
-			return
-		}
+	if stopLocal {
+		// Should not happen: the coordinator moves a shard only after its
+		// hand-off. Akka throws, which restarts the region and stops all
+		// its shards; the coordinator is the authority, so this region
+		// stops its copy of the shard and follows it.
+		ctx.Logger().Error("shard region: coordinator names another home for a shard this region hosts; stopping the local shard",
+			slog.String("type", r.typeName), slog.String("shard", shard), slog.String("other", ref.String()))
+		r.stopShard(ctx, shard)
+		r.shareEntityLimit(ctx)
 	}
 	r.setHome(ctx, shard, ref)
 	if isSelf && !r.ensureShard(ctx, shard) {
@@ -486,6 +484,14 @@ func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error)
 	return pid, nil
 }
 
+// stopShard stops shard's running child: it answers nothing, and the
+// shard starts again here only after its Terminated.
+func (r *region) stopShard(ctx actor.Context, shard string) {
+	if pid, err := r.table.stop(shard); err == nil {
+		ctx.Stop(pid)
+	}
+}
+
 func (r *region) onTerminated(ctx actor.Context, who *actor.PID) {
 	if who == nil {
 		return
@@ -527,8 +533,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	r.shareEntityLimit(ctx)
 	r.afterHandOff(ctx, shard)
-	if r.table.homeIsSelf(shard) && !r.gracefulShutdown && !r.removed &&
-		(r.buffers.has(shard) || r.table.startAwaited(shard)) {
+	if r.table.restartWanted(shard, r.buffers.has(shard), r.gracefulShutdown, r.removed) {
 		if r.ensureShard(ctx, shard) {
 			r.shardStarted(ctx, shard)
 		}

@@ -190,26 +190,19 @@ func (r *region) onHandOff(ctx actor.Context, msg *messages.HandOff) {
 	// which the coordinator tells the others only after that.
 	r.handOffs.handedOff(shard, time.Now())
 	r.table.takeAwaitedStarts(shard)
-	pid, state, alive := r.table.child(shard)
-	switch {
-	case !alive:
+	step, pid, err := r.table.handOffChild(shard, ctx.Sender())
+	if err != nil {
+		ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
+		return
+	}
+	switch step {
+	case handOffAnswer:
 		ctx.Respond(&messages.ShardStopped{Shard: shard})
 		r.afterHandOff(ctx, shard)
-	case state == shardRunning:
-		if _, err := r.table.handOff(shard); err != nil {
-			ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
-			return
-		}
+	case handOffForward:
 		ctx.Forward(pid)
 		r.shareEntityLimit(ctx)
-	case state == shardHandingOff:
-		// The shard answers every HandOff it gets, a repeated one too.
+	case handOffForwardAgain:
 		ctx.Forward(pid)
-	default:
-		// Stopped by this region, it answers nobody: the region answers
-		// for it once it has terminated.
-		if err := r.table.awaitStopped(shard, ctx.Sender()); err != nil {
-			ctx.Logger().Error("shard region: HandOff", slog.String("type", r.typeName), slog.Any("error", err))
-		}
 	}
 }

@@ -142,9 +142,7 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	ctx.Logger().Warn("shard region: this member was removed; stopping every shard it hosts",
 		slog.String("type", r.typeName), slog.Int("shards", len(running)), slog.Bool("graceful", msg.Graceful))
 	for _, s := range running {
-		if pid, err := r.table.stop(s.shard); err == nil {
-			ctx.Stop(pid)
-		}
+		r.stopShard(ctx, s.shard)
 	}
 	r.table.forgetAllHomes()
 	r.handOffs.clear()
