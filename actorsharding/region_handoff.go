@@ -41,15 +41,11 @@ func (r *region) onBeginHandOff(ctx actor.Context, shard string) {
 // region that forwarded to it: everything it forwarded has arrived here
 // first. Only acks for this region's coordinator's workers are relayed.
 func (r *region) relayBeginHandOffAck(ctx actor.Context, ack *messages.BeginHandOffAck) {
-	to := ack.GetReplyTo()
-	switch {
-	case to == nil:
-		r.drop(ctx, ack, "BeginHandOffAck without a worker to relay it to: a region does not take acks")
-	case !r.link.registered() || !isChildOf(to, r.link.coordinator):
-		r.drop(ctx, ack, fmt.Sprintf("BeginHandOffAck to relay to %s, which is not a worker of this region's coordinator (%v)", to, r.link.coordinator))
-	default:
-		ctx.Request(to, &messages.BeginHandOffAck{Shard: ack.GetShard(), Region: ack.GetRegion()})
+	if why := relayRejection(ack.GetReplyTo(), r.link.coordinator); why != "" {
+		r.drop(ctx, ack, why)
+		return
 	}
+	ctx.Request(ack.GetReplyTo(), &messages.BeginHandOffAck{Shard: ack.GetShard(), Region: ack.GetRegion()})
 }
 
 // relayHandOffForwarded passes on, as a shard's new home, the old home's
@@ -80,21 +76,20 @@ func (r *region) relayHandOffForwarded(ctx actor.Context, msg *messages.HandOffF
 // itself or nothing was forwarded): it reports so, through via so that
 // the report follows those messages.
 func (r *region) reportHandOffForwarded(ctx actor.Context, shard string, via *actor.PID) {
-	if owes, reported := r.handOffs.owes(shard); !owes || reported {
-		return
+	if !r.handOffs.report(shard, via, r.link.registered()) {
+		return // nothing to report, or reported on a later tick, once registered
 	}
-	msg := &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()}
-	switch {
-	case via != nil:
-		ctx.Request(via, msg)
-	case r.link.registered():
-		ctx.Request(r.link.coordinator, msg)
-	default:
-		return // reported on a later tick, once registered
+	r.sendHandOffForwarded(ctx, shard, via)
+}
+
+// sendHandOffForwarded reports to the coordinator that this region, the
+// old home of shard, forwarded what it held: through via, the new home,
+// behind those messages, or (nil) directly.
+func (r *region) sendHandOffForwarded(ctx actor.Context, shard string, via *actor.PID) {
+	if via == nil {
+		via = r.link.coordinator
 	}
-	if err := r.handOffs.reported(shard, via); err != nil {
-		ctx.Logger().Error("shard region: HandOffForwarded", slog.String("type", r.typeName), slog.Any("error", err))
-	}
+	ctx.Request(via, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
 }
 
 // afterHandOff: shard's hand-off away from this region is complete here
@@ -163,19 +158,11 @@ func (r *region) retryHandOffForwarded(ctx actor.Context) {
 		ctx.Logger().Warn("shard region: the coordinator never acknowledged that this old home forwarded the shard's messages; giving up",
 			slog.String("type", r.typeName), slog.String("shard", shard))
 	}
-	for shard, via := range r.handOffs.resends() {
-		if via != nil {
-			if _, live := r.members[via.Address]; live {
-				ctx.Request(via, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
-				continue
-			}
-		}
-		ctx.Request(r.link.coordinator, &messages.HandOffForwarded{Shard: shard, OldHome: ctx.Self()})
+	for shard, via := range r.handOffs.resendsTo(live) {
+		r.sendHandOffForwarded(ctx, shard, via)
 	}
-	for shard := range r.handOffs.owed {
-		if !r.table.alive(shard) {
-			r.afterHandOff(ctx, shard)
-		}
+	for _, shard := range r.handOffs.unreported(r.table.alive) {
+		r.afterHandOff(ctx, shard)
 	}
 	r.tryCompleteGracefulShutdown(ctx)
 }
