@@ -64,18 +64,8 @@ type region struct {
 	// shard's old home or as a region that forwarded to it.
 	handOffs handOffs
 
-	// removed: this member was removed from the cluster (failure detection
-	// or its own fencing) and has not joined again as removedID's
-	// successor. The others may host its shards already, so it hosts and
-	// forwards nothing: messages fail fast with a dead-letter event.
-	removed   bool
-	removedID string
-
-	gracefulShutdown bool
-	// stoppingLocally: shutting down with no other member of the role up
-	// to take the shards (the whole cluster is shutting down), so the
-	// region stops its shards itself (see nobodyToTakeOver).
-	stoppingLocally bool
+	// life: removed from the cluster, shutting down, stopping locally.
+	life regionLife
 	// activeEntityLimit is the region's passivation limit (0: none), which
 	// its shards share evenly.
 	activeEntityLimit int
@@ -254,7 +244,7 @@ func (r *region) active(ctx actor.Context) {
 	case *messages.MessageTypeKnown:
 		r.onMessageTypeKnown(ctx, msg)
 	case *messages.ShardStopped:
-		if r.stoppingLocally {
+		if r.life.stoppingLocally {
 			return // the answer of a shard this region stopped itself; its Terminated is what counts
 		}
 		r.drop(ctx, msg, fmt.Sprintf("%T is a protocol message a region does not take", msg))
@@ -277,7 +267,7 @@ func (r *region) active(ctx actor.Context) {
 func (r *region) onRetryTick(ctx actor.Context) {
 	// (Whether anybody is left to take the shards changes only with
 	// membership events and the start of the shutdown, which check it.)
-	if r.gracefulShutdown {
+	if r.life.gracefulShutdown {
 		r.tryCompleteGracefulShutdown(ctx)
 	}
 	r.sweepRoutes(ctx, time.Now())
@@ -287,7 +277,7 @@ func (r *region) onRetryTick(ctx actor.Context) {
 	}
 	r.requestShardBufferHomes(ctx)
 	r.retryHandOffForwarded(ctx)
-	if r.gracefulShutdown {
+	if r.life.gracefulShutdown {
 		ctx.Request(r.link.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
 }
@@ -350,7 +340,7 @@ func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard st
 	}
 	isSelf := r.table.isSelf(ref)
 	_, live := r.members[ref.Address]
-	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.removed, r.gracefulShutdown)
+	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
 	step, stopLocal := decideShardHome(v, isSelf, live)
 	switch step {
 	case homeIgnoreGone:
@@ -435,7 +425,7 @@ func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 		r.drop(ctx, msg, "HostShard sent to a proxy, which hosts no shards")
 		return
 	}
-	if r.gracefulShutdown {
+	if r.life.gracefulShutdown {
 		ctx.Logger().Debug("shard region: ignoring HostShard while shutting down", slog.String("type", r.typeName), slog.String("shard", shard))
 		return
 	}
@@ -533,7 +523,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	r.shareEntityLimit(ctx)
 	r.afterHandOff(ctx, shard)
-	if r.table.restartWanted(shard, r.buffers.has(shard), r.gracefulShutdown, r.removed) {
+	if r.table.restartWanted(shard, r.buffers.has(shard), r.life.gracefulShutdown, r.life.removed) {
 		if r.ensureShard(ctx, shard) {
 			r.shardStarted(ctx, shard)
 		}
@@ -548,7 +538,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 // forgotten then) or confirms its membership again.
 func (r *region) onRestartShard(ctx actor.Context, shard string) {
 	defer r.updateRoute(shard)
-	if !r.table.homeIsSelf(shard) || r.gracefulShutdown || r.removed {
+	if !r.table.homeIsSelf(shard) || r.life.gracefulShutdown || r.life.removed {
 		return
 	}
 	if r.ensureShard(ctx, shard) {
@@ -574,7 +564,7 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 // the shard's buffer (asking the coordinator when the buffer opens); see
 // decideDelivery.
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
-	v, pid := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.removed, r.gracefulShutdown)
+	v, pid := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
 	switch decideDelivery(v, m.forwarded, r.cluster.Stale) {
 	case deliverToShard:
 		r.sendToShard(ctx, pid, m)
@@ -611,7 +601,7 @@ func (r *region) askHome(ctx actor.Context, shard string) {
 // shard without a route needs none to be closed: it has nothing open and
 // no remote home.
 func (r *region) updateRoute(shard string) {
-	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.removed, r.gracefulShutdown)
+	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
 	home, _ := r.table.home(shard)
 	member, live := r.members[home.GetAddress()]
 	open, remote := routeState(v, r.proxyOnly(), live)

@@ -119,11 +119,7 @@ func (r *region) onHandOffReturned(ctx actor.Context, msg *shardproto.HandOffRet
 	for _, m := range msg.Messages {
 		msgs = append(msgs, bufferedMessage{entityID: m.EntityID, message: m.Message, sender: m.Sender, pending: m.Pending, header: m.Header})
 	}
-	if r.removed || r.stoppingLocally {
-		reason := errRemoved
-		if r.stoppingLocally {
-			reason = errClusterShuttingDown
-		}
+	if reason := r.life.refusal(true); reason != nil {
 		for _, m := range msgs {
 			r.dropBuffered(ctx, msg.Shard, m, reason)
 		}

@@ -62,10 +62,9 @@ func (r *region) handleMembership(ctx actor.Context) bool {
 		for _, m := range msg.Members {
 			r.memberAt(ctx, before[m.Address], m)
 		}
-		if r.removed && msg.Self.ID != "" && msg.Self.ID != r.removedID {
+		if r.life.joined(msg.Self.ID) {
 			ctx.Logger().Debug("shard region: this node joined the cluster again as a new member; registering",
 				slog.String("type", r.typeName), slog.String("member", msg.Self.ID))
-			r.removed = false
 		}
 		r.startRegistration(ctx)
 	case membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
@@ -132,11 +131,9 @@ func (r *region) onMemberRemoved(ctx actor.Context, msg membership.MemberRemoved
 // (forwarding it late would overtake the senders' later messages) and
 // fails fast until it has joined again.
 func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
-	if r.removed && r.removedID == msg.Member.ID {
+	if !r.life.remove(msg.Member.ID) {
 		return
 	}
-	r.removed = true
-	r.removedID = msg.Member.ID
 	r.routes.closeAll()
 	running := r.table.runningShards()
 	ctx.Logger().Warn("shard region: this member was removed; stopping every shard it hosts",
@@ -154,17 +151,11 @@ func (r *region) selfRemoved(ctx actor.Context, msg membership.MemberRemoved) {
 	}
 }
 
-var errStale = fmt.Errorf("this node has not confirmed its membership within the failure detection timeout "+
-	"(it was paused or cut off): the others may have removed it: %w", deadletter.ErrMemberRemoved)
-
-var errRemoved = fmt.Errorf("this node was removed from the cluster (failure detection or its own fencing) and has not joined again: %w", deadletter.ErrMemberRemoved)
-
 func (r *region) onGracefulShutdown(ctx actor.Context) {
-	if !r.gracefulShutdown {
+	if r.life.shutDown() {
 		ctx.Logger().Debug("shard region: graceful shutdown starting", slog.String("type", r.typeName),
 			slog.Int("shards", r.table.runningCount()))
 	}
-	r.gracefulShutdown = true
 	if r.link.registered() {
 		ctx.Request(r.link.coordinator, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
@@ -200,10 +191,9 @@ func nobodyToTakeOver(members map[string]membership.Member, selfAddress, role st
 // run twice: the coordinator reallocates these shards only once this region
 // has stopped.
 func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
-	if !r.gracefulShutdown || r.stoppingLocally || r.proxyOnly() || !nobodyToTakeOver(r.members, ctx.Self().Address, r.settings.Role) {
+	if !r.life.stopLocally(r.proxyOnly(), func() bool { return nobodyToTakeOver(r.members, ctx.Self().Address, r.settings.Role) }) {
 		return
 	}
-	r.stoppingLocally = true
 	running := r.table.runningShards()
 	ctx.Logger().Debug("shard region: no other member of the role is up to take the shards (the cluster is shutting down); stopping them here",
 		slog.String("type", r.typeName), slog.Int("shards", len(running)))
@@ -218,10 +208,8 @@ func (r *region) stopLocallyIfNobodyToTakeOver(ctx actor.Context) {
 	r.tryCompleteGracefulShutdown(ctx)
 }
 
-var errClusterShuttingDown = fmt.Errorf("the cluster is shutting down: no member of the role is left up to host the shard: %w", deadletter.ErrShuttingDown)
-
 func (r *region) tryCompleteGracefulShutdown(ctx actor.Context) {
-	if r.gracefulShutdown && r.table.liveChildren() == 0 && r.buffers.len() == 0 && r.handOffs.owedCount() == 0 {
+	if r.life.shutdownComplete(r.table.liveChildren(), r.buffers.len(), r.handOffs.owedCount()) {
 		ctx.Logger().Debug("shard region: graceful shutdown complete", slog.String("type", r.typeName))
 		ctx.Stop(ctx.Self())
 	}

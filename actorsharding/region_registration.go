@@ -18,7 +18,7 @@ import (
 // registrationSchedule), when the region has no coordinator: it started,
 // joined, lost its coordinator, or the oldest member changed.
 func (r *region) startRegistration(ctx actor.Context) {
-	if r.link.registered() || r.removed || r.cluster.Self().ID == "" {
+	if r.link.registered() || r.life.removed || r.cluster.Self().ID == "" {
 		return // registered; or removed, or not joined yet: started again once (re-)joined
 	}
 	r.register(ctx)
@@ -40,7 +40,7 @@ func (r *region) onRegisterRetry(ctx actor.Context, retry registerRetry) {
 
 func (r *region) register(ctx actor.Context) {
 	self := r.cluster.Self()
-	if self.ID == "" || r.removed {
+	if self.ID == "" || r.life.removed {
 		return // not joined yet, or removed: retried once (re-)joined
 	}
 	ctx.Request(r.coordinatorProxy, r.registration(ctx, self.ID))
@@ -66,7 +66,7 @@ func (r *region) registration(ctx actor.Context, memberID string) proto.Message 
 // (ErrIncompatibleExtractor, counted by the dropped-messages metric); the
 // log is rate-limited.
 func (r *region) onRegisterRefused(ctx actor.Context, msg *messages.RegisterRefused) {
-	if r.link.registered() || r.removed {
+	if r.link.registered() || r.life.removed {
 		ctx.Logger().Debug("shard region: a refusal of an earlier registration; ignored", slog.String("type", r.typeName),
 			slog.Any("coordinator", msg.GetCoordinator()), slog.Bool("registered", r.link.registered()))
 		return
@@ -97,7 +97,7 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 		r.drop(ctx, msg, "RegisterAck without a coordinator")
 		return
 	}
-	if r.removed {
+	if r.life.removed {
 		r.drop(ctx, msg, "RegisterAck while this member is removed from the cluster")
 		return
 	}
@@ -121,7 +121,7 @@ func (r *region) onRegisterAck(ctx actor.Context, msg *messages.RegisterAck) {
 	}
 	ctx.Watch(c)
 	r.requestShardBufferHomes(ctx)
-	if r.gracefulShutdown {
+	if r.life.gracefulShutdown {
 		ctx.Request(c, &messages.GracefulShutdownReq{ShardRegion: ctx.Self()})
 	}
 }

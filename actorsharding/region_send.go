@@ -195,8 +195,8 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 }
 
 func (r *region) buffer(ctx actor.Context, shard string, m bufferedMessage) {
-	if r.stoppingLocally {
-		r.dropBuffered(ctx, shard, m, errClusterShuttingDown)
+	if reason := r.life.refusal(false); reason != nil {
+		r.dropBuffered(ctx, shard, m, reason)
 		return
 	}
 	if err := r.buffers.add(shard, m); err != nil {
