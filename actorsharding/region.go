@@ -510,14 +510,13 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 	for _, to := range ended.handOffReplyTo {
 		ctx.Request(to, &messages.ShardStopped{Shard: shard})
 	}
-	if ended.state == shardRunning && r.settings.RememberEntities {
-		// As Akka's region: its remembered entities run again without
-		// waiting for a message, after shard-failure-backoff.
+	switch endOf(ended.state, r.settings.RememberEntities) {
+	case shardEndRestartLater:
 		backoff := r.settings.Shard.WithDefaults().ShardFailureBackoff
 		ctx.Logger().Warn("shard stopped unexpectedly; it starts again after the shard-failure back-off, or on its next message",
 			slog.String("type", r.typeName), slog.String("shard", shard), slog.Duration("backoff", backoff))
 		r.timers.SendOnce(backoff, ctx.Self(), restartShard{shard: shard})
-	} else if ended.state == shardRunning {
+	case shardEndOnNextMessage:
 		ctx.Logger().Warn("shard stopped unexpectedly; it starts again on its next message",
 			slog.String("type", r.typeName), slog.String("shard", shard))
 	}

@@ -437,3 +437,31 @@ func decideShardHome(v shardView, refIsSelf, refLive bool) (step shardHomeStep, 
 	}
 	return homeHere, false
 }
+
+// shardEnd is what a region does when one of its shard children has
+// terminated, as endOf says.
+type shardEnd int
+
+const (
+	// shardEndExpected: the region handed the shard off or stopped it.
+	shardEndExpected shardEnd = iota + 1
+	// shardEndRestartLater: a remembering shard stopped unexpectedly; as
+	// Akka's region, it starts again after the shard-failure back-off,
+	// its remembered entities with it, or earlier on its next message.
+	shardEndRestartLater
+	// shardEndOnNextMessage: a shard stopped unexpectedly; it starts
+	// again on its next message.
+	shardEndOnNextMessage
+)
+
+// endOf is what the end of a child in state means, for a region whose
+// shards remember their entities or not.
+func endOf(state localShardState, remember bool) shardEnd {
+	switch {
+	case state != shardRunning:
+		return shardEndExpected
+	case remember:
+		return shardEndRestartLater
+	}
+	return shardEndOnNextMessage
+}

@@ -159,3 +159,23 @@ func TestDecideShardHome(t *testing.T) {
 		}
 	}
 }
+
+func TestEndOf(t *testing.T) {
+	tests := []struct {
+		state    localShardState
+		remember bool
+		want     shardEnd
+	}{
+		{shardRunning, false, shardEndOnNextMessage},
+		{shardRunning, true, shardEndRestartLater},
+		{shardHandingOff, false, shardEndExpected},
+		{shardHandingOff, true, shardEndExpected},
+		{shardStopping, false, shardEndExpected},
+		{shardStopping, true, shardEndExpected},
+	}
+	for _, tt := range tests {
+		if got := endOf(tt.state, tt.remember); got != tt.want {
+			t.Errorf("endOf(%s, remember %v) = %d, want %d", tt.state, tt.remember, got, tt.want)
+		}
+	}
+}
