@@ -2,6 +2,8 @@ package actorsharding
 
 import (
 	"fmt"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardproto"
 	"slices"
 
 	"github.com/protoshard/protoshard/deadletter"
@@ -101,3 +103,17 @@ func (b *shardBuffers) shards() []string { return slices.Clone(b.order) }
 
 // len is the number of buffered messages, all shards together.
 func (b *shardBuffers) len() int { return b.total }
+
+type bufferedMessage struct {
+	entityID string
+	message  any // the entity's message, or *messages.StartEntity
+	sender   *actor.PID
+	// forwarded: another region sent it here (in a ShardingEnvelope, or
+	// by itself to the region's entry).
+	forwarded bool
+	// pending marks it on the slow way for the router (see
+	// shardproto.Pending); released when it leaves the region for good.
+	pending *shardproto.Pending
+	// header: the message's header (a trace context), or nil.
+	header map[string]string
+}

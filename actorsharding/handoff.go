@@ -2,6 +2,7 @@ package actorsharding
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -216,4 +217,58 @@ func (h *handOffs) clear() {
 	clear(h.owed)
 	clear(h.awaiting)
 	clear(h.arrived)
+}
+
+// report: as shard's old home, this region has forwarded what it held to
+// the new home via (nil: it is the new home itself, or nothing was
+// forwarded). It reports whether to send HandOffForwarded now (through
+// via, or, if via is nil, to the coordinator) and records it as sent: not
+// when nothing is owed or it was reported already, nor when it would go to
+// the coordinator and the region has none (registered), which a later
+// tick's resend covers.
+func (h *handOffs) report(shard string, via *actor.PID, registered bool) bool {
+	if owes, reported := h.owes(shard); !owes || reported || (via == nil && !registered) {
+		return false
+	}
+	return h.reported(shard, via) == nil
+}
+
+// resendsTo is resends with each report's route checked: through its new
+// home while that is on a live member (live), else to the coordinator
+// (nil).
+func (h *handOffs) resendsTo(live func(address string) bool) map[string]*actor.PID {
+	out := h.resends()
+	for shard, via := range out {
+		if via != nil && !live(via.Address) {
+			out[shard] = nil
+		}
+	}
+	return out
+}
+
+// unreported lists the shards still owed whose child is gone (alive
+// tells) and whose HandOffForwarded has not been sent: the region tries
+// again to report them (see region.afterHandOff).
+func (h *handOffs) unreported(alive func(shard string) bool) []string {
+	var out []string
+	for shard, o := range h.owed {
+		if !o.reported && !alive(shard) {
+			out = append(out, shard)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// relayRejection says why a region, a shard's old home, must not relay a
+// BeginHandOffAck to replyTo for the coordinator it follows, or "": only
+// acks to that coordinator's workers are relayed.
+func relayRejection(replyTo, coordinator *actor.PID) string {
+	switch {
+	case replyTo == nil:
+		return "BeginHandOffAck without a worker to relay it to: a region does not take acks"
+	case coordinator == nil || !isChildOf(replyTo, coordinator):
+		return fmt.Sprintf("BeginHandOffAck to relay to %s, which is not a worker of this region's coordinator (%v)", replyTo, coordinator)
+	}
+	return ""
 }

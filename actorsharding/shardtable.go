@@ -359,3 +359,109 @@ func (t *shardTable) takeAwaitedStarts(shard string) []*actor.PID {
 	delete(t.pendingStarts, shard)
 	return out
 }
+
+// handOffStep is what a region does with a HandOff for one of its shards,
+// as shardTable.handOffChild decides it.
+type handOffStep int
+
+const (
+	// handOffAnswer: no child is alive; the region answers ShardStopped.
+	handOffAnswer handOffStep = iota + 1
+	// handOffForward: the running child hands off now; the region
+	// forwards it the HandOff (and the shards' limit shares change).
+	handOffForward
+	// handOffForwardAgain: the child hands off already and answers every
+	// HandOff it gets, a repeated one too.
+	handOffForwardAgain
+	// handOffAwaitStop: the region stopped the child, which answers
+	// nobody; the region answers for it once it has terminated.
+	handOffAwaitStop
+)
+
+// handOffChild moves shard's child as a HandOff from replyTo asks, and
+// returns what the region does and the child it concerns.
+func (t *shardTable) handOffChild(shard string, replyTo *actor.PID) (handOffStep, *actor.PID, error) {
+	pid, state, alive := t.child(shard)
+	switch {
+	case !alive:
+		return handOffAnswer, nil, nil
+	case state == shardRunning:
+		if _, err := t.handOff(shard); err != nil {
+			return 0, nil, err
+		}
+		return handOffForward, pid, nil
+	case state == shardHandingOff:
+		return handOffForwardAgain, pid, nil
+	}
+	return handOffAwaitStop, pid, t.awaitStopped(shard, replyTo)
+}
+
+// restartWanted reports whether shard, whose last child has terminated,
+// starts again here now: its home is still this region, which is neither
+// shutting down nor removed, and messages (buffered) or a HostShard wait
+// for it.
+func (t *shardTable) restartWanted(shard string, buffered, shuttingDown, removed bool) bool {
+	return t.homeIsSelf(shard) && !shuttingDown && !removed && (buffered || t.startAwaited(shard))
+}
+
+// shardHomeStep is what a region does with a ShardHome, as
+// decideShardHome says.
+type shardHomeStep int
+
+const (
+	// homeIgnoreGone: the home is on a member that is gone (a stale
+	// answer): the shard's messages keep waiting, and are asked for again.
+	homeIgnoreGone shardHomeStep = iota + 1
+	// homeNotWhileShuttingDown: the home is this region, which shuts down
+	// and does not run the shard: it does not start it.
+	homeNotWhileShuttingDown
+	// homeHere: the home is this region: it runs the shard.
+	homeHere
+	// homeElsewhere: the home is another live member's region.
+	homeElsewhere
+)
+
+// decideShardHome is what a region does when the coordinator names a home
+// for a shard: refIsSelf, the home is this region; refLive, it is on a
+// live member; and v, what the region knows of the shard. stopLocal says
+// that this region runs the shard that the coordinator homes elsewhere:
+// it stops its copy and follows the coordinator.
+func decideShardHome(v shardView, refIsSelf, refLive bool) (step shardHomeStep, stopLocal bool) {
+	switch {
+	case !refIsSelf && !refLive:
+		return homeIgnoreGone, false
+	case !refIsSelf:
+		return homeElsewhere, v.running
+	case v.shuttingDown && !v.running:
+		return homeNotWhileShuttingDown, false
+	}
+	return homeHere, false
+}
+
+// shardEnd is what a region does when one of its shard children has
+// terminated, as endOf says.
+type shardEnd int
+
+const (
+	// shardEndExpected: the region handed the shard off or stopped it.
+	shardEndExpected shardEnd = iota + 1
+	// shardEndRestartLater: a remembering shard stopped unexpectedly; as
+	// Akka's region, it starts again after the shard-failure back-off,
+	// its remembered entities with it, or earlier on its next message.
+	shardEndRestartLater
+	// shardEndOnNextMessage: a shard stopped unexpectedly; it starts
+	// again on its next message.
+	shardEndOnNextMessage
+)
+
+// endOf is what the end of a child in state means, for a region whose
+// shards remember their entities or not.
+func endOf(state localShardState, remember bool) shardEnd {
+	switch {
+	case state != shardRunning:
+		return shardEndExpected
+	case remember:
+		return shardEndRestartLater
+	}
+	return shardEndOnNextMessage
+}
