@@ -156,7 +156,7 @@ func startCounterNode(ctx context.Context, t *testing.T, client *api.Client, ser
 	_, err = sharding.StartRegion("Counter", props, actorsharding.NewHashCodeMessageExtractor(10),
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, cluster, "Counter")),
 		actorsharding.WithRememberEntities(consulstore.NewRememberEntitiesStore(client, cluster, "Counter")),
-		actorsharding.WithSingletonSettings(singleton.Settings{UseLease: leases, LeaseRetryInterval: 200 * time.Millisecond}))
+		actorsharding.WithCoordinatorSingleton(singleton.WithLease(leases), singleton.WithLeaseRetryInterval(200*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}

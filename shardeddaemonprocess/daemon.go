@@ -152,11 +152,9 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	for _, o := range shardingOpts {
 		o(&sh)
 	}
-	singletonSettings := sh.Singleton
-	singletonSettings.Role = s.Role
-	proxySettings := singleton.DefaultProxySettings()
-	proxySettings.Role = s.Role
-	coordinator, err := singleton.StartProxy(system, cluster, coordinatorName(name), proxySettings)
+	// The proxy takes the name and role of the same options as the managers.
+	singletonOpts := append(append([]singleton.Option{}, sh.Singleton.Options...), singleton.WithRole(s.Role))
+	coordinator, err := singleton.StartProxy(system, cluster, coordinatorName(name), singletonOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
 	}
@@ -178,7 +176,7 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	coordinatorProps := actor.PropsFromProducer(func() actor.Actor {
 		return &coordinatorActor{store: store, initialCount: numberOfInstances, region: region, retryInterval: retry}
 	})
-	if _, err := singleton.StartManager(system, cluster, coordinatorProps, coordinatorName(name), singletonSettings); err != nil {
+	if _, err := singleton.StartManager(system, cluster, coordinatorProps, coordinatorName(name), singletonOpts...); err != nil {
 		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
 	}
 	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {

@@ -124,8 +124,8 @@ type fixture struct {
 	t        *testing.T
 	cluster  *testkit.Cluster
 	ledger   *testkit.Ledger
-	settings singleton.Settings
-	leases   *leaseKit // nil: no lease
+	options  []singleton.Option // the managers'
+	leases   *leaseKit          // nil: no lease
 	proxies  map[*testkit.Node]*actor.PID
 	managers map[*testkit.Node]*actor.PID
 	// singletonProps makes the singleton of a node; nil: a counter.
@@ -138,6 +138,7 @@ type fixture struct {
 	tokens   []uint64 // fencing tokens of the singletons, in start order
 }
 
+// newFixture: removalMargin zero takes the cluster's margin, negative none.
 func newFixture(t *testing.T, backend testkit.Backend, removalMargin time.Duration) *fixture {
 	f := &fixture{
 		t:        t,
@@ -146,18 +147,25 @@ func newFixture(t *testing.T, backend testkit.Backend, removalMargin time.Durati
 		proxies:  map[*testkit.Node]*actor.PID{},
 		managers: map[*testkit.Node]*actor.PID{},
 		received: map[string]int{},
-		settings: singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: removalMargin},
+		options:  []singleton.Option{singleton.WithHandOverRetryInterval(200 * time.Millisecond)},
+	}
+	switch {
+	case removalMargin > 0:
+		f.options = append(f.options, singleton.WithRemovalMargin(removalMargin))
+	case removalMargin < 0:
+		f.options = append(f.options, singleton.WithRemovalMargin(0))
 	}
 	t.Cleanup(func() { f.ledger.AssertNoOverlap(t) })
 	return f
 }
 
+const leaseRetryInterval = 300 * time.Millisecond
+
 // useLease makes the nodes started from now on run the singleton under the
 // lease of kit, retrying a failed acquisition every 300ms.
 func (f *fixture) useLease(kit *leaseKit) {
 	f.leases = kit
-	f.settings.UseLease = kit.provider
-	f.settings.LeaseRetryInterval = 300 * time.Millisecond
+	f.options = append(f.options, singleton.WithLease(kit.provider), singleton.WithLeaseRetryInterval(leaseRetryInterval))
 }
 
 func (f *fixture) recordToken(token uint64) {
@@ -205,16 +213,14 @@ func (f *fixture) startNode() *testkit.Node {
 	if f.singletonProps != nil {
 		props = f.singletonProps(node)
 	}
-	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.settings)
+	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.options...)
 	require.NoError(f.t, err)
 	f.managers[node] = mgr
 	interval := f.identificationInterval
 	if interval == 0 {
 		interval = 200 * time.Millisecond
 	}
-	proxy, err := singleton.StartProxy(node.System, node.Membership, manager, singleton.ProxySettings{
-		SingletonIdentificationInterval: interval,
-	})
+	proxy, err := singleton.StartProxy(node.System, node.Membership, manager, singleton.WithSingletonIdentificationInterval(interval))
 	require.NoError(f.t, err)
 	f.proxies[node] = proxy
 	return node
@@ -533,7 +539,7 @@ func TestSingletonWaitsForTheLease(t *testing.T) {
 		nodes := f.startNodes(2)
 		testkit.WaitFor(t, deadline, func() bool { return f.managerState(nodes[0]) == singleton.StateAcquiringLease },
 			"the oldest's manager to wait in AcquiringLease")
-		time.Sleep(3 * f.settings.LeaseRetryInterval) // a few refused retries
+		time.Sleep(3 * leaseRetryInterval) // a few refused retries
 		require.Equal(t, 0, f.ledger.Starts(key), "no singleton while another owner holds the lease")
 		require.Equal(t, singleton.StateAcquiringLease, f.managerState(nodes[0]))
 

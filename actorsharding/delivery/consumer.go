@@ -44,7 +44,7 @@ type retryTick struct{}
 // state, in the same write, and gives it back to
 // NewShardingConsumerController processes none twice.
 type ShardingConsumerController struct {
-	settings ConsumerSettings
+	settings consumerSettings
 	state    *consumers
 	deliver  func(ctx actor.Context, d Delivery)
 	timers   *scheduler.TimerScheduler
@@ -70,11 +70,16 @@ type ShardingConsumerController struct {
 
 // NewShardingConsumerController returns the controller of an entity.
 // restored is the progress the entity stored with its state (nil: none).
-// deliver is called for each message, from Receive or Confirm.
-func NewShardingConsumerController(settings ConsumerSettings, restored *messages.ConsumerProgress,
-	deliver func(ctx actor.Context, d Delivery)) (*ShardingConsumerController, error) {
+// deliver is called for each message, from Receive or Confirm. An option
+// with a value it does not accept fails with ErrInvalidOption.
+func NewShardingConsumerController(restored *messages.ConsumerProgress, deliver func(ctx actor.Context, d Delivery),
+	opts ...ConsumerOption) (*ShardingConsumerController, error) {
 	if deliver == nil {
 		return nil, errors.New("delivery: NewShardingConsumerController needs a deliver function")
+	}
+	settings := defaultConsumerSettings()
+	if err := apply(&settings, opts); err != nil {
+		return nil, fmt.Errorf("delivery: consumer: %w", err)
 	}
 	settings = settings.withDefaults()
 	st, err := newConsumers(settings, restored)

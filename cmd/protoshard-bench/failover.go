@@ -105,17 +105,17 @@ func failoverLeases(client *api.Client, service string, kind failoverLease) (lea
 // With a lease (the lease variants), the coordinator's singleton also runs
 // only while its member holds a Consul lease (failoverLeases).
 func failoverOptions(client *api.Client, service string, kind failoverLease) ([]actorsharding.Option, error) {
-	st := singleton.Settings{RemovalMargin: failoverTTL, HandOverRetryInterval: 200 * time.Millisecond}
+	st := []singleton.Option{singleton.WithRemovalMargin(failoverTTL), singleton.WithHandOverRetryInterval(200 * time.Millisecond)}
 	if kind != noLease {
 		leases, err := failoverLeases(client, service, kind)
 		if err != nil {
 			return nil, err
 		}
-		st.UseLease, st.LeaseRetryInterval = leases, 200*time.Millisecond
+		st = append(st, singleton.WithLease(leases), singleton.WithLeaseRetryInterval(200*time.Millisecond))
 	}
 	return []actorsharding.Option{
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, service, failoverType)),
-		actorsharding.WithSingletonSettings(st),
+		actorsharding.WithCoordinatorSingleton(st...),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(time.Hour),
 	}, nil

@@ -99,16 +99,16 @@ func newLeases(kind string, client *api.Client, clusterName string) (lease.Provi
 	return nil, fmt.Errorf("unknown lease %q", kind)
 }
 
-// singletonSettings are the settings of the coordinator's singleton and
+// singletonOptions are the options of the coordinator's singleton and
 // (with the node role) of the run's: a removal margin of one TTL (the
 // default with Consul membership), hand-over retries every 500ms, and the
 // lease, if any, retried every leaseRetryInterval.
-func singletonSettings(ttl time.Duration, leases lease.Provider) singleton.Settings {
-	st := singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}
+func singletonOptions(ttl time.Duration, leases lease.Provider) []singleton.Option {
+	opts := []singleton.Option{singleton.WithRemovalMargin(ttl), singleton.WithHandOverRetryInterval(500 * time.Millisecond)}
 	if leases != nil {
-		st.UseLease, st.LeaseRetryInterval = leases, leaseRetryInterval
+		opts = append(opts, singleton.WithLease(leases), singleton.WithLeaseRetryInterval(leaseRetryInterval))
 	}
-	return st
+	return opts
 }
 
 // allocationRecorder is an allocation strategy that writes each shard
@@ -147,7 +147,7 @@ func shardingOptions(client *api.Client, clusterName string, ttl time.Duration, 
 	opts := []actorsharding.Option{
 		actorsharding.WithRole(nodeRole),
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, clusterName, typeName)),
-		actorsharding.WithSingletonSettings(singletonSettings(ttl, leases)),
+		actorsharding.WithCoordinatorSingleton(singletonOptions(ttl, leases)...),
 		actorsharding.WithRetryInterval(500 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(2 * time.Second),
 		actorsharding.WithPassivationIdleTimeout(-1),
@@ -447,9 +447,8 @@ func nodeMain(cfg config) int {
 		return 1
 	}
 	sprops := actor.PropsFromProducer(func() actor.Actor { return &singletonActor{node: cfg.name, ledger: m.ledger} })
-	sst := singletonSettings(cfg.ttl, leases)
-	sst.Role = nodeRole
-	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName, sst); err != nil {
+	sopts := append(singletonOptions(cfg.ttl, leases), singleton.WithRole(nodeRole))
+	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName, sopts...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start singleton manager: %v\n", cfg.name, err)
 		m.stop()
 		return 1

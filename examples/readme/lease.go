@@ -21,9 +21,8 @@ func startLeasedSingleton(system *actor.ActorSystem, cluster *membership.Cluster
 	if err != nil {
 		return nil, err
 	}
-	settings := singleton.DefaultSettings()
-	settings.UseLease = leases // the same on every node; lease.NewMemoryLeases() in one process
-	return singleton.StartManager(system, cluster, props, "my-singleton", settings)
+	// The same leases on every node; lease.NewMemoryLeases() in one process.
+	return singleton.StartManager(system, cluster, props, "my-singleton", singleton.WithLease(leases))
 }
 
 // fencedWriter is a singleton that passes its fencing token with its writes.

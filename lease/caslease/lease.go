@@ -36,8 +36,8 @@
 // observed the record ahead (Lease.Observe, a lease.Observer: the
 // singleton's manager observes from its start) takes it over WaitFor after
 // the holder's last renewal, one RenewInterval later at most. Either way a
-// retry interval adds to that: give the singleton and the shards a
-// LeaseRetryInterval near RenewInterval (Akka's default of 5 s adds up to
+// retry interval adds to that: give the singleton and the shards a lease
+// retry interval near RenewInterval (Akka's default of 5 s adds up to
 // 5 s to a failover).
 //
 // A free record (its holder released it) is taken at once. The fencing
