@@ -2,9 +2,9 @@ package singleton
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
 )
 
@@ -25,22 +25,14 @@ type options struct {
 // ErrInvalidOption: an Option was given a value it does not accept.
 var ErrInvalidOption = errors.New("singleton: invalid option")
 
-func invalidOption(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+func invalidOption(name, format string, args ...any) error {
+	return option.Invalid(ErrInvalidOption, name, format, args...)
 }
 
 // applyOptions applies opts over the defaults.
 func applyOptions(opts []Option) (options, error) {
 	o := options{manager: defaultSettings(), proxy: defaultProxySettings()}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, invalidOption("nil Option")
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
+	return o, option.Apply(&o, opts, ErrInvalidOption)
 }
 
 // WithSingletonName sets the child name of the singleton under its
@@ -48,7 +40,7 @@ func applyOptions(opts []Option) (options, error) {
 func WithSingletonName(name string) Option {
 	return func(o *options) error {
 		if name == "" {
-			return invalidOption("WithSingletonName: empty name")
+			return invalidOption("WithSingletonName", "empty name")
 		}
 		o.manager.SingletonName, o.proxy.SingletonName = name, name
 		return nil
@@ -69,11 +61,8 @@ func WithRole(role string) Option {
 // Default 1s.
 func WithHandOverRetryInterval(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return invalidOption("WithHandOverRetryInterval: %v is not positive", d)
-		}
 		o.manager.HandOverRetryInterval = d
-		return nil
+		return option.Positive(ErrInvalidOption, "WithHandOverRetryInterval", d)
 	}
 }
 
@@ -82,11 +71,8 @@ func WithHandOverRetryInterval(d time.Duration) Option {
 // min-number-of-hand-over-retries; manager). Default 15.
 func WithMinNumberOfHandOverRetries(n int) Option {
 	return func(o *options) error {
-		if n < 1 {
-			return invalidOption("WithMinNumberOfHandOverRetries: %d is below 1", n)
-		}
 		o.manager.MinNumberOfHandOverRetries = n
-		return nil
+		return option.AtLeastOne(ErrInvalidOption, "WithMinNumberOfHandOverRetries", n)
 	}
 }
 
@@ -104,7 +90,7 @@ func WithMinNumberOfHandOverRetries(n int) Option {
 func WithRemovalMargin(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
-			return invalidOption("WithRemovalMargin: %v is negative", d)
+			return invalidOption("WithRemovalMargin", "%v is negative", d)
 		}
 		o.manager.RemovalMargin = d
 		if d == 0 {
@@ -120,7 +106,7 @@ func WithRemovalMargin(d time.Duration) Option {
 func WithTerminationMessage(msg any) Option {
 	return func(o *options) error {
 		if msg == nil {
-			return invalidOption("WithTerminationMessage: nil message")
+			return invalidOption("WithTerminationMessage", "nil message")
 		}
 		o.manager.TerminationMessage = msg
 		return nil
@@ -133,11 +119,8 @@ func WithTerminationMessage(msg any) Option {
 // letter). Manager only. Default 1000.
 func WithManagerBufferSize(n int) Option {
 	return func(o *options) error {
-		if n < 1 {
-			return invalidOption("WithManagerBufferSize: %d is below 1", n)
-		}
 		o.manager.BufferSize = n
-		return nil
+		return option.AtLeastOne(ErrInvalidOption, "WithManagerBufferSize", n)
 	}
 }
 
@@ -153,7 +136,7 @@ func WithManagerBufferSize(n int) Option {
 func WithLease(leases lease.Provider) Option {
 	return func(o *options) error {
 		if leases == nil {
-			return invalidOption("WithLease: nil provider")
+			return invalidOption("WithLease", "nil provider")
 		}
 		o.manager.UseLease = leases
 		return nil
@@ -164,11 +147,8 @@ func WithLease(leases lease.Provider) Option {
 // manager tries again (Akka's lease-retry-interval; manager). Default 5s.
 func WithLeaseRetryInterval(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return invalidOption("WithLeaseRetryInterval: %v is not positive", d)
-		}
 		o.manager.LeaseRetryInterval = d
-		return nil
+		return option.Positive(ErrInvalidOption, "WithLeaseRetryInterval", d)
 	}
 }
 
@@ -187,11 +167,11 @@ func WithSingletonRestartBackoff(minBackoff, maxBackoff time.Duration, randomFac
 	return func(o *options) error {
 		switch {
 		case minBackoff <= 0:
-			return invalidOption("WithSingletonRestartBackoff: minBackoff %v is not positive", minBackoff)
+			return invalidOption("WithSingletonRestartBackoff", "minBackoff %v is not positive", minBackoff)
 		case maxBackoff < minBackoff:
-			return invalidOption("WithSingletonRestartBackoff: maxBackoff %v is below minBackoff %v", maxBackoff, minBackoff)
+			return invalidOption("WithSingletonRestartBackoff", "maxBackoff %v is below minBackoff %v", maxBackoff, minBackoff)
 		case randomFactor < 0:
-			return invalidOption("WithSingletonRestartBackoff: randomFactor %v is negative", randomFactor)
+			return invalidOption("WithSingletonRestartBackoff", "randomFactor %v is negative", randomFactor)
 		}
 		o.manager.SingletonRestartMinBackoff = minBackoff
 		o.manager.SingletonRestartMaxBackoff = maxBackoff
@@ -219,11 +199,8 @@ func WithoutSingletonRestart() Option {
 // manager). Default: the minimum back-off, as Akka.
 func WithSingletonRestartResetAfter(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return invalidOption("WithSingletonRestartResetAfter: %v is not positive", d)
-		}
 		o.manager.SingletonRestartResetAfter = d
-		return nil
+		return option.Positive(ErrInvalidOption, "WithSingletonRestartResetAfter", d)
 	}
 }
 
@@ -235,11 +212,8 @@ func WithSingletonRestartResetAfter(d time.Duration) Option {
 // interval is only the fallback.
 func WithSingletonIdentificationInterval(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return invalidOption("WithSingletonIdentificationInterval: %v is not positive", d)
-		}
 		o.proxy.SingletonIdentificationInterval = d
-		return nil
+		return option.Positive(ErrInvalidOption, "WithSingletonIdentificationInterval", d)
 	}
 }
 
@@ -250,7 +224,7 @@ func WithSingletonIdentificationInterval(d time.Duration) Option {
 func WithBufferSize(n int) Option {
 	return func(o *options) error {
 		if n < 0 || n > MaxProxyBufferSize {
-			return invalidOption("WithBufferSize: %d is outside 0..%d", n, MaxProxyBufferSize)
+			return invalidOption("WithBufferSize", "%d is outside 0..%d", n, MaxProxyBufferSize)
 		}
 		o.proxy.BufferSize = n
 		if n == 0 {

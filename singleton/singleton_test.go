@@ -72,13 +72,11 @@ func memoryLeases(*testing.T, testkit.Backend) *leaseKit {
 // keeps the lock from everybody, the holder too, for a few seconds).
 func consulLeases(t *testing.T, b testkit.Backend) *leaseKit {
 	client := b.(*testkit.ConsulBackend).Client()
-	p, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:          client,
-		ClusterName:     consulmembership.DefaultServiceName, // the test kit's members' service
-		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
-		LockDelay:       3 * time.Second,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	p, err := leaseconsul.NewProvider(consulmembership.DefaultServiceName, // the test kit's members' service
+		leaseconsul.WithClient(client),
+		leaseconsul.WithHeartbeatTimeout(10*time.Second), leaseconsul.WithHeartbeatInterval(time.Second),
+		leaseconsul.WithOperationTimeout(2*time.Second), leaseconsul.WithLockDelay(3*time.Second),
+		leaseconsul.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
 		probe, err := p.Lease(name, "probe")
@@ -308,8 +306,8 @@ func forEachBackendWithAndWithoutLease(t *testing.T, test func(t *testing.T, f *
 
 // casTimings are short compare-and-set lease timings: a holder gives up
 // 1.48 s after its last renewal, a dead one is taken over after 2.52 s.
-var casTimings = caslease.Settings{Duration: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
-	SafetyMargin: 500 * time.Millisecond, OperationTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
+var casTimings = []caslease.Option{caslease.WithDuration(2 * time.Second), caslease.WithRenewInterval(300 * time.Millisecond),
+	caslease.WithSafetyMargin(500 * time.Millisecond), caslease.WithOperationTimeout(time.Second), caslease.WithLogger(slog.New(slog.DiscardHandler))}
 
 // casLeaseKit: compare-and-set leases on store; a holder loses its lease
 // when another holder's record is written over its own (it notices at its
@@ -332,14 +330,14 @@ func casLeaseKit(p *caslease.Provider, store caslease.Store) *leaseKit {
 
 func memoryCASLeases(t *testing.T, _ testkit.Backend) *leaseKit {
 	store := &caslease.MemoryStore{}
-	p, err := caslease.NewProvider(caslease.Config{Store: store, KeyPrefix: "lease/", Settings: casTimings})
+	p, err := caslease.NewProvider(store, append([]caslease.Option{caslease.WithKeyPrefix("lease/")}, casTimings...)...)
 	require.NoError(t, err)
 	return casLeaseKit(p, store)
 }
 
 func consulCASLeases(t *testing.T, b testkit.Backend) *leaseKit {
 	client := b.(*testkit.ConsulBackend).Client()
-	p, err := consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: consulmembership.DefaultServiceName, Settings: casTimings})
+	p, err := consulcas.NewProvider(consulmembership.DefaultServiceName, consulcas.WithClient(client), consulcas.WithLeaseOptions(casTimings...))
 	require.NoError(t, err)
 	return casLeaseKit(p, consulcas.NewStore(client))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -78,7 +79,7 @@ func NewShardingConsumerController(restored *messages.ConsumerProgress, deliver 
 		return nil, errors.New("delivery: NewShardingConsumerController needs a deliver function")
 	}
 	settings := defaultConsumerSettings()
-	if err := apply(&settings, opts); err != nil {
+	if err := option.Apply(&settings, opts, ErrInvalidOption); err != nil {
 		return nil, fmt.Errorf("delivery: consumer: %w", err)
 	}
 	settings = settings.withDefaults()

@@ -2,44 +2,20 @@ package delivery
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/protoshard/protoshard/internal/option"
 )
 
 // ErrInvalidOption: a ProducerOption or ConsumerOption was given a value it
 // does not accept.
 var ErrInvalidOption = errors.New("delivery: invalid option")
 
-func invalidOption(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+func positiveDuration(name string, d time.Duration) error {
+	return option.Positive(ErrInvalidOption, name, d)
 }
 
-// apply applies opts to s in order, stopping at the first error.
-func apply[S any, O ~func(*S) error](s *S, opts []O) error {
-	for _, opt := range opts {
-		if opt == nil {
-			return invalidOption("nil option")
-		}
-		if err := opt(s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func positiveDuration(option string, d time.Duration) error {
-	if d <= 0 {
-		return invalidOption("%s: %v is not positive", option, d)
-	}
-	return nil
-}
-
-func positiveInt(option string, n int) error {
-	if n < 1 {
-		return invalidOption("%s: %d is below 1", option, n)
-	}
-	return nil
-}
+func positiveInt(name string, n int) error { return option.AtLeastOne(ErrInvalidOption, name, n) }
 
 // ProducerOption configures StartShardingProducerController, with Pekko's
 // names and defaults (pekko.reliable-delivery.sharding.producer-controller).
@@ -109,11 +85,8 @@ func WithMaxMessageSize(bytes int) ProducerOption {
 // lost.
 func WithDurableQueue(q DurableProducerQueue) ProducerOption {
 	return func(s *producerSettings) error {
-		if q == nil {
-			return invalidOption("WithDurableQueue: nil queue")
-		}
 		s.DurableQueue = q
-		return nil
+		return option.NotNil(ErrInvalidOption, "WithDurableQueue", "queue", q)
 	}
 }
 

@@ -6,21 +6,22 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestProducerOptions(t *testing.T) {
 	s := defaultProducerSettings()
-	require.NoError(t, apply(&s, []ProducerOption{}))
+	require.NoError(t, option.Apply(&s, []ProducerOption{}, ErrInvalidOption))
 	assert.Equal(t, defaultProducerSettings(), s.withDefaults(), "no option: Pekko's defaults")
 
 	q := NewMemoryQueue()
-	require.NoError(t, apply(&s, []ProducerOption{
+	require.NoError(t, option.Apply(&s, []ProducerOption{
 		WithBufferSize(3), WithCleanupUnusedAfter(time.Minute), WithResendFirstUnconfirmedIdleTimeout(time.Hour),
 		WithResendFirstInterval(2 * time.Second), WithMaxMessageSize(100), WithDurableQueue(q),
 		WithDurableQueueRequestTimeout(time.Second), WithDurableQueueRetryAttempts(2),
-	}))
+	}, ErrInvalidOption))
 	assert.Equal(t, producerSettings{BufferSize: 3, CleanupUnusedAfter: time.Minute, ResendFirstUnconfirmedIdleTimeout: time.Hour,
 		ResendFirstInterval: 2 * time.Second, MaxMessageSize: 100, DurableQueue: q,
 		DurableQueueRequestTimeout: time.Second, DurableQueueRetryAttempts: 2}, s.withDefaults())
@@ -28,14 +29,14 @@ func TestProducerOptions(t *testing.T) {
 
 func TestConsumerOptions(t *testing.T) {
 	s := defaultConsumerSettings()
-	require.NoError(t, apply(&s, []ConsumerOption{}))
+	require.NoError(t, option.Apply(&s, []ConsumerOption{}, ErrInvalidOption))
 	assert.Equal(t, consumerSettings{FlowControlWindow: 50, ResendIntervalMin: 2 * time.Second, ResendIntervalMax: 30 * time.Second,
 		ProgressRetention: time.Hour}, s.withDefaults(), "no option: Pekko's defaults")
 
-	require.NoError(t, apply(&s, []ConsumerOption{
+	require.NoError(t, option.Apply(&s, []ConsumerOption{
 		WithFlowControlWindow(8), WithResendIntervalMin(time.Second), WithResendIntervalMax(4 * time.Second),
 		WithOnlyFlowControl(true), WithProgressRetention(time.Minute),
-	}))
+	}, ErrInvalidOption))
 	assert.Equal(t, consumerSettings{FlowControlWindow: 8, ResendIntervalMin: time.Second, ResendIntervalMax: 4 * time.Second,
 		OnlyFlowControl: true, ProgressRetention: time.Minute}, s.withDefaults())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/protoshard/protoshard/internal/dispatch"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/storescope"
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
@@ -70,7 +71,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		return nil, errors.New("delivery: empty producer ID")
 	}
 	settings := defaultProducerSettings()
-	if err := apply(&settings, opts); err != nil {
+	if err := option.Apply(&settings, opts, ErrInvalidOption); err != nil {
 		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, err)
 	}
 	if _, ok := s.Region(typeName); !ok {

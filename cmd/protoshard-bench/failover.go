@@ -63,25 +63,21 @@ const (
 // every second, margin 1s, drift 1%).
 func failoverLeases(client *api.Client, service string, kind failoverLease) (lease.Provider, error) {
 	if kind == casLease {
-		p, err := consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: service,
-			Settings: caslease.Settings{Logger: slog.New(slog.DiscardHandler)}})
+		p, err := consulcas.NewProvider(service, consulcas.WithClient(client),
+			consulcas.WithLeaseOptions(caslease.WithLogger(slog.New(slog.DiscardHandler))))
 		if err != nil {
 			return nil, fmt.Errorf("consul cas leases: %w", err)
 		}
 		return p, nil
 	}
-	p, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:      client,
-		ClusterName: service,
-		TimeoutSettings: lease.TimeoutSettings{
-			HeartbeatTimeout:  failoverLeaseTTL,
-			HeartbeatInterval: time.Second,
-			OperationTimeout:  time.Second,
-		},
-		SafetyMargin: 2 * time.Second,
-		LockDelay:    3 * time.Second,
-		Logger:       slog.New(slog.DiscardHandler),
-	})
+	p, err := leaseconsul.NewProvider(service,
+		leaseconsul.WithClient(client),
+		leaseconsul.WithHeartbeatTimeout(failoverLeaseTTL),
+		leaseconsul.WithHeartbeatInterval(time.Second),
+		leaseconsul.WithOperationTimeout(time.Second),
+		leaseconsul.WithSafetyMargin(2*time.Second),
+		leaseconsul.WithLockDelay(3*time.Second),
+		leaseconsul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, fmt.Errorf("consul leases: %w", err)
 	}

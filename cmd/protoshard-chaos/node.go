@@ -80,19 +80,15 @@ const (
 func newLeases(kind string, client *api.Client, clusterName string) (lease.Provider, error) {
 	switch kind {
 	case leaseCAS:
-		return consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: clusterName})
+		return consulcas.NewProvider(clusterName, consulcas.WithClient(client))
 	case leaseSession:
-		return leaseconsul.NewProvider(leaseconsul.Config{
-			Client:      client,
-			ClusterName: clusterName,
-			TimeoutSettings: lease.TimeoutSettings{
-				HeartbeatTimeout:  sessionLeaseTTL,
-				HeartbeatInterval: time.Second,
-				OperationTimeout:  time.Second,
-			},
-			SafetyMargin: 2 * time.Second,
-			LockDelay:    3 * time.Second,
-		})
+		return leaseconsul.NewProvider(clusterName,
+			leaseconsul.WithClient(client),
+			leaseconsul.WithHeartbeatTimeout(sessionLeaseTTL),
+			leaseconsul.WithHeartbeatInterval(time.Second),
+			leaseconsul.WithOperationTimeout(time.Second),
+			leaseconsul.WithSafetyMargin(2*time.Second),
+			leaseconsul.WithLockDelay(3*time.Second))
 	case leaseNone:
 		return nil, nil
 	}
