@@ -131,7 +131,7 @@ func startCounterNode(ctx context.Context, t *testing.T, client *api.Client, ser
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})).With(slog.String("node", name))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	t.Cleanup(system.Shutdown)
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: service, Logger: logger})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(service), consul.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

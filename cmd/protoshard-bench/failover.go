@@ -119,7 +119,8 @@ func failoverOptions(client *api.Client, service string, kind failoverLease) ([]
 
 // failoverProvider is the Consul membership of a failover member.
 func failoverProvider(client *api.Client, service string) (*consul.Provider, error) {
-	p, err := consul.New(consul.Config{Client: client, ServiceName: service, TTL: failoverTTL, Logger: slog.New(slog.DiscardHandler)})
+	p, err := consul.New(consul.WithClient(client), consul.WithServiceName(service), consul.WithTTL(failoverTTL),
+		consul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, fmt.Errorf("consul membership: %w", err)
 	}

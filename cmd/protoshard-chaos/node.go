@@ -187,7 +187,7 @@ func joinCluster(cfg config, roles []string) (*member, error) {
 	r := remote.NewRemote(system, remote.Configure(cfg.bind, 0, quarantine.RemoteOption()))
 	r.Start() // before membership: a member is known by its address
 	m := &member{name: cfg.name, ledger: l, client: client, system: system, remote: r}
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, TTL: cfg.ttl})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(cfg.service), consul.WithTTL(cfg.ttl))
 	if err != nil {
 		m.stop()
 		return nil, fmt.Errorf("consul membership: %w", err)

@@ -181,7 +181,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	defer system.Shutdown()
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: serviceName, TTL: cfg.ttl})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(serviceName), consul.WithTTL(cfg.ttl))
 	if err != nil {
 		return err
 	}
