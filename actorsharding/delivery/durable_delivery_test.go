@@ -50,7 +50,7 @@ func newQueueCluster(t *testing.T) *queueCluster {
 // p1 on it, with the file queue in dir.
 func (c *queueCluster) producerNode(t *testing.T, dir string) (*testkit.Node, *delivery.ShardingProducerController) {
 	t.Helper()
-	queue, err := delivery.OpenFileQueue(dir, "p1", delivery.FileQueueOptions{})
+	queue, err := delivery.OpenFileQueue(dir, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func crashProducer(t *testing.T, node *testkit.Node, dir string) {
 	t.Helper()
 	node.Crash()
 	testkit.WaitFor(t, 30*time.Second, func() bool {
-		q, err := delivery.OpenFileQueue(dir, "p1", delivery.FileQueueOptions{})
+		q, err := delivery.OpenFileQueue(dir, "p1")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,3 +78,21 @@ func TestInvalidConsumerOptionsFailNew(t *testing.T) {
 		})
 	}
 }
+
+func TestInvalidFileQueueOptionsFailOpen(t *testing.T) {
+	for name, opt := range map[string]FileQueueOption{
+		"nil":                nil,
+		"zero message bytes": WithMaxMessageSentBytes(0),
+		"zero compaction":    WithCompactAfterEvents(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := OpenFileQueue(t.TempDir(), "p1", opt)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrInvalidOption), "%v", err)
+		})
+	}
+	q, err := OpenFileQueue(t.TempDir(), "p1")
+	require.NoError(t, err)
+	assert.Equal(t, 4<<20-64<<10, q.MaxMessageSentBytes(), "the default")
+	assert.Equal(t, 1000, q.compactAfter, "Akka's snapshot-every")
+}
