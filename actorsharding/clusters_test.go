@@ -16,7 +16,6 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/internal/testpb"
-	"github.com/protoshard/protoshard/lease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
@@ -132,7 +131,7 @@ func startCounterNode(ctx context.Context, t *testing.T, client *api.Client, ser
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})).With(slog.String("node", name))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	t.Cleanup(system.Shutdown)
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: service, Logger: logger})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(service), consul.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +141,11 @@ func startCounterNode(ctx context.Context, t *testing.T, client *api.Client, ser
 	}
 	t.Cleanup(func() { _ = sharding.Leave(context.Background()) })
 	cluster := sharding.Cluster().Name()
-	leases, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:          client,
-		ClusterName:     cluster,
-		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
-		LockDelay:       3 * time.Second,
-		Logger:          logger,
-	})
+	leases, err := leaseconsul.NewProvider(cluster,
+		leaseconsul.WithClient(client),
+		leaseconsul.WithHeartbeatTimeout(10*time.Second), leaseconsul.WithHeartbeatInterval(time.Second),
+		leaseconsul.WithOperationTimeout(2*time.Second), leaseconsul.WithLockDelay(3*time.Second),
+		leaseconsul.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +153,7 @@ func startCounterNode(ctx context.Context, t *testing.T, client *api.Client, ser
 	_, err = sharding.StartRegion("Counter", props, actorsharding.NewHashCodeMessageExtractor(10),
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, cluster, "Counter")),
 		actorsharding.WithRememberEntities(consulstore.NewRememberEntitiesStore(client, cluster, "Counter")),
-		actorsharding.WithSingletonSettings(singleton.Settings{UseLease: leases, LeaseRetryInterval: 200 * time.Millisecond}))
+		actorsharding.WithCoordinatorSingleton(singleton.WithLease(leases), singleton.WithLeaseRetryInterval(200*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}

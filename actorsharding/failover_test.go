@@ -444,7 +444,7 @@ func TestRegionsFindNewCoordinatorAtOnce(t *testing.T) {
 	w := newLocalWorld(t, actorsharding.WithRetryInterval(retryInterval),
 		// The new oldest starts the coordinator a second after the
 		// crash: the others identify it before.
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: time.Second}))
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200*time.Millisecond), singleton.WithRemovalMargin(time.Second)))
 	a, b, c, d := w.startNode(false), w.startNode(false), w.startNode(false), w.startNode(true)
 	w.cluster.WaitConverged(t, 30*time.Second)
 	registeredWith := func(on *testkit.Node, nodes ...*testkit.Node) bool {

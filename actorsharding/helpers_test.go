@@ -96,16 +96,17 @@ func (w *world) init(opts []actorsharding.Option) *world {
 	w.regions = map[*testkit.Node]*actor.PID{}
 	w.stopping = make(chan string, 16)
 	w.release = make(chan struct{})
-	removal := time.Duration(0)
+	coordinatorSingleton := []singleton.Option{singleton.WithHandOverRetryInterval(200 * time.Millisecond)}
 	if w.consul {
-		removal = 3 * time.Second // at least the TTL the test kit's Consul backend uses
+		// at least the TTL the test kit's Consul backend uses
+		coordinatorSingleton = append(coordinatorSingleton, singleton.WithRemovalMargin(3*time.Second))
 	}
 	w.opts = append([]actorsharding.Option{
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(500 * time.Millisecond),
 		actorsharding.WithHandOffTimeout(15 * time.Second),
 		actorsharding.WithShardStartTimeout(2 * time.Second),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: removal}),
+		actorsharding.WithCoordinatorSingleton(coordinatorSingleton...),
 	}, opts...)
 	if w.store != nil { // nil: the default store
 		w.opts = append([]actorsharding.Option{actorsharding.WithStateStore(w.store)}, w.opts...)

@@ -61,9 +61,8 @@ type Settings struct {
 	// message).
 	Shard shardactor.Settings
 	// Singleton configures the cluster singleton that runs the coordinator
-	// (hand-over retry interval, removal margin: with Consul membership the
-	// margin should be at least the TTL).
-	Singleton singleton.Settings
+	// (WithCoordinatorSingleton).
+	Singleton coordinatorSingleton
 	// AllocationStrategy decides where shards go. Default: the
 	// LeastShardAllocationStrategy with rebalance-absolute-limit 20 and
 	// rebalance-relative-limit 0.1.
@@ -89,7 +88,7 @@ func DefaultSettings() Settings {
 		MaxMessageSize:          guard.DefaultMaxMessageSize,
 		Coordinator:             coordinatoractor.DefaultSettings(),
 		Shard:                   shardactor.DefaultSettings(),
-		Singleton:               singleton.DefaultSettings(),
+		Singleton:               coordinatorSingleton{SingletonName: coordinatorSingletonName},
 	}
 }
 
@@ -116,7 +115,6 @@ func (s Settings) withDefaults() Settings {
 	if s.RememberEntities && s.Shard.RememberEntitiesStore == nil {
 		s.Shard.RememberEntitiesStore = shardactor.NewMemoryRememberEntitiesStore()
 	}
-	s.Singleton.Role = s.Role
 	if s.Coordinator.RegisterWaitTimeout <= 0 {
 		// Regions register at the retry interval: two of them cover one
 		// retry that was lost.
@@ -257,10 +255,25 @@ func WithStateStore(st coordinatoractor.StateStore) Option {
 	return func(s *Settings) { s.StateStore = st }
 }
 
-// WithSingletonSettings sets the settings of the coordinator's singleton
-// manager (its Role is always the sharding role).
-func WithSingletonSettings(st singleton.Settings) Option {
-	return func(s *Settings) { s.Singleton = st }
+// coordinatorSingleton is the cluster singleton that runs the
+// coordinator: the singleton's child name under its manager and the
+// managers' options.
+type coordinatorSingleton struct {
+	SingletonName string
+	Options       []singleton.Option
+}
+
+// coordinatorSingletonName is Akka's: the coordinator's singleton is
+// always named "singleton".
+const coordinatorSingletonName = "singleton"
+
+// WithCoordinatorSingleton adds options of the cluster singleton manager
+// that runs the coordinator (Akka's coordinator-singleton): hand-over retry
+// interval, removal margin (with Consul membership at least the TTL), a
+// lease. Default: singleton's defaults. Its role is always the sharding
+// role and its singleton name always "singleton", as Akka's.
+func WithCoordinatorSingleton(opts ...singleton.Option) Option {
+	return func(s *Settings) { s.Singleton.Options = append(s.Singleton.Options, opts...) }
 }
 
 // WithShardRegionQueryTimeout sets Akka's shard-region-query-timeout.

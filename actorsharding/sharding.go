@@ -279,14 +279,12 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		props := coordinatoractor.SupervisorProps(
 			coordinatoractor.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore),
 			settings.Coordinator.CoordinatorFailureBackoff)
-		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), withSingletonName(settings.Singleton)); err != nil {
+		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), coordinatorSingletonOptions(settings)...); err != nil {
 			return nil, fmt.Errorf("actorsharding: start coordinator of %q: %w", typeName, err)
 		}
 	}
-	proxy, err := singleton.StartProxy(s.system, s.cluster, CoordinatorManagerName(typeName), singleton.ProxySettings{
-		SingletonName: withSingletonName(settings.Singleton).SingletonName,
-		Role:          settings.Role,
-	})
+	proxy, err := singleton.StartProxy(s.system, s.cluster, CoordinatorManagerName(typeName),
+		singleton.WithSingletonName(withSingletonName(settings.Singleton).SingletonName), singleton.WithRole(settings.Role))
 	if err != nil {
 		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
 	}
@@ -337,11 +335,18 @@ func hasConfiguredRole(c *membership.Cluster, role string) bool {
 // withSingletonName names the coordinator's singleton as Akka does: the
 // singleton "singleton" is the coordinator's supervisor, whose child is
 // the coordinator.
-func withSingletonName(st singleton.Settings) singleton.Settings {
+func withSingletonName(st coordinatorSingleton) coordinatorSingleton {
 	if st.SingletonName == "" {
-		st.SingletonName = "singleton"
+		st.SingletonName = coordinatorSingletonName
 	}
 	return st
+}
+
+// coordinatorSingletonOptions are the options of the coordinator's
+// singleton managers: the user's, then the name and role they must have.
+func coordinatorSingletonOptions(settings Settings) []singleton.Option {
+	return append(append([]singleton.Option{}, settings.Singleton.Options...),
+		singleton.WithSingletonName(withSingletonName(settings.Singleton).SingletonName), singleton.WithRole(settings.Role))
 }
 
 // gracefulShutdown hands off the region's shards and waits until it has

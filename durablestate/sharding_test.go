@@ -46,7 +46,7 @@ func TestIncarnationOnAPausedNodeIsFenced(t *testing.T) {
 		if _, err := s.StartRegion("Account", props, actorsharding.NewHashCodeMessageExtractor(10),
 			actorsharding.WithRetryInterval(200*time.Millisecond),
 			actorsharding.WithShardStartTimeout(2*time.Second),
-			actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+			actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200*time.Millisecond)),
 		); err != nil {
 			t.Fatal(err)
 		}

@@ -159,7 +159,7 @@ func TestShardMapPage(t *testing.T) {
 		actorsharding.WithHandOffTimeout(2 * time.Minute),
 		actorsharding.WithHandOffStopMessage(holdStop{}),
 		actorsharding.WithShardStartTimeout(2 * time.Second),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200 * time.Millisecond)),
 	}
 	var sharding []*actorsharding.Sharding
 	var regions []*actor.PID

@@ -116,7 +116,7 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithSingleton lists a cluster singleton of the application, started with
-// singleton.StartManager(..., managerName, settings with Role role), on
+// singleton.StartManager(..., managerName, singleton.WithRole(role)), on
 // /cluster/singletons. The coordinators of the entity types are listed
 // without it.
 func WithSingleton(managerName, role string) Option {

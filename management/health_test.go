@@ -102,7 +102,7 @@ func TestHealthThroughStates(t *testing.T) {
 		// A coordinator whose node was removed starts on the next oldest
 		// after this margin: long enough for the test to see the regions
 		// without one.
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: 3 * time.Second}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200*time.Millisecond), singleton.WithRemovalMargin(3*time.Second)),
 	}
 	extractor := actorsharding.NewHashCodeMessageExtractor(10)
 	var as *actorsharding.Sharding

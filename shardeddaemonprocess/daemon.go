@@ -5,11 +5,11 @@
 // Workers 0..N-1 are the entities of a dedicated entity type, one worker
 // per shard, so the shard allocation spreads them over the members. Every
 // member with the role runs a keep-alive pinger that starts each worker
-// every KeepAliveInterval, so a worker whose member died starts again on
-// another one. A coordinator singleton keeps the number of workers and its
-// revision in a Store; each worker's entity ID is "revision|count|index"
-// and a worker runs only after the coordinator confirmed that its revision
-// is the current one. ChangeNumberOfProcesses stores a new revision,
+// every keep-alive interval (WithKeepAliveInterval), so a worker whose
+// member died starts again on another one. A coordinator singleton keeps
+// the number of workers and its revision in a Store; each worker's entity
+// ID is "revision|count|index" and a worker runs only after the
+// coordinator confirmed that its revision is the current one. ChangeNumberOfProcesses stores a new revision,
 // pauses the pingers, stops every worker of the previous revision and only
 // then lets the new revision's workers start: at most one revision's
 // workers run at any moment.
@@ -25,6 +25,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/ask"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -35,63 +36,75 @@ import (
 // revision's workers still run.
 var ErrNoStore = errors.New("shardeddaemonprocess: no store for the number of processes (use WithStore)")
 
-// Settings is Akka's ShardedDaemonProcessSettings.
-type Settings struct {
-	// KeepAliveInterval is how often each member's pinger starts every
-	// worker (Akka's keep-alive-interval, default 10s): the longest a
-	// worker whose member crashed waits, after its shard moved, to run
-	// again.
+// settings are Akka's ShardedDaemonProcessSettings; Options set them.
+type settings struct {
 	KeepAliveInterval time.Duration
-	// Role: workers run only on members with the role ("" = every member).
-	Role string
-	// ShardingSettings are the options of the workers' entity type (its
-	// role is always Role, its idle passivation always off, its hand-off
-	// stop message the worker's own).
-	ShardingSettings []actorsharding.Option
-	// Store keeps the number of processes and its revision. Default with
-	// in-process membership: one MemoryStore per daemon process shared by
-	// the members; with any other membership there is no default (Init
-	// fails with ErrNoStore): use consulstore.NewStore (package
-	// shardeddaemonprocess/consulstore), and give the workers'
-	// entity type a coordinator state store in ShardingSettings as well
-	// (actorsharding.WithStateStore with TypeName(name)).
-	Store Store
-	// StopMessage (Akka's stopMessage) is sent to a worker's behavior
-	// when it must stop (its shard is handed off, or its revision ends),
-	// so that it can finish its work and then stop itself. nil: the
-	// behavior is stopped.
-	StopMessage any
+	Role              string
+	ShardingSettings  []actorsharding.Option
+	Store             Store
+	StopMessage       any
 }
 
-// DefaultSettings returns Akka's defaults.
-func DefaultSettings() Settings {
-	return Settings{KeepAliveInterval: 10 * time.Second}
+// defaultSettings are Akka's defaults.
+func defaultSettings() settings {
+	return settings{KeepAliveInterval: 10 * time.Second}
 }
 
-// Option changes Settings.
-type Option func(*Settings)
+// Option configures Init, with Akka's names and defaults
+// (ShardedDaemonProcessSettings).
+type Option func(*settings) error
 
-// WithSettings replaces all settings.
-func WithSettings(s Settings) Option { return func(o *Settings) { *o = s } }
+// ErrInvalidOption: an Option was given a value it does not accept.
+var ErrInvalidOption = errors.New("shardeddaemonprocess: invalid option")
 
-// WithKeepAliveInterval sets the keep-alive interval.
+// WithKeepAliveInterval sets how often each member's pinger starts every
+// worker (Akka's keep-alive-interval): the longest a worker whose member
+// crashed waits, after its shard moved, to run again. Default 10s.
 func WithKeepAliveInterval(d time.Duration) Option {
-	return func(s *Settings) { s.KeepAliveInterval = d }
+	return func(s *settings) error {
+		s.KeepAliveInterval = d
+		return option.Positive(ErrInvalidOption, "WithKeepAliveInterval", d)
+	}
 }
 
-// WithRole runs the workers only on members with role.
-func WithRole(role string) Option { return func(s *Settings) { s.Role = role } }
+// WithRole runs the workers only on members with role (Akka's role).
+// Default "": every member.
+func WithRole(role string) Option {
+	return func(s *settings) error { s.Role = role; return nil }
+}
 
-// WithShardingSettings adds options of the workers' entity type.
+// WithShardingSettings adds options of the workers' entity type (Akka's
+// shardingSettings). Its role is always WithRole's, its idle passivation
+// always off, its hand-off stop message the worker's own. Default:
+// actorsharding's defaults.
 func WithShardingSettings(opts ...actorsharding.Option) Option {
-	return func(s *Settings) { s.ShardingSettings = append(s.ShardingSettings, opts...) }
+	return func(s *settings) error { s.ShardingSettings = append(s.ShardingSettings, opts...); return nil }
 }
 
-// WithStopMessage sets the message that tells a worker to stop.
-func WithStopMessage(msg any) Option { return func(s *Settings) { s.StopMessage = msg } }
+// WithStopMessage sets the message sent to a worker's behavior when it
+// must stop (its shard is handed off, or its revision ends), so that it
+// can finish its work and then stop itself (Akka's stopMessage). Default:
+// the behavior is stopped.
+func WithStopMessage(msg any) Option {
+	return func(s *settings) error {
+		s.StopMessage = msg
+		return option.NotNil(ErrInvalidOption, "WithStopMessage", "message", msg)
+	}
+}
 
-// WithStore sets the store of the number of processes.
-func WithStore(st Store) Option { return func(s *Settings) { s.Store = st } }
+// WithStore sets the store that keeps the number of processes and its
+// revision. Default with in-process membership: one MemoryStore per daemon
+// process shared by the members; with any other membership there is no
+// default (Init fails with ErrNoStore): use consulstore.NewStore (package
+// shardeddaemonprocess/consulstore), and give the workers' entity type a
+// coordinator state store in WithShardingSettings as well
+// (actorsharding.WithStateStore with TypeName(name)).
+func WithStore(st Store) Option {
+	return func(s *settings) error {
+		s.Store = st
+		return option.NotNil(ErrInvalidOption, "WithStore", "store", st)
+	}
+}
 
 // NumberOfProcesses is Akka's NumberOfProcesses: the current number of
 // workers, its revision (one more with every change), when that revision
@@ -131,12 +144,9 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	case behaviorFactory == nil:
 		return nil, fmt.Errorf("shardeddaemonprocess: Init %q: nil behaviorFactory", name)
 	}
-	s := DefaultSettings()
-	for _, o := range opts {
-		o(&s)
-	}
-	if s.KeepAliveInterval <= 0 {
-		s.KeepAliveInterval = DefaultSettings().KeepAliveInterval
+	s := defaultSettings()
+	if err := option.Apply(&s, opts, ErrInvalidOption); err != nil {
+		return nil, fmt.Errorf("shardeddaemonprocess: Init %q: %w", name, err)
 	}
 	store, err := storeOf(sharding, name, s.Store)
 	if err != nil {
@@ -152,11 +162,9 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	for _, o := range shardingOpts {
 		o(&sh)
 	}
-	singletonSettings := sh.Singleton
-	singletonSettings.Role = s.Role
-	proxySettings := singleton.DefaultProxySettings()
-	proxySettings.Role = s.Role
-	coordinator, err := singleton.StartProxy(system, cluster, coordinatorName(name), proxySettings)
+	// The proxy takes the name and role of the same options as the managers.
+	singletonOpts := append(append([]singleton.Option{}, sh.Singleton.Options...), singleton.WithRole(s.Role))
+	coordinator, err := singleton.StartProxy(system, cluster, coordinatorName(name), singletonOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
 	}
@@ -178,7 +186,7 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	coordinatorProps := actor.PropsFromProducer(func() actor.Actor {
 		return &coordinatorActor{store: store, initialCount: numberOfInstances, region: region, retryInterval: retry}
 	})
-	if _, err := singleton.StartManager(system, cluster, coordinatorProps, coordinatorName(name), singletonSettings); err != nil {
+	if _, err := singleton.StartManager(system, cluster, coordinatorProps, coordinatorName(name), singletonOpts...); err != nil {
 		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
 	}
 	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {

@@ -37,7 +37,8 @@ type daemonWorld struct {
 	opts []shardeddaemonprocess.Option
 	// receive, if set, sees every message of every worker's behavior.
 	receive func(ctx actor.Context, node *testkit.Node)
-	// removalMargin is the singletons': at least the TTL with Consul.
+	// removalMargin is the singletons': at least the TTL with Consul
+	// (zero: the cluster's).
 	removalMargin time.Duration
 	// store, if set, makes each node's store of the number of processes.
 	store func(n *testkit.Node) shardeddaemonprocess.Store
@@ -148,6 +149,10 @@ func (w *daemonWorld) startNode() *testkit.Node {
 		opts = append(slices.Clone(opts), shardeddaemonprocess.WithShardingSettings(actorsharding.WithStateStore(
 			shardingconsulstore.NewStateStore(w.consul, n.Membership.Name(), shardeddaemonprocess.TypeName("workers")))))
 	}
+	coordinatorSingleton := []singleton.Option{singleton.WithHandOverRetryInterval(200 * time.Millisecond)}
+	if w.removalMargin > 0 {
+		coordinatorSingleton = append(coordinatorSingleton, singleton.WithRemovalMargin(w.removalMargin))
+	}
 	d, err := shardeddaemonprocess.Init(s, "workers", 4, factory, append([]shardeddaemonprocess.Option{
 		shardeddaemonprocess.WithKeepAliveInterval(300 * time.Millisecond),
 		shardeddaemonprocess.WithShardingSettings(
@@ -155,7 +160,7 @@ func (w *daemonWorld) startNode() *testkit.Node {
 			actorsharding.WithRebalanceInterval(500*time.Millisecond),
 			actorsharding.WithHandOffTimeout(15*time.Second),
 			actorsharding.WithShardStartTimeout(2*time.Second),
-			actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: w.removalMargin}),
+			actorsharding.WithCoordinatorSingleton(coordinatorSingleton...),
 		)}, opts...)...)
 	if err != nil {
 		w.t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 // without actors (the actor only moves messages and calls these).
 
 // maxHandOverRetries is Akka's max(min, removalMargin/interval + 3).
-func maxHandOverRetries(s Settings) int {
+func maxHandOverRetries(s settings) int {
 	n := int(s.RemovalMargin/s.HandOverRetryInterval) + 3
 	if n < s.MinNumberOfHandOverRetries {
 		return s.MinNumberOfHandOverRetries
@@ -19,7 +19,7 @@ func maxHandOverRetries(s Settings) int {
 }
 
 // maxTakeOverRetries is Akka's max(1, maxHandOverRetries - 3).
-func maxTakeOverRetries(s Settings) int {
+func maxTakeOverRetries(s settings) int {
 	n := maxHandOverRetries(s) - 3
 	if n < 1 {
 		return 1
@@ -122,7 +122,7 @@ const (
 // decideTakeOverRetry: an exiting oldest with nobody to hand over to, or out
 // of retries, stops the singleton itself; a non-exiting one out of retries
 // is stuck (Akka throws ClusterSingletonManagerIsStuck).
-func decideTakeOverRetry(count int, s Settings, selfExited, haveNewOldest bool) takeOverRetryDecision {
+func decideTakeOverRetry(count int, s settings, selfExited, haveNewOldest bool) takeOverRetryDecision {
 	if selfExited && (!haveNewOldest || count > maxTakeOverRetries(s)) {
 		return stopSingleton
 	}
@@ -134,7 +134,7 @@ func decideTakeOverRetry(count int, s Settings, selfExited, haveNewOldest bool) 
 
 // removalDelay is how long to wait before a failure-detected removal of a
 // previous oldest counts; graceful leavers handed over already.
-func removalDelay(s Settings, graceful bool) time.Duration {
+func removalDelay(s settings, graceful bool) time.Duration {
 	if graceful {
 		return 0
 	}
@@ -324,7 +324,7 @@ const (
 	takeOverWithoutHandOver
 )
 
-func decideHandOverRetry(count int, s Settings, previousLive bool) handOverRetryDecision {
+func decideHandOverRetry(count int, s settings, previousLive bool) handOverRetryDecision {
 	switch {
 	case !previousLive:
 		return takeOverWithoutHandOver

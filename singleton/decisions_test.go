@@ -32,7 +32,7 @@ func TestRetryCounts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := Settings{RemovalMargin: c.margin, HandOverRetryInterval: c.interval, MinNumberOfHandOverRetries: c.min}
+			s := settings{RemovalMargin: c.margin, HandOverRetryInterval: c.interval, MinNumberOfHandOverRetries: c.min}
 			assert.Equal(t, c.wantHandOver, maxHandOverRetries(s))
 			assert.Equal(t, c.wantTakeOver, maxTakeOverRetries(s))
 		})
@@ -95,7 +95,7 @@ func TestDecideOldestChanged(t *testing.T) {
 }
 
 func TestDecideTakeOverRetry(t *testing.T) {
-	s := DefaultSettings() // maxTakeOverRetries = 12
+	s := defaultSettings() // maxTakeOverRetries = 12
 	cases := []struct {
 		name       string
 		count      int
@@ -117,7 +117,7 @@ func TestDecideTakeOverRetry(t *testing.T) {
 }
 
 func TestRemovalDelay(t *testing.T) {
-	s := Settings{RemovalMargin: 5 * time.Second}
+	s := settings{RemovalMargin: 5 * time.Second}
 	assert.Equal(t, time.Duration(0), removalDelay(s, true))
 	assert.Equal(t, 5*time.Second, removalDelay(s, false))
 }
@@ -147,9 +147,9 @@ func TestOldestTracker(t *testing.T) {
 }
 
 func TestProxySettingsBounds(t *testing.T) {
-	assert.Equal(t, 1000, ProxySettings{}.withDefaults().BufferSize)
-	assert.Equal(t, 0, ProxySettings{BufferSize: -1}.withDefaults().BufferSize)
-	assert.Equal(t, MaxProxyBufferSize, ProxySettings{BufferSize: 50000}.withDefaults().BufferSize)
+	assert.Equal(t, 1000, proxySettings{}.withDefaults().BufferSize)
+	assert.Equal(t, 0, proxySettings{BufferSize: -1}.withDefaults().BufferSize)
+	assert.Equal(t, MaxProxyBufferSize, proxySettings{BufferSize: 50000}.withDefaults().BufferSize)
 }
 
 func TestEffectiveRemovalMargin(t *testing.T) {
@@ -170,7 +170,7 @@ func TestEffectiveRemovalMargin(t *testing.T) {
 			assert.Equal(t, c.want, effectiveRemovalMargin(c.setting, c.clusterMargin))
 		})
 	}
-	assert.Equal(t, time.Duration(-1), Settings{RemovalMargin: -1}.withDefaults().RemovalMargin,
+	assert.Equal(t, time.Duration(-1), settings{RemovalMargin: -1}.withDefaults().RemovalMargin,
 		"a negative margin survives the defaults, to mean none")
 }
 
@@ -247,7 +247,7 @@ func TestDecideLeaseRetry(t *testing.T) {
 }
 
 func TestSettingsDefaults(t *testing.T) {
-	s := Settings{}.withDefaults()
+	s := settings{}.withDefaults()
 	assert.Equal(t, 5*time.Second, s.LeaseRetryInterval, "Akka's lease-retry-interval")
 	assert.Nil(t, s.UseLease, "no lease unless asked for")
 	assert.Equal(t, "singleton-counter", LeaseName("counter"))

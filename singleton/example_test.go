@@ -44,11 +44,11 @@ func Example() {
 		return
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return greeter{} })
-	if _, err := singleton.StartManager(system, cluster, props, "greeter", singleton.DefaultSettings()); err != nil {
+	if _, err := singleton.StartManager(system, cluster, props, "greeter"); err != nil {
 		fmt.Println("manager:", err)
 		return
 	}
-	proxy, _ := singleton.StartProxy(system, cluster, "greeter", singleton.DefaultProxySettings())
+	proxy, _ := singleton.StartProxy(system, cluster, "greeter")
 
 	res, err := system.Root.RequestFuture(proxy, wrapperspb.String("world"), 10*time.Second).Result()
 	if err != nil {
@@ -95,14 +95,13 @@ func ExampleFencingToken() {
 		fmt.Println("join:", err)
 		return
 	}
-	settings := singleton.DefaultSettings()
-	settings.UseLease = lease.NewMemoryLeases() // the same one for every node of the process
+	leases := lease.NewMemoryLeases() // the same one for every node of the process
 	props := actor.PropsFromProducer(func() actor.Actor { return &ledgerWriter{} })
-	if _, err := singleton.StartManager(system, cluster, props, "ledger", settings); err != nil {
+	if _, err := singleton.StartManager(system, cluster, props, "ledger", singleton.WithLease(leases)); err != nil {
 		fmt.Println("manager:", err)
 		return
 	}
-	proxy, _ := singleton.StartProxy(system, cluster, "ledger", singleton.DefaultProxySettings())
+	proxy, _ := singleton.StartProxy(system, cluster, "ledger")
 
 	res, err := system.Root.RequestFuture(proxy, wrapperspb.String("entry-1"), 10*time.Second).Result()
 	if err != nil {

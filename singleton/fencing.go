@@ -12,12 +12,12 @@ import (
 // of the singleton's lease, so a store that keeps the highest token it has
 // seen and refuses writes with a lower one cannot be written by a singleton
 // that has lost the lease but not stopped yet. ok is false without a lease
-// (Settings.UseLease is nil) or when ctx is not a singleton's.
+// (no WithLease) or when ctx is not a singleton's.
 //
 // The token stays the same for the whole life of the singleton actor; a
 // singleton started again after its lease was lost gets a new, larger one.
 // A singleton started again after it stopped on its own
-// (Settings.SingletonRestartMinBackoff) while its member still holds the
+// (WithSingletonRestartBackoff) while its member still holds the
 // lease runs under the same holding, so it gets the same token as the one
 // before it, which has terminated by then.
 func FencingToken(ctx actor.Context) (token uint64, ok bool) {

@@ -6,7 +6,7 @@ import (
 )
 
 // leaseHolding is the manager's bookkeeping of its lease acquisitions and
-// releases (Settings.UseLease): which acquisition is the latest, whether
+// releases (WithLease): which acquisition is the latest, whether
 // its answer is awaited, whether the lease may be held, and the fencing
 // token of the holding the singleton started under. Its transitions are
 // value functions: they return the next holding and what to do, and never

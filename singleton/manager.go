@@ -23,7 +23,7 @@ type manager struct {
 	cluster  *membership.Cluster
 	props    *actor.Props // with the fence's middleware
 	name     string
-	settings Settings
+	settings settings
 	// fence keeps the singleton from working while this node's
 	// membership is stale; nil in tests that build a manager alone.
 	fence *staleFence
@@ -48,12 +48,12 @@ type manager struct {
 	// told when it starts.
 	identifyWaiters identifyWaiters
 
-	// The lease (Settings.UseLease): what to ask of it, and the asking.
+	// The lease (WithLease): what to ask of it, and the asking.
 	holding leaseHolding
 	leases  leaseRunner
 }
 
-func newManager(cluster *membership.Cluster, props *actor.Props, name string, settings Settings) *manager {
+func newManager(cluster *membership.Cluster, props *actor.Props, name string, settings settings) *manager {
 	return &manager{
 		cluster:   cluster,
 		props:     props,
@@ -219,7 +219,7 @@ func (m *manager) singletonTerminated(ctx actor.Context) {
 			slog.String("state", m.state), slog.Int("restart", plan.attempt), slog.Duration("backoff", plan.delay))
 		m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
 	case restartable:
-		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka: SingletonRestartMinBackoff is negative)",
+		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka: WithoutSingletonRestart)",
 			slog.String("state", m.state))
 	}
 }

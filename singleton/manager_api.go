@@ -36,19 +36,24 @@ type CurrentState struct {
 }
 
 // StartManager spawns a ClusterSingletonManager named name on system. It must
-// be started with the same name and settings on every member (of the role).
-// The singleton is created from props, as the child SingletonName, on the
-// oldest member only (and, with Settings.UseLease, only while that member
-// holds the lease LeaseName(name)). The manager registers a leave hook on
-// cluster, so a graceful Leave waits for the hand-over.
-func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, settings Settings) (*actor.PID, error) {
+// be started with the same name and options on every member (of the role).
+// The singleton is created from props, as the child named by
+// WithSingletonName, on the oldest member only (and, WithLease, only while
+// that member holds the lease LeaseName(name)). The manager registers a
+// leave hook on cluster, so a graceful Leave waits for the hand-over. An
+// option with a value it does not accept fails with ErrInvalidOption.
+func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, opts ...Option) (*actor.PID, error) {
 	if props == nil {
 		return nil, errors.New("singleton: props is nil")
 	}
 	if name == "" {
 		return nil, errors.New("singleton: manager name is empty")
 	}
-	settings = settings.withDefaults()
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("singleton: manager %q: %w", name, err)
+	}
+	settings := o.manager.withDefaults()
 	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
 	fence := &staleFence{stale: cluster.Stale, name: name}
 	props = props.Clone(actor.WithReceiverMiddleware(fence.middleware))

@@ -21,7 +21,7 @@ import (
 type stateData struct {
 	state    string
 	self     membership.Member
-	settings Settings // hand-over retry limits
+	settings settings // hand-over retry limits
 
 	// timerGen numbers the hand-over retry timers (HandOverRetry,
 	// TakeOverRetry, HandOverDoneRetry): a timer of an earlier number is

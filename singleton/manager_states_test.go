@@ -65,7 +65,7 @@ func runStates(t *testing.T, d stateData, steps []stateStep) {
 
 func TestManagerStates(t *testing.T) {
 	// HandOver retries at most 5, TakeOver retries at most 2.
-	settings := Settings{HandOverRetryInterval: time.Second, MinNumberOfHandOverRetries: 5}
+	settings := settings{HandOverRetryInterval: time.Second, MinNumberOfHandOverRetries: 5}
 	a, b := mem("a", 1), mem("b", 2)
 	pidB := actor.NewPID(b.Address, "singletonManager")
 	pidC := actor.NewPID("127.0.0.1:c", "singletonManager")

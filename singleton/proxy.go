@@ -19,12 +19,18 @@ import (
 // StartProxy spawns a ClusterSingletonProxy for the singleton whose
 // managers are named managerName. Send it any message: it forwards to the
 // singleton on the oldest member (of the role), preserving the sender, and
-// buffers while the singleton is unknown (a hand-over, or start-up).
-func StartProxy(system *actor.ActorSystem, cluster *membership.Cluster, managerName string, settings ProxySettings) (*actor.PID, error) {
+// buffers while the singleton is unknown (a hand-over, or start-up). Its
+// WithSingletonName and WithRole must match the managers'. An option with
+// a value it does not accept fails with ErrInvalidOption.
+func StartProxy(system *actor.ActorSystem, cluster *membership.Cluster, managerName string, opts ...Option) (*actor.PID, error) {
 	if managerName == "" {
 		return nil, errors.New("singleton: proxy needs the manager name")
 	}
-	settings = settings.withDefaults()
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("singleton: proxy of %q: %w", managerName, err)
+	}
+	settings := o.proxy.withDefaults()
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &proxy{cluster: cluster, managerName: managerName, settings: settings}
 	}, guard.WithMailbox()))
@@ -35,7 +41,7 @@ func StartProxy(system *actor.ActorSystem, cluster *membership.Cluster, managerN
 type proxy struct {
 	cluster     *membership.Cluster
 	managerName string
-	settings    ProxySettings
+	settings    proxySettings
 
 	tracker     *oldestTracker
 	singleton   *actor.PID

@@ -125,12 +125,11 @@ func (a *flaky) Receive(ctx actor.Context) {
 // restartSettings: a short, visible back-off whose series never resets
 // within a test.
 func restartSettings(f *fixture, minBackoff time.Duration) {
-	f.settings.SingletonRestartMinBackoff = minBackoff
-	f.settings.SingletonRestartMaxBackoff = 20 * minBackoff
-	f.settings.SingletonRestartResetAfter = time.Hour
+	f.options = append(f.options, singleton.WithSingletonRestartBackoff(minBackoff, 20*minBackoff, 0.2),
+		singleton.WithSingletonRestartResetAfter(time.Hour))
 }
 
-// startFlaky starts n nodes running flaky singletons (f.settings as set
+// startFlaky starts n nodes running flaky singletons (f.options as set
 // before) and waits until the oldest runs it and every proxy reaches it.
 func startFlaky(f *fixture, n int) (*life, []*testkit.Node) {
 	f.t.Helper()
@@ -250,18 +249,18 @@ func TestSingletonFailingPastItsSupervisorIsStartedAgain(t *testing.T) {
 	require.Empty(t, f.ledger.Overlaps())
 }
 
-// With SingletonRestartMinBackoff negative the manager keeps Akka's
+// WithoutSingletonRestart the manager keeps Akka's
 // behaviour: a singleton that stopped itself stays stopped while its node is
 // the oldest, and proxied messages are dropped.
 func TestSingletonStoppedStaysStoppedWithoutRestart(t *testing.T) {
 	f := newFixture(t, testkit.NewLocalBackend(), 0)
-	f.settings.SingletonRestartMinBackoff = -1
+	f.options = append(f.options, singleton.WithoutSingletonRestart())
 	l, nodes := startFlaky(f, 2)
 
 	f.tell(nodes[1], "stop")
 	l.waitTerminated(t, 1)
 	// Several times the default back-off.
-	time.Sleep(3 * singleton.DefaultSettings().SingletonRestartMinBackoff)
+	time.Sleep(3 * time.Second)
 	_, err := nodes[1].System.Root.RequestFuture(f.proxies[nodes[1]], wrapperspb.String("anyone?"), time.Second).Result()
 	require.Error(t, err, "nothing answers")
 	starts, _, _ := l.counts()
@@ -393,7 +392,7 @@ func (a *ticker) Receive(ctx actor.Context) {
 func TestSingletonDoesNoWorkWhileMemberStale(t *testing.T) {
 	backend := testkit.NewPausableBackend(300 * time.Millisecond)
 	f := newFixture(t, backend, 0)
-	f.settings.SingletonRestartMinBackoff = -1 // Akka's: a stop on its own is not restarted
+	f.options = append(f.options, singleton.WithoutSingletonRestart()) // Akka's: a stop on its own is not restarted
 	var starts atomic.Int32
 	var ticks atomic.Int64
 	f.singletonProps = func(n *testkit.Node) *actor.Props {

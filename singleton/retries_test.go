@@ -8,7 +8,7 @@ import (
 // TestDecideHandOverRetry drives BecomingOldest's retries one timer at a
 // time with Akka's defaults (15 hand-over retries).
 func TestDecideHandOverRetry(t *testing.T) {
-	s := Settings{HandOverRetryInterval: time.Second, MinNumberOfHandOverRetries: 15}
+	s := settings{HandOverRetryInterval: time.Second, MinNumberOfHandOverRetries: 15}
 	cases := []struct {
 		count        int
 		previousLive bool

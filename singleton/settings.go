@@ -3,7 +3,7 @@
 // actor on the oldest member only, and hands it over when that member leaves
 // or crashes; a ClusterSingletonProxy on any node routes messages to wherever
 // the singleton runs, buffering while it is unknown. With a lease
-// (Settings.UseLease, Akka's use-lease) the singleton also runs only while
+// (WithLease, Akka's use-lease) the singleton also runs only while
 // its member holds the lease, and reads the lease's fencing token with
 // FencingToken.
 package singleton
@@ -15,9 +15,10 @@ import (
 	"github.com/protoshard/protoshard/lease"
 )
 
-// Settings of a ClusterSingletonManager, with Akka's names and defaults
-// (akka.cluster.singleton).
-type Settings struct {
+// settings of a ClusterSingletonManager, with Akka's names and defaults
+// (akka.cluster.singleton); Options set them. A zero field takes its
+// default (withDefaults), so tests can give only the fields they need.
+type settings struct {
 	// SingletonName is the child name of the singleton under its manager.
 	// Default "singleton".
 	SingletonName string
@@ -94,9 +95,9 @@ type Settings struct {
 // "singleton-" and the manager's name (Akka: "<system>-singleton-<path>").
 func LeaseName(managerName string) string { return "singleton-" + managerName }
 
-// DefaultSettings returns Akka's defaults.
-func DefaultSettings() Settings {
-	return Settings{
+// defaultSettings returns Akka's defaults.
+func defaultSettings() settings {
+	return settings{
 		SingletonName:              "singleton",
 		HandOverRetryInterval:      time.Second,
 		MinNumberOfHandOverRetries: 15,
@@ -109,8 +110,8 @@ func DefaultSettings() Settings {
 	}
 }
 
-func (s Settings) withDefaults() Settings {
-	d := DefaultSettings()
+func (s settings) withDefaults() settings {
+	d := defaultSettings()
 	if s.SingletonName == "" {
 		s.SingletonName = d.SingletonName
 	}
@@ -146,11 +147,11 @@ func (s Settings) withDefaults() Settings {
 // after it stopped on its own. Then the back-off starts from the default
 // minimum: a start refused while this node's membership is stale waits it
 // all the same.
-func (s Settings) singletonRestartBackoff() (b backoff.Series, ok bool) {
+func (s settings) singletonRestartBackoff() (b backoff.Series, ok bool) {
 	minBackoff := s.SingletonRestartMinBackoff
 	ok = minBackoff >= 0
 	if !ok {
-		minBackoff = DefaultSettings().SingletonRestartMinBackoff
+		minBackoff = defaultSettings().SingletonRestartMinBackoff
 	}
 	return backoff.Series{
 		Exponential: backoff.Exponential{Min: minBackoff, Max: s.SingletonRestartMaxBackoff,
@@ -159,8 +160,9 @@ func (s Settings) singletonRestartBackoff() (b backoff.Series, ok bool) {
 	}, ok
 }
 
-// ProxySettings of a ClusterSingletonProxy, with Akka's names and defaults.
-type ProxySettings struct {
+// proxySettings of a ClusterSingletonProxy, with Akka's names and
+// defaults; Options set them.
+type proxySettings struct {
 	// SingletonName must match the manager's. Default "singleton".
 	SingletonName string
 	// Role must match the manager's.
@@ -181,17 +183,17 @@ type ProxySettings struct {
 // MaxProxyBufferSize is Akka's upper bound of the proxy buffer.
 const MaxProxyBufferSize = 10000
 
-// DefaultProxySettings returns Akka's defaults.
-func DefaultProxySettings() ProxySettings {
-	return ProxySettings{
+// defaultProxySettings returns Akka's defaults.
+func defaultProxySettings() proxySettings {
+	return proxySettings{
 		SingletonName:                   "singleton",
 		SingletonIdentificationInterval: time.Second,
 		BufferSize:                      1000,
 	}
 }
 
-func (s ProxySettings) withDefaults() ProxySettings {
-	d := DefaultProxySettings()
+func (s proxySettings) withDefaults() proxySettings {
+	d := defaultProxySettings()
 	if s.SingletonName == "" {
 		s.SingletonName = d.SingletonName
 	}

@@ -45,7 +45,7 @@ var (
 
 // singletonRestarts is the manager's bookkeeping of its singleton child:
 // at most one runs, and one that terminated on its own while its manager is
-// the oldest starts again after a back-off (Settings.SingletonRestart*),
+// the oldest starts again after a back-off (WithSingletonRestartBackoff),
 // unless a hand-over, leave or removal cancels it first. So does one whose
 // start was refused because this node's membership was stale (the node may
 // have been removed, and the singleton started elsewhere, without its
@@ -54,14 +54,14 @@ var (
 // does the I/O: it spawns the child, arms the timer with the number this
 // hands out, and cancels on every transition away from Oldest.
 type singletonRestarts struct {
-	enabled bool           // Settings.SingletonRestartMinBackoff is not negative
+	enabled bool           // settings.SingletonRestartMinBackoff is not negative
 	series  backoff.Series // with restarts disabled, only refused starts wait it
 	phase   childPhase
 	gen     int // numbers the pending restart's timer
 	attempt int // the pending (or last) restart's number in its series
 }
 
-func newSingletonRestarts(s Settings) singletonRestarts {
+func newSingletonRestarts(s settings) singletonRestarts {
 	series, enabled := s.singletonRestartBackoff()
 	return singletonRestarts{enabled: enabled, series: series}
 }

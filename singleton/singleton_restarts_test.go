@@ -14,9 +14,9 @@ import (
 )
 
 func TestSingletonRestarts(t *testing.T) {
-	enabled := Settings{SingletonRestartMinBackoff: time.Second, SingletonRestartMaxBackoff: 4 * time.Second,
+	enabled := settings{SingletonRestartMinBackoff: time.Second, SingletonRestartMaxBackoff: 4 * time.Second,
 		SingletonRestartRandomFactor: -1, SingletonRestartResetAfter: time.Minute}.withDefaults()
-	disabled := Settings{SingletonRestartMinBackoff: -1, SingletonRestartRandomFactor: -1}.withDefaults()
+	disabled := settings{SingletonRestartMinBackoff: -1, SingletonRestartRandomFactor: -1}.withDefaults()
 
 	// A step is one event at now; the checks say what it must answer.
 	type step struct {
@@ -31,7 +31,7 @@ func TestSingletonRestarts(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		settings Settings
+		settings settings
 		steps    []step
 	}{
 		{"stops on its own: restarts with a growing back-off", enabled, []step{
@@ -200,7 +200,7 @@ func TestSingletonRestarts(t *testing.T) {
 }
 
 func TestSingletonRestartSettings(t *testing.T) {
-	d := Settings{}.withDefaults()
+	d := settings{}.withDefaults()
 	assert.Equal(t, time.Second, d.SingletonRestartMinBackoff)
 	assert.Equal(t, 30*time.Second, d.SingletonRestartMaxBackoff)
 	assert.Equal(t, 0.2, d.SingletonRestartRandomFactor)
@@ -208,10 +208,10 @@ func TestSingletonRestartSettings(t *testing.T) {
 	require.True(t, ok, "restarts are on by default")
 	assert.Equal(t, time.Second, series.Min)
 
-	noJitter := Settings{SingletonRestartRandomFactor: -1}.withDefaults()
+	noJitter := settings{SingletonRestartRandomFactor: -1}.withDefaults()
 	assert.Equal(t, 0.0, noJitter.SingletonRestartRandomFactor)
 
-	series, ok = Settings{SingletonRestartMinBackoff: -time.Nanosecond}.withDefaults().singletonRestartBackoff()
+	series, ok = settings{SingletonRestartMinBackoff: -time.Nanosecond}.withDefaults().singletonRestartBackoff()
 	assert.False(t, ok, "a negative minimum keeps Akka's behaviour")
 	assert.Equal(t, time.Second, series.Min, "a refused start waits the default minimum")
 }

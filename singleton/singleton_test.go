@@ -72,13 +72,11 @@ func memoryLeases(*testing.T, testkit.Backend) *leaseKit {
 // keeps the lock from everybody, the holder too, for a few seconds).
 func consulLeases(t *testing.T, b testkit.Backend) *leaseKit {
 	client := b.(*testkit.ConsulBackend).Client()
-	p, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:          client,
-		ClusterName:     consulmembership.DefaultServiceName, // the test kit's members' service
-		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
-		LockDelay:       3 * time.Second,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	p, err := leaseconsul.NewProvider(consulmembership.DefaultServiceName, // the test kit's members' service
+		leaseconsul.WithClient(client),
+		leaseconsul.WithHeartbeatTimeout(10*time.Second), leaseconsul.WithHeartbeatInterval(time.Second),
+		leaseconsul.WithOperationTimeout(2*time.Second), leaseconsul.WithLockDelay(3*time.Second),
+		leaseconsul.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
 		probe, err := p.Lease(name, "probe")
@@ -124,8 +122,8 @@ type fixture struct {
 	t        *testing.T
 	cluster  *testkit.Cluster
 	ledger   *testkit.Ledger
-	settings singleton.Settings
-	leases   *leaseKit // nil: no lease
+	options  []singleton.Option // the managers'
+	leases   *leaseKit          // nil: no lease
 	proxies  map[*testkit.Node]*actor.PID
 	managers map[*testkit.Node]*actor.PID
 	// singletonProps makes the singleton of a node; nil: a counter.
@@ -138,6 +136,7 @@ type fixture struct {
 	tokens   []uint64 // fencing tokens of the singletons, in start order
 }
 
+// newFixture: removalMargin zero takes the cluster's margin, negative none.
 func newFixture(t *testing.T, backend testkit.Backend, removalMargin time.Duration) *fixture {
 	f := &fixture{
 		t:        t,
@@ -146,18 +145,25 @@ func newFixture(t *testing.T, backend testkit.Backend, removalMargin time.Durati
 		proxies:  map[*testkit.Node]*actor.PID{},
 		managers: map[*testkit.Node]*actor.PID{},
 		received: map[string]int{},
-		settings: singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond, RemovalMargin: removalMargin},
+		options:  []singleton.Option{singleton.WithHandOverRetryInterval(200 * time.Millisecond)},
+	}
+	switch {
+	case removalMargin > 0:
+		f.options = append(f.options, singleton.WithRemovalMargin(removalMargin))
+	case removalMargin < 0:
+		f.options = append(f.options, singleton.WithRemovalMargin(0))
 	}
 	t.Cleanup(func() { f.ledger.AssertNoOverlap(t) })
 	return f
 }
 
+const leaseRetryInterval = 300 * time.Millisecond
+
 // useLease makes the nodes started from now on run the singleton under the
 // lease of kit, retrying a failed acquisition every 300ms.
 func (f *fixture) useLease(kit *leaseKit) {
 	f.leases = kit
-	f.settings.UseLease = kit.provider
-	f.settings.LeaseRetryInterval = 300 * time.Millisecond
+	f.options = append(f.options, singleton.WithLease(kit.provider), singleton.WithLeaseRetryInterval(leaseRetryInterval))
 }
 
 func (f *fixture) recordToken(token uint64) {
@@ -205,16 +211,14 @@ func (f *fixture) startNode() *testkit.Node {
 	if f.singletonProps != nil {
 		props = f.singletonProps(node)
 	}
-	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.settings)
+	mgr, err := singleton.StartManager(node.System, node.Membership, props, manager, f.options...)
 	require.NoError(f.t, err)
 	f.managers[node] = mgr
 	interval := f.identificationInterval
 	if interval == 0 {
 		interval = 200 * time.Millisecond
 	}
-	proxy, err := singleton.StartProxy(node.System, node.Membership, manager, singleton.ProxySettings{
-		SingletonIdentificationInterval: interval,
-	})
+	proxy, err := singleton.StartProxy(node.System, node.Membership, manager, singleton.WithSingletonIdentificationInterval(interval))
 	require.NoError(f.t, err)
 	f.proxies[node] = proxy
 	return node
@@ -302,8 +306,8 @@ func forEachBackendWithAndWithoutLease(t *testing.T, test func(t *testing.T, f *
 
 // casTimings are short compare-and-set lease timings: a holder gives up
 // 1.48 s after its last renewal, a dead one is taken over after 2.52 s.
-var casTimings = caslease.Settings{Duration: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
-	SafetyMargin: 500 * time.Millisecond, OperationTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
+var casTimings = []caslease.Option{caslease.WithDuration(2 * time.Second), caslease.WithRenewInterval(300 * time.Millisecond),
+	caslease.WithSafetyMargin(500 * time.Millisecond), caslease.WithOperationTimeout(time.Second), caslease.WithLogger(slog.New(slog.DiscardHandler))}
 
 // casLeaseKit: compare-and-set leases on store; a holder loses its lease
 // when another holder's record is written over its own (it notices at its
@@ -326,14 +330,14 @@ func casLeaseKit(p *caslease.Provider, store caslease.Store) *leaseKit {
 
 func memoryCASLeases(t *testing.T, _ testkit.Backend) *leaseKit {
 	store := &caslease.MemoryStore{}
-	p, err := caslease.NewProvider(caslease.Config{Store: store, KeyPrefix: "lease/", Settings: casTimings})
+	p, err := caslease.NewProvider(store, append([]caslease.Option{caslease.WithKeyPrefix("lease/")}, casTimings...)...)
 	require.NoError(t, err)
 	return casLeaseKit(p, store)
 }
 
 func consulCASLeases(t *testing.T, b testkit.Backend) *leaseKit {
 	client := b.(*testkit.ConsulBackend).Client()
-	p, err := consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: consulmembership.DefaultServiceName, Settings: casTimings})
+	p, err := consulcas.NewProvider(consulmembership.DefaultServiceName, consulcas.WithClient(client), consulcas.WithLeaseOptions(casTimings...))
 	require.NoError(t, err)
 	return casLeaseKit(p, consulcas.NewStore(client))
 }
@@ -533,7 +537,7 @@ func TestSingletonWaitsForTheLease(t *testing.T) {
 		nodes := f.startNodes(2)
 		testkit.WaitFor(t, deadline, func() bool { return f.managerState(nodes[0]) == singleton.StateAcquiringLease },
 			"the oldest's manager to wait in AcquiringLease")
-		time.Sleep(3 * f.settings.LeaseRetryInterval) // a few refused retries
+		time.Sleep(3 * leaseRetryInterval) // a few refused retries
 		require.Equal(t, 0, f.ledger.Starts(key), "no singleton while another owner holds the lease")
 		require.Equal(t, singleton.StateAcquiringLease, f.managerState(nodes[0]))
 

@@ -49,10 +49,7 @@ func NewConsulBackend(t testing.TB) *ConsulBackend {
 
 // NewProvider returns a consul provider of the agent.
 func (b *ConsulBackend) NewProvider() (membership.Provider, error) {
-	p, err := consul.New(consul.Config{
-		Client: b.Client(),
-		TTL:    b.TTL,
-	})
+	p, err := consul.New(consul.WithClient(b.Client()), consul.WithTTL(b.TTL))
 	if err != nil {
 		return nil, fmt.Errorf("consul provider: %w", err)
 	}

@@ -48,7 +48,7 @@ func (e *heldEntity) Receive(ctx actor.Context) {
 	case *actor.Started:
 		id, _ := actorsharding.EntityID(ctx)
 		var err error
-		e.consumer, err = delivery.NewShardingConsumerController(delivery.ConsumerSettings{FlowControlWindow: 20}, nil,
+		e.consumer, err = delivery.NewShardingConsumerController(nil,
 			func(ctx actor.Context, d delivery.Delivery) {
 				e.h.mu.Lock()
 				e.h.processed[id] = append(e.h.processed[id], d.SeqNr)
@@ -58,7 +58,7 @@ func (e *heldEntity) Receive(ctx actor.Context) {
 					return
 				}
 				e.pending = append(e.pending, d)
-			})
+			}, delivery.WithFlowControlWindow(20))
 		if err != nil {
 			panic(err)
 		}
@@ -108,7 +108,7 @@ func TestFullWindowAndFullBuffer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, h := oneNode(t, ctx)
-	producer, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{BufferSize: 5})
+	producer, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.WithBufferSize(5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestProducerStopDropsUnconfirmed(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { s.System().EventStream.Unsubscribe(sub) })
-	producer, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{})
+	producer, err := delivery.StartShardingProducerController(s, "Held", "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestEntityGoneForLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	producer, err := delivery.StartShardingProducerController(fs, "Late", "p1",
-		delivery.ProducerSettings{ResendFirstUnconfirmedIdleTimeout: time.Second})
+		delivery.WithResendFirstUnconfirmedIdleTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestReliableDeliveryAcrossPassivation(t *testing.T) {
 		t.Fatal(err)
 	}
 	producer, err := delivery.StartShardingProducerController(s, "Idle", "p1",
-		delivery.ProducerSettings{ResendFirstUnconfirmedIdleTimeout: time.Minute})
+		delivery.WithResendFirstUnconfirmedIdleTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestSendsRacingStop(t *testing.T) {
 		mu.Unlock()
 	})
 	t.Cleanup(func() { s.System().EventStream.Unsubscribe(sub) })
-	producer, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{BufferSize: 1 << 20})
+	producer, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.WithBufferSize(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}

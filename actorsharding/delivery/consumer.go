@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -44,7 +45,7 @@ type retryTick struct{}
 // state, in the same write, and gives it back to
 // NewShardingConsumerController processes none twice.
 type ShardingConsumerController struct {
-	settings ConsumerSettings
+	settings consumerSettings
 	state    *consumers
 	deliver  func(ctx actor.Context, d Delivery)
 	timers   *scheduler.TimerScheduler
@@ -70,11 +71,16 @@ type ShardingConsumerController struct {
 
 // NewShardingConsumerController returns the controller of an entity.
 // restored is the progress the entity stored with its state (nil: none).
-// deliver is called for each message, from Receive or Confirm.
-func NewShardingConsumerController(settings ConsumerSettings, restored *messages.ConsumerProgress,
-	deliver func(ctx actor.Context, d Delivery)) (*ShardingConsumerController, error) {
+// deliver is called for each message, from Receive or Confirm. An option
+// with a value it does not accept fails with ErrInvalidOption.
+func NewShardingConsumerController(restored *messages.ConsumerProgress, deliver func(ctx actor.Context, d Delivery),
+	opts ...ConsumerOption) (*ShardingConsumerController, error) {
 	if deliver == nil {
 		return nil, errors.New("delivery: NewShardingConsumerController needs a deliver function")
+	}
+	settings := defaultConsumerSettings()
+	if err := option.Apply(&settings, opts, ErrInvalidOption); err != nil {
+		return nil, fmt.Errorf("delivery: consumer: %w", err)
 	}
 	settings = settings.withDefaults()
 	st, err := newConsumers(settings, restored)

@@ -2,10 +2,10 @@ package delivery
 
 import "time"
 
-// ConsumerSettings of the consumer side of reliable delivery, with Pekko's
-// names and defaults (pekko.reliable-delivery.consumer-controller). A zero
-// field takes its default.
-type ConsumerSettings struct {
+// consumerSettings of the consumer side of reliable delivery, with Pekko's
+// names and defaults (pekko.reliable-delivery.consumer-controller);
+// ConsumerOptions set them. A zero field takes its default (withDefaults).
+type consumerSettings struct {
 	// FlowControlWindow is how many messages a producer may send ahead of
 	// the last confirmed one. More demand is requested when half of it is
 	// used, and at most this many messages are stashed per producer while
@@ -27,8 +27,8 @@ type ConsumerSettings struct {
 }
 
 // defaultConsumerSettings are Pekko's reference.conf values.
-func defaultConsumerSettings() ConsumerSettings {
-	return ConsumerSettings{
+func defaultConsumerSettings() consumerSettings {
+	return consumerSettings{
 		FlowControlWindow: 50,
 		ResendIntervalMin: 2 * time.Second,
 		ResendIntervalMax: 30 * time.Second,
@@ -37,7 +37,7 @@ func defaultConsumerSettings() ConsumerSettings {
 	}
 }
 
-func (s ConsumerSettings) withDefaults() ConsumerSettings {
+func (s consumerSettings) withDefaults() consumerSettings {
 	d := defaultConsumerSettings()
 	if s.FlowControlWindow <= 0 {
 		s.FlowControlWindow = d.FlowControlWindow

@@ -349,12 +349,12 @@ func (s *consumerState) idle() bool { return s.delivering == nil && len(s.stash)
 // consumers is Pekko's ShardingConsumerController bookkeeping: one
 // consumerState per producer ID.
 type consumers struct {
-	settings   ConsumerSettings
+	settings   consumerSettings
 	byProducer map[string]*consumerState
 }
 
 // newConsumers restores stored progress (nil: none, Pekko's behaviour).
-func newConsumers(settings ConsumerSettings, restored *messages.ConsumerProgress) (*consumers, error) {
+func newConsumers(settings consumerSettings, restored *messages.ConsumerProgress) (*consumers, error) {
 	c := &consumers{settings: settings.withDefaults(), byProducer: make(map[string]*consumerState)}
 	for _, p := range restored.GetProducers() {
 		if err := validProducerProgress(p); err != nil {

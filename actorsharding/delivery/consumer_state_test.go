@@ -158,10 +158,10 @@ func pp(id string, inc uint64, confirmed int64) *messages.ProducerProgress {
 }
 
 func TestConsumerState(t *testing.T) {
-	window4 := ConsumerSettings{FlowControlWindow: 4}
+	window4 := consumerSettings{FlowControlWindow: 4}
 	tests := []struct {
 		name     string
-		settings ConsumerSettings
+		settings consumerSettings
 		restored *messages.ConsumerProgress
 		steps    []step
 	}{
@@ -330,7 +330,7 @@ func TestConsumerState(t *testing.T) {
 			{retry{}, "resend 1:2@pc1 | request 2:1-4 timeout@pc2"},
 		}},
 		{name: "only flow control: gaps delivered, no resend",
-			settings: ConsumerSettings{FlowControlWindow: 4, OnlyFlowControl: true}, steps: []step{
+			settings: consumerSettings{FlowControlWindow: 4, OnlyFlowControl: true}, steps: []step{
 				{seqMsg(1, 3), "deliver 1:3; request 1:0-6 noresend@pc1"},
 				{c1("p", 3), ""},
 				{seqMsg(1, 5), "deliver 1:5"},
@@ -342,7 +342,7 @@ func TestConsumerState(t *testing.T) {
 			{seqMsg(1, 0, "first"), "drop 1:0 outoforder"},
 			{c1("x", 1), "error"},
 		}},
-		{name: "retention forgets idle producers only", settings: ConsumerSettings{FlowControlWindow: 4, ProgressRetention: time.Hour},
+		{name: "retention forgets idle producers only", settings: consumerSettings{FlowControlWindow: 4, ProgressRetention: time.Hour},
 			restored: restored(pp("old", 5, 3)), steps: []step{
 				{forget{after: time.Hour}, "forgot old"},
 				{seqMsg(1, 1, "first"), "deliver 1:1; request 1:0-4@pc1"},
@@ -367,7 +367,7 @@ func TestConsumerState(t *testing.T) {
 }
 
 func TestConsumersProgressRoundTrip(t *testing.T) {
-	c, err := newConsumers(ConsumerSettings{FlowControlWindow: 4}, restored(pp("z", 9, 40)))
+	c, err := newConsumers(consumerSettings{FlowControlWindow: 4}, restored(pp("z", 9, 40)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestConsumersProgressRoundTrip(t *testing.T) {
 	if err := proto.Unmarshal(b1, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	r, err := newConsumers(ConsumerSettings{FlowControlWindow: 4}, &decoded)
+	r, err := newConsumers(consumerSettings{FlowControlWindow: 4}, &decoded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,29 +441,29 @@ func TestConsumersRejectInvalidProgress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := newConsumers(ConsumerSettings{}, tt.progress); !errors.Is(err, errInvalidProgress) {
+			if _, err := newConsumers(consumerSettings{}, tt.progress); !errors.Is(err, errInvalidProgress) {
 				t.Fatalf("newConsumers: %v, want errInvalidProgress", err)
 			}
 		})
 	}
-	if _, err := newConsumers(ConsumerSettings{}, restored(pp("p", 1, 0))); err != nil {
+	if _, err := newConsumers(consumerSettings{}, restored(pp("p", 1, 0))); err != nil {
 		t.Fatalf("zero confirmed is valid: %v", err)
 	}
 }
 
 func TestConsumerSettingsDefaults(t *testing.T) {
-	got := ConsumerSettings{}.withDefaults()
-	want := ConsumerSettings{FlowControlWindow: 50, ResendIntervalMin: 2 * time.Second,
+	got := consumerSettings{}.withDefaults()
+	want := consumerSettings{FlowControlWindow: 50, ResendIntervalMin: 2 * time.Second,
 		ResendIntervalMax: 30 * time.Second, ProgressRetention: time.Hour}
 	if got != want {
 		t.Fatalf("defaults %+v, want %+v", got, want)
 	}
-	set := ConsumerSettings{FlowControlWindow: 8, ResendIntervalMin: time.Second, ResendIntervalMax: 5 * time.Second,
+	set := consumerSettings{FlowControlWindow: 8, ResendIntervalMin: time.Second, ResendIntervalMax: 5 * time.Second,
 		OnlyFlowControl: true, ProgressRetention: time.Minute}
 	if got := set.withDefaults(); got != set {
 		t.Fatalf("set values changed: %+v", got)
 	}
-	if got := (ConsumerSettings{ResendIntervalMin: time.Minute}).withDefaults(); got.ResendIntervalMax != time.Minute {
+	if got := (consumerSettings{ResendIntervalMin: time.Minute}).withDefaults(); got.ResendIntervalMax != time.Minute {
 		t.Fatalf("max below min kept: %v", got.ResendIntervalMax)
 	}
 }
@@ -471,7 +471,7 @@ func TestConsumerSettingsDefaults(t *testing.T) {
 // TestConsumersStoppingAcks: a stopping entity acknowledges what it
 // confirmed to each producer it is in contact with, and to no other.
 func TestConsumersStoppingAcks(t *testing.T) {
-	c, err := newConsumers(ConsumerSettings{FlowControlWindow: 4}, restored(pp("r", 9, 3)))
+	c, err := newConsumers(consumerSettings{FlowControlWindow: 4}, restored(pp("r", 9, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,12 +31,12 @@ func TestConsumerRetryBacksOff(t *testing.T) {
 			mu.Unlock()
 		}
 	}))
-	settings := ConsumerSettings{ResendIntervalMin: 50 * time.Millisecond, ResendIntervalMax: 400 * time.Millisecond}
+	opts := []ConsumerOption{WithResendIntervalMin(50 * time.Millisecond), WithResendIntervalMax(400 * time.Millisecond)}
 	entity := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		var c *ShardingConsumerController
 		return actor.ReceiveFunc(func(ctx actor.Context) {
 			if _, ok := ctx.Message().(*actor.Started); ok {
-				c, _ = NewShardingConsumerController(settings, nil, func(ctx actor.Context, d Delivery) { _ = c.Confirm(ctx, d) })
+				c, _ = NewShardingConsumerController(nil, func(ctx actor.Context, d Delivery) { _ = c.Confirm(ctx, d) }, opts...)
 				return
 			}
 			c.Receive(ctx)
@@ -90,7 +90,7 @@ func TestConsumerDeliversNothingWhileMemberStale(t *testing.T) {
 		var c *ShardingConsumerController
 		return actor.ReceiveFunc(func(ctx actor.Context) {
 			if _, ok := ctx.Message().(*actor.Started); ok {
-				c, _ = NewShardingConsumerController(ConsumerSettings{}, nil, func(ctx actor.Context, d Delivery) {
+				c, _ = NewShardingConsumerController(nil, func(ctx actor.Context, d Delivery) {
 					mu.Lock()
 					delivered = append(delivered, d.SeqNr)
 					mu.Unlock()

@@ -61,7 +61,7 @@ func (e *entity) Receive(ctx actor.Context) {
 		}
 		e.l.mu.Unlock()
 		var err error
-		e.consumer, err = delivery.NewShardingConsumerController(delivery.ConsumerSettings{FlowControlWindow: 8}, restored,
+		e.consumer, err = delivery.NewShardingConsumerController(restored,
 			func(ctx actor.Context, d delivery.Delivery) {
 				e.l.mu.Lock()
 				e.l.processed[id] = append(e.l.processed[id], d.SeqNr)
@@ -78,7 +78,7 @@ func (e *entity) Receive(ctx actor.Context) {
 				if err := e.consumer.Confirm(ctx, d); err != nil {
 					panic(err) // the test entity confirms only what it got
 				}
-			})
+			}, delivery.WithFlowControlWindow(8))
 		if err != nil {
 			panic(err)
 		}
@@ -127,7 +127,7 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	}
 	a := start()
 	start()
-	producer, err := delivery.StartShardingProducerController(a, "Reliable", "p1", delivery.ProducerSettings{})
+	producer, err := delivery.StartShardingProducerController(a, "Reliable", "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func testReliableDeliveryAcross(t *testing.T, fault string, inject func(*testing
 			}, "three regions registered")
 			// The producer on the oldest node, which also runs the
 			// coordinator: the crash takes the youngest.
-			producer, err := delivery.StartShardingProducerController(shardings[0], "Reliable", "p1", delivery.ProducerSettings{})
+			producer, err := delivery.StartShardingProducerController(shardings[0], "Reliable", "p1")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@
 //
 // Without a durable queue, a producer that stops loses what its entities
 // have not confirmed, with a dead-letter event each. With one
-// (ProducerSettings.DurableQueue: NewMemoryQueue, OpenFileQueue, or the
+// (WithDurableQueue: NewMemoryQueue, OpenFileQueue, or the
 // Consul queue of actorsharding/consulstore), Send returns once the
 // message is stored, and a controller started again with the queue sends
 // what was not confirmed, under its stored numbers, before anything new:

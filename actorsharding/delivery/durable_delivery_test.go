@@ -50,7 +50,7 @@ func newQueueCluster(t *testing.T) *queueCluster {
 // p1 on it, with the file queue in dir.
 func (c *queueCluster) producerNode(t *testing.T, dir string) (*testkit.Node, *delivery.ShardingProducerController) {
 	t.Helper()
-	queue, err := delivery.OpenFileQueue(dir, "p1", delivery.FileQueueOptions{})
+	queue, err := delivery.OpenFileQueue(dir, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func (c *queueCluster) producerNode(t *testing.T, dir string) (*testkit.Node, *d
 		t.Fatal(err)
 	}
 	c.cluster.WaitConverged(t, 30*time.Second)
-	p, err := delivery.StartShardingProducerController(s, "Reliable", "p1", delivery.ProducerSettings{DurableQueue: queue})
+	p, err := delivery.StartShardingProducerController(s, "Reliable", "p1", delivery.WithDurableQueue(queue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func crashProducer(t *testing.T, node *testkit.Node, dir string) {
 	t.Helper()
 	node.Crash()
 	testkit.WaitFor(t, 30*time.Second, func() bool {
-		q, err := delivery.OpenFileQueue(dir, "p1", delivery.FileQueueOptions{})
+		q, err := delivery.OpenFileQueue(dir, "p1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestSendErrorMeansNotAccepted(t *testing.T) {
 	defer cancel()
 	s, h := oneNode(t, ctx)
 	p, err := delivery.StartShardingProducerController(s, "Held", "p1",
-		delivery.ProducerSettings{DurableQueue: slowQueue{delivery.NewMemoryQueue(), 300 * time.Millisecond}})
+		delivery.WithDurableQueue(slowQueue{delivery.NewMemoryQueue(), 300 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestFencedControllerKeepsTheHoldersClaim(t *testing.T) {
 	// One producer ID on three nodes, one queue.
 	start := func() *delivery.ShardingProducerController {
 		s, _ := oneNode(t, ctx)
-		p, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{DurableQueue: q})
+		p, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.WithDurableQueue(q))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +325,7 @@ func TestProducerRefusesAQueueOfAnotherCluster(t *testing.T) {
 		consulstore.NewDurableProducerQueue(client, s.Cluster().Name()+"-other", "Held", "p1"),
 		consulstore.NewDurableProducerQueue(client, s.Cluster().Name(), "Other", "p1"),
 	} {
-		_, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.ProducerSettings{DurableQueue: q})
+		_, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.WithDurableQueue(q))
 		if !errors.Is(err, actorsharding.ErrStoreMismatch) {
 			t.Errorf("queue of cluster %q, type %q: %v, want ErrStoreMismatch", q.ClusterName(), q.TypeName(), err)
 		}

@@ -76,12 +76,12 @@ type DurableProducerQueue interface {
 var ErrQueueFenced = errors.New("delivery: durable producer queue claimed by another producer")
 
 // ErrQueueFailed: the durable queue kept failing after
-// ProducerSettings.DurableQueueRetryAttempts tries. A controller that sees
+// WithDurableQueueRetryAttempts tries. A controller that sees
 // it stops, and every Send fails with it (wrapping the last error).
 var ErrQueueFailed = errors.New("delivery: durable producer queue failed")
 
 // ErrMessageTooLarge: Send refused a message larger than
-// ProducerSettings.MaxMessageSize allows to send, or than its durable queue
+// WithMaxMessageSize allows to send, or than its durable queue
 // stores. It wraps deadletter.ErrMessageTooLarge.
 var ErrMessageTooLarge = fmt.Errorf("delivery: message too large: %w", deadletter.ErrMessageTooLarge)
 

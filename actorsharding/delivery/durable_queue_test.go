@@ -25,6 +25,6 @@ func TestFileQueueContract(t *testing.T) {
 	dir := t.TempDir()
 	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, name string) (delivery.DurableProducerQueue, error) {
 		// A small limit, so that the oversize test stays small.
-		return delivery.OpenFileQueue(dir, name, delivery.FileQueueOptions{MaxMessageSentBytes: 4 << 10})
+		return delivery.OpenFileQueue(dir, name, delivery.WithMaxMessageSentBytes(4<<10))
 	}})
 }

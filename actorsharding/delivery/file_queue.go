@@ -15,20 +15,38 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 )
 
-// FileQueueOptions configure a FileQueue; zero fields take the defaults.
-type FileQueueOptions struct {
-	// MaxMessageSentBytes is the largest encoded messages.MessageSent the
-	// queue stores (default guard.DefaultMaxMessageSize: a larger message
-	// could not reach an entity on another node anyway).
-	MaxMessageSentBytes int
-	// CompactAfterEvents: the log is rewritten as one snapshot once it
-	// holds more than this many events and more than twice the live ones
-	// (default 1000, Akka's snapshot-every).
-	CompactAfterEvents int
+// fileQueueOptions are what the FileQueueOption values set.
+type fileQueueOptions struct {
+	maxMessageSentBytes int
+	compactAfterEvents  int
+}
+
+// FileQueueOption configures OpenFileQueue.
+type FileQueueOption func(*fileQueueOptions) error
+
+// WithMaxMessageSentBytes sets the largest encoded messages.MessageSent
+// the queue stores. Default guard.DefaultMaxMessageSize (4 MiB less 64
+// KiB): a larger message could not reach an entity on another node anyway.
+func WithMaxMessageSentBytes(n int) FileQueueOption {
+	return func(o *fileQueueOptions) error {
+		o.maxMessageSentBytes = n
+		return positiveInt("WithMaxMessageSentBytes", n)
+	}
+}
+
+// WithCompactAfterEvents: the log is rewritten as one snapshot once it
+// holds more than n events and more than twice the live ones (Akka's
+// snapshot-every). Default 1000.
+func WithCompactAfterEvents(n int) FileQueueOption {
+	return func(o *fileQueueOptions) error {
+		o.compactAfterEvents = n
+		return positiveInt("WithCompactAfterEvents", n)
+	}
 }
 
 // FileQueue is a DurableProducerQueue in one local file: it survives the
@@ -43,8 +61,9 @@ type FileQueueOptions struct {
 // last record cut short by a crash, or whose CRC does not match, was never
 // acknowledged: LoadState truncates the log there. A bad record with a
 // whole one anywhere after it is no torn write but damage that would cost
-// acknowledged records: LoadState fails and leaves the file as it is. Once the log holds more than
-// CompactAfterEvents events and twice the live ones, it is replaced by a
+// acknowledged records: LoadState fails and leaves the file as it is.
+// Once the log holds more events than WithCompactAfterEvents allows and
+// twice the live ones, it is replaced by a
 // snapshot written to <file>.tmp, fsynced and renamed over it, and the
 // directory is fsynced; should that fsync fail, writes go on in the new
 // log but each fails until the directory is synced, since a crash could
@@ -82,27 +101,26 @@ type FileQueue struct {
 var _ DurableProducerQueue = (*FileQueue)(nil)
 
 // OpenFileQueue returns the queue of producerID in dir, creating dir if
-// needed. The queue is claimed, and its file read, by LoadState.
-func OpenFileQueue(dir, producerID string, opts FileQueueOptions) (*FileQueue, error) {
+// needed. The queue is claimed, and its file read, by LoadState. An
+// option with a value it does not accept fails with ErrInvalidOption.
+func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue, error) {
 	if producerID == "" {
 		return nil, errors.New("delivery: file queue: empty producer ID")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	o := fileQueueOptions{maxMessageSentBytes: guard.DefaultMaxMessageSize, compactAfterEvents: 1000}
+	if err := option.Apply(&o, opts, ErrInvalidOption); err != nil {
 		return nil, fmt.Errorf("delivery: file queue of %q: %w", producerID, err)
 	}
-	if opts.MaxMessageSentBytes <= 0 {
-		opts.MaxMessageSentBytes = guard.DefaultMaxMessageSize
-	}
-	if opts.CompactAfterEvents <= 0 {
-		opts.CompactAfterEvents = 1000
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("delivery: file queue of %q: %w", producerID, err)
 	}
 	name := pathseg.Escape(producerID)
 	return &FileQueue{
 		dir:             dir,
 		path:            filepath.Join(dir, name+".queue"),
 		lockPath:        filepath.Join(dir, name+".lock"),
-		maxMessageBytes: opts.MaxMessageSentBytes,
-		compactAfter:    opts.CompactAfterEvents,
+		maxMessageBytes: o.maxMessageSentBytes,
+		compactAfter:    o.compactAfterEvents,
 		syncDir:         syncDir,
 	}, nil
 }

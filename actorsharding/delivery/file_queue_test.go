@@ -21,9 +21,9 @@ func sentFor(entity string, seq int64) *messages.MessageSent {
 	return &messages.MessageSent{EntityId: entity, ProducerIncarnation: 5, SeqNr: seq, TimestampMs: seq, Message: a}
 }
 
-func openLoaded(t *testing.T, dir string, opts FileQueueOptions) (*FileQueue, *messages.DurableProducerQueueState) {
+func openLoaded(t *testing.T, dir string, opts ...FileQueueOption) (*FileQueue, *messages.DurableProducerQueueState) {
 	t.Helper()
-	q, err := OpenFileQueue(dir, "p/1", opts)
+	q, err := OpenFileQueue(dir, "p/1", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestFileQueueTornTail(t *testing.T) {
 	} {
 		t.Run(damage.name, func(t *testing.T) {
 			dir := t.TempDir()
-			q, _ := openLoaded(t, dir, FileQueueOptions{})
+			q, _ := openLoaded(t, dir)
 			if err := q.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", 1), sentFor("b", 1)}); err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestFileQueueTornTail(t *testing.T) {
 				// The last batch goes as a whole.
 				want, wantSize = []string{"a/1", "b/1"}, sizeBefore
 			}
-			q2, st := openLoaded(t, dir, FileQueueOptions{})
+			q2, st := openLoaded(t, dir)
 			if got := seqsOf(st); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("loaded %v, want %v", got, want)
 			}
@@ -123,7 +123,7 @@ func TestFileQueueTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = q2.Close()
-			_, st = openLoaded(t, dir, FileQueueOptions{})
+			_, st = openLoaded(t, dir)
 			if got := len(st.GetUnconfirmed()); got != len(want)+1 {
 				t.Fatalf("after a write behind the cut: %v", seqsOf(st))
 			}
@@ -151,7 +151,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			q, _ := openLoaded(t, dir, FileQueueOptions{})
+			q, _ := openLoaded(t, dir)
 			var ends []int64
 			for seq := int64(1); seq <= 3; seq++ {
 				if err := q.StoreMessageSent(ctx, []*messages.MessageSent{sentFor("a", seq)}); err != nil {
@@ -173,7 +173,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 			if err := os.WriteFile(q.path, log, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			q2, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+			q2, err := OpenFileQueue(dir, "p/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 				t.Fatalf("the refused log changed: %d bytes, was %d (%v)", len(after), len(log), err)
 			}
 			// The failed load released the claim.
-			q3, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+			q3, err := OpenFileQueue(dir, "p/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,12 +198,12 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 // A damaged snapshot is no torn tail: the file is refused, not emptied.
 func TestFileQueueCorruptSnapshotIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	q, _ := openLoaded(t, dir, FileQueueOptions{})
+	q, _ := openLoaded(t, dir)
 	_ = q.Close()
 	if err := os.WriteFile(q.path, []byte{0x05, 1, 2, 3}, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	q2, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+	q2, err := OpenFileQueue(dir, "p/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +215,16 @@ func TestFileQueueCorruptSnapshotIsRefused(t *testing.T) {
 	if err := os.Remove(q.path); err != nil {
 		t.Fatal(err)
 	}
-	openLoaded(t, dir, FileQueueOptions{})
+	openLoaded(t, dir)
 }
 
 // The log is rewritten as a snapshot once it holds more than
-// CompactAfterEvents events and twice the live ones; the content stays,
+// WithCompactAfterEvents events and twice the live ones; the content stays,
 // and a compaction cut short before its rename is ignored.
 func TestFileQueueCompaction(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	opts := FileQueueOptions{CompactAfterEvents: 20}
+	opts := WithCompactAfterEvents(20)
 	q, _ := openLoaded(t, dir, opts)
 	maxSize := int64(0)
 	for seq := int64(1); seq <= 200; seq++ {
@@ -269,8 +269,8 @@ func TestFileQueueCompaction(t *testing.T) {
 func TestFileQueueClaim(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	first, _ := openLoaded(t, dir, FileQueueOptions{})
-	second, err := OpenFileQueue(dir, "p/1", FileQueueOptions{})
+	first, _ := openLoaded(t, dir)
+	second, err := OpenFileQueue(dir, "p/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestFileQueueClaim(t *testing.T) {
 		t.Fatalf("second LoadState: %v, want ErrQueueFenced", err)
 	}
 	// Another producer ID is another queue.
-	other, err := OpenFileQueue(dir, "p/2", FileQueueOptions{})
+	other, err := OpenFileQueue(dir, "p/2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			q, _ := openLoaded(t, dir, FileQueueOptions{CompactAfterEvents: 4})
+			q, _ := openLoaded(t, dir, WithCompactAfterEvents(4))
 			var mu sync.Mutex
 			failures, calls := tc.failures, 0
 			q.syncDir = func(dir string) error {
@@ -375,7 +375,7 @@ func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
 			if err := q.Close(); err != nil {
 				t.Fatal(err)
 			}
-			_, st := openLoaded(t, dir, FileQueueOptions{CompactAfterEvents: 4})
+			_, st := openLoaded(t, dir, WithCompactAfterEvents(4))
 			if want := acked.snapshot(); !proto.Equal(st, want) {
 				t.Fatalf("loaded %v, want what was acknowledged: %v", seqsOf(st), seqsOf(want))
 			}

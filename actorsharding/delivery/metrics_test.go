@@ -69,13 +69,13 @@ func TestDeliveryMetrics(t *testing.T) {
 		actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
 		t.Fatal(err)
 	}
-	settings := delivery.ProducerSettings{ResendFirstUnconfirmedIdleTimeout: 400 * time.Millisecond}
-	held, err := delivery.StartShardingProducerController(s, "Metered", "p1", settings)
+	idle := delivery.WithResendFirstUnconfirmedIdleTimeout(400 * time.Millisecond)
+	held, err := delivery.StartShardingProducerController(s, "Metered", "p1", idle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = held.Stop(context.Background()) })
-	free, err := delivery.StartShardingProducerController(s, "MeteredFree", "p1", settings)
+	free, err := delivery.StartShardingProducerController(s, "MeteredFree", "p1", idle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,13 @@ import (
 // Requests go back to the producer. 100 entities, round robin.
 func BenchmarkReliablePath(b *testing.B) {
 	const entities = 100
-	p := newProducerState("bench", actor.NewPID("127.0.0.1:8090", "delivery/T/bench"), ProducerSettings{}, nil)
+	p := newProducerState("bench", actor.NewPID("127.0.0.1:8090", "delivery/T/bench"), producerSettings{}, nil)
 	cons := make([]*consumers, entities)
 	ids := make([]string, entities)
 	msgs := make([]*testpb.Ping, entities)
 	for i := range cons {
 		var err error
-		if cons[i], err = newConsumers(ConsumerSettings{}, nil); err != nil {
+		if cons[i], err = newConsumers(consumerSettings{}, nil); err != nil {
 			b.Fatal(err)
 		}
 		ids[i] = fmt.Sprintf("entity-%d", i)

@@ -17,6 +17,7 @@ import (
 	"github.com/protoshard/protoshard/internal/dispatch"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/storescope"
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
@@ -42,7 +43,7 @@ const (
 // the entity's ShardingConsumerController confirms it, sends no more than
 // the entity asked for, and resends what the entity did not get (it
 // restarted, moved, or a message was lost). With a durable queue
-// (ProducerSettings.DurableQueue) it stores each message before it sends
+// (WithDurableQueue) it stores each message before it sends
 // it, so that a controller started again continues where this one
 // stopped. Its methods are safe for concurrent use.
 type ShardingProducerController struct {
@@ -63,10 +64,15 @@ type ShardingProducerController struct {
 // StartShardingProducerController starts the controller of producer
 // producerID for the entities of typeName, whose region or proxy runs on
 // this node. producerID names the producer to the entities: give each
-// producer its own.
-func StartShardingProducerController(s *actorsharding.Sharding, typeName, producerID string, settings ProducerSettings) (*ShardingProducerController, error) {
+// producer its own. An option with a value it does not accept fails with
+// ErrInvalidOption.
+func StartShardingProducerController(s *actorsharding.Sharding, typeName, producerID string, opts ...ProducerOption) (*ShardingProducerController, error) {
 	if producerID == "" {
 		return nil, errors.New("delivery: empty producer ID")
+	}
+	settings := defaultProducerSettings()
+	if err := option.Apply(&settings, opts, ErrInvalidOption); err != nil {
+		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, err)
 	}
 	if _, ok := s.Region(typeName); !ok {
 		return nil, fmt.Errorf("delivery: producer %q: %w", producerID, actorsharding.ErrNotStarted)
@@ -322,7 +328,7 @@ type producerController struct {
 	sharding   *actorsharding.Sharding
 	typeName   string
 	producerID string
-	settings   ProducerSettings
+	settings   producerSettings
 	handle     *ShardingProducerController
 
 	states  behavior.States

@@ -7,9 +7,10 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 )
 
-// ProducerSettings are Pekko's reliable-delivery.sharding.producer-controller
-// settings for one producer. A zero or negative field takes Pekko's default.
-type ProducerSettings struct {
+// producerSettings are Pekko's reliable-delivery.sharding.producer-controller
+// settings for one producer; ProducerOptions set them. A zero or negative
+// field takes Pekko's default (withDefaults).
+type producerSettings struct {
 	// BufferSize bounds the messages accepted but not yet sent because their
 	// entity has no demand, summed over all entities (default 1000).
 	BufferSize int
@@ -48,8 +49,8 @@ type ProducerSettings struct {
 }
 
 // defaultProducerSettings are Pekko's reference.conf values.
-func defaultProducerSettings() ProducerSettings {
-	return ProducerSettings{
+func defaultProducerSettings() producerSettings {
+	return producerSettings{
 		BufferSize:                        1000,
 		CleanupUnusedAfter:                120 * time.Second,
 		ResendFirstUnconfirmedIdleTimeout: 10 * time.Second,
@@ -62,14 +63,14 @@ func defaultProducerSettings() ProducerSettings {
 
 // queueRetry is Akka's durable-queue retry: DurableQueueRetryAttempts
 // tries, with a back-off between them.
-func (s ProducerSettings) queueRetry() queueRetry {
+func (s producerSettings) queueRetry() queueRetry {
 	return queueRetry{
 		Exponential: backoff.Exponential{Min: 100 * time.Millisecond, Max: 3 * time.Second, RandomFactor: 0.2},
 		attempts:    s.DurableQueueRetryAttempts,
 	}
 }
 
-func (s ProducerSettings) withDefaults() ProducerSettings {
+func (s producerSettings) withDefaults() producerSettings {
 	d := defaultProducerSettings()
 	if s.BufferSize <= 0 {
 		s.BufferSize = d.BufferSize

@@ -457,7 +457,7 @@ type ProducerStats struct {
 type producerState struct {
 	producerID     string
 	controller     *actor.PID
-	settings       ProducerSettings
+	settings       producerSettings
 	newIncarnation func() (uint64, error)
 
 	outs     map[string]*outState
@@ -474,7 +474,7 @@ type producerState struct {
 }
 
 // newProducerState: newIncarnation nil draws them from crypto/rand.
-func newProducerState(producerID string, controller *actor.PID, settings ProducerSettings, newIncarnation func() (uint64, error)) *producerState {
+func newProducerState(producerID string, controller *actor.PID, settings producerSettings, newIncarnation func() (uint64, error)) *producerState {
 	if newIncarnation == nil {
 		newIncarnation = randomIncarnation
 	}

@@ -34,7 +34,7 @@ type harness struct {
 	n   int64 // messages accepted, numbers the Ping payloads
 }
 
-func newHarness(settings ProducerSettings) *harness {
+func newHarness(settings producerSettings) *harness {
 	next := uint64(100)
 	inc := func() (uint64, error) { next++; return next, nil }
 	pid := actor.NewPID("nonhost", "producer-controller")
@@ -177,7 +177,7 @@ func checkStepOutput(t *testing.T, where string, out outOutput, err, wantErr err
 	}
 }
 
-func runSteps(t *testing.T, settings ProducerSettings, steps []producerStep) *harness {
+func runSteps(t *testing.T, settings producerSettings, steps []producerStep) *harness {
 	t.Helper()
 	h := newHarness(settings)
 	for i, s := range steps {
@@ -218,7 +218,7 @@ func checkInvariants(t *testing.T, where string, p *producerState) {
 func TestProducerStateSteps(t *testing.T) {
 	tests := []struct {
 		name     string
-		settings ProducerSettings
+		settings producerSettings
 		steps    []producerStep
 	}{
 		{
@@ -324,7 +324,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name:     "idle tick resends the oldest unconfirmed after the idle timeout",
-			settings: ProducerSettings{ResendFirstUnconfirmedIdleTimeout: 10 * time.Second},
+			settings: producerSettings{ResendFirstUnconfirmedIdleTimeout: 10 * time.Second},
 			steps: []producerStep{
 				{name: "first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "window", run: request("a", incA, 1, 3), changed: true},
@@ -386,7 +386,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name:     "buffer is shared by all entities",
-			settings: ProducerSettings{BufferSize: 2},
+			settings: producerSettings{BufferSize: 2},
 			steps: []producerStep{
 				{name: "a first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
@@ -409,7 +409,7 @@ func TestProducerStateSteps(t *testing.T) {
 		},
 		{
 			name:     "cleanup forgets only idle out-states with nothing unconfirmed or buffered",
-			settings: ProducerSettings{CleanupUnusedAfter: time.Minute},
+			settings: producerSettings{CleanupUnusedAfter: time.Minute},
 			steps: []producerStep{
 				{name: "a first", run: send("a"), send: []string{"a/1*"}, changed: true},
 				{name: "b first", run: send("b"), send: []string{"b/1*"}, changed: true},
@@ -461,7 +461,7 @@ func TestProducerStateSteps(t *testing.T) {
 }
 
 func TestProducerStateSequencedMessageFields(t *testing.T) {
-	h := newHarness(ProducerSettings{})
+	h := newHarness(producerSettings{})
 	out, err := h.p.accept(&sendRequest{entityID: "e1", msg: &testpb.Ping{EntityId: "e1", Seq: 7}, ack: true}, h.now)
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +487,7 @@ func TestProducerStateSequencedMessageFields(t *testing.T) {
 }
 
 func TestResendZeroDoesNotModifySentMessage(t *testing.T) {
-	h := newHarness(ProducerSettings{})
+	h := newHarness(producerSettings{})
 	if _, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{}, ack: false}, h.now); err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +512,7 @@ func TestResendZeroDoesNotModifySentMessage(t *testing.T) {
 }
 
 func TestRandomIncarnation(t *testing.T) {
-	h := &harness{p: newProducerState("prod", nil, ProducerSettings{}, nil), now: time.Unix(0, 0)}
+	h := &harness{p: newProducerState("prod", nil, producerSettings{}, nil), now: time.Unix(0, 0)}
 	seen := map[uint64]bool{}
 	for _, id := range []string{"a", "b", "c", "d"} {
 		if _, err := h.p.accept(&sendRequest{entityID: id, msg: &testpb.Ping{}, ack: false}, h.now); err != nil {
@@ -536,7 +536,7 @@ func TestIncarnationSourceFailure(t *testing.T) {
 		{"zero", func() (uint64, error) { return 0, nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newProducerState("prod", nil, ProducerSettings{}, tc.inc)
+			p := newProducerState("prod", nil, producerSettings{}, tc.inc)
 			if _, err := p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{}, ack: false}, time.Unix(0, 0)); err == nil {
 				t.Fatal("accepted without an incarnation")
 			}
@@ -557,8 +557,8 @@ func TestProducerErrors(t *testing.T) {
 }
 
 func TestProducerSettingsDefaults(t *testing.T) {
-	got := ProducerSettings{BufferSize: -1, CleanupUnusedAfter: time.Minute}.withDefaults()
-	want := ProducerSettings{
+	got := producerSettings{BufferSize: -1, CleanupUnusedAfter: time.Minute}.withDefaults()
+	want := producerSettings{
 		BufferSize:                        1000,
 		CleanupUnusedAfter:                time.Minute,
 		ResendFirstUnconfirmedIdleTimeout: 10 * time.Second,
@@ -576,7 +576,7 @@ func TestProducerSettingsDefaults(t *testing.T) {
 // its envelope) exceeds MaxMessageSize is refused before it is numbered;
 // one that fits is taken; nothing of the refused one stays.
 func TestProducerRefusesWhatCannotArrive(t *testing.T) {
-	h := newHarness(ProducerSettings{MaxMessageSize: 4 << 10})
+	h := newHarness(producerSettings{MaxMessageSize: 4 << 10})
 	_, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{From: strings.Repeat("x", 4<<10)}}, h.now)
 	if !errors.Is(err, ErrMessageTooLarge) || !errors.Is(err, deadletter.ErrMessageTooLarge) {
 		t.Fatalf("accept over MaxMessageSize: %v, want ErrMessageTooLarge", err)

@@ -131,7 +131,7 @@ func (h *storeHarness) render(rs []*sendRequest) []string {
 	return out
 }
 
-func runStoreSteps(t *testing.T, settings ProducerSettings, steps []storeStep) *storeHarness {
+func runStoreSteps(t *testing.T, settings producerSettings, steps []storeStep) *storeHarness {
 	t.Helper()
 	if settings.DurableQueue == nil {
 		settings.DurableQueue = NewMemoryQueue()
@@ -164,7 +164,7 @@ func runStoreSteps(t *testing.T, settings ProducerSettings, steps []storeStep) *
 func TestProducerStoreSteps(t *testing.T) {
 	tests := []struct {
 		name     string
-		settings ProducerSettings
+		settings producerSettings
 		steps    []storeStep
 	}{
 		{
@@ -198,7 +198,7 @@ func TestProducerStoreSteps(t *testing.T) {
 		},
 		{
 			name:     "a failing write is retried as it was, then the queue failed",
-			settings: ProducerSettings{DurableQueueRetryAttempts: 3},
+			settings: producerSettings{DurableQueueRetryAttempts: 3},
 			steps: []storeStep{
 				{name: "a1", run: dsend("a"), write: "sent[a/1]"},
 				{name: "b1 waits", run: dsend("b")},
@@ -271,7 +271,7 @@ func TestProducerStoreSteps(t *testing.T) {
 		},
 		{
 			name:     "an idle entity is cleaned up before a new numbering of it is stored",
-			settings: ProducerSettings{CleanupUnusedAfter: time.Minute},
+			settings: producerSettings{CleanupUnusedAfter: time.Minute},
 			steps: []storeStep{
 				{name: "a1", run: dsend("a"), write: "sent[a/1]"},
 				{name: "stored", run: completeAll, send: []string{"a/1*"}, stored: []string{"a/1"}},
@@ -290,7 +290,7 @@ func TestProducerStoreSteps(t *testing.T) {
 		},
 		{
 			name:     "the buffer bound counts messages on their way to the queue",
-			settings: ProducerSettings{BufferSize: 2},
+			settings: producerSettings{BufferSize: 2},
 			steps: []storeStep{
 				{name: "a1 has demand", run: dsend("a"), write: "sent[a/1]"},
 				{name: "a2 waits for demand", run: dsend("a")},
@@ -331,7 +331,7 @@ type limitedQueue struct {
 func (q limitedQueue) MaxMessageSentBytes() int { return q.limit }
 
 func TestProducerRefusesWhatTheQueueCannotStore(t *testing.T) {
-	h := newHarness(ProducerSettings{DurableQueue: limitedQueue{MemoryQueue: NewMemoryQueue(), limit: 200}})
+	h := newHarness(producerSettings{DurableQueue: limitedQueue{MemoryQueue: NewMemoryQueue(), limit: 200}})
 	if _, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{From: strings.Repeat("x", 200)}}, h.now); !errors.Is(err, ErrMessageTooLarge) {
 		t.Fatalf("accept over the limit: %v, want ErrMessageTooLarge", err)
 	}
@@ -357,7 +357,7 @@ func TestProducerLoadRefusesABrokenState(t *testing.T) {
 		"entity twice":   {Entities: []*messages.DurableProducerQueueEntity{{EntityId: "e", ProducerIncarnation: 1}, {EntityId: "e", ProducerIncarnation: 1}}},
 		"no incarnation": {Entities: []*messages.DurableProducerQueueEntity{{EntityId: "e"}}},
 	} {
-		h := newHarness(ProducerSettings{DurableQueue: NewMemoryQueue()})
+		h := newHarness(producerSettings{DurableQueue: NewMemoryQueue()})
 		if _, err := h.p.load(st, h.now); err == nil {
 			t.Errorf("%s: loaded", name)
 		}

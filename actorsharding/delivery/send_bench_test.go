@@ -22,7 +22,7 @@ type confirmingEntity struct {
 
 func (e *confirmingEntity) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
-		c, err := delivery.NewShardingConsumerController(delivery.ConsumerSettings{}, nil, func(ctx actor.Context, d delivery.Delivery) {
+		c, err := delivery.NewShardingConsumerController(nil, func(ctx actor.Context, d delivery.Delivery) {
 			_ = e.consumer.Confirm(ctx, d)
 		})
 		if err != nil {
@@ -52,7 +52,7 @@ func BenchmarkSendUntilConfirmed(b *testing.B) {
 	if _, err := s.StartRegion("Bench", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
 		b.Fatal(err)
 	}
-	p, err := delivery.StartShardingProducerController(s, "Bench", "bench", delivery.ProducerSettings{})
+	p, err := delivery.StartShardingProducerController(s, "Bench", "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

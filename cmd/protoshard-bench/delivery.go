@@ -45,7 +45,7 @@ func reliableProps(hit func()) *actor.Props {
 func (e *reliableEntity) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		c, err := delivery.NewShardingConsumerController(delivery.ConsumerSettings{FlowControlWindow: deliveryWindow}, nil, e.deliver)
+		c, err := delivery.NewShardingConsumerController(nil, e.deliver, delivery.WithFlowControlWindow(deliveryWindow))
 		if err != nil {
 			ctx.Logger().Error("bench: reliable entity cannot take deliveries", "error", err)
 			ctx.Stop(ctx.Self())
@@ -99,8 +99,8 @@ func reliableCount(n, entities int) int {
 }
 
 // startProducer starts a producer controller of deliveryType.
-func (t *reliableTargets) startProducer(id string, settings delivery.ProducerSettings) (*delivery.ShardingProducerController, error) {
-	p, err := delivery.StartShardingProducerController(t.sharding, deliveryType, id, settings)
+func (t *reliableTargets) startProducer(id string) (*delivery.ShardingProducerController, error) {
+	p, err := delivery.StartShardingProducerController(t.sharding, deliveryType, id)
 	if err != nil {
 		return nil, fmt.Errorf("producer %s: %w", id, err)
 	}
@@ -198,10 +198,10 @@ type reliableBench struct {
 func startReliableBench(ctx context.Context, cfg config, targets *reliableTargets) (*reliableBench, error) {
 	b := &reliableBench{targets: targets, messages: reliableCount(cfg.deliveryMessages, len(targets.msgs))}
 	var err error
-	if b.throughput, err = targets.startProducer("bench-throughput", delivery.ProducerSettings{}); err != nil {
+	if b.throughput, err = targets.startProducer("bench-throughput"); err != nil {
 		return nil, err
 	}
-	if b.latency, err = targets.startProducer("bench-latency", delivery.ProducerSettings{}); err != nil {
+	if b.latency, err = targets.startProducer("bench-latency"); err != nil {
 		b.stop()
 		return nil, err
 	}

@@ -63,25 +63,21 @@ const (
 // every second, margin 1s, drift 1%).
 func failoverLeases(client *api.Client, service string, kind failoverLease) (lease.Provider, error) {
 	if kind == casLease {
-		p, err := consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: service,
-			Settings: caslease.Settings{Logger: slog.New(slog.DiscardHandler)}})
+		p, err := consulcas.NewProvider(service, consulcas.WithClient(client),
+			consulcas.WithLeaseOptions(caslease.WithLogger(slog.New(slog.DiscardHandler))))
 		if err != nil {
 			return nil, fmt.Errorf("consul cas leases: %w", err)
 		}
 		return p, nil
 	}
-	p, err := leaseconsul.NewProvider(leaseconsul.Config{
-		Client:      client,
-		ClusterName: service,
-		TimeoutSettings: lease.TimeoutSettings{
-			HeartbeatTimeout:  failoverLeaseTTL,
-			HeartbeatInterval: time.Second,
-			OperationTimeout:  time.Second,
-		},
-		SafetyMargin: 2 * time.Second,
-		LockDelay:    3 * time.Second,
-		Logger:       slog.New(slog.DiscardHandler),
-	})
+	p, err := leaseconsul.NewProvider(service,
+		leaseconsul.WithClient(client),
+		leaseconsul.WithHeartbeatTimeout(failoverLeaseTTL),
+		leaseconsul.WithHeartbeatInterval(time.Second),
+		leaseconsul.WithOperationTimeout(time.Second),
+		leaseconsul.WithSafetyMargin(2*time.Second),
+		leaseconsul.WithLockDelay(3*time.Second),
+		leaseconsul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, fmt.Errorf("consul leases: %w", err)
 	}
@@ -105,17 +101,17 @@ func failoverLeases(client *api.Client, service string, kind failoverLease) (lea
 // With a lease (the lease variants), the coordinator's singleton also runs
 // only while its member holds a Consul lease (failoverLeases).
 func failoverOptions(client *api.Client, service string, kind failoverLease) ([]actorsharding.Option, error) {
-	st := singleton.Settings{RemovalMargin: failoverTTL, HandOverRetryInterval: 200 * time.Millisecond}
+	st := []singleton.Option{singleton.WithRemovalMargin(failoverTTL), singleton.WithHandOverRetryInterval(200 * time.Millisecond)}
 	if kind != noLease {
 		leases, err := failoverLeases(client, service, kind)
 		if err != nil {
 			return nil, err
 		}
-		st.UseLease, st.LeaseRetryInterval = leases, 200*time.Millisecond
+		st = append(st, singleton.WithLease(leases), singleton.WithLeaseRetryInterval(200*time.Millisecond))
 	}
 	return []actorsharding.Option{
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, service, failoverType)),
-		actorsharding.WithSingletonSettings(st),
+		actorsharding.WithCoordinatorSingleton(st...),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(time.Hour),
 	}, nil
@@ -123,7 +119,8 @@ func failoverOptions(client *api.Client, service string, kind failoverLease) ([]
 
 // failoverProvider is the Consul membership of a failover member.
 func failoverProvider(client *api.Client, service string) (*consul.Provider, error) {
-	p, err := consul.New(consul.Config{Client: client, ServiceName: service, TTL: failoverTTL, Logger: slog.New(slog.DiscardHandler)})
+	p, err := consul.New(consul.WithClient(client), consul.WithServiceName(service), consul.WithTTL(failoverTTL),
+		consul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, fmt.Errorf("consul membership: %w", err)
 	}

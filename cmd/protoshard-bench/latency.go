@@ -227,7 +227,7 @@ func rebalanceOptions(store coordinatoractor.StateStore, interval time.Duration)
 		actorsharding.WithStateStore(store),
 		actorsharding.WithRebalanceInterval(interval),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200 * time.Millisecond)),
 	}
 }
 

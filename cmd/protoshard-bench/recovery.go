@@ -117,7 +117,7 @@ func recoveryRound(ctx context.Context, cfg config, store coordinatoractor.State
 		actorsharding.WithStateStore(written),
 		actorsharding.WithRememberEntities(shardactor.NewMemoryRememberEntitiesStore()),
 		actorsharding.WithRetryInterval(200 * time.Millisecond),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200 * time.Millisecond)),
 		actorsharding.WithRebalanceInterval(time.Hour),
 	}
 	t0 := time.Now()

@@ -57,7 +57,7 @@ func startRemoteRegion(ctx context.Context, cfg config, agent *consulAgent) (*re
 // role; the peer of remoteRole also runs the raw actors.
 func startRemoteRegionOf(ctx context.Context, cfg config, agent *consulAgent, typeName, role string) (*remoteRegion, error) {
 	service := fmt.Sprintf("protoshard-bench-%d", os.Getpid())
-	provider, err := consul.New(consul.Config{Client: agent.client, ServiceName: service, Logger: slog.New(slog.DiscardHandler)})
+	provider, err := consul.New(consul.WithClient(agent.client), consul.WithServiceName(service), consul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +422,7 @@ func served(n *node, err error) (string, func(), error) {
 // remotePeer starts a peer node of a two-process workload and spawns its
 // actors (spawnRemotePeerActors, spawnDeliveryPeerActors).
 func remotePeer(cfg config, client *api.Client, spawn func(*node, config, *api.Client) error) (*node, error) {
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, Logger: slog.New(slog.DiscardHandler)})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(cfg.service), consul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, err
 	}

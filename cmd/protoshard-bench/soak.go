@@ -52,7 +52,7 @@ func benchSoak(ctx context.Context, cfg config, rep *report) error {
 	}
 	defer agent.stop()
 	service := fmt.Sprintf("protoshard-bench-soak-%d", os.Getpid())
-	provider, err := consul.New(consul.Config{Client: agent.client, ServiceName: service, Logger: slog.New(slog.DiscardHandler)})
+	provider, err := consul.New(consul.WithClient(agent.client), consul.WithServiceName(service), consul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func loadgenMain(cfg config) int {
 	if cfg.reliable {
 		g.producers = map[string]*delivery.ShardingProducerController{}
 		for i := 1; i <= cfg.senders; i++ {
-			p, err := delivery.StartShardingProducerController(sharding, typeName, senderName(i), producerSettings)
+			p, err := delivery.StartShardingProducerController(sharding, typeName, senderName(i), producerOptions...)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.name, err)
 				return 1
@@ -272,10 +272,10 @@ const (
 	bufferFullRetry = 100 * time.Millisecond
 )
 
-// producerSettings: an entity that stopped with unconfirmed messages (its
+// producerOptions: an entity that stopped with unconfirmed messages (its
 // node killed) gets the first of them again after 2s without traffic,
 // which starts it elsewhere.
-var producerSettings = delivery.ProducerSettings{ResendFirstUnconfirmedIdleTimeout: 2 * time.Second}
+var producerOptions = []delivery.ProducerOption{delivery.WithResendFirstUnconfirmedIdleTimeout(2 * time.Second)}
 
 // sendReliably sends msg through p and reports whether its seq is used. A
 // message counts as sent (is recorded) once the controller accepted it. A

@@ -80,35 +80,31 @@ const (
 func newLeases(kind string, client *api.Client, clusterName string) (lease.Provider, error) {
 	switch kind {
 	case leaseCAS:
-		return consulcas.NewProvider(consulcas.Config{Client: client, ClusterName: clusterName})
+		return consulcas.NewProvider(clusterName, consulcas.WithClient(client))
 	case leaseSession:
-		return leaseconsul.NewProvider(leaseconsul.Config{
-			Client:      client,
-			ClusterName: clusterName,
-			TimeoutSettings: lease.TimeoutSettings{
-				HeartbeatTimeout:  sessionLeaseTTL,
-				HeartbeatInterval: time.Second,
-				OperationTimeout:  time.Second,
-			},
-			SafetyMargin: 2 * time.Second,
-			LockDelay:    3 * time.Second,
-		})
+		return leaseconsul.NewProvider(clusterName,
+			leaseconsul.WithClient(client),
+			leaseconsul.WithHeartbeatTimeout(sessionLeaseTTL),
+			leaseconsul.WithHeartbeatInterval(time.Second),
+			leaseconsul.WithOperationTimeout(time.Second),
+			leaseconsul.WithSafetyMargin(2*time.Second),
+			leaseconsul.WithLockDelay(3*time.Second))
 	case leaseNone:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown lease %q", kind)
 }
 
-// singletonSettings are the settings of the coordinator's singleton and
+// singletonOptions are the options of the coordinator's singleton and
 // (with the node role) of the run's: a removal margin of one TTL (the
 // default with Consul membership), hand-over retries every 500ms, and the
 // lease, if any, retried every leaseRetryInterval.
-func singletonSettings(ttl time.Duration, leases lease.Provider) singleton.Settings {
-	st := singleton.Settings{RemovalMargin: ttl, HandOverRetryInterval: 500 * time.Millisecond}
+func singletonOptions(ttl time.Duration, leases lease.Provider) []singleton.Option {
+	opts := []singleton.Option{singleton.WithRemovalMargin(ttl), singleton.WithHandOverRetryInterval(500 * time.Millisecond)}
 	if leases != nil {
-		st.UseLease, st.LeaseRetryInterval = leases, leaseRetryInterval
+		opts = append(opts, singleton.WithLease(leases), singleton.WithLeaseRetryInterval(leaseRetryInterval))
 	}
-	return st
+	return opts
 }
 
 // allocationRecorder is an allocation strategy that writes each shard
@@ -147,7 +143,7 @@ func shardingOptions(client *api.Client, clusterName string, ttl time.Duration, 
 	opts := []actorsharding.Option{
 		actorsharding.WithRole(nodeRole),
 		actorsharding.WithStateStore(consulstore.NewStateStore(client, clusterName, typeName)),
-		actorsharding.WithSingletonSettings(singletonSettings(ttl, leases)),
+		actorsharding.WithCoordinatorSingleton(singletonOptions(ttl, leases)...),
 		actorsharding.WithRetryInterval(500 * time.Millisecond),
 		actorsharding.WithRebalanceInterval(2 * time.Second),
 		actorsharding.WithPassivationIdleTimeout(-1),
@@ -191,7 +187,7 @@ func joinCluster(cfg config, roles []string) (*member, error) {
 	r := remote.NewRemote(system, remote.Configure(cfg.bind, 0, quarantine.RemoteOption()))
 	r.Start() // before membership: a member is known by its address
 	m := &member{name: cfg.name, ledger: l, client: client, system: system, remote: r}
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: cfg.service, TTL: cfg.ttl})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(cfg.service), consul.WithTTL(cfg.ttl))
 	if err != nil {
 		m.stop()
 		return nil, fmt.Errorf("consul membership: %w", err)
@@ -447,9 +443,8 @@ func nodeMain(cfg config) int {
 		return 1
 	}
 	sprops := actor.PropsFromProducer(func() actor.Actor { return &singletonActor{node: cfg.name, ledger: m.ledger} })
-	sst := singletonSettings(cfg.ttl, leases)
-	sst.Role = nodeRole
-	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName, sst); err != nil {
+	sopts := append(singletonOptions(cfg.ttl, leases), singleton.WithRole(nodeRole))
+	if _, err := singleton.StartManager(m.system, m.cluster, sprops, singletonName, sopts...); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: start singleton manager: %v\n", cfg.name, err)
 		m.stop()
 		return 1

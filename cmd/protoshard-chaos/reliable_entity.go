@@ -16,9 +16,10 @@ import (
 // held by another incarnation that may be frozen.
 const storeLockWait = 2 * time.Second
 
-// consumerSettings are the reliable entities' delivery settings: retries
+// consumerOptions are the reliable entities' delivery options: retries
 // from 500ms, so that a lost Request or Resend is noticed within the run.
-var consumerSettings = delivery.ConsumerSettings{ResendIntervalMin: 500 * time.Millisecond, ResendIntervalMax: 5 * time.Second}
+var consumerOptions = []delivery.ConsumerOption{
+	delivery.WithResendIntervalMin(500 * time.Millisecond), delivery.WithResendIntervalMax(5 * time.Second)}
 
 // reliableEntity is the entity of a reliable run (-reliable): it takes the
 // load generator's messages through a ShardingConsumerController and
@@ -88,7 +89,7 @@ func (e *reliableEntity) start(ctx actor.Context) {
 		restored, err = e.rec.progress()
 	}
 	if err == nil {
-		e.consumer, err = delivery.NewShardingConsumerController(consumerSettings, restored, e.deliver)
+		e.consumer, err = delivery.NewShardingConsumerController(restored, e.deliver, consumerOptions...)
 	}
 	if err != nil {
 		e.fail(ctx, Record{Ev: evFenced, Ent: e.id, Inc: e.inc, Reason: "loading the record: " + err.Error()})

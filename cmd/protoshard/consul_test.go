@@ -48,12 +48,8 @@ func (c *cluster) join(id, addr string) *consulmembership.Provider {
 // joinAs is join as a member of service.
 func (c *cluster) joinAs(service, id, addr string) *consulmembership.Provider {
 	c.t.Helper()
-	p, err := consulmembership.New(consulmembership.Config{
-		Client:      c.client,
-		ServiceName: service,
-		TTL:         10 * time.Second,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	p, err := consulmembership.New(consulmembership.WithClient(c.client), consulmembership.WithServiceName(service),
+		consulmembership.WithTTL(10*time.Second), consulmembership.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	defer system.Shutdown()
-	provider, err := consul.New(consul.Config{Client: client, ServiceName: serviceName, TTL: cfg.ttl})
+	provider, err := consul.New(consul.WithClient(client), consul.WithServiceName(serviceName), consul.WithTTL(cfg.ttl))
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 		// A new oldest node waits this long after the old one was removed by
 		// failure detection before it starts the coordinator: at least the
 		// TTL, so that the removed node has fenced itself by then.
-		actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: cfg.ttl, HandOverRetryInterval: 500 * time.Millisecond}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithRemovalMargin(cfg.ttl), singleton.WithHandOverRetryInterval(500*time.Millisecond)),
 		// Akka's 10s default is for production; a demo wants to see it.
 		actorsharding.WithRebalanceInterval(2*time.Second),
 		actorsharding.WithRetryInterval(500*time.Millisecond),
@@ -444,7 +444,7 @@ func startDaemon(sharding *actorsharding.Sharding, client *api.Client, cfg confi
 		shardeddaemonprocess.WithKeepAliveInterval(2*time.Second),
 		shardeddaemonprocess.WithShardingSettings(
 			actorsharding.WithStateStore(consulstore.NewStateStore(client, cluster, shardeddaemonprocess.TypeName(daemonName))),
-			actorsharding.WithSingletonSettings(singleton.Settings{RemovalMargin: cfg.ttl, HandOverRetryInterval: 500 * time.Millisecond}),
+			actorsharding.WithCoordinatorSingleton(singleton.WithRemovalMargin(cfg.ttl), singleton.WithHandOverRetryInterval(500*time.Millisecond)),
 		))
 	if err != nil {
 		return fmt.Errorf("sharded daemon process: %w", err)

@@ -138,7 +138,7 @@ func (e *jobEntity) start(ctx actor.Context) {
 		}
 	}
 	if err == nil {
-		e.consumer, err = delivery.NewShardingConsumerController(delivery.ConsumerSettings{}, progress, e.onCreate)
+		e.consumer, err = delivery.NewShardingConsumerController(progress, e.onCreate)
 	}
 	if err != nil {
 		ctx.Logger().Error("job: cannot start", slog.String("actor", ctx.Self().GetId()), slog.Any("error", err))

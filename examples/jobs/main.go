@@ -227,7 +227,7 @@ func simulate(ctx context.Context, out io.Writer, cfg config) (*result, error) {
 	// Jobs are submitted by reliable delivery, from node-b (which stays):
 	// the job stores itself and tells the scheduler, which assigns it.
 	// Half now; the others while the oldest node leaves.
-	submitter, err := delivery.StartShardingProducerController(d.nodes[1].sharding, jobType, "submitter", delivery.ProducerSettings{})
+	submitter, err := delivery.StartShardingProducerController(d.nodes[1].sharding, jobType, "submitter")
 	if err != nil {
 		return nil, err
 	}
@@ -328,12 +328,12 @@ func (d *demo) startNode(ctx context.Context, name string) error {
 
 	// The scheduler: a manager on every node runs it on the oldest; the
 	// proxy reaches it wherever it is.
-	singletonSettings := singleton.DefaultSettings()
-	singletonSettings.HandOverRetryInterval = 200 * time.Millisecond
-	proxySettings := singleton.DefaultProxySettings()
-	proxySettings.SingletonIdentificationInterval = 200 * time.Millisecond
+	schedulerOpts := []singleton.Option{
+		singleton.WithHandOverRetryInterval(200 * time.Millisecond),           // the managers'
+		singleton.WithSingletonIdentificationInterval(200 * time.Millisecond), // the proxy's
+	}
 	var err error
-	n.scheduler, err = singleton.StartProxy(system, cluster, schedulerManager, proxySettings)
+	n.scheduler, err = singleton.StartProxy(system, cluster, schedulerManager, schedulerOpts...)
 	if err != nil {
 		return fmt.Errorf("%s: scheduler proxy: %w", name, err)
 	}
@@ -349,7 +349,7 @@ func (d *demo) startNode(ctx context.Context, name string) error {
 		// Regions register again with a moved coordinator at this
 		// interval (default 2s): short, so that the move is brief.
 		actorsharding.WithRetryInterval(200*time.Millisecond),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200*time.Millisecond)),
 	)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -358,7 +358,7 @@ func (d *demo) startNode(ctx context.Context, name string) error {
 	schedProps := actor.PropsFromProducer(func() actor.Actor {
 		return &schedulerActor{node: name, region: n.region, store: d.jobs, story: d.story, timing: d.cfg.timing}
 	})
-	if _, err := singleton.StartManager(system, cluster, schedProps, schedulerManager, singletonSettings); err != nil {
+	if _, err := singleton.StartManager(system, cluster, schedProps, schedulerManager, schedulerOpts...); err != nil {
 		return fmt.Errorf("%s: scheduler manager: %w", name, err)
 	}
 

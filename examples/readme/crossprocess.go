@@ -37,7 +37,7 @@ func (c *counter) Receive(ctx actor.Context) {
 func consulNode(ctx context.Context, system *actor.ActorSystem, host string, port int) (*actorsharding.Sharding, actorsharding.Option, error) {
 	// Package membership/consul; honours CONSUL_HTTP_ADDR and CONSUL_HTTP_TOKEN.
 	// The service name is the cluster's name: it scopes its keys in Consul.
-	provider, err := consul.New(consul.Config{ServiceName: "bank"})
+	provider, err := consul.New(consul.WithServiceName("bank"))
 	if err != nil {
 		return nil, nil, err
 	}

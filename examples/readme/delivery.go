@@ -13,7 +13,7 @@ import (
 
 // startPayments is the producer side of docs/reliable-delivery.md.
 func startPayments(ctx context.Context, sharding *actorsharding.Sharding) (*delivery.ShardingProducerController, error) {
-	producer, err := delivery.StartShardingProducerController(sharding, "Account", "payments-1", delivery.ProducerSettings{})
+	producer, err := delivery.StartShardingProducerController(sharding, "Account", "payments-1")
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (a *reliableAccount) start(ctx actor.Context) (err error) {
 	if a.rec, err = a.db.Load(a.id); err != nil { // the state, and the progress stored with it
 		return err
 	}
-	a.consumer, err = delivery.NewShardingConsumerController(delivery.ConsumerSettings{}, a.rec.Progress, a.apply)
+	a.consumer, err = delivery.NewShardingConsumerController(a.rec.Progress, a.apply)
 	return err
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/protoshard/protoshard/lease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/singleton"
@@ -13,17 +12,15 @@ import (
 
 // startLeasedSingleton runs props as a singleton that holds a Consul lease.
 func startLeasedSingleton(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props) (*actor.PID, error) {
-	leases, err := leaseconsul.NewProvider(leaseconsul.Config{ // package lease/consul
-		// The locks live under the cluster's keys.
-		ClusterName:     cluster.Name(),
-		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second}, // the session TTL
-	})
+	leases, err := leaseconsul.NewProvider( // package lease/consul
+		cluster.Name(), // the locks live under the cluster's keys
+		leaseconsul.WithHeartbeatTimeout(10*time.Second), // the session TTL
+	)
 	if err != nil {
 		return nil, err
 	}
-	settings := singleton.DefaultSettings()
-	settings.UseLease = leases // the same on every node; lease.NewMemoryLeases() in one process
-	return singleton.StartManager(system, cluster, props, "my-singleton", settings)
+	// The same leases on every node; lease.NewMemoryLeases() in one process.
+	return singleton.StartManager(system, cluster, props, "my-singleton", singleton.WithLease(leases))
 }
 
 // fencedWriter is a singleton that passes its fencing token with its writes.

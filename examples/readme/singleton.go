@@ -34,12 +34,12 @@ func greetThroughSingleton(ctx context.Context, system *actor.ActorSystem) (stri
 
 	// On every node: the manager runs the singleton on the oldest member only.
 	props := actor.PropsFromProducer(func() actor.Actor { return &greeter{} })
-	if _, err := singleton.StartManager(system, node.Cluster(), props, "greeter", singleton.DefaultSettings()); err != nil {
+	if _, err := singleton.StartManager(system, node.Cluster(), props, "greeter"); err != nil {
 		return "", err
 	}
 
 	// On any node: the proxy routes to wherever the singleton runs right now.
-	proxy, err := singleton.StartProxy(system, node.Cluster(), "greeter", singleton.DefaultProxySettings())
+	proxy, err := singleton.StartProxy(system, node.Cluster(), "greeter")
 	if err != nil {
 		return "", err
 	}

@@ -283,7 +283,7 @@ func (d *demo) startNode(ctx context.Context, name string) error {
 		// Regions register again with a moved coordinator at this interval
 		// (default 2s): short, so that the coordinator's move is brief.
 		actorsharding.WithRetryInterval(200*time.Millisecond),
-		actorsharding.WithSingletonSettings(singleton.Settings{HandOverRetryInterval: 200 * time.Millisecond}),
+		actorsharding.WithCoordinatorSingleton(singleton.WithHandOverRetryInterval(200*time.Millisecond)),
 	)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

@@ -128,10 +128,10 @@ func startNode(name string, registry *local.Registry, logging actor.ConfigOption
 		return nil, err
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &counter{where: name, out: out} })
-	if _, err := singleton.StartManager(system, cluster, props, "counter", singleton.DefaultSettings()); err != nil {
+	if _, err := singleton.StartManager(system, cluster, props, "counter"); err != nil {
 		return nil, err
 	}
-	proxy, err := singleton.StartProxy(system, cluster, "counter", singleton.DefaultProxySettings())
+	proxy, err := singleton.StartProxy(system, cluster, "counter")
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@
 //
 // The record names its holder, counts its renewals and carries the fencing
 // token. Nothing depends on synchronized clocks; the rules assume only that
-// every node's clock runs at a rate within ρ (Config.Drift, default 1%) of
+// every node's clock runs at a rate within ρ (WithDrift, default 1%) of
 // real time, and they measure everything on the monotonic clock of the node
 // that acts:
 //
@@ -36,8 +36,8 @@
 // observed the record ahead (Lease.Observe, a lease.Observer: the
 // singleton's manager observes from its start) takes it over WaitFor after
 // the holder's last renewal, one RenewInterval later at most. Either way a
-// retry interval adds to that: give the singleton and the shards a
-// LeaseRetryInterval near RenewInterval (Akka's default of 5 s adds up to
+// retry interval adds to that: give the singleton and the shards a lease
+// retry interval near RenewInterval (Akka's default of 5 s adds up to
 // 5 s to a failover).
 //
 // A free record (its holder released it) is taken at once. The fencing
@@ -58,6 +58,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/internal/leaselog"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
@@ -75,47 +76,31 @@ const (
 	DefaultDrift            = 0.01
 )
 
-// Settings are the lease's timings and logger, shared by every store.
-// Zero fields take their defaults.
-type Settings struct {
-	// Duration: a record left unchanged this long (plus drift and margin)
-	// may be taken over. Default DefaultDuration.
-	Duration time.Duration
-	// RenewInterval is how often the holder rewrites the record. Default
-	// DefaultRenewInterval; it must leave a renewal before the holder gives
-	// up: RenewInterval < Duration × (1 − Drift) − SafetyMargin.
-	RenewInterval time.Duration
-	// SafetyMargin is the holder's time to stop what the lease protects
-	// before anybody can take over (see the package documentation).
-	// Default DefaultSafetyMargin.
-	SafetyMargin time.Duration
-	// OperationTimeout bounds each request to the store. Default
-	// DefaultOperationTimeout.
-	OperationTimeout time.Duration
-	// Drift is the bound ρ on any node's clock-rate error, 0 ≤ ρ < 0.5.
-	// Default DefaultDrift; negative means 0.
-	Drift float64
-	// Logger receives the leases' logs. Default: the logger handed to
-	// NewLeaseLogging (the actor system's of the singleton or shard that
-	// holds the lease), else slog.Default().
-	Logger *slog.Logger
-}
-
-// Timing returns the settings' clock arithmetic, defaults filled in.
-func (s Settings) Timing() Timing {
-	return Config{Settings: s}.fill().timing()
-}
-
-// Config configures the leases of one Provider.
-type Config struct {
-	// Store keeps the records. Required.
+// config configures the leases of one Provider; Options set it. Zero
+// fields take their defaults (fill).
+type config struct {
+	// Store keeps the records.
 	Store Store
 	// KeyPrefix is prepended to the lease name to make the record's key.
 	KeyPrefix string
-	Settings
+	// Duration: a record left unchanged this long (plus drift and margin)
+	// may be taken over.
+	Duration time.Duration
+	// RenewInterval is how often the holder rewrites the record.
+	RenewInterval time.Duration
+	// SafetyMargin is the holder's time to stop what the lease protects
+	// before anybody can take over (see the package documentation).
+	SafetyMargin time.Duration
+	// OperationTimeout bounds each request to the store.
+	OperationTimeout time.Duration
+	// Drift is the bound ρ on any node's clock-rate error; negative: 0.
+	Drift float64
+	// Logger receives the leases' logs; nil: the logger handed to
+	// NewLeaseLogging, else slog.Default().
+	Logger *slog.Logger
 }
 
-func (c Config) fill() Config {
+func (c config) fill() config {
 	if c.Duration <= 0 {
 		c.Duration = DefaultDuration
 	}
@@ -137,12 +122,12 @@ func (c Config) fill() Config {
 	return c
 }
 
-func (c Config) withDefaults() (Config, error) {
+func (c config) withDefaults() (config, error) {
 	c = c.fill()
 	hold := c.timing().HoldFor()
 	switch {
 	case c.Store == nil:
-		return c, errors.New("cas lease: Config.Store is nil")
+		return c, errors.New("cas lease: the store is nil")
 	case c.Drift >= 0.5:
 		return c, fmt.Errorf("cas lease: clock drift %v must be below 0.5", c.Drift)
 	case c.RenewInterval >= hold:
@@ -152,20 +137,26 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-func (c Config) timing() Timing {
+func (c config) timing() Timing {
 	return Timing{Duration: c.Duration, SafetyMargin: c.SafetyMargin, Drift: c.Drift}
 }
 
-// Provider creates the leases of one Config: a lease.Provider for the
+// Provider creates the leases of one configuration: a lease.Provider for the
 // cluster singleton's (and so the coordinator's) and the shards' use-lease.
 type Provider struct {
-	cfg Config
+	cfg config
 }
 
 var _ lease.LoggingProvider = (*Provider)(nil)
 
-// NewProvider checks cfg and returns a Provider of its leases.
-func NewProvider(cfg Config) (*Provider, error) {
+// NewProvider returns a Provider of leases whose records store keeps. It
+// checks the options together and fails with an error that names what
+// does not fit (ErrInvalidOption for a value no configuration accepts).
+func NewProvider(store Store, opts ...Option) (*Provider, error) {
+	cfg := config{Store: store}
+	if err := option.Apply(&cfg, opts, ErrInvalidOption); err != nil {
+		return nil, err
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -173,13 +164,16 @@ func NewProvider(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg}, nil
 }
 
+// Timing returns the clock arithmetic of the provider's leases.
+func (p *Provider) Timing() Timing { return p.cfg.timing() }
+
 // NewLease implements lease.Provider.
 func (p *Provider) NewLease(leaseName, ownerName string) (lease.Lease, error) {
 	return p.Lease(leaseName, ownerName)
 }
 
 // NewLeaseLogging implements lease.LoggingProvider: the lease logs to
-// logger unless Config.Logger is set.
+// logger unless WithLogger set one.
 func (p *Provider) NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (lease.Lease, error) {
 	return p.lease(leaseName, ownerName, logger)
 }
@@ -212,7 +206,7 @@ func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lea
 // Lease is one holder of a compare-and-set lease. It is safe for concurrent
 // use.
 type Lease struct {
-	cfg  Config
+	cfg  config
 	name string
 	key  string
 	log  *slog.Logger

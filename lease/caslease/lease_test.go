@@ -20,23 +20,29 @@ import (
 // unchanged record. Waits are generous: the machine is shared.
 const waitDeadline = 30 * time.Second
 
-func testConfig(store caslease.Store) caslease.Config {
-	return caslease.Config{
-		Store:     store,
-		KeyPrefix: "test/lease/",
-		Settings: caslease.Settings{
-			Duration:         time.Second,
-			RenewInterval:    150 * time.Millisecond,
-			SafetyMargin:     200 * time.Millisecond,
-			OperationTimeout: 200 * time.Millisecond,
-			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
+const testRenewInterval = 150 * time.Millisecond
+
+// testOptions are the test leases' options: short timings.
+func testOptions() []caslease.Option {
+	return []caslease.Option{
+		caslease.WithKeyPrefix("test/lease/"),
+		caslease.WithDuration(time.Second),
+		caslease.WithRenewInterval(testRenewInterval),
+		caslease.WithSafetyMargin(200 * time.Millisecond),
+		caslease.WithOperationTimeout(200 * time.Millisecond),
+		caslease.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}
+}
+
+// testTiming is the clock arithmetic of testOptions.
+func testTiming(t *testing.T) caslease.Timing {
+	t.Helper()
+	return newProvider(t, &caslease.MemoryStore{}).Timing()
 }
 
 func newProvider(t *testing.T, store caslease.Store) *caslease.Provider {
 	t.Helper()
-	p, err := caslease.NewProvider(testConfig(store))
+	p, err := caslease.NewProvider(store, testOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +125,7 @@ func holderAndContender(t *testing.T, name string) (cut *cutStore, a, b *casleas
 // with a larger token.
 func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 	cut, a, b := holderAndContender(t, "partition")
-	timing := testConfig(nil).Timing()
+	timing := testTiming(t)
 	lost := leasetest.NewLostRecorder()
 	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
@@ -259,23 +265,39 @@ func TestForeignRecordIsAnError(t *testing.T) {
 func TestConfigChecks(t *testing.T) {
 	store := &caslease.MemoryStore{}
 	for _, c := range []struct {
-		name string
-		cfg  caslease.Config
-		want string
+		name  string
+		store caslease.Store
+		opts  []caslease.Option
+		want  string
 	}{
-		{"no store", caslease.Config{}, "Store is nil"},
-		{"renewal slower than the holding", caslease.Config{Store: store, Settings: caslease.Settings{RenewInterval: 4 * time.Second}}, "leaves no renewal"},
-		{"drift too large", caslease.Config{Store: store, Settings: caslease.Settings{Drift: 0.5}}, "drift"},
+		{"no store", nil, nil, "the store is nil"},
+		{"renewal slower than the holding", store, []caslease.Option{caslease.WithRenewInterval(4 * time.Second)}, "leaves no renewal"},
+		{"drift too large", store, []caslease.Option{caslease.WithDrift(0.5)}, "WithDrift: 0.5 is outside"},
+		{"negative drift", store, []caslease.Option{caslease.WithDrift(-0.1)}, "WithDrift: -0.1 is outside"},
+		{"zero duration", store, []caslease.Option{caslease.WithDuration(0)}, "WithDuration: 0s is not positive"},
+		{"zero renew interval", store, []caslease.Option{caslease.WithRenewInterval(0)}, "WithRenewInterval"},
+		{"negative safety margin", store, []caslease.Option{caslease.WithSafetyMargin(-time.Second)}, "WithSafetyMargin"},
+		{"zero operation timeout", store, []caslease.Option{caslease.WithOperationTimeout(0)}, "WithOperationTimeout"},
+		{"nil logger", store, []caslease.Option{caslease.WithLogger(nil)}, "WithLogger: nil logger"},
+		{"nil option", store, []caslease.Option{nil}, "nil option"},
 	} {
-		if _, err := caslease.NewProvider(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := caslease.NewProvider(c.store, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: NewProvider = %v, want an error with %q", c.name, err, c.want)
 		}
 	}
-	if _, err := caslease.NewProvider(caslease.Config{Store: store}); err != nil {
-		t.Errorf("defaults: %v", err)
+	d, err := caslease.NewProvider(store)
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
 	}
-	if got, want := (caslease.Settings{}).Timing(), (caslease.Timing{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}); got != want {
+	if got, want := d.Timing(), (caslease.Timing{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}); got != want {
 		t.Errorf("default timing %+v, want %+v", got, want)
+	}
+	noDrift, err := caslease.NewProvider(store, caslease.WithDrift(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := noDrift.Timing().Drift; got != 0 {
+		t.Errorf("WithDrift(0): drift %v", got)
 	}
 	p := newProvider(t, store)
 	if _, err := p.NewLease("/", "a"); err == nil {
@@ -289,7 +311,7 @@ func TestConfigChecks(t *testing.T) {
 // never can.
 func TestObserveCountsAhead(t *testing.T) {
 	cut, a, b := holderAndContender(t, "observe")
-	timing := testConfig(nil).Timing()
+	timing := testTiming(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go b.Observe(ctx)
@@ -305,7 +327,7 @@ func TestObserveCountsAhead(t *testing.T) {
 
 	killedAt := time.Now()
 	cut.cut.Store(true)
-	time.Sleep(timing.WaitFor() + 2*testConfig(nil).RenewInterval)
+	time.Sleep(timing.WaitFor() + 2*testRenewInterval)
 	tb, ok, err := b.Acquire(context.Background(), nil)
 	if !ok || err != nil {
 		t.Fatalf("first Acquire %v after the holder died = %v, %v; want a takeover", time.Since(killedAt), ok, err)

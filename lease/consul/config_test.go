@@ -11,21 +11,21 @@ import (
 func TestConfigDefaults(t *testing.T) {
 	cases := []struct {
 		name       string
-		in         Config
+		in         config
 		wantTO     lease.TimeoutSettings
 		wantMargin time.Duration
 		wantDelay  time.Duration
 	}{
-		{"akka's timeouts", Config{ClusterName: "app"},
+		{"akka's timeouts", config{ClusterName: "app"},
 			lease.TimeoutSettings{HeartbeatInterval: 12 * time.Second, HeartbeatTimeout: 120 * time.Second, OperationTimeout: 5 * time.Second},
 			24 * time.Second, MaxLockDelay},
-		{"consul's minimum TTL", Config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second}},
+		{"consul's minimum TTL", config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second}},
 			lease.TimeoutSettings{HeartbeatInterval: time.Second, HeartbeatTimeout: 10 * time.Second, OperationTimeout: 5 * time.Second},
 			2 * time.Second, 10 * time.Second},
-		{"a tenth of the TTL", Config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 30 * time.Second}},
+		{"a tenth of the TTL", config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 30 * time.Second}},
 			lease.TimeoutSettings{HeartbeatInterval: 3 * time.Second, HeartbeatTimeout: 30 * time.Second, OperationTimeout: 5 * time.Second},
 			6 * time.Second, 30 * time.Second},
-		{"given values kept", Config{ClusterName: "app", SafetyMargin: 3 * time.Second, LockDelay: 20 * time.Second,
+		{"given values kept", config{ClusterName: "app", SafetyMargin: 3 * time.Second, LockDelay: 20 * time.Second,
 			TimeoutSettings: lease.TimeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second}},
 			lease.TimeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second},
 			3 * time.Second, 20 * time.Second},
@@ -52,7 +52,7 @@ func TestLeaseKey(t *testing.T) {
 		{"app-b", "/x", "protoshard/app-b/lease/x"},
 		{"a/b", "x", "protoshard/a%2Fb/lease/x"},
 	} {
-		p, err := NewProvider(Config{ClusterName: c.cluster, TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second}})
+		p, err := NewProvider(c.cluster, WithHeartbeatTimeout(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,28 +67,33 @@ func TestLeaseKey(t *testing.T) {
 }
 
 func TestConfigRejects(t *testing.T) {
-	ttl := func(d time.Duration) lease.TimeoutSettings { return lease.TimeoutSettings{HeartbeatTimeout: d} }
+	ttl := WithHeartbeatTimeout(10 * time.Second)
 	cases := []struct {
-		name string
-		in   Config
-		want string
+		name    string
+		cluster string
+		opts    []Option
+		want    string
 	}{
-		{"no cluster name", Config{TimeoutSettings: ttl(10 * time.Second)}, "Config.ClusterName: empty cluster name"},
-		{"TTL below consul's minimum", Config{ClusterName: "app", TimeoutSettings: ttl(5 * time.Second)}, "minimum session TTL"},
-		{"margin as long as the TTL", Config{ClusterName: "app", TimeoutSettings: ttl(10 * time.Second), SafetyMargin: 10 * time.Second}, "safety margin"},
-		{"negative margin", Config{ClusterName: "app", TimeoutSettings: ttl(10 * time.Second), SafetyMargin: -time.Second}, "safety margin"},
-		{"no heartbeat before the loss", Config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second, HeartbeatInterval: 8 * time.Second}}, "leaves no heartbeat"},
-		{"lock delay above consul's maximum", Config{ClusterName: "app", TimeoutSettings: ttl(10 * time.Second), LockDelay: 2 * time.Minute}, "outside Consul's"},
-		{"lock delay shorter than a heartbeat", Config{ClusterName: "app", TimeoutSettings: ttl(10 * time.Second), LockDelay: 3 * time.Second}, "does not cover a heartbeat"},
+		{"no cluster name", "", []Option{ttl}, "cluster name: empty cluster name"},
+		{"TTL below consul's minimum", "app", []Option{WithHeartbeatTimeout(5 * time.Second)}, "minimum session TTL"},
+		{"margin as long as the TTL", "app", []Option{ttl, WithSafetyMargin(10 * time.Second)}, "safety margin"},
+		{"negative margin", "app", []Option{ttl, WithSafetyMargin(-time.Second)}, "WithSafetyMargin: -1s is not positive"},
+		{"zero TTL", "app", []Option{WithHeartbeatTimeout(0)}, "WithHeartbeatTimeout: 0s is not positive"},
+		{"zero heartbeat interval", "app", []Option{ttl, WithHeartbeatInterval(0)}, "WithHeartbeatInterval"},
+		{"zero operation timeout", "app", []Option{ttl, WithOperationTimeout(0)}, "WithOperationTimeout"},
+		{"zero lock delay", "app", []Option{ttl, WithLockDelay(0)}, "WithLockDelay"},
+		{"nil client", "app", []Option{ttl, WithClient(nil)}, "WithClient: nil client"},
+		{"nil logger", "app", []Option{ttl, WithLogger(nil)}, "WithLogger: nil logger"},
+		{"nil option", "app", []Option{nil}, "nil option"},
+		{"no heartbeat before the loss", "app", []Option{ttl, WithHeartbeatInterval(8 * time.Second)}, "leaves no heartbeat"},
+		{"lock delay above consul's maximum", "app", []Option{ttl, WithLockDelay(2 * time.Minute)}, "outside Consul's"},
+		{"lock delay shorter than a heartbeat", "app", []Option{ttl, WithLockDelay(3 * time.Second)}, "does not cover a heartbeat"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := c.in.withDefaults()
+			_, err := NewProvider(c.cluster, c.opts...)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("withDefaults error = %v, want one containing %q", err, c.want)
-			}
-			if _, err := NewProvider(c.in); err == nil {
-				t.Fatal("NewProvider accepted the config")
+				t.Fatalf("NewProvider error = %v, want one containing %q", err, c.want)
 			}
 		})
 	}

@@ -7,7 +7,7 @@
 //
 //	protoshard/<cluster name>/lease/<lease name>
 //
-// under the keys of the cluster Config.ClusterName (the cluster's name
+// under the keys of the cluster named in NewProvider (the cluster's name
 // escaped as one path segment, as every key of a cluster in Consul), so
 // that two clusters' leases of the same name never exclude each other; the
 // key's value is the owner name. The fencing token is the key's
@@ -56,6 +56,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/internal/leaselog"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
@@ -71,8 +72,9 @@ const (
 	MaxLockDelay = 60 * time.Second
 )
 
-// Config configures the Consul leases. Zero fields take their defaults.
-type Config struct {
+// config configures the Consul leases; Options set it. Zero fields take
+// their defaults (withDefaults).
+type config struct {
 	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
 	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
 	Client *api.Client
@@ -107,7 +109,7 @@ type Config struct {
 }
 
 // withDefaults fills in the defaults and checks the result.
-func (c Config) withDefaults() (Config, error) {
+func (c config) withDefaults() (config, error) {
 	c.TimeoutSettings = c.TimeoutSettings.WithDefaults()
 	if c.SafetyMargin == 0 {
 		c.SafetyMargin = c.HeartbeatTimeout / 5
@@ -117,7 +119,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case consulkey.CheckClusterName(c.ClusterName) != nil:
-		return c, fmt.Errorf("consul lease: Config.ClusterName: %w, under which the cluster's locks live", consulkey.CheckClusterName(c.ClusterName))
+		return c, fmt.Errorf("consul lease: cluster name: %w, under which the cluster's locks live", consulkey.CheckClusterName(c.ClusterName))
 	case c.HeartbeatTimeout < MinSessionTTL:
 		return c, fmt.Errorf("consul lease: heartbeat timeout %v is below Consul's minimum session TTL %v", c.HeartbeatTimeout, MinSessionTTL)
 	case c.SafetyMargin <= 0 || c.SafetyMargin >= c.HeartbeatTimeout:
@@ -134,17 +136,27 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Provider creates Consul leases of one Config: a lease.Provider for the
+// Provider creates Consul leases of one configuration: a lease.Provider for the
 // cluster singleton's use-lease.
 type Provider struct {
-	cfg    Config
+	cfg    config
 	client *api.Client
 }
 
 var _ lease.LoggingProvider = (*Provider)(nil)
 
-// NewProvider checks cfg and returns a Provider of its leases.
-func NewProvider(cfg Config) (*Provider, error) {
+// NewProvider returns a Provider of the leases of the cluster named
+// clusterName (membership.Cluster.Name: with membership/consul the service
+// name). The cluster name is required: the locks live under the cluster's
+// keys, protoshard/<cluster>/lease/, and a default shared by every cluster
+// would let two clusters' singletons of the same name exclude each other.
+// It checks the options together and fails with an error that names what
+// does not fit (ErrInvalidOption for a value no configuration accepts).
+func NewProvider(clusterName string, opts ...Option) (*Provider, error) {
+	cfg := config{ClusterName: clusterName}
+	if err := option.Apply(&cfg, opts, ErrInvalidOption); err != nil {
+		return nil, err
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -164,7 +176,7 @@ func (p *Provider) NewLease(leaseName, ownerName string) (lease.Lease, error) {
 }
 
 // NewLeaseLogging implements lease.LoggingProvider: the lease logs to
-// logger unless Config.Logger is set.
+// logger unless WithLogger set one.
 func (p *Provider) NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (lease.Lease, error) {
 	return p.lease(leaseName, ownerName, logger)
 }
@@ -174,7 +186,7 @@ func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
 	return p.lease(leaseName, ownerName, nil)
 }
 
-// lease is Lease logging to Config.Logger, else to logger, else to
+// lease is Lease logging to WithLogger's logger, else to logger, else to
 // slog.Default().
 func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lease, error) {
 	logger = leaselog.Choose(p.cfg.Logger, logger)
@@ -195,7 +207,7 @@ func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lea
 // Lease is one holder of a Consul lease. It is safe for concurrent use.
 type Lease struct {
 	settings lease.Settings
-	cfg      Config
+	cfg      config
 	client   *api.Client
 	key      string
 	log      *slog.Logger

@@ -32,14 +32,13 @@ const (
 	waitDeadline = 60 * time.Second
 )
 
-func testConfig(client *api.Client) consul.Config {
-	return consul.Config{
-		Client:          client,
-		ClusterName:     "lease-test",
-		TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: testTTL, HeartbeatInterval: time.Second, OperationTimeout: 2 * time.Second},
-		LockDelay:       testLockWait,
-		Logger:          testLogger(),
-	}
+// testCluster is the cluster of the test leases.
+const testCluster = "lease-test"
+
+// testOptions are the test leases' options but their logger.
+func testOptions(client *api.Client) []consul.Option {
+	return []consul.Option{consul.WithClient(client), consul.WithHeartbeatTimeout(testTTL), consul.WithHeartbeatInterval(time.Second),
+		consul.WithOperationTimeout(2 * time.Second), consul.WithLockDelay(testLockWait)}
 }
 
 // testLogger is silent unless PROTOSHARD_TEST_LOG is set, as in the test
@@ -53,7 +52,7 @@ func testLogger() *slog.Logger {
 
 func newProvider(t *testing.T, client *api.Client) *consul.Provider {
 	t.Helper()
-	p, err := consul.NewProvider(testConfig(client))
+	p, err := consul.NewProvider(testCluster, append(testOptions(client), consul.WithLogger(testLogger()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

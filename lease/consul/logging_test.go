@@ -16,11 +16,10 @@ import (
 // unless the provider was configured with a logger of its own.
 func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
 	agent := consulagent.Start(t)
-	cfg := testConfig(agent.Client())
-	cfg.Logger = nil
-	hold := func(cfg consul.Config, owner string, logger *slog.Logger) {
+	opts := testOptions(agent.Client())
+	hold := func(opts []consul.Option, owner string, logger *slog.Logger) {
 		t.Helper()
-		p, err := consul.NewProvider(cfg)
+		p, err := consul.NewProvider(testCluster, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +39,7 @@ func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
 	}
 
 	var holder testkit.Logs
-	hold(cfg, "owner-a", holder.Logger())
+	hold(opts, "owner-a", holder.Logger())
 	for _, msg := range []string{"consul lease acquired", "consul lease released"} {
 		if !logged(&holder, msg, "owner-a") {
 			t.Fatalf("the holder's log has no %q: %v", msg, holder.Lines())
@@ -48,8 +47,7 @@ func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
 	}
 
 	var provider, otherHolder testkit.Logs
-	cfg.Logger = provider.Logger()
-	hold(cfg, "owner-b", otherHolder.Logger())
+	hold(append(opts, consul.WithLogger(provider.Logger())), "owner-b", otherHolder.Logger())
 	if !logged(&provider, "consul lease acquired", "owner-b") {
 		t.Fatalf("the provider's configured logger has no acquisition: %v", provider.Lines())
 	}

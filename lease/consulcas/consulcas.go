@@ -3,7 +3,7 @@
 //
 //	protoshard/<cluster name>/lease/<lease name>
 //
-// under the keys of the cluster Config.ClusterName, the key lease/consul
+// under the keys of the cluster named in NewProvider, the key lease/consul
 // uses for the same lease: every node of a cluster must use the same kind
 // of lease. Each refuses the other's key with an error (ErrSessionLocked
 // here, lease/consul's ErrForeignKey there) rather than take it over. A renewal or an acquisition is one transaction with a
@@ -29,43 +29,68 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease/caslease"
 )
 
-// Config configures the Consul compare-and-set leases. Zero fields take
-// their defaults.
-type Config struct {
-	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
-	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
-	Client *api.Client
-	// ClusterName is the name of the cluster whose leases these are
-	// (membership.Cluster.Name). Required: the records live under the
-	// cluster's keys, protoshard/<cluster>/lease/.
-	ClusterName string
-	// Settings: the timings (defaults: Duration 5 s, RenewInterval 1 s,
-	// SafetyMargin 1 s, OperationTimeout 1 s, Drift 1%) and the logger.
-	caslease.Settings
+// Option configures NewProvider.
+type Option func(*config) error
+
+// config is what Options set.
+type config struct {
+	client *api.Client
+	lease  []caslease.Option
 }
 
-// NewProvider checks cfg and returns a Provider of Consul compare-and-set
-// leases: a lease.Provider for the singleton's, the coordinator's (through
-// the singleton settings) and the shards' use-lease.
-func NewProvider(cfg Config) (*caslease.Provider, error) {
-	if err := consulkey.CheckClusterName(cfg.ClusterName); err != nil {
-		return nil, fmt.Errorf("consul cas lease: Config.ClusterName: %w, under which the cluster's leases live", err)
+// ErrInvalidOption: an Option was given a value it does not accept.
+var ErrInvalidOption = errors.New("consul cas lease: invalid option")
+
+// WithClient sets the Consul API client. Default:
+// api.NewClient(api.DefaultConfig()), which honours CONSUL_HTTP_ADDR,
+// CONSUL_HTTP_TOKEN and the like.
+func WithClient(client *api.Client) Option {
+	return func(c *config) error {
+		c.client = client
+		return option.NotNil(ErrInvalidOption, "WithClient", "client", client)
 	}
-	client := cfg.Client
+}
+
+// WithLeaseOptions adds options of the compare-and-set leases: their
+// timings (caslease.WithDuration, WithRenewInterval, WithSafetyMargin,
+// WithOperationTimeout, WithDrift; defaults 5 s, 1 s, 1 s, 1 s and 1%)
+// and logger (caslease.WithLogger). The key prefix is always the
+// cluster's.
+func WithLeaseOptions(opts ...caslease.Option) Option {
+	return func(c *config) error {
+		c.lease = append(c.lease, opts...)
+		return nil
+	}
+}
+
+// NewProvider returns a Provider of Consul compare-and-set leases of the
+// cluster named clusterName (membership.Cluster.Name): a lease.Provider
+// for the singleton's, the coordinator's (actorsharding.WithCoordinatorSingleton)
+// and the shards' use-lease. The cluster name is required: the records
+// live under the cluster's keys, protoshard/<cluster>/lease/. An option
+// with a value it does not accept fails with an error
+// (ErrInvalidOption, caslease.ErrInvalidOption).
+func NewProvider(clusterName string, opts ...Option) (*caslease.Provider, error) {
+	if err := consulkey.CheckClusterName(clusterName); err != nil {
+		return nil, fmt.Errorf("consul cas lease: cluster name: %w, under which the cluster's leases live", err)
+	}
+	var cfg config
+	if err := option.Apply(&cfg, opts, ErrInvalidOption); err != nil {
+		return nil, err
+	}
+	client := cfg.client
 	if client == nil {
 		var err error
 		if client, err = api.NewClient(api.DefaultConfig()); err != nil {
 			return nil, fmt.Errorf("consul cas lease: creating the Consul client: %w", err)
 		}
 	}
-	return caslease.NewProvider(caslease.Config{
-		Store:     NewStore(client),
-		KeyPrefix: consulkey.LeasePrefix(cfg.ClusterName),
-		Settings:  cfg.Settings,
-	})
+	return caslease.NewProvider(NewStore(client),
+		append(append([]caslease.Option{}, cfg.lease...), caslease.WithKeyPrefix(consulkey.LeasePrefix(clusterName)))...)
 }
 
 // ErrSessionLocked: the key is locked by a Consul session, so a session

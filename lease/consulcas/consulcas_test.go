@@ -23,25 +23,20 @@ import (
 // a contender takes over after seeing a record unchanged for 2.52 s.
 const waitDeadline = 60 * time.Second
 
-var testTiming = testConfig(nil).Timing()
+const testRenewInterval = 300 * time.Millisecond
 
-func testConfig(client *api.Client) consulcas.Config {
-	return consulcas.Config{
-		Client:      client,
-		ClusterName: "lease-test",
-		Settings: caslease.Settings{
-			Duration:         2 * time.Second,
-			RenewInterval:    300 * time.Millisecond,
-			SafetyMargin:     500 * time.Millisecond,
-			OperationTimeout: time.Second,
-			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-	}
+// testLeaseOptions are the test timings and a silent logger.
+var testLeaseOptions = []caslease.Option{
+	caslease.WithDuration(2 * time.Second),
+	caslease.WithRenewInterval(testRenewInterval),
+	caslease.WithSafetyMargin(500 * time.Millisecond),
+	caslease.WithOperationTimeout(time.Second),
+	caslease.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 }
 
 func newProvider(t *testing.T, client *api.Client) *caslease.Provider {
 	t.Helper()
-	p, err := consulcas.NewProvider(testConfig(client))
+	p, err := consulcas.NewProvider("lease-test", consulcas.WithClient(client), consulcas.WithLeaseOptions(testLeaseOptions...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +167,11 @@ func TestConsulCASLeaseTakeoverAfterHolderDies(t *testing.T) {
 	agent := consulagent.Start(t)
 	client := agent.Client()
 	dying := &deadStore{Store: consulcas.NewStore(client)}
-	cfg := testConfig(client)
-	pa, err := caslease.NewProvider(caslease.Config{Store: dying, KeyPrefix: "protoshard/lease-test/lease/", Settings: cfg.Settings})
+	pa, err := caslease.NewProvider(dying, append([]caslease.Option{caslease.WithKeyPrefix("protoshard/lease-test/lease/")}, testLeaseOptions...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	testTiming := pa.Timing()
 	a, b := newLease(t, pa, "dies", "a"), newLease(t, newProvider(t, client), "dies", "b")
 	lost := leasetest.NewLostRecorder()
 	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
@@ -194,7 +189,7 @@ func TestConsulCASLeaseTakeoverAfterHolderDies(t *testing.T) {
 	took := acquiredAt.Sub(killedAt)
 	t.Logf("holder killed: it reported the loss after %v, another took over after %v (WaitFor %v)",
 		lostAt.Sub(killedAt).Round(time.Millisecond), took.Round(time.Millisecond), testTiming.WaitFor())
-	if took < testTiming.WaitFor()-cfg.RenewInterval {
+	if took < testTiming.WaitFor()-testRenewInterval {
 		t.Fatalf("taken over %v after the kill, sooner than WaitFor − RenewInterval", took)
 	}
 	if took > testTiming.WaitFor()+5*time.Second {

@@ -56,6 +56,7 @@ import (
 
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/expiring"
+	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -80,7 +81,7 @@ const (
 )
 
 // DefaultServiceName is the Consul service the members register as when
-// Config.ServiceName is empty.
+// WithServiceName is not given.
 const DefaultServiceName = "protoshard"
 
 const (
@@ -113,9 +114,10 @@ var ErrFenced = errors.New("consul membership: registration fenced (member consi
 // ErrClosed is returned by Register after Close.
 var ErrClosed = errors.New("consul membership: provider closed")
 
-// Config configures a Provider. The zero value is usable: it talks to the
-// local agent as configured by the CONSUL_HTTP_* environment variables.
-type Config struct {
+// config configures a Provider; Options set it. The zero value is usable:
+// it talks to the local agent as configured by the CONSUL_HTTP_*
+// environment variables.
+type config struct {
 	// Client is the Consul API client. Nil: api.NewClient(api.DefaultConfig()),
 	// which honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the like.
 	Client *api.Client
@@ -148,7 +150,7 @@ type Config struct {
 // one node; Register may be called again after the previous registration was
 // fenced or deregistered (the Cluster re-joins as a new member that way).
 type Provider struct {
-	cfg    Config
+	cfg    config
 	client *api.Client
 	// log is the provider's logger: cfg.Logger, else the one UseLogger
 	// gave, else slog.Default(); with the provider's attributes.
@@ -221,7 +223,7 @@ const (
 // again.
 func (p *Provider) RegistrationLinger() time.Duration { return registrationLinger(p.cfg) }
 
-func registrationLinger(cfg Config) time.Duration {
+func registrationLinger(cfg config) time.Duration {
 	return cfg.TTL + cfg.DeregisterCriticalServiceAfter + reapInterval + antiEntropyInterval
 }
 
@@ -241,8 +243,16 @@ func (p *Provider) LastConfirmed() (time.Time, bool) {
 // refresh.
 func (p *Provider) FailureDetectionTimeout() time.Duration { return p.cfg.TTL }
 
-// New returns a Provider for cfg, filling in the defaults.
-func New(cfg Config) (*Provider, error) {
+// New returns a Provider with opts over the defaults: it talks to the
+// local agent as configured by the CONSUL_HTTP_* environment variables
+// unless WithClient says otherwise. It checks the options together and
+// fails with an error that names what does not fit (ErrInvalidOption for
+// a value no configuration accepts).
+func New(opts ...Option) (*Provider, error) {
+	var cfg config
+	if err := option.Apply(&cfg, opts, ErrInvalidOption); err != nil {
+		return nil, err
+	}
 	if cfg.ServiceName == "" {
 		cfg.ServiceName = DefaultServiceName
 	}
@@ -258,7 +268,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.RefreshInterval = cfg.TTL / 3
 	}
 	if cfg.RefreshInterval >= cfg.TTL {
-		return nil, fmt.Errorf("consul membership: RefreshInterval %v must be below TTL %v", cfg.RefreshInterval, cfg.TTL)
+		return nil, fmt.Errorf("consul membership: refresh interval %v must be below the TTL %v", cfg.RefreshInterval, cfg.TTL)
 	}
 	if cfg.DeregisterCriticalServiceAfter < minDeregisterAfter {
 		cfg.DeregisterCriticalServiceAfter = minDeregisterAfter
@@ -293,7 +303,7 @@ func New(cfg Config) (*Provider, error) {
 var _ membership.LoggingProvider = (*Provider)(nil)
 
 // UseLogger implements membership.LoggingProvider: the provider logs to
-// logger unless Config.Logger is set.
+// logger unless WithLogger set one.
 func (p *Provider) UseLogger(logger *slog.Logger) {
 	if p.cfg.Logger == nil && logger != nil {
 		p.setLogger(logger)

@@ -96,7 +96,10 @@ type node struct {
 type nodeOpts struct {
 	roles  []string
 	rejoin bool
-	config func(*consul.Config)
+	// options are added to the provider's; noProviderLogger leaves out
+	// its default logger (the node's).
+	options          []consul.Option
+	noProviderLogger bool
 }
 
 // newNode starts an actor system with remoting on a free loopback port and a
@@ -112,17 +115,12 @@ func newNode(t *testing.T, agent *consulagent.Agent, logger *slog.Logger, name s
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return nodeLog }))
 	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
 	r.Start()
-	cfg := consul.Config{
-		Client:       agent.Client(),
-		ServiceName:  "protoshard-test",
-		TTL:          testTTL,
-		RetryBackoff: 100 * time.Millisecond,
-		Logger:       nodeLog,
+	opts := []consul.Option{consul.WithClient(agent.Client()), consul.WithServiceName("protoshard-test"),
+		consul.WithTTL(testTTL), consul.WithRetryBackoff(100 * time.Millisecond)}
+	if !o.noProviderLogger {
+		opts = append(opts, consul.WithLogger(nodeLog))
 	}
-	if o.config != nil {
-		o.config(&cfg)
-	}
-	p, err := consul.New(cfg)
+	p, err := consul.New(append(opts, o.options...)...)
 	if err != nil {
 		t.Fatalf("%s: consul.New: %v", name, err)
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-// A provider without a Config.Logger logs through the actor system of the
+// A provider without WithLogger logs through the actor system of the
 // Cluster that uses it, with the system's attributes; one with a
-// Config.Logger keeps logging there.
+// WithLogger keeps logging there.
 func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
 	agent := consulagent.Start(t)
 	registered := func(logs *testkit.Logs, node string) bool {
@@ -22,7 +22,7 @@ func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
 
 	var system testkit.Logs
 	n := newNode(t, agent, system.Logger(), "default", nodeOpts{
-		config: func(c *consul.Config) { c.Logger = nil },
+		noProviderLogger: true,
 	})
 	n.join(t)
 	if !registered(&system, "default") {
@@ -31,7 +31,7 @@ func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
 
 	var own, otherSystem testkit.Logs
 	m := newNode(t, agent, otherSystem.Logger(), "explicit", nodeOpts{
-		config: func(c *consul.Config) { c.Logger = own.Logger().With("node", "explicit") },
+		options: []consul.Option{consul.WithLogger(own.Logger().With("node", "explicit"))},
 	})
 	m.join(t)
 	if !registered(&own, "explicit") {

@@ -21,19 +21,15 @@ import (
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-func newProvider(t *testing.T, client *api.Client, mut func(*consul.Config)) *consul.Provider {
+// newProvider: client nil is the default client; extra options come last.
+func newProvider(t *testing.T, client *api.Client, extra ...consul.Option) *consul.Provider {
 	t.Helper()
-	cfg := consul.Config{
-		Client:       client,
-		ServiceName:  "protoshard-test",
-		TTL:          testTTL,
-		RetryBackoff: 100 * time.Millisecond,
-		Logger:       newTestLogger(t),
+	opts := []consul.Option{consul.WithServiceName("protoshard-test"), consul.WithTTL(testTTL),
+		consul.WithRetryBackoff(100 * time.Millisecond), consul.WithLogger(newTestLogger(t))}
+	if client != nil {
+		opts = append(opts, consul.WithClient(client))
 	}
-	if mut != nil {
-		mut(&cfg)
-	}
-	p, err := consul.New(cfg)
+	p, err := consul.New(append(opts, extra...)...)
 	if err != nil {
 		t.Fatalf("consul.New: %v", err)
 	}
@@ -109,8 +105,8 @@ func find(ms []membership.Member, id string) (membership.Member, bool) {
 // the TTL check must keep working.
 func TestSetLeavingKeepsAgeAndCheck(t *testing.T) {
 	agent := consulagent.Start(t)
-	older := newProvider(t, agent.Client(), nil)
-	p := newProvider(t, agent.Client(), nil)
+	older := newProvider(t, agent.Client())
+	p := newProvider(t, agent.Client())
 	first := register(t, older, "older", "127.0.0.1:10001")
 	self := register(t, p, "leaver", "127.0.0.1:10002", "a", "b")
 	if self.Age <= first.Age {
@@ -182,7 +178,7 @@ func TestRegisterConsulAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProvider(t, client, nil)
+	p := newProvider(t, client)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -241,7 +237,7 @@ func TestRegisterConsulHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProvider(t, client, nil)
+	p := newProvider(t, client)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -266,9 +262,9 @@ func TestRegisterConsulHangs(t *testing.T) {
 // old id never comes back.
 func TestLostRegistrationFencesThenReRegister(t *testing.T) {
 	agent := consulagent.Start(t)
-	other := newProvider(t, agent.Client(), nil)
+	other := newProvider(t, agent.Client())
 	o := register(t, other, "other", "127.0.0.1:10001")
-	p := newProvider(t, agent.Client(), nil)
+	p := newProvider(t, agent.Client())
 	self := register(t, p, "first-life", "127.0.0.1:10002")
 	snaps := watch(t, p)
 	eventually(t, waitDeadline, "the watch to show both", func() (bool, string) {
@@ -333,7 +329,7 @@ func TestWatchIgnoresForeignInstances(t *testing.T) {
 			t.Fatalf("register %s: %v", s.ID, err)
 		}
 	}
-	p := newProvider(t, agent.Client(), nil)
+	p := newProvider(t, agent.Client())
 	self := register(t, p, "me", "127.0.0.1:10001")
 	snaps := watch(t, p)
 	eventually(t, waitDeadline, "the watch to show self and the odd one", func() (bool, string) {
@@ -353,21 +349,32 @@ func TestNewValidatesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, cfg := range map[string]consul.Config{
-		"refresh not below TTL": {Client: client, TTL: 2 * time.Second, RefreshInterval: 2 * time.Second},
-		"TTL below 1s":          {Client: client, TTL: 500 * time.Millisecond},
+	for name, c := range map[string]struct {
+		opts []consul.Option
+		want string
+	}{
+		"refresh not below TTL": {[]consul.Option{consul.WithTTL(2 * time.Second), consul.WithRefreshInterval(2 * time.Second)}, "must be below the TTL"},
+		"TTL below 1s":          {[]consul.Option{consul.WithTTL(500 * time.Millisecond)}, "below 1s"},
+		"zero TTL":              {[]consul.Option{consul.WithTTL(0)}, "WithTTL: 0s is not positive"},
+		"zero refresh":          {[]consul.Option{consul.WithRefreshInterval(0)}, "WithRefreshInterval"},
+		"empty service name":    {[]consul.Option{consul.WithServiceName("")}, "WithServiceName: empty name"},
+		"deregister below 1m":   {[]consul.Option{consul.WithDeregisterCriticalServiceAfter(30 * time.Second)}, "below Consul's minimum"},
+		"zero retry backoff":    {[]consul.Option{consul.WithRetryBackoff(0)}, "WithRetryBackoff"},
+		"nil client":            {[]consul.Option{consul.WithClient(nil)}, "nil client"},
+		"nil logger":            {[]consul.Option{consul.WithLogger(nil)}, "nil logger"},
+		"nil option":            {[]consul.Option{nil}, "nil option"},
 	} {
-		if _, err := consul.New(cfg); err == nil {
-			t.Errorf("%s: accepted", name)
+		if _, err := consul.New(append([]consul.Option{consul.WithClient(client)}, c.opts...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New = %v, want an error with %q", name, err, c.want)
 		}
 	}
-	if _, err := consul.New(consul.Config{}); err != nil {
-		t.Fatalf("zero config: %v", err)
+	if _, err := consul.New(); err != nil {
+		t.Fatalf("no options: %v", err)
 	}
 }
 
 func TestRegisterRejectsBadMembers(t *testing.T) {
-	p := newProvider(t, nil, nil)
+	p := newProvider(t, nil)
 	ctx := context.Background()
 	for name, m := range map[string]membership.Member{
 		"empty id":       {Address: "127.0.0.1:1"},
@@ -499,9 +506,9 @@ func TestLeaveSeenGracefulByWatcherThatMissedIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watcher := newProvider(t, watcherClient, nil)
-	leaver := newProvider(t, agent.Client(), nil)
-	crasher := newProvider(t, agent.Client(), nil)
+	watcher := newProvider(t, watcherClient)
+	leaver := newProvider(t, agent.Client())
+	crasher := newProvider(t, agent.Client())
 	l := register(t, leaver, "leaver", "127.0.0.1:10001")
 	c := register(t, crasher, "crasher", "127.0.0.1:10002")
 	snaps := watch(t, watcher)
@@ -572,11 +579,9 @@ func TestShortOutageKeepsViewAndMembership(t *testing.T) {
 	// A long TTL next to the outage, so that a slow machine cannot turn it
 	// into a real failure.
 	const ttl = 10 * time.Second
-	p := newProvider(t, client, func(c *consul.Config) {
-		c.TTL = ttl
-		c.RefreshInterval = 200 * time.Millisecond // several refreshes fail
-	})
-	other := newProvider(t, agent.Client(), func(c *consul.Config) { c.TTL = ttl })
+	p := newProvider(t, client, consul.WithTTL(ttl),
+		consul.WithRefreshInterval(200*time.Millisecond)) // several refreshes fail
+	other := newProvider(t, agent.Client(), consul.WithTTL(ttl))
 	self := register(t, p, "cut-off", "127.0.0.1:10001")
 	o := register(t, other, "other", "127.0.0.1:10002")
 	snaps := watch(t, p)
