@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
@@ -348,18 +349,18 @@ func currentRegions(t *testing.T, n *testkit.Node, region *actor.PID) []string {
 }
 
 // coordinatorState asks the coordinator (on the oldest node) for its state.
-func (w *world) coordinatorState() *coordinatoractor.CurrentCoordinatorState {
+func (w *world) coordinatorState() *coordinator.CurrentCoordinatorState {
 	w.t.Helper()
 	oldest := w.cluster.Oldest("")
 	if oldest == nil {
 		w.t.Fatal("no oldest node")
 	}
 	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
-	res, err := oldest.System.Root.RequestFuture(pid, &coordinatoractor.GetCoordinatorState{}, 10*time.Second).Result()
+	res, err := oldest.System.Root.RequestFuture(pid, &coordinator.GetCoordinatorState{}, 10*time.Second).Result()
 	if err != nil {
 		return nil
 	}
-	st, _ := res.(*coordinatoractor.CurrentCoordinatorState)
+	st, _ := res.(*coordinator.CurrentCoordinatorState)
 	return st
 }
 
