@@ -10,9 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -102,7 +102,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 	onA := w.entityOn(a, a)
 	oldest := w.cluster.Oldest("")
 	manager := actorsharding.CoordinatorManagerName(typeName)
-	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(onA)
+	shardID := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(onA)
 	targets := []struct {
 		kind string
 		node *testkit.Node
@@ -110,7 +110,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 	}{
 		{"shard region", a, w.region(a)},
 		{"shard region proxy", proxy, w.region(proxy)},
-		{"shard", a, a.System.NewLocalPID(actorsharding.RegionName(typeName) + "/" + shardactor.EntityName(shard))},
+		{"shard", a, a.System.NewLocalPID(actorsharding.RegionName(typeName) + "/" + shard.EntityName(shardID))},
 		{"singleton manager", b, b.System.NewLocalPID(manager)},
 		{"coordinator supervisor (the singleton)", oldest, oldest.System.NewLocalPID(manager + "/singleton")},
 		{"coordinator", oldest, oldest.System.NewLocalPID(manager + "/singleton/coordinator")},

@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 import (
 	"errors"
@@ -30,16 +30,16 @@ func EntityName(entityID string) string {
 // not in canonical form (e.g. "%41" for "A", or a raw '$').
 func EntityID(name string) (string, error) {
 	if name == "" {
-		return "", errors.New("shardactor: empty entity name")
+		return "", errors.New("shard: empty entity name")
 	}
 	id, err := url.PathUnescape(name)
 	if err != nil {
-		return "", fmt.Errorf("shardactor: entity name %q: %w", name, err)
+		return "", fmt.Errorf("shard: entity name %q: %w", name, err)
 	}
 	// Only the canonical form is accepted, so that one ID has exactly one
 	// name and a name found in a PID maps back to the entity that owns it.
 	if EntityName(id) != name {
-		return "", fmt.Errorf("shardactor: %q is not an entity name (the name of ID %q is %q)", name, id, EntityName(id))
+		return "", fmt.Errorf("shard: %q is not an entity name (the name of ID %q is %q)", name, id, EntityName(id))
 	}
 	return id, nil
 }

@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package shardactor_test
+package shard_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
@@ -149,7 +150,7 @@ func TestHandOffReturnsWaitingMessagesToTheRegion(t *testing.T) {
 	region := f.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
-			shard := ctx.Spawn(shardactor.Props("Counter", shardID, entity, leaseSettings(leases), nil))
+			shard := ctx.Spawn(shard.Props("Counter", shardID, entity, leaseSettings(leases), nil))
 			ctx.Send(shard, &shardproto.Deliver{EntityID: "w", Message: wrapperspb.String("first")})
 			ctx.Request(shard, &messages.StartEntity{EntityId: "v"})
 			ctx.Request(shard, &messages.HandOff{Shard: shardID})

@@ -1,4 +1,4 @@
-package shardactor_test
+package shard_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -124,7 +125,7 @@ func newRegionFixture(t *testing.T, settings shardactor.Settings) *regionFixture
 	f := newBareFixture(t)
 	system, entityProps := f.system, f.entityProps()
 	r := &fakeRegion{
-		props:   shardactor.Props("Counter", shardID, entityProps, settings, nil),
+		props:   shard.Props("Counter", shardID, entityProps, settings, nil),
 		backoff: settings.WithDefaults().ShardFailureBackoff,
 		spawned: make(chan *actor.PID, 10),
 		stopped: make(chan struct{}, 10),

@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -160,8 +161,8 @@ func TestNewReplacementPolicy(t *testing.T) {
 		wantErr bool
 	}{
 		{"", &LeastRecentlyUsed{}, false},
-		{LeastRecentlyUsedPolicy, &LeastRecentlyUsed{}, false},
-		{SegmentedLeastRecentlyUsedPolicy, &SegmentedLeastRecentlyUsed{}, false},
+		{shardactor.LeastRecentlyUsedPolicy, &LeastRecentlyUsed{}, false},
+		{shardactor.SegmentedLeastRecentlyUsedPolicy, &SegmentedLeastRecentlyUsed{}, false},
 		{"most-recently-used", nil, true},
 	} {
 		p, err := NewReplacementPolicy(tt.name, 7)
@@ -470,7 +471,7 @@ func TestSegmentedLeastRecentlyUsedZeroValue(t *testing.T) {
 // both policies the shard builds, and so passivates the same entities
 // when a limit comes.
 func TestTrackMatchesAPolicyThatSawEveryUse(t *testing.T) {
-	for _, name := range []string{LeastRecentlyUsedPolicy, SegmentedLeastRecentlyUsedPolicy} {
+	for _, name := range []string{shardactor.LeastRecentlyUsedPolicy, shardactor.SegmentedLeastRecentlyUsedPolicy} {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			for round := range 50 {
@@ -508,7 +509,7 @@ func TestActiveEntityLimit(t *testing.T) {
 	calls := 0
 	active := func() []entityUse { calls++; return es.activeUses() }
 
-	l, err := newActiveEntityLimit(SegmentedLeastRecentlyUsedPolicy, 0)
+	l, err := newActiveEntityLimit(shardactor.SegmentedLeastRecentlyUsedPolicy, 0)
 	require.NoError(t, err)
 	require.Nil(t, l.touch("a"), "no limit: nothing tracked")
 	l.remove("a")
@@ -530,7 +531,7 @@ func TestActiveEntityLimit(t *testing.T) {
 	require.Equal(t, 2, calls)
 
 	// A limit from the settings: tracked from the start.
-	l, err = newActiveEntityLimit(LeastRecentlyUsedPolicy, 1)
+	l, err = newActiveEntityLimit(shardactor.LeastRecentlyUsedPolicy, 1)
 	require.NoError(t, err)
 	require.Nil(t, l.touch("a"))
 	require.Equal(t, []string{"a"}, l.touch("b"))

@@ -1,10 +1,10 @@
-package shardactor_test
+package shard_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,7 +39,7 @@ func TestEntityNameRoundTrip(t *testing.T) {
 	seen := map[string]string{}
 	for _, tc := range ids {
 		t.Run(tc.name, func(t *testing.T) {
-			name := shardactor.EntityName(tc.id)
+			name := shard.EntityName(tc.id)
 			if tc.want != "" {
 				require.Equal(t, tc.want, name)
 			}
@@ -51,11 +51,11 @@ func TestEntityNameRoundTrip(t *testing.T) {
 				require.Less(t, r, rune(0x7f), "child names are printable ASCII")
 				require.Greater(t, r, rune(0x20), "child names are printable ASCII")
 			}
-			back, err := shardactor.EntityID(name)
+			back, err := shard.EntityID(name)
 			require.NoError(t, err)
 			require.Equal(t, tc.id, back)
 		})
-		name := shardactor.EntityName(tc.id)
+		name := shard.EntityName(tc.id)
 		if other, dup := seen[name]; dup {
 			t.Fatalf("IDs %q and %q share the name %q", other, tc.id, name)
 		}
@@ -75,7 +75,7 @@ func TestEntityIDRejectsNonCanonicalNames(t *testing.T) {
 		"a b",   // raw space
 		"日本",    // raw non-ASCII
 	} {
-		_, err := shardactor.EntityID(name)
+		_, err := shard.EntityID(name)
 		require.Error(t, err, "name %q", name)
 	}
 }

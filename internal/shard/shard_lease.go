@@ -1,15 +1,15 @@
-package shardactor
+package shard
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 )
 
 // The shard's lease (Settings.UseLease, Akka's sharding use-lease): a shard
@@ -41,16 +41,6 @@ type (
 // timeout; nothing waits for it.
 const leaseReleaseTimeout = 30 * time.Second
 
-// LeaseName is the name of the lease of shard shardID of the entity type
-// typeName: "shard-<type>-<shard>", each part path-escaped (a '/' would
-// make a Consul key of several segments). Akka's name starts with the
-// actor system's name as well; proto.actor's systems have no name shared
-// by the nodes of a cluster, so it is left out (as singleton.LeaseName
-// does).
-func LeaseName(typeName, shardID string) string {
-	return "shard-" + url.PathEscape(typeName) + "-" + url.PathEscape(shardID)
-}
-
 // acquiringLease: until the lease is held, messages for entities wait (in
 // order) and queries are answered (in Receive).
 func (s *shard) acquiringLease(ctx actor.Context) {
@@ -72,7 +62,7 @@ func (s *shard) acquiringLease(ctx actor.Context) {
 func (s *shard) tryAcquireLease(ctx actor.Context) {
 	if s.lease == nil {
 		owner := ctx.ActorSystem().Address() + "/" + ctx.ActorSystem().ID
-		l, err := lease.NewLease(s.settings.UseLease, LeaseName(s.typeName, s.shardID), owner, ctx.Logger())
+		l, err := lease.NewLease(s.settings.UseLease, shardactor.LeaseName(s.typeName, s.shardID), owner, ctx.Logger())
 		if err != nil {
 			ctx.Logger().Error(fmt.Sprintf("shard: Failed to get lease for shard id [%s]. Retry in %s", s.shardID, s.settings.LeaseRetryInterval),
 				append(s.attrs(), slog.Any("error", err))...)
@@ -90,7 +80,7 @@ func (s *shard) tryAcquireLease(ctx actor.Context) {
 		}
 	}
 	s.leaseMayHold = true
-	ctx.Logger().Debug("shard: acquiring lease", append(s.attrs(), slog.String("lease", LeaseName(s.typeName, s.shardID)))...)
+	ctx.Logger().Debug("shard: acquiring lease", append(s.attrs(), slog.String("lease", shardactor.LeaseName(s.typeName, s.shardID)))...)
 	s.runLeaseOp(ctx, func() any {
 		_, acquired, err := l.Acquire(stopped, lost)
 		return leaseAcquireResult{gen: gen, acquired: acquired, err: err}

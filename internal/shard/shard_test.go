@@ -1,4 +1,4 @@
-package shardactor_test
+package shard_test
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -95,7 +96,7 @@ func (e *testEntity) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		self := ctx.Self().Id
-		id, err := shardactor.EntityID(self[strings.LastIndexByte(self, '/')+1:])
+		id, err := shard.EntityID(self[strings.LastIndexByte(self, '/')+1:])
 		if err != nil {
 			id = "!bad name " + self
 		}
@@ -150,7 +151,7 @@ type fixture struct {
 func newFixture(t *testing.T, settings shardactor.Settings) *fixture {
 	t.Helper()
 	f := newBareFixture(t)
-	f.shard = f.system.Root.Spawn(shardactor.Props("Counter", shardID, f.entityProps(), settings, nil))
+	f.shard = f.system.Root.Spawn(shard.Props("Counter", shardID, f.entityProps(), settings, nil))
 	return f
 }
 
@@ -309,7 +310,7 @@ func TestEntitiesStartedOnDemandOnePerID(t *testing.T) {
 	require.Equal(t, &shardproto.CurrentShardState{ShardID: shardID, EntityIDs: []string{"a", "b/x"}}, f.state())
 
 	// The children are named EntityName(id) under the shard.
-	_, ok := f.system.ProcessRegistry.GetLocal(f.shard.Id + "/" + shardactor.EntityName("b/x"))
+	_, ok := f.system.ProcessRegistry.GetLocal(f.shard.Id + "/" + shard.EntityName("b/x"))
 	require.True(t, ok, "entity child b/x is registered under its escaped name")
 
 	// Value-typed queries work too.
@@ -528,7 +529,7 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 		}
 	})
 	props := actor.PropsFromProducer(func() actor.Actor { panic("bad entity") })
-	shard := system.Root.Spawn(shardactor.Props("T", "1", props, shardactor.DefaultSettings(), nil))
+	shard := system.Root.Spawn(shard.Props("T", "1", props, shardactor.DefaultSettings(), nil))
 	system.Root.Send(shard, &shardproto.Deliver{EntityID: "a", Message: wrapperspb.String("x")})
 	waitFor(t, "drop", func() bool {
 		mu.Lock()

@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 )
 
 // Remember-entities (Akka's remember-entities) in the Shard:
@@ -81,7 +82,7 @@ func recoveryBatches(ids []string, strategy string, n int) [][]string {
 	if len(ids) == 0 {
 		return nil
 	}
-	if strategy != EntityRecoveryConstant || n <= 0 || n >= len(ids) {
+	if strategy != shardactor.EntityRecoveryConstant || n <= 0 || n >= len(ids) {
 		return [][]string{slices.Clone(ids)}
 	}
 	var out [][]string
@@ -134,7 +135,7 @@ func (s *shard) recovering(ctx actor.Context) {
 func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 	if msg.err != nil {
 		s.lastStoreErr = msg.err
-		if errors.Is(msg.err, ErrPermanent) {
+		if errors.Is(msg.err, shardactor.ErrPermanent) {
 			s.failForGood(ctx, "cannot read the remembered entities", msg.err)
 			return
 		}
@@ -167,7 +168,7 @@ func (s *shard) onRememberedLoaded(ctx actor.Context, msg *rememberedLoaded) {
 
 // expireWaiting drops what has waited for the store longer than its bound.
 func (s *shard) expireWaiting(ctx actor.Context) {
-	bound := s.settings.storeWaitBound()
+	bound := storeWaitBound(s.settings)
 	for _, m := range s.waiting.expire(time.Now(), bound) {
 		s.drop(ctx, m.message, m.sender, fmt.Sprintf("waited longer than %s for the remembered entities to be read (%v)", bound, s.lastStoreErr))
 	}
@@ -246,7 +247,7 @@ func (s *shard) flushWrites(ctx actor.Context) {
 func (s *shard) onUpdateDone(ctx actor.Context, d *rememberUpdateDone) {
 	if d.err != nil {
 		s.lastStoreErr = d.err
-		if errors.Is(d.err, ErrPermanent) {
+		if errors.Is(d.err, shardactor.ErrPermanent) {
 			for _, h := range s.entities.writeFailedForGood() {
 				s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("the remember-entities store cannot remember entity %q: %v", h.id, d.err))
 			}
@@ -280,7 +281,7 @@ func (s *shard) onUpdateDone(ctx actor.Context, d *rememberUpdateDone) {
 // onRetryWrite ends a failed write's back-off: what has waited for the
 // store longer than its bound is dropped, the rest written again.
 func (s *shard) onRetryWrite(ctx actor.Context) {
-	bound := s.settings.storeWaitBound()
+	bound := storeWaitBound(s.settings)
 	for _, h := range s.entities.expire(time.Now(), bound) {
 		s.drop(ctx, h.m.original(h.id), h.m.sender, fmt.Sprintf("waited longer than %s for entity %q to be remembered (%v)", bound, h.id, s.lastStoreErr))
 	}

@@ -1,4 +1,4 @@
-package shardactor_test
+package shard_test
 
 import (
 	"context"

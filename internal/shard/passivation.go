@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 // Automatic passivation (Akka's akka.cluster.sharding.passivation): the pure
 // decisions the Shard calls. The shard only records activity here and
@@ -21,6 +21,7 @@ import (
 
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 )
 
 // idleChecks is a shard's clock of use for idle passivation. Every use of
@@ -134,18 +135,6 @@ func countsAsActivity(msg any) bool {
 	return !messages.IsProtocol(msg)
 }
 
-// Names of the replacement policies (Settings.ReplacementPolicy), as in
-// Akka's passivation.strategy-defaults.replacement.policy.
-const (
-	// LeastRecentlyUsedPolicy passivates the least recently used entities:
-	// see LeastRecentlyUsed. The default.
-	LeastRecentlyUsedPolicy = "least-recently-used"
-	// SegmentedLeastRecentlyUsedPolicy passivates the least recently used
-	// entities of the lowest segment first: see SegmentedLeastRecentlyUsed
-	// (with the proportions 0.2 and 0.8).
-	SegmentedLeastRecentlyUsedPolicy = "segmented-least-recently-used"
-)
-
 // ReplacementPolicy tracks a shard's active entities and chooses which to
 // passivate when they exceed the active-entity limit (Akka's
 // ActiveEntities). It is a plain data structure, not safe for concurrent
@@ -177,13 +166,13 @@ type ReplacementPolicy interface {
 // constants; "" is LeastRecentlyUsedPolicy) with the given limit (0: none).
 func NewReplacementPolicy(name string, limit int) (ReplacementPolicy, error) {
 	switch name {
-	case "", LeastRecentlyUsedPolicy:
+	case "", shardactor.LeastRecentlyUsedPolicy:
 		return NewLeastRecentlyUsed(limit), nil
-	case SegmentedLeastRecentlyUsedPolicy:
+	case shardactor.SegmentedLeastRecentlyUsedPolicy:
 		return NewSegmentedLeastRecentlyUsed(limit)
 	}
-	return nil, fmt.Errorf("shardactor: unknown replacement policy %q (known: %q, %q)",
-		name, LeastRecentlyUsedPolicy, SegmentedLeastRecentlyUsedPolicy)
+	return nil, fmt.Errorf("shard: unknown replacement policy %q (known: %q, %q)",
+		name, shardactor.LeastRecentlyUsedPolicy, shardactor.SegmentedLeastRecentlyUsedPolicy)
 }
 
 // entityUse is what an entity's record says of its use, for a
@@ -223,7 +212,7 @@ type activeEntityLimit struct {
 func newActiveEntityLimit(name string, limit int) (activeEntityLimit, error) {
 	policy, err := NewReplacementPolicy(name, max(limit, 0))
 	if err != nil {
-		name, policy = LeastRecentlyUsedPolicy, NewLeastRecentlyUsed(max(limit, 0))
+		name, policy = shardactor.LeastRecentlyUsedPolicy, NewLeastRecentlyUsed(max(limit, 0))
 	}
 	return activeEntityLimit{name: name, policy: policy, tracking: limit > 0}, err
 }
@@ -433,12 +422,12 @@ func validateSegmentProportions(proportions []float64) error {
 	sum := 0.0
 	for i, p := range proportions {
 		if !(p > 0) || math.IsInf(p, 0) {
-			return fmt.Errorf("shardactor: segment proportion %d is %v; it must be positive", i, p)
+			return fmt.Errorf("shard: segment proportion %d is %v; it must be positive", i, p)
 		}
 		sum += p
 	}
 	if math.Abs(sum-1) > 1e-9 {
-		return fmt.Errorf("shardactor: segment proportions %v add up to %v, not 1", proportions, sum)
+		return fmt.Errorf("shard: segment proportions %v add up to %v, not 1", proportions, sum)
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
-package shardactor
+package shard
 
 import (
 	"reflect"
 	"testing"
+
+	"github.com/protoshard/protoshard/shardactor"
 )
 
 func TestRecoveryBatches(t *testing.T) {
@@ -14,12 +16,12 @@ func TestRecoveryBatches(t *testing.T) {
 		n        int
 		want     [][]string
 	}{
-		{"none", nil, EntityRecoveryAll, 5, nil},
-		{"all at once", ids, EntityRecoveryAll, 5, [][]string{ids}},
-		{"constant 3", ids, EntityRecoveryConstant, 3, [][]string{{"a", "b", "c"}, {"d", "e", "f"}, {"g"}}},
-		{"constant 1", ids[:3], EntityRecoveryConstant, 1, [][]string{{"a"}, {"b"}, {"c"}}},
-		{"constant more than there are", ids, EntityRecoveryConstant, 10, [][]string{ids}},
-		{"constant with a bad n is all", ids, EntityRecoveryConstant, 0, [][]string{ids}},
+		{"none", nil, shardactor.EntityRecoveryAll, 5, nil},
+		{"all at once", ids, shardactor.EntityRecoveryAll, 5, [][]string{ids}},
+		{"constant 3", ids, shardactor.EntityRecoveryConstant, 3, [][]string{{"a", "b", "c"}, {"d", "e", "f"}, {"g"}}},
+		{"constant 1", ids[:3], shardactor.EntityRecoveryConstant, 1, [][]string{{"a"}, {"b"}, {"c"}}},
+		{"constant more than there are", ids, shardactor.EntityRecoveryConstant, 10, [][]string{ids}},
+		{"constant with a bad n is all", ids, shardactor.EntityRecoveryConstant, 0, [][]string{ids}},
 		{"unknown strategy is all", ids, "sometimes", 2, [][]string{ids}},
 	}
 	for _, c := range cases {

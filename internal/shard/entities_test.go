@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/staleness"
+	"github.com/protoshard/protoshard/shardactor"
 )
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -918,7 +919,7 @@ func TestLeaseName(t *testing.T) {
 		{"a/b", "c d", "shard-a%2Fb-c%20d"},
 	}
 	for _, c := range cases {
-		if got := LeaseName(c.typeName, c.shard); got != c.want {
+		if got := shardactor.LeaseName(c.typeName, c.shard); got != c.want {
 			t.Errorf("LeaseName(%q, %q) = %q, want %q", c.typeName, c.shard, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package shardactor_test
+package shard_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -37,7 +38,7 @@ func (f *fixture) passivation() *shardproto.PassivationState {
 // entities recorded by the same recorder (use distinct entity IDs).
 func (f *fixture) spawnShard(id string, settings shardactor.Settings) *actor.PID {
 	props := actor.PropsFromProducer(func() actor.Actor { return &testEntity{rec: f.rec, release: f.release} })
-	return f.system.Root.Spawn(shardactor.Props("Counter", id, props, settings, nil))
+	return f.system.Root.Spawn(shard.Props("Counter", id, props, settings, nil))
 }
 
 // stoppingValues lists the stop messages entity id recorded, in order.

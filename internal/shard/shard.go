@@ -1,4 +1,4 @@
-package shardactor
+package shard
 
 import (
 	"cmp"
@@ -22,6 +22,7 @@ import (
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -63,8 +64,8 @@ const (
 // (see Settings). routes, the region's routes of this shard, lets the
 // region send to running entities directly; nil: every message goes
 // through the shard.
-func Props(typeName, shardID string, entityProps *actor.Props, settings Settings, routes shardproto.EntityRoutes) *actor.Props {
-	settings = settings.withDefaults()
+func Props(typeName, shardID string, entityProps *actor.Props, settings shardactor.Settings, routes shardproto.EntityRoutes) *actor.Props {
+	settings = settings.WithDefaults()
 	entityProps, reportsStopped := entityMailboxes(entityProps, &entityShard{typeName: typeName, shardID: shardID})
 	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
@@ -100,7 +101,7 @@ type shard struct {
 	typeName    string
 	shardID     string
 	entityProps *actor.Props
-	settings    Settings
+	settings    shardactor.Settings
 	routes      shardproto.EntityRoutes // nil: no direct sends
 
 	states   behavior.States
@@ -341,7 +342,7 @@ func (s *shard) handingOff(ctx actor.Context) {
 	case handOffWarning:
 		if msg.gen == s.timerGen && s.entities.liveCount() > 0 {
 			ctx.Logger().Warn(fmt.Sprintf("shard: %d entities not stopped after %s; maybe the hand-off stop message %s is not handled? They are stopped by force after %s",
-				s.entities.liveCount(), handOffWarningAfter, s.stopMessageName(), s.settings.entityHandOffTimeout()),
+				s.entities.liveCount(), handOffWarningAfter, s.stopMessageName(), entityHandOffTimeout(s.settings)),
 				append(s.attrs(), slog.String("entities", describeIDs(s.entities.liveIDs())))...)
 		}
 	case handOffForceStop:
@@ -349,7 +350,7 @@ func (s *shard) handingOff(ctx actor.Context) {
 			return
 		}
 		ctx.Logger().Warn(fmt.Sprintf("shard: hand-off stop message %s not handled by %d entities after %s; stopping them",
-			s.stopMessageName(), s.entities.liveCount(), s.settings.entityHandOffTimeout()),
+			s.stopMessageName(), s.entities.liveCount(), entityHandOffTimeout(s.settings)),
 			append(s.attrs(), slog.String("entities", describeIDs(s.entities.liveIDs())))...)
 		for _, pid := range s.entities.livePIDs() {
 			ctx.Stop(pid)
@@ -612,7 +613,7 @@ func (s *shard) onHandOff(ctx actor.Context, h *messages.HandOff, sender *actor.
 		stopMessageOrPoison(ctx, pid, s.settings.HandOffStopMessage)
 	}
 	s.become(ctx, stateHandingOff, s.handingOff)
-	force := s.settings.entityHandOffTimeout()
+	force := entityHandOffTimeout(s.settings)
 	// The warning is only useful before the force-stop (Akka always sends it
 	// after 5 s, which with a short handoff-timeout comes after the
 	// force-stop).
@@ -686,14 +687,14 @@ func (s *shard) answerHandOff(ctx actor.Context) {
 // startPassivation starts the idle check, in stateActive.
 func (s *shard) startPassivation(ctx actor.Context) {
 	if s.policyErr != nil {
-		ctx.Logger().Error("shard: unknown replacement policy; using "+LeastRecentlyUsedPolicy,
+		ctx.Logger().Error("shard: unknown replacement policy; using "+shardactor.LeastRecentlyUsedPolicy,
 			append(s.attrs(), slog.Any("error", s.policyErr))...)
 	}
 	if !s.automatic {
 		ctx.Logger().Debug("shard: entities are not passivated automatically because remember-entities is on", s.attrs()...)
 		return
 	}
-	if !s.settings.idlePassivation() {
+	if !idlePassivation(s.settings) {
 		return
 	}
 	// A repeating timer, not proto.actor's ReceiveTimeout: that one fires
@@ -722,7 +723,7 @@ func (s *shard) touch(ctx actor.Context, id string) {
 }
 
 func (s *shard) onIdleCheck(ctx actor.Context) {
-	if !s.automatic || !s.settings.idlePassivation() {
+	if !s.automatic || !idlePassivation(s.settings) {
 		return // a tick of a timer that was never meant to run
 	}
 	s.foldDirectUse()
@@ -786,7 +787,7 @@ func (s *shard) passivationState() *shardproto.PassivationState {
 		return st
 	}
 	st.Limit = s.limit.limit()
-	if s.settings.idlePassivation() {
+	if idlePassivation(s.settings) {
 		st.IdleTimeout = s.settings.PassivationIdleTimeout
 	}
 	st.Active = s.limit.order(s.entities.activeUses)
