@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -126,7 +127,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 				"two nil-message events for %s; got %v", c.pid, testkit.Lazy(func() any { return w.dropped()[before:] }))
 		})
 	}
-	testkit.AssertNotSpinning(t, 2*time.Second)
+	testsupport.AssertNotSpinning(t, 2*time.Second)
 	for _, n := range []*testkit.Node{a, b, proxy} {
 		askEventually(t, n, w.region(n), onA, 1)
 	}

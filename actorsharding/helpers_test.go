@@ -18,6 +18,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -68,10 +69,10 @@ func newLocalWorld(t *testing.T, opts ...actorsharding.Option) *world {
 }
 
 // newPausableWorld is a local world whose nodes the test can pause
-// (testkit.PausableBackend, with the failure detection timeout timeout).
-func newPausableWorld(t *testing.T, timeout time.Duration, opts ...actorsharding.Option) (*world, *testkit.PausableBackend) {
+// (testsupport.PausableBackend, with the failure detection timeout timeout).
+func newPausableWorld(t *testing.T, timeout time.Duration, opts ...actorsharding.Option) (*world, *testsupport.PausableBackend) {
 	skipUnderRace(t)
-	b := testkit.NewPausableBackend(timeout)
+	b := testsupport.NewPausableBackend(timeout)
 	w := &world{t: t, cluster: testkit.NewCluster(t, b), store: coordinatoractor.NewMemoryStore()}
 	return w.init(opts), b
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package testkit
+package testsupport
 
 import "time"
 

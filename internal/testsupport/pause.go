@@ -1,4 +1,4 @@
-package testkit
+package testsupport
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
+	"github.com/protoshard/protoshard/testkit"
 )
 
 // PausableBackend is a LocalBackend whose members confirm their membership
@@ -22,7 +23,7 @@ import (
 // its removal (a timer that fires, a message that waited), happens during
 // the pause here.
 type PausableBackend struct {
-	*LocalBackend
+	*testkit.LocalBackend
 	// Timeout is the failure detection timeout of every member.
 	Timeout time.Duration
 
@@ -33,7 +34,7 @@ type PausableBackend struct {
 // NewPausableBackend returns a PausableBackend over a new, empty registry
 // with the failure detection timeout timeout.
 func NewPausableBackend(timeout time.Duration) *PausableBackend {
-	return &PausableBackend{LocalBackend: NewLocalBackend(), Timeout: timeout}
+	return &PausableBackend{LocalBackend: testkit.NewLocalBackend(), Timeout: timeout}
 }
 
 // NewProvider returns a pausable provider of the shared registry.
@@ -48,27 +49,27 @@ func (b *PausableBackend) NewProvider() (membership.Provider, error) {
 // Pause makes n's membership stop confirming and stop hearing from the
 // others, as a paused process; n's actors run on. From
 // FailureDetectionTimeout on, its membership is stale.
-func (b *PausableBackend) Pause(n *Node) {
+func (b *PausableBackend) Pause(n *testkit.Node) {
 	b.provider(n).pause(time.Now())
 }
 
 // RemovePaused removes n's member from the registry, as the others'
 // failure detection does once n has not confirmed for the timeout. n does
 // not hear of it before Resume.
-func (b *PausableBackend) RemovePaused(n *Node) {
+func (b *PausableBackend) RemovePaused(n *testkit.Node) {
 	b.Registry.Remove(n.MemberID())
 }
 
 // Resume lets n's membership hear the member lists again, its own removal
 // first if it was removed meanwhile; if it was not, n confirms its
 // membership again.
-func (b *PausableBackend) Resume(n *Node) {
+func (b *PausableBackend) Resume(n *testkit.Node) {
 	b.provider(n).resume()
 }
 
 // provider is the provider of n's current member; it panics if there is
 // none (a test calling Pause on a node of another backend).
-func (b *PausableBackend) provider(n *Node) *pausableProvider {
+func (b *PausableBackend) provider(n *testkit.Node) *pausableProvider {
 	id := n.MemberID()
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,4 +1,4 @@
-package testkit
+package testsupport
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/protoshard/protoshard/testkit"
 )
 
 func TestLogsRecordEveryLevelWithTheLoggersAttributes(t *testing.T) {
@@ -27,7 +29,7 @@ func TestLogsRecordEveryLevelWithTheLoggersAttributes(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("recorded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if f := logs.Lines()[0].Func; f != "github.com/protoshard/protoshard/testkit.TestLogsRecordEveryLevelWithTheLoggersAttributes" {
+	if f := logs.Lines()[0].Func; f != "github.com/protoshard/protoshard/internal/testsupport.TestLogsRecordEveryLevelWithTheLoggersAttributes" {
 		t.Fatalf("Func = %q, want this test", f)
 	}
 }
@@ -36,7 +38,7 @@ func TestLogsPassOnWhatTheNextHandlerTakes(t *testing.T) {
 	var logs Logs
 	var out bytes.Buffer
 	next := slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})
-	log := slog.New(logs.handler(next)).With(slog.String("node", "a"))
+	log := slog.New(logs.Handler(next)).With(slog.String("node", "a"))
 	log.Debug("recorded only")
 	log.Info("both")
 	if n := len(logs.Lines()); n != 2 {
@@ -47,11 +49,11 @@ func TestLogsPassOnWhatTheNextHandlerTakes(t *testing.T) {
 	}
 }
 
-// A node started WithLogs records its system's logs, tagged with its name.
-func TestWithLogsRecordsTheNodesSystem(t *testing.T) {
+// A node started WithLogHandler(logs.Handler) records its system's logs, tagged with its name.
+func TestWithLogHandlerRecordsTheNodesSystem(t *testing.T) {
 	var logs Logs
-	c := NewCluster(t, nil)
-	n := c.StartNode(WithName("logged"), WithLogs(&logs))
+	c := testkit.NewCluster(t, nil)
+	n := c.StartNode(testkit.WithName("logged"), testkit.WithLogHandler(logs.Handler))
 	n.System.Logger().Debug("hello")
 	i := slices.IndexFunc(logs.Lines(), func(l LogLine) bool { return l.Message == "hello" })
 	if i < 0 {

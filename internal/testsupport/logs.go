@@ -1,4 +1,4 @@
-package testkit
+package testsupport
 
 import (
 	"context"
@@ -47,10 +47,11 @@ func (l LogLine) String() string {
 }
 
 // Logger returns a logger that records into l.
-func (l *Logs) Logger() *slog.Logger { return slog.New(l.handler(nil)) }
+func (l *Logs) Logger() *slog.Logger { return slog.New(l.Handler(nil)) }
 
-// handler records into l and passes what next takes on to it (nil: none).
-func (l *Logs) handler(next slog.Handler) slog.Handler {
+// Handler records into l and passes what next takes on to it (nil:
+// none); testkit.WithLogHandler(l.Handler) makes a node log into l.
+func (l *Logs) Handler(next slog.Handler) slog.Handler {
 	return &logsHandler{logs: l, next: next}
 }
 
@@ -59,13 +60,6 @@ func (l *Logs) Lines() []LogLine {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.lines)
-}
-
-// WithLogs makes the node's actor system log into logs as well; the
-// system's logs, and the logs of all that uses its logger, carry the
-// attribute node=<the node's name>.
-func WithLogs(logs *Logs) NodeOption {
-	return func(c *nodeConfig) { c.logs = append(c.logs, logs) }
 }
 
 type logsHandler struct {
