@@ -168,7 +168,7 @@ func entityIDOf(ex MessageExtractor, msg any) (string, bool) {
 
 // ShardID implements MessageExtractor.
 func (e HashCodeMessageExtractor) ShardID(entityID string) string {
-	h := int64(JavaStringHashCode(entityID))
+	h := int64(javaStringHashCode(entityID))
 	if h < 0 {
 		h = -h
 	}
@@ -208,9 +208,9 @@ func UnpackEnvelope(env *messages.ShardingEnvelope) (any, error) {
 	return m, nil
 }
 
-// JavaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
+// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
 // s[n-1] over UTF-16 code units, in 32-bit two's complement arithmetic.
-func JavaStringHashCode(s string) int32 {
+func javaStringHashCode(s string) int32 {
 	// Without utf16.Encode([]rune(s)): this runs for every routed message,
 	// and the conversion allocated twice. Ranging over a string yields
 	// U+FFFD for invalid UTF-8, as []rune(s) does.

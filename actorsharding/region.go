@@ -19,9 +19,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// StateActive is the ShardRegion's one state (Akka's region is not an FSM
+// stateActive is the ShardRegion's one state (Akka's region is not an FSM
 // either); it appears in logs.
-const StateActive = "active"
+const stateActive = "active"
 
 // region is Akka's ShardRegion. A proxy-only region (entityProps nil)
 // routes but never hosts a shard.
@@ -83,10 +83,10 @@ type SetActiveEntityLimit struct {
 	Limit int
 }
 
-// ShardLimit is one shard's share of a region's active-entity limit: the
+// shardLimit is one shard's share of a region's active-entity limit: the
 // limit divided by the number of shards, at least 1 (a share of 0 would
 // mean "no limit" to the shard). 0 (no limit) stays 0.
-func ShardLimit(regionLimit, shards int) int {
+func shardLimit(regionLimit, shards int) int {
 	if regionLimit <= 0 {
 		return 0
 	}
@@ -127,7 +127,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
 		r.link.schedule = newRegistrationSchedule(r.settings.RetryInterval)
 		ctx.Logger().Debug("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
-			slog.String("state", StateActive))
+			slog.String("state", stateActive))
 		r.startRegistration(ctx)
 	default:
 		r.active(ctx)
