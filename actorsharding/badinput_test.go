@@ -10,9 +10,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -102,7 +103,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 	onA := w.entityOn(a, a)
 	oldest := w.cluster.Oldest("")
 	manager := actorsharding.CoordinatorManagerName(typeName)
-	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(onA)
+	shardID := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(onA)
 	targets := []struct {
 		kind string
 		node *testkit.Node
@@ -110,7 +111,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 	}{
 		{"shard region", a, w.region(a)},
 		{"shard region proxy", proxy, w.region(proxy)},
-		{"shard", a, a.System.NewLocalPID(actorsharding.RegionName(typeName) + "/" + shardactor.EntityName(shard))},
+		{"shard", a, a.System.NewLocalPID(actorsharding.RegionName(typeName) + "/" + shard.EntityName(shardID))},
 		{"singleton manager", b, b.System.NewLocalPID(manager)},
 		{"coordinator supervisor (the singleton)", oldest, oldest.System.NewLocalPID(manager + "/singleton")},
 		{"coordinator", oldest, oldest.System.NewLocalPID(manager + "/singleton/coordinator")},
@@ -126,7 +127,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 				"two nil-message events for %s; got %v", c.pid, testkit.Lazy(func() any { return w.dropped()[before:] }))
 		})
 	}
-	testkit.AssertNotSpinning(t, 2*time.Second)
+	testsupport.AssertNotSpinning(t, 2*time.Second)
 	for _, n := range []*testkit.Node{a, b, proxy} {
 		askEventually(t, n, w.region(n), onA, 1)
 	}

@@ -105,3 +105,7 @@ func RouteCounts(system *actor.ActorSystem, typeName string) (routes, entities, 
 	c := res.(routeCounts)
 	return c.routes, c.entities, c.homes, nil
 }
+
+// JavaStringHashCode is javaStringHashCode, for the package's external
+// tests.
+var JavaStringHashCode = javaStringHashCode

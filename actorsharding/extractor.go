@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -168,7 +168,7 @@ func entityIDOf(ex MessageExtractor, msg any) (string, bool) {
 
 // ShardID implements MessageExtractor.
 func (e HashCodeMessageExtractor) ShardID(entityID string) string {
-	h := int64(JavaStringHashCode(entityID))
+	h := int64(javaStringHashCode(entityID))
 	if h < 0 {
 		h = -h
 	}
@@ -208,9 +208,9 @@ func UnpackEnvelope(env *messages.ShardingEnvelope) (any, error) {
 	return m, nil
 }
 
-// JavaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
+// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
 // s[n-1] over UTF-16 code units, in 32-bit two's complement arithmetic.
-func JavaStringHashCode(s string) int32 {
+func javaStringHashCode(s string) int32 {
 	// Without utf16.Encode([]rune(s)): this runs for every routed message,
 	// and the conversion allocated twice. Ranging over a string yields
 	// U+FFFD for invalid UTF-8, as []rune(s) does.
@@ -245,8 +245,8 @@ func NewEnvelope(entityID string, msg proto.Message) (*messages.ShardingEnvelope
 
 // EntityID returns the ID of the sharded entity whose context ctx is, as
 // Akka typed's EntityContext.entityId: the entity's actor name, which its
-// shard derived from the ID (shardactor.EntityName), decoded. It fails for
-// an actor that is not an entity of a region.
+// shard derived from the ID (escaped so that any ID makes a valid name),
+// decoded. It fails for an actor that is not an entity of a region.
 func EntityID(ctx actor.Context) (string, error) {
 	self := ctx.Self()
 	if self == nil {
@@ -258,7 +258,7 @@ func EntityID(ctx actor.Context) (string, error) {
 	if !strings.HasPrefix(id, "sharding/") || strings.Count(id, "/") < 3 {
 		return "", fmt.Errorf("actorsharding: EntityID: %q is not the name of a sharded entity", id)
 	}
-	entityID, err := shardactor.EntityID(id[strings.LastIndexByte(id, '/')+1:])
+	entityID, err := shard.EntityID(id[strings.LastIndexByte(id, '/')+1:])
 	if err != nil {
 		return "", fmt.Errorf("actorsharding: EntityID of %q: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
@@ -28,7 +29,7 @@ func homesOf(t *testing.T, n *testkit.Node, w *world, ids []string, seq int64) m
 }
 
 // spread returns the shard count of each region in the coordinator's state.
-func spread(st *coordinatoractor.CurrentCoordinatorState) (counts []int, total int) {
+func spread(st *coordinator.CurrentCoordinatorState) (counts []int, total int) {
 	if st == nil {
 		return nil, 0
 	}
@@ -243,7 +244,7 @@ func TestCoordinatorCrash(t *testing.T) {
 		a.Crash()
 		testkit.WaitFor(t, 60*time.Second, func() bool {
 			st := w.coordinatorState()
-			return st != nil && st.Name == coordinatoractor.StateActive
+			return st != nil && st.Name == coordinator.StateActive
 		}, "no new active coordinator")
 		st := w.coordinatorState()
 		// Recovered, not rebuilt: the survivors' shards kept their homes
@@ -462,7 +463,7 @@ func TestRegionsFindNewCoordinatorAtOnce(t *testing.T) {
 	var started time.Time
 	testkit.WaitFor(t, 60*time.Second, func() bool {
 		st := w.coordinatorState()
-		if st != nil && st.Name == coordinatoractor.StateActive && w.cluster.Oldest("") == b {
+		if st != nil && st.Name == coordinator.StateActive && w.cluster.Oldest("") == b {
 			started = time.Now()
 			return true
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
@@ -159,7 +160,7 @@ func TestRegionObeysOnlyItsCoordinator(t *testing.T) {
 	id := w.entityOn(a, a)
 	shard := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(id)
 	st := w.coordinatorState()
-	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
+	coord := w.coordinatorPID(w.cluster.Oldest(""))
 	stale := st.Epoch - 1
 	stranger := b.System.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 
@@ -172,9 +173,9 @@ func TestRegionObeysOnlyItsCoordinator(t *testing.T) {
 	}{
 		{"HostShard without a sender", w.region(b), &messages.HostShard{Shard: shard, Epoch: st.Epoch}, nil, "without a sender"},
 		{"HostShard from an unrelated actor", w.region(b), &messages.HostShard{Shard: shard, Epoch: st.Epoch}, stranger, "neither the coordinator"},
-		{"HostShard from the coordinator at a stale epoch", w.region(b), &messages.HostShard{Shard: shard, Epoch: stale}, coordinator, "epoch"},
-		{"ShardHome from a stale epoch", w.region(b), &messages.ShardHome{Shard: shard, Ref: w.region(b), Epoch: stale}, coordinator, "epoch"},
-		{"HandOff from a stale epoch", w.region(a), &messages.HandOff{Shard: shard, Epoch: stale}, coordinator, "epoch"},
+		{"HostShard from the coordinator at a stale epoch", w.region(b), &messages.HostShard{Shard: shard, Epoch: stale}, coord, "epoch"},
+		{"ShardHome from a stale epoch", w.region(b), &messages.ShardHome{Shard: shard, Ref: w.region(b), Epoch: stale}, coord, "epoch"},
+		{"HandOff from a stale epoch", w.region(a), &messages.HandOff{Shard: shard, Epoch: stale}, coord, "epoch"},
 		{"BeginHandOff from an unrelated actor", w.region(a), &messages.BeginHandOff{Shard: shard, Epoch: st.Epoch}, stranger, "neither the coordinator"},
 	}
 	for _, c := range cases {
@@ -267,7 +268,7 @@ func TestVersionConflictStopsTheCoordinator(t *testing.T) {
 		askEventually(t, b, w.region(b), id, 0)
 	}
 	after := w.coordinatorState()
-	if after == nil || after.Name != coordinatoractor.StateActive || after.Epoch <= v {
+	if after == nil || after.Name != coordinator.StateActive || after.Epoch <= v {
 		t.Fatalf("coordinator after the conflict: %+v; want a new one, active, at an epoch above %d (the other writer's)", after, v)
 	}
 	if after.Epoch <= before.Epoch {
@@ -287,7 +288,7 @@ func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 	a, b := w.twoNodes()
 	askEventually(t, a, w.region(a), "e-1", 0)
 	before := w.coordinatorState()
-	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
+	coord := w.coordinatorPID(w.cluster.Oldest(""))
 	probe := testkit.NewProbe(a.System)
 	cases := []struct {
 		name   string
@@ -307,12 +308,12 @@ func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			since := len(w.dropped())
-			a.System.Root.RequestWithCustomSender(coordinator, c.msg, probe.PID())
+			a.System.Root.RequestWithCustomSender(coord, c.msg, probe.PID())
 			w.waitDrop(since, c.reason)
 		})
 	}
 	after := w.coordinatorState()
-	if after.Name != coordinatoractor.StateActive || after.Epoch != before.Epoch || len(after.State.Regions) != 2 {
+	if after.Name != coordinator.StateActive || after.Epoch != before.Epoch || len(after.State.Regions) != 2 {
 		t.Fatalf("coordinator after bad input: %s at epoch %d with %d regions; want active at epoch %d with 2",
 			after.Name, after.Epoch, len(after.State.Regions), before.Epoch)
 	}
@@ -334,7 +335,7 @@ func TestStoppedCoordinatorComesBack(t *testing.T) {
 		}
 		testkit.WaitFor(t, 30*time.Second, func() bool {
 			st := w.coordinatorState()
-			return st != nil && st.Name == coordinatoractor.StateActive
+			return st != nil && st.Name == coordinator.StateActive
 		}, "a new coordinator")
 	}
 	after := w.coordinatorState()
@@ -408,7 +409,7 @@ func TestCoordinatorAdoptsHostedShardsAfterStoreReset(t *testing.T) {
 	}
 	testkit.WaitFor(t, 30*time.Second, func() bool {
 		st := w.coordinatorState()
-		return st != nil && st.Name == coordinatoractor.StateActive && len(st.State.Regions) == 2 && len(st.State.Shards) > 0
+		return st != nil && st.Name == coordinator.StateActive && len(st.State.Regions) == 2 && len(st.State.Shards) > 0
 	}, "the new coordinator with both regions")
 	for _, id := range ids {
 		if p := askEventually(t, b, w.region(b), id, 1); p.Node != homes[id] {
@@ -574,7 +575,7 @@ func TestStateTooLargeRejectsTheChangeOnly(t *testing.T) {
 		}
 	}
 	st := w.coordinatorState()
-	if len(placed) == 0 || st.Name != coordinatoractor.StateActive {
+	if len(placed) == 0 || st.Name != coordinator.StateActive {
 		t.Fatalf("placed %d entities; coordinator %s", len(placed), st.Name)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() bool { return len(w.dropsWith(0, "too large")) > 0 },
@@ -583,7 +584,7 @@ func TestStateTooLargeRejectsTheChangeOnly(t *testing.T) {
 	for _, id := range placed {
 		askEventually(t, a, w.region(a), id, 1)
 	}
-	if after := w.coordinatorState(); after.Name != coordinatoractor.StateActive || after.Epoch != before {
+	if after := w.coordinatorState(); after.Name != coordinator.StateActive || after.Epoch != before {
 		t.Fatalf("coordinator %s at epoch %d after the rejected change, was active at %d", after.Name, after.Epoch, before)
 	}
 }
@@ -647,18 +648,18 @@ func TestStaleNodeStartsNoShardOnHostShard(t *testing.T) {
 		t.Fatalf("b hosts shard %s before it was told to", shard)
 	}
 	host := &messages.HostShard{Shard: shard, Epoch: w.coordinatorState().Epoch}
-	coordinator := w.coordinatorPID(w.cluster.Oldest(""))
+	coord := w.coordinatorPID(w.cluster.Oldest(""))
 
 	backend.Pause(b)
 	testkit.WaitFor(t, 20*time.Second, b.Membership.Stale, "b's membership to be stale")
-	b.System.Root.RequestWithCustomSender(w.region(b), host, coordinator)
+	b.System.Root.RequestWithCustomSender(w.region(b), host, coord)
 	// The region handles the stats request after the HostShard.
 	if hosts() {
 		t.Fatalf("b started shard %s while its membership is stale", shard)
 	}
 
 	backend.Resume(b)
-	b.System.Root.RequestWithCustomSender(w.region(b), host, coordinator)
+	b.System.Root.RequestWithCustomSender(w.region(b), host, coord)
 	testkit.WaitFor(t, 20*time.Second, hosts, "b to start shard %s once its membership is confirmed again", shard)
 }
 

@@ -16,7 +16,9 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
@@ -67,10 +69,10 @@ func newLocalWorld(t *testing.T, opts ...actorsharding.Option) *world {
 }
 
 // newPausableWorld is a local world whose nodes the test can pause
-// (testkit.PausableBackend, with the failure detection timeout timeout).
-func newPausableWorld(t *testing.T, timeout time.Duration, opts ...actorsharding.Option) (*world, *testkit.PausableBackend) {
+// (testsupport.PausableBackend, with the failure detection timeout timeout).
+func newPausableWorld(t *testing.T, timeout time.Duration, opts ...actorsharding.Option) (*world, *testsupport.PausableBackend) {
 	skipUnderRace(t)
-	b := testkit.NewPausableBackend(timeout)
+	b := testsupport.NewPausableBackend(timeout)
 	w := &world{t: t, cluster: testkit.NewCluster(t, b), store: coordinatoractor.NewMemoryStore()}
 	return w.init(opts), b
 }
@@ -349,18 +351,18 @@ func currentRegions(t *testing.T, n *testkit.Node, region *actor.PID) []string {
 }
 
 // coordinatorState asks the coordinator (on the oldest node) for its state.
-func (w *world) coordinatorState() *coordinatoractor.CurrentCoordinatorState {
+func (w *world) coordinatorState() *coordinator.CurrentCoordinatorState {
 	w.t.Helper()
 	oldest := w.cluster.Oldest("")
 	if oldest == nil {
 		w.t.Fatal("no oldest node")
 	}
 	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
-	res, err := oldest.System.Root.RequestFuture(pid, &coordinatoractor.GetCoordinatorState{}, 10*time.Second).Result()
+	res, err := oldest.System.Root.RequestFuture(pid, &coordinator.GetCoordinatorState{}, 10*time.Second).Result()
 	if err != nil {
 		return nil
 	}
-	st, _ := res.(*coordinatoractor.CurrentCoordinatorState)
+	st, _ := res.(*coordinator.CurrentCoordinatorState)
 	return st
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -23,16 +24,16 @@ const maxInfoLinesPerPhase = 10
 // nothing asks for the shards handed off), nor while it leaves again.
 // Those lines are at debug level, with the states' names.
 func TestHealthyClusterLogsNoLinePerShardAtInfo(t *testing.T) {
-	var logs testkit.Logs
+	var logs testsupport.Logs
 	w := newLocalWorld(t)
-	w.nodeOpts = append(w.nodeOpts, testkit.WithLogs(&logs))
+	w.nodeOpts = append(w.nodeOpts, testkit.WithLogHandler(logs.Handler))
 	mark := 0
 	// phase checks protoshard's lines since the last phase and returns
 	// those at info level.
-	phase := func(name string) []testkit.LogLine {
+	phase := func(name string) []testsupport.LogLine {
 		t.Helper()
 		lines := logs.Lines()
-		var info []testkit.LogLine
+		var info []testsupport.LogLine
 		for _, l := range lines[mark:] {
 			if !isProtoshards(l) || l.Level < slog.LevelInfo {
 				continue
@@ -70,14 +71,14 @@ func TestHealthyClusterLogsNoLinePerShardAtInfo(t *testing.T) {
 	w.startNode(false)
 	w.waitBalanced(3)
 	rebalanceDone := func() bool {
-		return slices.ContainsFunc(logs.Lines()[mark:], func(l testkit.LogLine) bool {
+		return slices.ContainsFunc(logs.Lines()[mark:], func(l testsupport.LogLine) bool {
 			return l.Message == "shard coordinator: rebalance done" && l.Level == slog.LevelInfo
 		})
 	}
 	testkit.WaitFor(t, 30*time.Second, rebalanceDone, "no rebalance summary after the shards spread")
 	info := phase("rebalance")
 	for _, msg := range []string{"shard coordinator: rebalance started", "shard coordinator: rebalance done"} {
-		if !slices.ContainsFunc(info, func(l testkit.LogLine) bool { return l.Message == msg }) {
+		if !slices.ContainsFunc(info, func(l testsupport.LogLine) bool { return l.Message == msg }) {
 			t.Errorf("rebalance: no info line %q in\n%s", msg, render(info))
 		}
 	}
@@ -97,7 +98,7 @@ func TestHealthyClusterLogsNoLinePerShardAtInfo(t *testing.T) {
 		{"singleton manager state change", "to", "Oldest"},
 		{"shard region started", "state", "active"},
 	} {
-		if !slices.ContainsFunc(all, func(l testkit.LogLine) bool {
+		if !slices.ContainsFunc(all, func(l testsupport.LogLine) bool {
 			return l.Level == slog.LevelDebug && l.Message == want.msg && l.Attrs[want.key] == want.value
 		}) {
 			t.Errorf("no debug line %q with %s=%s", want.msg, want.key, want.value)
@@ -107,11 +108,11 @@ func TestHealthyClusterLogsNoLinePerShardAtInfo(t *testing.T) {
 
 // isProtoshards tells protoshard's log lines from proto.actor's, which go
 // through the same logger.
-func isProtoshards(l testkit.LogLine) bool {
+func isProtoshards(l testsupport.LogLine) bool {
 	return strings.HasPrefix(l.Func, "github.com/protoshard/protoshard/")
 }
 
-func render(lines []testkit.LogLine) string {
+func render(lines []testsupport.LogLine) string {
 	out := make([]string, len(lines))
 	for i, l := range lines {
 		out[i] = l.String()

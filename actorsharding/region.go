@@ -10,18 +10,18 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/throttle"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/shardactor"
 	"google.golang.org/protobuf/proto"
 )
 
-// StateActive is the ShardRegion's one state (Akka's region is not an FSM
+// stateActive is the ShardRegion's one state (Akka's region is not an FSM
 // either); it appears in logs.
-const StateActive = "active"
+const stateActive = "active"
 
 // region is Akka's ShardRegion. A proxy-only region (entityProps nil)
 // routes but never hosts a shard.
@@ -83,10 +83,10 @@ type SetActiveEntityLimit struct {
 	Limit int
 }
 
-// ShardLimit is one shard's share of a region's active-entity limit: the
+// shardLimit is one shard's share of a region's active-entity limit: the
 // limit divided by the number of shards, at least 1 (a share of 0 would
 // mean "no limit" to the shard). 0 (no limit) stays 0.
-func ShardLimit(regionLimit, shards int) int {
+func shardLimit(regionLimit, shards int) int {
 	if regionLimit <= 0 {
 		return 0
 	}
@@ -127,7 +127,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
 		r.link.schedule = newRegistrationSchedule(r.settings.RetryInterval)
 		ctx.Logger().Debug("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
-			slog.String("state", StateActive))
+			slog.String("state", stateActive))
 		r.startRegistration(ctx)
 	default:
 		r.active(ctx)
@@ -453,24 +453,24 @@ func (r *region) shardStarted(ctx actor.Context, shard string) {
 // table refuses while an earlier child lives, so the name is free. It
 // starts none while this node's membership is stale (staleness.ErrStale):
 // the others may run the shard by now.
-func (r *region) startShard(ctx actor.Context, shard string) (*actor.PID, error) {
+func (r *region) startShard(ctx actor.Context, shardID string) (*actor.PID, error) {
 	if r.proxyOnly() {
 		return nil, fmt.Errorf("shard region %s is a proxy and hosts no shards", r.typeName)
 	}
-	if r.table.alive(shard) {
-		return nil, fmt.Errorf("start shard %s: %w", shard, errShardAlive)
+	if r.table.alive(shardID) {
+		return nil, fmt.Errorf("start shard %s: %w", shardID, errShardAlive)
 	}
-	pid, err := staleness.SpawnNamed(ctx, r.cluster.Stale, shardactor.Props(r.typeName, shard, r.entityProps, r.settings.Shard, r.routes.shard(shard)), shardactor.EntityName(shard))
+	pid, err := staleness.SpawnNamed(ctx, r.cluster.Stale, shard.Props(r.typeName, shardID, r.entityProps, r.settings.Shard, r.routes.shard(shardID)), shard.EntityName(shardID))
 	if err != nil {
-		return nil, fmt.Errorf("spawn shard %s: %w", shard, err)
+		return nil, fmt.Errorf("spawn shard %s: %w", shardID, err)
 	}
-	if err := r.table.started(shard, pid); err != nil {
+	if err := r.table.started(shardID, pid); err != nil {
 		ctx.Stop(pid)
 		return nil, err
 	}
 	r.shareEntityLimit(ctx)
-	r.updateRoute(shard)
-	ctx.Logger().Debug("shard started", slog.String("type", r.typeName), slog.String("shard", shard))
+	r.updateRoute(shardID)
+	ctx.Logger().Debug("shard started", slog.String("type", r.typeName), slog.String("shard", shardID))
 	return pid, nil
 }
 

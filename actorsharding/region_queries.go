@@ -111,7 +111,7 @@ func (r *region) shareEntityLimit(ctx actor.Context) {
 	}
 	r.limitShared = true
 	running := r.table.runningShards()
-	share := ShardLimit(r.activeEntityLimit, len(running))
+	share := shardLimit(r.activeEntityLimit, len(running))
 	for _, s := range running {
 		ctx.Send(s.pid, &shardproto.SetActiveEntityLimit{Limit: share})
 	}

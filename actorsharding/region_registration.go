@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/throttle"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -147,9 +147,9 @@ func (r *region) obeys(ctx actor.Context, msg proto.Message, epoch uint64) bool 
 
 // coordinatorID is the process ID of this type's coordinator on whichever
 // member runs it: the child of the coordinator's singleton (see
-// coordinatoractor.SupervisorProps).
+// coordinator.SupervisorProps).
 func (r *region) coordinatorID() string {
-	return CoordinatorManagerName(r.typeName) + "/" + withSingletonName(r.settings.Singleton).SingletonName + "/" + coordinatoractor.CoordinatorName
+	return CoordinatorManagerName(r.typeName) + "/" + withSingletonName(r.settings.Singleton).SingletonName + "/" + coordinator.CoordinatorName
 }
 
 // oldestOfRole is the ID of the oldest member with the region's role,

@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/testkit"
@@ -93,7 +94,7 @@ func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
 	}
 	testkit.WaitFor(t, 30*time.Second, func() bool {
 		st := w.coordinatorState()
-		if st == nil || st.Name != coordinatoractor.StateActive {
+		if st == nil || st.Name != coordinator.StateActive {
 			return false
 		}
 		after := st.State.Regions[coordinatoractor.RegionKey(w.region(b))].Shards

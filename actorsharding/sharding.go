@@ -23,6 +23,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
@@ -276,8 +277,8 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			}
 			settings.StateStore = store
 		}
-		props := coordinatoractor.SupervisorProps(
-			coordinatoractor.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore),
+		props := coordinator.SupervisorProps(
+			coordinator.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore),
 			settings.Coordinator.CoordinatorFailureBackoff)
 		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), coordinatorSingletonOptions(settings)...); err != nil {
 			return nil, fmt.Errorf("actorsharding: start coordinator of %q: %w", typeName, err)

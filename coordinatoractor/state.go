@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/pidkey"
@@ -342,18 +341,4 @@ func (s *State) ensureMaps() {
 	if s.Unallocated == nil {
 		s.Unallocated = map[string]struct{}{}
 	}
-}
-
-// sortedEntries lists the entries of a State's Regions or Proxies by key.
-func sortedEntries(m map[string]RegionEntry) []RegionEntry {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]RegionEntry, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, m[k])
-	}
-	return out
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/durablestate"
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/testsupport"
 )
 
 // incarnation is an actor that recovers entity "acc-1" from its store
@@ -87,11 +87,11 @@ func (a *incarnation) recover(ctx actor.Context) {
 type node struct {
 	t      *testing.T
 	system *actor.ActorSystem
-	logs   *testkit.Logs
+	logs   *testsupport.Logs
 }
 
 func newNode(t *testing.T) *node {
-	logs := &testkit.Logs{}
+	logs := &testsupport.Logs{}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logs.Logger() }))
 	t.Cleanup(system.Shutdown)
 	return &node{t: t, system: system, logs: logs}

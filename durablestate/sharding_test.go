@@ -12,6 +12,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/durablestate"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -26,7 +27,7 @@ func TestIncarnationOnAPausedNodeIsFenced(t *testing.T) {
 	if testkit.RaceEnabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
-	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	backend := testsupport.NewPausableBackend(300 * time.Millisecond)
 	cluster := testkit.NewCluster(t, backend)
 	store := durablestate.NewMemoryStore()
 	starts := make(chan recovered, 16)

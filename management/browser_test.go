@@ -18,7 +18,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/chromedp/chromedp"
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/management"
 	"github.com/protoshard/protoshard/singleton"
@@ -107,9 +107,9 @@ func coordinatorHomes(c *testkit.Cluster) (map[string]string, []string, bool) {
 		return nil, nil, false
 	}
 	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
-	res, err := oldest.System.Root.RequestFuture(pid, &coordinatoractor.GetCoordinatorState{}, 5*time.Second).Result()
-	st, ok := res.(*coordinatoractor.CurrentCoordinatorState)
-	if err != nil || !ok || st.Name != coordinatoractor.StateActive {
+	res, err := oldest.System.Root.RequestFuture(pid, &coordinator.GetCoordinatorState{}, 5*time.Second).Result()
+	st, ok := res.(*coordinator.CurrentCoordinatorState)
+	if err != nil || !ok || st.Name != coordinator.StateActive {
 		return nil, nil, false
 	}
 	homes := map[string]string{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
@@ -94,7 +95,7 @@ func wantAlive(t *testing.T, h http.Handler, what string, regions ...string) {
 // then left. Liveness stays alive throughout: none of these is a reason
 // to restart a process.
 func TestHealthThroughStates(t *testing.T) {
-	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	backend := testsupport.NewPausableBackend(300 * time.Millisecond)
 	cluster := testkit.NewCluster(t, backend) // skips under -race
 	const timeout = 5 * time.Second
 	opts := []actorsharding.Option{

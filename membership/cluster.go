@@ -298,8 +298,8 @@ func (c *Cluster) DownRemovalMargin() time.Duration {
 	return 0
 }
 
-// NewMemberID returns a fresh random member id.
-func NewMemberID() string {
+// newMemberID returns a fresh random member id.
+func newMemberID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -326,7 +326,7 @@ func (c *Cluster) Join(ctx context.Context) error {
 }
 
 func (c *Cluster) join(ctx context.Context) error {
-	self := Member{ID: NewMemberID(), Address: c.system.Address(), Roles: c.cfg.Roles, Status: Up, SystemID: c.system.ID}
+	self := Member{ID: newMemberID(), Address: c.system.Address(), Roles: c.cfg.Roles, Status: Up, SystemID: c.system.ID}
 	registered, err := c.provider.Register(ctx, self)
 	if err != nil {
 		return fmt.Errorf("membership: join as %s: %w", self.ID, err)
@@ -593,7 +593,7 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 		c.markSelfRemoved(graceful)
 		return
 	}
-	events := Diff(c.members, c.filterRemoved(snapshot), nil)
+	events := diff(c.members, c.filterRemoved(snapshot), nil)
 	now := c.now()
 	for _, e := range events {
 		if e, ok := e.(MemberRemoved); ok {

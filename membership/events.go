@@ -32,7 +32,7 @@ type MemberRemoved struct {
 	Graceful bool
 }
 
-// Diff compares two snapshots and returns the events that lead from prev to
+// diff compares two snapshots and returns the events that lead from prev to
 // next, ignoring members in removed (they are gone for good). Members that
 // appear already Leaving produce MemberUp then MemberLeft. Removals come
 // first, then joins and leaves, each oldest first: a node that re-joined
@@ -40,7 +40,7 @@ type MemberRemoved struct {
 // subscriber that keys anything by address must see the old one go before
 // the new one comes. It is a pure function so the event logic is tested
 // without a backend.
-func Diff(prev, next []Member, removed map[string]bool) []any {
+func diff(prev, next []Member, removed map[string]bool) []any {
 	var events []any
 	before := make(map[string]Member, len(prev))
 	for _, m := range prev {

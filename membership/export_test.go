@@ -41,3 +41,6 @@ func QuarantineRetention(q *Quarantine) time.Duration {
 	defer q.mu.RUnlock()
 	return q.systems.Retention()
 }
+
+// Diff is diff, for the package's external tests.
+var Diff = diff

@@ -1,35 +1,20 @@
-// Package shardactor is Akka's classic Shard actor for proto.actor: the child
-// of a ShardRegion that owns one shard. It starts entity actors on demand as
-// its own children (one per entity ID), forwards messages to them with the
-// original sender, passivates them on request without losing messages, and
-// stops them all when the coordinator hands the shard off to another region.
+// Package shardactor holds what a user configures of Akka's classic Shard
+// actor, the child of a ShardRegion that owns one shard and starts its
+// entities on demand (actorsharding starts it):
 //
-// Automatic passivation (passivation.go): entities idle for
-// Settings.PassivationIdleTimeout (default 120s) are passivated, and an
-// active-entity limit passivates the least recently used beyond it.
+//   - Settings: hand-off, automatic passivation (idle entities after
+//     PassivationIdleTimeout, an active-entity limit with a replacement
+//     policy), remember-entities, the shard lease.
+//   - RememberEntitiesStore, where a shard with Settings.RememberEntities
+//     records its running entities to start them all again wherever it
+//     starts next, with MemoryRememberEntitiesStore (one process) and the
+//     errors a store returns: one that wraps ErrPermanent stops the shard
+//     (its region starts it again after Settings.ShardFailureBackoff);
+//     others are retried. actorsharding/consulstore has the Consul KV
+//     store; remembertest is the contract every store passes.
+//   - LeaseName, the lease a shard holds before it starts any entity when
+//     Settings.UseLease is set.
 //
-// Remember-entities (remember.go): with Settings.RememberEntities the shard
-// records its running entities in a RememberEntitiesStore (memory, or
-// Consul KV with batched writes) and starts them all again wherever it
-// starts next. A passivated entity is forgotten; one that stops otherwise
-// starts again after Settings.EntityRestartBackoff. Automatic passivation
-// is off with it, as in Akka. A store error that wraps ErrPermanent stops
-// the shard (its region starts it again after
-// Settings.ShardFailureBackoff); other errors are retried.
-//
-// Lease (shard_lease.go): with Settings.UseLease a shard starts no entity
-// before it holds the lease LeaseName(type, shard), and stops with all its
-// entities when it loses it.
-//
-// Each entity's life (Pekko's Shard.EntityState: RememberingStart, Active,
-// Passivating, WaitingForRestart...) is kept by a value type with checked
-// transitions (entities.go); the actor only moves messages.
-//
-// An entity finds its own ID from its name:
-//
-//	name := ctx.Self().Id[strings.LastIndexByte(ctx.Self().Id, '/')+1:]
-//	id, err := shardactor.EntityID(name)
-//
-// and passivates itself by sending *messages.Passivate to its parent with
-// ctx.Request (the shard needs the sender to know which entity asks).
+// An entity finds its own ID with actorsharding.EntityID and passivates
+// itself with actorsharding.Passivate.
 package shardactor

@@ -1,6 +1,7 @@
 package shardactor
 
 import (
+	"net/url"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,7 +46,7 @@ type Settings struct {
 	// or SegmentedLeastRecentlyUsedPolicy
 	// ("segmented-least-recently-used", levels 0.2/0.8). An unknown name
 	// is logged as an error when the shard starts and the default is used
-	// (Props cannot fail); check names up front with NewReplacementPolicy.
+	// (starting a shard cannot fail).
 	ReplacementPolicy string
 	// RememberEntities is Akka's remember-entities. When true, automatic
 	// passivation is off, idle and limit alike, as in Akka (its
@@ -149,7 +150,9 @@ func DefaultSettings() Settings {
 	}
 }
 
-func (s Settings) withDefaults() Settings {
+// WithDefaults returns s with its zero fields set to their defaults, as
+// the shard uses them (its region reads ShardFailureBackoff from it).
+func (s Settings) WithDefaults() Settings {
 	d := DefaultSettings()
 	if s.HandOffTimeout <= 0 {
 		s.HandOffTimeout = d.HandOffTimeout
@@ -193,37 +196,24 @@ func (s Settings) withDefaults() Settings {
 	return s
 }
 
-// WithDefaults returns s with its zero fields set to their defaults, as
-// the shard uses them (its region reads ShardFailureBackoff from it).
-func (s Settings) WithDefaults() Settings { return s.withDefaults() }
+// Names of the replacement policies (Settings.ReplacementPolicy), as in
+// Akka's passivation.strategy-defaults.replacement.policy.
+const (
+	// LeastRecentlyUsedPolicy passivates the least recently used entities:
+	// the default.
+	LeastRecentlyUsedPolicy = "least-recently-used"
+	// SegmentedLeastRecentlyUsedPolicy passivates the least recently used
+	// entities of the lowest segment first
+	// (two segments, with the proportions 0.2 and 0.8).
+	SegmentedLeastRecentlyUsedPolicy = "segmented-least-recently-used"
+)
 
-// storeWaitAttempts: a message waits for the remember-entities store for
-// at most this many UpdatingStateTimeouts (a write, and retries).
-const storeWaitAttempts = 3
-
-// storeWaitBound is how long a message may wait for the remember-entities
-// store before it is dropped.
-func (s Settings) storeWaitBound() time.Duration {
-	return storeWaitAttempts * s.UpdatingStateTimeout
+// LeaseName is the name of the lease of shard shardID of the entity type
+// typeName: "shard-<type>-<shard>", each part path-escaped (a '/' would
+// make a Consul key of several segments). Akka's name starts with the
+// actor system's name as well; proto.actor's systems have no name shared
+// by the nodes of a cluster, so it is left out (as singleton.LeaseName
+// does).
+func LeaseName(typeName, shardID string) string {
+	return "shard-" + url.PathEscape(typeName) + "-" + url.PathEscape(shardID)
 }
-
-// idlePassivation tells whether idle entities are passivated.
-func (s Settings) idlePassivation() bool {
-	return s.PassivationIdleTimeout > 0 && !s.RememberEntities
-}
-
-// handOffWarningAfter is Akka's HandOffStopper.StopTimeoutWarningAfter.
-const handOffWarningAfter = 5 * time.Second
-
-// entityHandOffTimeout is when the entities still running at hand-off are
-// stopped by force: max(HandOffTimeout-5s, 1s), as in Akka. The 5 s margin
-// lets the shard answer ShardStopped before the RebalanceWorker, which waits
-// HandOffTimeout in all, gives up.
-func (s Settings) entityHandOffTimeout() time.Duration {
-	return max(s.HandOffTimeout-handOffWarningAfter, time.Second)
-}
-
-// maxBufferedMessages bounds the messages a shard holds for its passivating
-// entities, all entities together (Akka's buffer-size default). Beyond it a
-// message is dropped with a dead-letter event.
-const maxBufferedMessages = 100000

@@ -17,7 +17,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	shardingconsulstore "github.com/protoshard/protoshard/actorsharding/consulstore"
-	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/shardeddaemonprocess"
 	"github.com/protoshard/protoshard/shardeddaemonprocess/consulstore"
 	"github.com/protoshard/protoshard/singleton"
@@ -103,7 +103,7 @@ func newDaemonWorldOf(t *testing.T, cluster *testkit.Cluster) *daemonWorld {
 // (the user's behavior) ctx is.
 func revisionOf(t *testing.T, ctx actor.Context) int64 {
 	parent := ctx.Parent().GetId()
-	id, err := shardactor.EntityID(parent[strings.LastIndexByte(parent, '/')+1:])
+	id, err := shard.EntityID(parent[strings.LastIndexByte(parent, '/')+1:])
 	if err != nil {
 		t.Errorf("worker parent %q: %v", parent, err)
 		return 0

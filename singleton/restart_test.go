@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/staleness"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 	"github.com/stretchr/testify/require"
@@ -302,7 +303,7 @@ func TestSingletonHandOverCancelsPendingRestart(t *testing.T) {
 // member. One singleton at a time (the ledger), and only the new oldest's
 // ran after the stop.
 func TestSingletonRestartRefusedWhileMemberStale(t *testing.T) {
-	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	backend := testsupport.NewPausableBackend(300 * time.Millisecond)
 	f := newFixture(t, backend, 0) // the removal margin: the failure detection timeout
 	const minBackoff = 2 * time.Second
 	restartSettings(f, minBackoff)
@@ -336,7 +337,7 @@ func TestSingletonRestartRefusedWhileMemberStale(t *testing.T) {
 // does not start it; once it confirms its membership again (it was not
 // removed), the restart is tried again and the singleton runs.
 func TestSingletonRestartWaitsForConfirmedMembership(t *testing.T) {
-	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	backend := testsupport.NewPausableBackend(300 * time.Millisecond)
 	f := newFixture(t, backend, 0)
 	const minBackoff = time.Second
 	restartSettings(f, minBackoff)
@@ -390,7 +391,7 @@ func (a *ticker) Receive(ctx actor.Context) {
 // confirms its membership again, and then it runs again, restarts
 // disabled or not.
 func TestSingletonDoesNoWorkWhileMemberStale(t *testing.T) {
-	backend := testkit.NewPausableBackend(300 * time.Millisecond)
+	backend := testsupport.NewPausableBackend(300 * time.Millisecond)
 	f := newFixture(t, backend, 0)
 	f.options = append(f.options, singleton.WithoutSingletonRestart()) // Akka's: a stop on its own is not restarted
 	var starts atomic.Int32

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/caslease"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
@@ -494,7 +495,7 @@ func TestProxyRejectsBadInput(t *testing.T) {
 		t.Errorf("request of 5 MiB through the proxy: %v, want a dead letter at once", err)
 	}
 	expect("a message too large", func(e *deadletter.Event) bool { return errors.Is(e.Err, deadletter.ErrMessageTooLarge) })
-	testkit.AssertNotSpinning(t, time.Second)
+	testsupport.AssertNotSpinning(t, time.Second)
 	f.allProxiesReach(nodes[0])
 }
 

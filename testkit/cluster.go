@@ -82,7 +82,16 @@ type nodeConfig struct {
 	stayOut    bool
 	configure  []func(*membership.Config)
 	beforeJoin []func(*Node)
-	logs       []*Logs
+	logs       []func(slog.Handler) slog.Handler
+}
+
+// WithLogHandler makes the node's actor system log through wrap(next) as
+// well, where next is the handler it logs to without it: a handler that
+// records lines for a test to assert on, passing each on to next. The
+// system's logs, and the logs of all that uses its logger, carry the
+// attribute node=<the node's name>.
+func WithLogHandler(wrap func(next slog.Handler) slog.Handler) NodeOption {
+	return func(c *nodeConfig) { c.logs = append(c.logs, wrap) }
 }
 
 // WithName names the node in logs and failure messages (default "node-N").
@@ -421,12 +430,12 @@ func isRemoteInternal(id string) bool {
 }
 
 // testLogger returns the actor system's logger factory: see testHandler;
-// each of logs records the system's logs too (WithLogs).
-func testLogger(name string, logs []*Logs) func(*actor.ActorSystem) *slog.Logger {
+// each of wraps handles the system's logs too (WithLogHandler).
+func testLogger(name string, wraps []func(slog.Handler) slog.Handler) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
 		h := testHandler()
-		for _, l := range logs {
-			h = l.handler(h)
+		for _, wrap := range wraps {
+			h = wrap(h)
 		}
 		return slog.New(h).With(slog.String("node", name), slog.String("system", system.ID))
 	}

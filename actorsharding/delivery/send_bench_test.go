@@ -12,7 +12,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/testpb"
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/testsupport"
 )
 
 // confirmingEntity confirms each delivery at once.
@@ -98,12 +98,12 @@ func BenchmarkSendUntilConfirmed(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	full = 0
-	cpu0, cpuOK := testkit.ProcessCPU()
+	cpu0, cpuOK := testsupport.ProcessCPU()
 	run(b.N)
 	b.StopTimer() // not the stops deferred
 	// CPU time, both sides: on a shared machine the wall time per
 	// message says more about the other load than about this code.
-	if cpu1, ok := testkit.ProcessCPU(); ok && cpuOK {
+	if cpu1, ok := testsupport.ProcessCPU(); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 	b.ReportMetric(float64(full)/float64(b.N), "full/op")

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -160,13 +161,13 @@ func rebalance(ctx context.Context, cfg config) (took, place time.Duration, err 
 	}
 	place = time.Since(t0)
 
-	coordinator := actor.NewPID(a.system.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
+	coordPID := actor.NewPID(a.system.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	spread := func() ([]int, error) {
-		res, err := a.system.Root.RequestFuture(coordinator, &coordinatoractor.GetCoordinatorState{}, 2*time.Second).Result()
+		res, err := a.system.Root.RequestFuture(coordPID, &coordinator.GetCoordinatorState{}, 2*time.Second).Result()
 		if err != nil {
 			return nil, err
 		}
-		st, ok := res.(*coordinatoractor.CurrentCoordinatorState)
+		st, ok := res.(*coordinator.CurrentCoordinatorState)
 		if !ok {
 			return nil, fmt.Errorf("the coordinator answered %T", res)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -261,7 +262,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 	if err := waitRegions(ctx, first.system, regions[0], size.regions); err != nil {
 		return run, err
 	}
-	coordinator := actor.NewPID(first.system.Address(), actorsharding.CoordinatorManagerName(scaleType)+"/singleton/coordinator")
+	coordPID := actor.NewPID(first.system.Address(), actorsharding.CoordinatorManagerName(scaleType)+"/singleton/coordinator")
 
 	// Allocation: one entity per shard, each sender region requesting its
 	// share at once.
@@ -289,7 +290,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 		return run, err
 	}
 	run.allocate = time.Since(t0)
-	cur, err := coordinatorState(first.system, coordinator)
+	cur, err := coordinatorState(first.system, coordPID)
 	if err != nil {
 		return run, err
 	}
@@ -316,7 +317,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 		t1 := time.Now()
 		var last []int
 		for {
-			cur, err := coordinatorState(first.system, coordinator)
+			cur, err := coordinatorState(first.system, coordPID)
 			if err == nil {
 				last = shardsPerRegionCounts(cur.State)
 				if even(last, size.regions+size.joining, size.shards) && len(cur.RebalanceInProgress) == 0 {
@@ -344,7 +345,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 
 	// Failover: the coordinator's node crashes; the time from its removal
 	// until an entity of a shard of its region answers through another.
-	cur, err = coordinatorState(first.system, coordinator)
+	cur, err = coordinatorState(first.system, coordPID)
 	if err != nil {
 		return run, err
 	}
@@ -378,12 +379,12 @@ func crash(n *node) {
 }
 
 // coordinatorState asks the coordinator for a copy of its state.
-func coordinatorState(system *actor.ActorSystem, coordinator *actor.PID) (*coordinatoractor.CurrentCoordinatorState, error) {
-	res, err := system.Root.RequestFuture(coordinator, &coordinatoractor.GetCoordinatorState{}, requestTimeout).Result()
+func coordinatorState(system *actor.ActorSystem, coordPID *actor.PID) (*coordinator.CurrentCoordinatorState, error) {
+	res, err := system.Root.RequestFuture(coordPID, &coordinator.GetCoordinatorState{}, requestTimeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("coordinator state: %w", err)
 	}
-	cur, ok := res.(*coordinatoractor.CurrentCoordinatorState)
+	cur, ok := res.(*coordinator.CurrentCoordinatorState)
 	if !ok {
 		return nil, fmt.Errorf("the coordinator answered %T", res)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/internal/backoff"
-	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/internal/shard"
 )
 
 // casStore keeps one value per key in a directory, each replaced only by a
@@ -64,10 +64,10 @@ func openCASStore(dir string, lockWait time.Duration) (*casStore, error) {
 	return &casStore{dir: dir, lockWait: lockWait}, nil
 }
 
-// path is the file of key with suffix; shardactor.EntityName escapes '/'
+// path is the file of key with suffix; shard.EntityName escapes '/'
 // and '%', so every key has a file of its own.
 func (s *casStore) path(key, suffix string) string {
-	return filepath.Join(s.dir, shardactor.EntityName(key)+suffix)
+	return filepath.Join(s.dir, shard.EntityName(key)+suffix)
 }
 
 // Load returns key's data and version; version 0 and no data when it was

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/protoshard/protoshard/shardactor"
+	"github.com/protoshard/protoshard/internal/shard"
 )
 
 // entityStoreDir is where a reliable run's entities keep their records.
@@ -114,7 +114,7 @@ func readEntityRecords(dir string) (map[string]entityRecord, []string, error) {
 	var bad []string
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), stateSuffix)
-		id, err := shardactor.EntityID(name)
+		id, err := shard.EntityID(name)
 		var data []byte
 		if err == nil {
 			data, _, err = readStateFile(p)

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/testsupport"
 )
 
 // switcher answers each string with the name of the state that received
@@ -34,7 +33,7 @@ func (s *switcher) become(ctx actor.Context, name string) {
 // state, but neither the first state nor a Become to the current one, is
 // logged once at DEBUG with from, to and the caller's attributes.
 func TestStates(t *testing.T) {
-	logs := &testkit.Logs{}
+	logs := &testsupport.Logs{}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logs.Logger() }))
 	defer system.Shutdown()
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &switcher{} }))
@@ -55,7 +54,7 @@ func TestStates(t *testing.T) {
 		}
 	}
 	want := [][2]string{{"a", "b"}, {"b", "c"}, {"c", "a"}}
-	var got []testkit.LogLine
+	var got []testsupport.LogLine
 	for _, l := range logs.Lines() {
 		if l.Message == "switcher state change" {
 			got = append(got, l)

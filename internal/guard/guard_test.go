@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/testkit"
 )
 
@@ -151,7 +152,7 @@ func TestMailboxRefusesNil(t *testing.T) {
 			t.Fatalf("ping %d after the nils: %v %v", seq, res, err)
 		}
 	}
-	testkit.AssertNotSpinning(t, time.Second)
+	testsupport.AssertNotSpinning(t, time.Second)
 }
 
 // An actor with WithSizeLimit does not send a message over the limit to

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/consul"
-	"github.com/protoshard/protoshard/testkit"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
@@ -32,13 +32,13 @@ func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
 			t.Fatalf("Release = (%v, %v)", ok, err)
 		}
 	}
-	logged := func(logs *testkit.Logs, msg, owner string) bool {
-		return slices.ContainsFunc(logs.Lines(), func(l testkit.LogLine) bool {
+	logged := func(logs *testsupport.Logs, msg, owner string) bool {
+		return slices.ContainsFunc(logs.Lines(), func(l testsupport.LogLine) bool {
 			return l.Message == msg && l.Attrs["owner"] == owner && l.Attrs["component"] == "consul-lease"
 		})
 	}
 
-	var holder testkit.Logs
+	var holder testsupport.Logs
 	hold(opts, "owner-a", holder.Logger())
 	for _, msg := range []string{"consul lease acquired", "consul lease released"} {
 		if !logged(&holder, msg, "owner-a") {
@@ -46,7 +46,7 @@ func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
 		}
 	}
 
-	var provider, otherHolder testkit.Logs
+	var provider, otherHolder testsupport.Logs
 	hold(append(opts, consul.WithLogger(provider.Logger())), "owner-b", otherHolder.Logger())
 	if !logged(&provider, "consul lease acquired", "owner-b") {
 		t.Fatalf("the provider's configured logger has no acquisition: %v", provider.Lines())

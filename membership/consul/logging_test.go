@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
@@ -14,13 +14,13 @@ import (
 // WithLogger keeps logging there.
 func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
 	agent := consulagent.Start(t)
-	registered := func(logs *testkit.Logs, node string) bool {
-		return slices.ContainsFunc(logs.Lines(), func(l testkit.LogLine) bool {
+	registered := func(logs *testsupport.Logs, node string) bool {
+		return slices.ContainsFunc(logs.Lines(), func(l testsupport.LogLine) bool {
 			return l.Message == "registered" && l.Attrs["component"] == "consul-membership" && l.Attrs["node"] == node
 		})
 	}
 
-	var system testkit.Logs
+	var system testsupport.Logs
 	n := newNode(t, agent, system.Logger(), "default", nodeOpts{
 		noProviderLogger: true,
 	})
@@ -29,7 +29,7 @@ func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
 		t.Fatalf("the system's log has no registration line of the provider: %v", system.Lines())
 	}
 
-	var own, otherSystem testkit.Logs
+	var own, otherSystem testsupport.Logs
 	m := newNode(t, agent, otherSystem.Logger(), "explicit", nodeOpts{
 		options: []consul.Option{consul.WithLogger(own.Logger().With("node", "explicit"))},
 	})
@@ -37,7 +37,7 @@ func TestProviderLogsThroughTheClustersSystem(t *testing.T) {
 	if !registered(&own, "explicit") {
 		t.Fatalf("the configured logger has no registration line: %v", own.Lines())
 	}
-	if slices.ContainsFunc(otherSystem.Lines(), func(l testkit.LogLine) bool { return l.Attrs["component"] == "consul-membership" }) {
+	if slices.ContainsFunc(otherSystem.Lines(), func(l testsupport.LogLine) bool { return l.Attrs["component"] == "consul-membership" }) {
 		t.Fatalf("a provider with its own logger logged to the system's: %v", otherSystem.Lines())
 	}
 }

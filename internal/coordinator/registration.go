@@ -1,0 +1,133 @@
+package coordinator
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/membership"
+	"github.com/protoshard/protoshard/messages"
+)
+
+// registrant is a Register or RegisterProxy that passed its checks.
+type registrant struct {
+	what      string // "Register" or "RegisterProxy"
+	pid       *actor.PID
+	member    string
+	extractor coordinatoractor.ExtractorIdentity
+	hosted    []string // Register: the shards the region hosts
+	proxy     bool
+}
+
+// key names the registrant's acknowledgement, so that a repeated
+// registration waits for its write once.
+func (r registrant) key() string {
+	return r.what + "\x00" + coordinatoractor.RegionKey(r.pid) + "\x00" + r.member
+}
+
+// registrantOf validates a *messages.Register or *messages.RegisterProxy
+// against the live members (see checkRegistration, extractorIdentity).
+func registrantOf(msg any, members map[string]membership.Member) (registrant, error) {
+	var r registrant
+	var name string
+	var shards uint32
+	switch m := msg.(type) {
+	case *messages.Register:
+		r = registrant{what: "Register", pid: m.GetShardRegion(), member: m.GetMemberId(), hosted: m.GetShards()}
+		name, shards = m.GetExtractor(), m.GetNumberOfShards()
+	case *messages.RegisterProxy:
+		r = registrant{what: "RegisterProxy", pid: m.GetShardRegionProxy(), member: m.GetMemberId(), proxy: true}
+		name, shards = m.GetExtractor(), m.GetNumberOfShards()
+	default:
+		return registrant{}, invalid("%T is no registration", msg)
+	}
+	if err := checkRegistration(r.what, r.pid, r.member, r.hosted, members); err != nil {
+		return registrant{}, err
+	}
+	extractor, err := extractorIdentity(r.what, r.pid, name, shards)
+	if err != nil {
+		return registrant{}, err
+	}
+	r.extractor = extractor
+	return r, nil
+}
+
+// registrationPlan is what the coordinator does with a registrant, as
+// planRegistration decides on its state.
+type registrationPlan struct {
+	// replace: the PID is registered by another member incarnation, gone
+	// now; it is terminated first.
+	replace *actor.PID
+	// refuse: the registrant's extractor differs from the registered
+	// regions' (see extractorDisagreement); it is answered RegisterRefused
+	// with this reason, and nothing else happens.
+	refuse string
+	// event registers the registrant (or records the extractor of a
+	// region registered without one); nil when it is registered already.
+	event coordinatoractor.Event
+	// record: event records the extractor of a region registered already
+	// (whose registration is acknowledged whether or not it applies).
+	record bool
+	// disagreement: the extractor recorded for a region registered
+	// already disagrees with the other regions'; logged, not refused (its
+	// entities run already).
+	disagreement string
+}
+
+// planRegistration decides on r's registration in st.
+func planRegistration(st *coordinatoractor.State, r registrant) registrationPlan {
+	var p registrationPlan
+	key := coordinatoractor.RegionKey(r.pid)
+	var old coordinatoractor.RegionEntry
+	var known bool
+	if r.proxy {
+		old, known = st.Proxies[key]
+	} else {
+		old, known = st.Regions[key]
+	}
+	if known && old.MemberID != r.member {
+		// Same PID, new incarnation: the old one is gone.
+		p.replace, known = old.PID, false
+	}
+	switch {
+	case !known:
+		// A proxy with another extractor would ask for shards that are
+		// not the regions'; the regions would drop what it sends them.
+		if why := extractorDisagreement(*st, key, r.extractor); why != "" {
+			return registrationPlan{replace: p.replace, refuse: why}
+		}
+		if r.proxy {
+			p.event = coordinatoractor.ShardRegionProxyRegistered{Proxy: r.pid, MemberID: r.member}
+		} else {
+			p.event = coordinatoractor.ShardRegionRegistered{Region: r.pid, MemberID: r.member, Extractor: r.extractor}
+		}
+	case !r.proxy && !old.Extractor.Known() && r.extractor.Known():
+		// A region registered with a coordinator of an older version:
+		// its extractor is recorded, so that the regions that register
+		// later are checked against it.
+		p.disagreement = extractorDisagreement(*st, key, r.extractor)
+		p.event = coordinatoractor.ShardRegionRegistered{Region: r.pid, MemberID: r.member, Extractor: r.extractor}
+		p.record = true
+	}
+	return p
+}
+
+// String describes the plan, for tests and logs.
+func (p registrationPlan) String() string {
+	s := ""
+	if p.replace != nil {
+		s += "replace " + coordinatoractor.RegionKey(p.replace) + "; "
+	}
+	switch {
+	case p.refuse != "":
+		s += "refuse"
+	case p.record:
+		s += "record " + p.event.String()
+	case p.event != nil:
+		s += p.event.String()
+	default:
+		s += "registered already"
+	}
+	if p.disagreement != "" {
+		s += "; disagrees"
+	}
+	return s
+}
