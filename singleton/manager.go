@@ -186,15 +186,16 @@ func (m *manager) oldest(ctx actor.Context) {
 // on its own while this member is the oldest (and not leaving) starts again
 // after the back-off. Every other state asked it to stop, or hands it over.
 func (m *manager) singletonTerminated(ctx actor.Context) {
-	restartable := m.state == StateOldest && !m.selfExited && !m.selfGone && !m.managerStopping
+	fenceStopped := m.fence != nil && m.fence.takeStopped()
+	booking := decideTermination(m.state, m.selfExited, m.selfGone, m.managerStopping, fenceStopped)
 	var plan restartPlan
 	var err error
-	if m.fence != nil && m.fence.takeStopped() && restartable {
+	if booking == bookFencedStop {
 		// Its stale fence stopped it: due again once this node has
 		// confirmed its membership, unless the removal comes first.
 		plan, err = m.restarts.fencedStop(time.Now())
 	} else {
-		plan, err = m.restarts.stopped(time.Now(), restartable)
+		plan, err = m.restarts.stopped(time.Now(), booking == bookRestartable)
 	}
 	switch {
 	case err != nil:
@@ -203,7 +204,7 @@ func (m *manager) singletonTerminated(ctx actor.Context) {
 		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; starting it again after the back-off",
 			slog.String("state", m.state), slog.Int("restart", plan.attempt), slog.Duration("backoff", plan.delay))
 		m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
-	case restartable:
+	case booking != bookStopped:
 		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka: WithoutSingletonRestart)",
 			slog.String("state", m.state))
 	}

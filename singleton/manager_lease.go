@@ -58,11 +58,11 @@ func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
 		ctx.Logger().Debug("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
 		m.gotoOldest(ctx, msg.token, true)
 	case retryLeaseLater:
-		switch {
-		case msg.err != nil:
+		switch decideLeaseRetryCause(msg.err, msg.acquired) {
+		case leaseFailed:
 			ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", msg.err),
 				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
-		case msg.acquired:
+		case leaseLostBeforeStart:
 			ctx.Logger().Warn("singleton: lease lost before the singleton could start (will be retried)",
 				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
 		default:
