@@ -394,3 +394,10 @@ func decideLeaseRetryCause(err error, acquired bool) leaseRetryCause {
 		return leaseHeldElsewhere
 	}
 }
+
+// isSelfRemoval: the removed member is this manager's own incarnation. Before
+// the first InitialOldestState this manager knows no incarnation of its
+// own, so no removal is its own.
+func isSelfRemoval(selfID, removedID string) bool {
+	return selfID != "" && removedID == selfID
+}

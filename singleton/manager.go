@@ -113,7 +113,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.onEnvelope(ctx, msg)
 		return
 	case membership.MemberRemoved:
-		if msg.Member.ID == m.self.ID && m.self.ID != "" {
+		if isSelfRemoval(m.self.ID, msg.Member.ID) {
 			m.onSelfRemoved(ctx, msg.Graceful)
 			return
 		}

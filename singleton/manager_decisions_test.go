@@ -50,3 +50,20 @@ func TestDecideLeaseRetryCause(t *testing.T) {
 		})
 	}
 }
+
+func TestIsSelfRemoval(t *testing.T) {
+	for _, tt := range []struct {
+		name              string
+		selfID, removedID string
+		want              bool
+	}{
+		{"own incarnation", "m1", "m1", true},
+		{"another member", "m1", "m2", false},
+		{"no incarnation yet, a member without ID", "", "", false},
+		{"no incarnation yet", "", "m2", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, isSelfRemoval(tt.selfID, tt.removedID))
+		})
+	}
+}
