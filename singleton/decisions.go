@@ -340,3 +340,64 @@ func decideHandOverRetry(count int, s settings, previousLive bool) handOverRetry
 func stuckReported(count, max int) bool {
 	return count > max && count%max == 1
 }
+
+// terminationBooking is how singletonRestarts is told of a terminated
+// singleton.
+type terminationBooking int
+
+const (
+	// bookStopped: asked to stop, or handed over; never restarted.
+	bookStopped terminationBooking = iota
+	// bookRestartable: stopped on its own while this member runs it for
+	// good; restarted after the back-off (if restarts are enabled).
+	bookRestartable
+	// bookFencedStop: its stale fence stopped it; due again once this
+	// node has confirmed its membership, unless the removal comes first.
+	bookFencedStop
+)
+
+// decideTermination: a singleton that stopped on its own starts again only
+// while this member is the oldest and stays so (not leaving, not removed,
+// the manager not stopping); every other state asked it to stop, or hands
+// it over.
+func decideTermination(state string, selfExited, selfGone, managerStopping, fenceStopped bool) terminationBooking {
+	if state != StateOldest || selfExited || selfGone || managerStopping {
+		return bookStopped
+	}
+	if fenceStopped {
+		return bookFencedStop
+	}
+	return bookRestartable
+}
+
+// leaseRetryCause is why an acquisition is tried again later.
+type leaseRetryCause int
+
+const (
+	// leaseHeldElsewhere: the lease said no (held by another owner, or
+	// not yet free).
+	leaseHeldElsewhere leaseRetryCause = iota
+	// leaseFailed: the lease answered with an error.
+	leaseFailed
+	// leaseLostBeforeStart: acquired, but lost again before the singleton
+	// could start under it.
+	leaseLostBeforeStart
+)
+
+func decideLeaseRetryCause(err error, acquired bool) leaseRetryCause {
+	switch {
+	case err != nil:
+		return leaseFailed
+	case acquired:
+		return leaseLostBeforeStart
+	default:
+		return leaseHeldElsewhere
+	}
+}
+
+// isSelfRemoval: the removed member is this manager's own incarnation. Before
+// the first InitialOldestState this manager knows no incarnation of its
+// own, so no removal is its own.
+func isSelfRemoval(selfID, removedID string) bool {
+	return selfID != "" && removedID == selfID
+}

@@ -1,7 +1,6 @@
 package singleton
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/staleness"
-	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -115,7 +113,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.onEnvelope(ctx, msg)
 		return
 	case membership.MemberRemoved:
-		if msg.Member.ID == m.self.ID && m.self.ID != "" {
+		if isSelfRemoval(m.self.ID, msg.Member.ID) {
 			m.onSelfRemoved(ctx, msg.Graceful)
 			return
 		}
@@ -133,19 +131,6 @@ func (m *manager) start(ctx actor.Context) {
 		m.ask(ctx, msg)
 	default:
 		m.unhandled(ctx)
-	}
-}
-
-// makeLease makes the lease of this member's incarnation now rather than
-// at the first acquisition, so that a lease that observes its holder
-// (lease.Observer) starts counting before this member may become the
-// oldest.
-func (m *manager) makeLease(ctx actor.Context) {
-	if m.settings.UseLease == nil {
-		return
-	}
-	if _, err := m.currentLease(ctx.Logger()); err != nil {
-		ctx.Logger().Warn("singleton: failed to get lease (will be retried when needed)", slog.Any("error", err))
 	}
 }
 
@@ -194,56 +179,6 @@ func (m *manager) oldest(ctx actor.Context) {
 		m.onLeaseLost(ctx, msg)
 	default:
 		m.unhandled(ctx)
-	}
-}
-
-// singletonTerminated books the singleton's termination; one that stopped
-// on its own while this member is the oldest (and not leaving) starts again
-// after the back-off. Every other state asked it to stop, or hands it over.
-func (m *manager) singletonTerminated(ctx actor.Context) {
-	restartable := m.state == StateOldest && !m.selfExited && !m.selfGone && !m.managerStopping
-	var plan restartPlan
-	var err error
-	if m.fence != nil && m.fence.takeStopped() && restartable {
-		// Its stale fence stopped it: due again once this node has
-		// confirmed its membership, unless the removal comes first.
-		plan, err = m.restarts.fencedStop(time.Now())
-	} else {
-		plan, err = m.restarts.stopped(time.Now(), restartable)
-	}
-	switch {
-	case err != nil:
-		ctx.Logger().Error("singleton: singleton actor terminated", slog.String("state", m.state), slog.Any("error", err))
-	case plan.restart:
-		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; starting it again after the back-off",
-			slog.String("state", m.state), slog.Int("restart", plan.attempt), slog.Duration("backoff", plan.delay))
-		m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
-	case restartable:
-		ctx.Logger().Warn("singleton: singleton actor terminated while oldest; it is not restarted (as in Akka: WithoutSingletonRestart)",
-			slog.String("state", m.state))
-	}
-}
-
-// onRestartDue starts the singleton again once its back-off has passed,
-// under the lease holding it ran under before, or after acquiring the lease
-// again if that holding is gone.
-func (m *manager) onRestartDue(ctx actor.Context, msg restartSingleton) {
-	attempt, ok := m.restarts.due(msg.gen)
-	if !ok {
-		return // cancelled meanwhile
-	}
-	useLease := m.settings.UseLease != nil
-	switch decideRestartDue(useLease, m.leases.held()) {
-	case startAgainNow:
-		ctx.Logger().Debug("singleton: back-off passed; starting the singleton actor again",
-			slog.String("state", m.state), slog.Int("restart", attempt))
-		m.gotoOldest(ctx, m.holding.token, useLease)
-	case acquireLeaseBeforeRestart:
-		ctx.Logger().Warn("singleton: back-off passed but the lease is no longer held; acquiring it before starting the singleton again",
-			slog.String("state", m.state), slog.Int("restart", attempt))
-		m.become(ctx, StateAcquiringLease, m.acquiringLease)
-		m.askNext(ctx)
-		m.tryAcquireLease(ctx)
 	}
 }
 
@@ -436,113 +371,6 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 	m.settleIdentifyWaiters(ctx)
 }
 
-// ask takes in through stateData.step and carries out the actions; the
-// state name moves with the become among them.
-func (m *manager) ask(ctx actor.Context, in any) {
-	next, acts, err := m.stateData.step(in)
-	switch {
-	case errors.Is(err, errIgnored):
-		return
-	case err != nil:
-		ctx.Logger().Error("singleton: input not taken", slog.String("state", m.state), slog.Any("error", err))
-		return
-	}
-	next.state = m.state
-	m.stateData = next
-	for _, a := range acts {
-		m.carryOut(ctx, a)
-	}
-}
-
-func (m *manager) carryOut(ctx actor.Context, a action) {
-	switch a.kind {
-	case actBecome:
-		m.become(ctx, a.state, m.receiveOf(a.state))
-	case actSendToPeer:
-		m.send(ctx, m.peer(ctx, a.member.Address), a.msg)
-	case actSend:
-		m.send(ctx, a.pid, a.msg)
-	case actReply:
-		m.reply(ctx, a.msg)
-	case actSchedule:
-		m.timers.SendOnce(m.settings.HandOverRetryInterval, ctx.Self(), a.timer)
-	case actLogHandOverStuck:
-		ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: previous oldest is unresponsive; still waiting for it to hand over or be removed",
-			slog.String("previousOldest", a.member.ID), slog.Int("retry", a.count))
-	case actLogTakeOverStuck:
-		ctx.Logger().Error("singleton: ClusterSingletonManagerIsStuck: expected hand-over never occurred; still offering it",
-			slog.Any("newOldest", a.member), slog.Int("retry", a.count))
-	case actLogSelfRemoved:
-		ctx.Logger().Debug("singleton: self removed", slog.Bool("graceful", a.graceful), slog.String("state", m.state))
-	case actTakeOver:
-		ctx.Logger().Info("singleton: previous oldest removed and no TakeOver request; taking over")
-		m.tryGotoOldest(ctx)
-	case actTerminateSingleton:
-		ctx.Logger().Debug("singleton manager stopping singleton actor", slog.String("pid", m.singleton.String()))
-		m.terminateSingleton(ctx)
-	case actStopSingleton:
-		ctx.Stop(m.singleton)
-	case actHandOverDone:
-		m.handOverDone(ctx, a.pid)
-	case actForgetPreviousOldest:
-		m.history.forget()
-	case actAskNext:
-		m.askNext(ctx)
-	case actCloseHandOver:
-		m.closeHandOver(ctx)
-	case actReplayInitial:
-		ctx.Send(ctx.Self(), a.initial)
-	case actLogRejoined:
-		ctx.Logger().Debug("singleton: re-joined as a new member; starting over", slog.String("member", a.from))
-	case actMakeLease:
-		m.makeLease(ctx)
-	case actLogIgnoredHandOverToMe:
-		ctx.Logger().Debug("singleton: ignoring HandOverToMe in Younger: self is leaving", slog.String("from", a.from))
-	case actGiveUpHandOverDone:
-		ctx.Logger().Warn("singleton: HandOverDone never acknowledged; giving up", slog.Any("to", a.pid))
-		for _, env := range a.envelopes {
-			m.drop(ctx, env, "the new oldest never acknowledged the hand-over that carried this message")
-		}
-	case actAnswerLeaveWaiters:
-		m.answerLeaveWaitersIfIdle(ctx)
-	case actTryGotoOldest:
-		m.tryGotoOldest(ctx)
-	case actDeliver:
-		for _, env := range a.envelopes {
-			m.onEnvelope(ctx, env)
-		}
-	case actForgetIdentifyWaiters:
-		m.identifyWaiters.take()
-	case actLogUnexpected:
-		ctx.Logger().Debug("singleton: ignoring "+a.text+" from unexpected member", slog.String("from", a.from), slog.String("expected", a.member.ID))
-	case actLogPreviousRemoved:
-		ctx.Logger().Info("singleton: previous oldest removed; taking over", slog.String("member", a.from))
-	}
-}
-
-// receiveOf is the receive method of state.
-func (m *manager) receiveOf(state string) actor.ReceiveFunc {
-	switch state {
-	case StateYounger:
-		return m.younger
-	case StateBecomingOldest:
-		return m.becomingOldest
-	case StateOldest:
-		return m.oldest
-	case StateAcquiringLease:
-		return m.acquiringLease
-	case StateWasOldest:
-		return m.wasOldest
-	case StateHandingOver:
-		return m.handingOver
-	case StateStopping:
-		return m.stopping
-	case StateEnd:
-		return m.end
-	}
-	return m.start
-}
-
 // settleIdentifyWaiters tells the proxies waiting for the singleton that
 // it runs, or forgets them when it will not run here.
 func (m *manager) settleIdentifyWaiters(ctx actor.Context) {
@@ -557,15 +385,6 @@ func (m *manager) settleIdentifyWaiters(ctx actor.Context) {
 		}
 	case forgetWaiters:
 		m.identifyWaiters.take()
-	}
-}
-
-// cancelRestart drops a pending restart of the singleton: this member no
-// longer runs it (hand-over, leave, removal, lease loss).
-func (m *manager) cancelRestart(ctx actor.Context, why string) {
-	if m.restarts.cancel() {
-		ctx.Logger().Debug("singleton: pending restart of the singleton actor cancelled", slog.String("state", m.state),
-			slog.String("why", why))
 	}
 }
 
@@ -635,20 +454,6 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	}
 }
 
-// startRefused: this node's membership is stale, so the singleton did not
-// start; this member stays the oldest with the start due after the
-// back-off. Its removal, when it hears of it, cancels the start (as does a
-// hand-over); if it confirms its membership again instead, the start goes
-// ahead.
-func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
-	ctx.Logger().Warn("singleton: not starting the singleton actor; trying again after the back-off unless this member's removal comes first",
-		slog.String("state", m.state), slog.Int("attempt", plan.attempt), slog.Duration("backoff", plan.delay), slog.Any("error", err))
-	m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
-	m.history.forget()
-	m.become(ctx, StateOldest, m.oldest)
-	m.askNext(ctx)
-}
-
 // handOverDone carries out the hand-over to to (nil: nobody) once the
 // singleton has terminated.
 func (m *manager) handOverDone(ctx actor.Context, to *actor.PID) {
@@ -710,63 +515,6 @@ func (m *manager) onSelfRemoved(ctx actor.Context, graceful bool) {
 }
 
 // --- helpers ---
-
-// onEnvelope handles a message from a proxy: to the singleton if it runs
-// here, held while one is about to run here, passed on to where it went.
-func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope) {
-	switch routeEnvelope(m.state, m.singleton != nil, m.restarts.pending()) {
-	case deliverToSingleton:
-		msg, err := env.GetMessage().UnmarshalNew()
-		if err != nil {
-			m.drop(ctx, env, fmt.Sprintf("cannot decode proxied message %q: %v", env.GetMessage().GetTypeUrl(), err))
-			return
-		}
-		if env.Sender != nil {
-			ctx.RequestWithCustomSender(m.singleton, msg, env.Sender)
-			return
-		}
-		ctx.Send(m.singleton, msg)
-	case holdEnvelope:
-		var dropped *messages.SingletonEnvelope
-		if m.envelopes, dropped = m.envelopes.hold(env, m.settings.BufferSize); dropped != nil {
-			m.dropError(ctx, dropped, errHeldEnvelopesFull(m.settings.BufferSize))
-		}
-	case dropNotRestarted:
-		m.drop(ctx, env, "the singleton actor has terminated and is not restarted")
-	case passToPreviousOldest:
-		var to *actor.PID
-		if prev, ok := m.history.mostRecent(); ok {
-			to = m.peer(ctx, prev.Address)
-		}
-		m.passOn(ctx, to, env, "this member does not run the singleton and knows no oldest")
-	case passToHandedOver:
-		m.passOn(ctx, m.offer.to, env, "this member no longer runs the singleton")
-		m.armDrain(ctx)
-	default:
-		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster: %w", deadletter.ErrMemberRemoved))
-	}
-}
-
-func (m *manager) passOn(ctx actor.Context, to *actor.PID, env *messages.SingletonEnvelope, reason string) {
-	switch decidePassOn(to != nil && !to.Equal(ctx.Self()), env.Hops) {
-	case dropNoManager:
-		m.drop(ctx, env, reason)
-	case dropTooManyHops:
-		m.drop(ctx, env, fmt.Sprintf("forwarded %d times between managers without reaching the singleton", env.Hops))
-	default:
-		env.Hops++
-		ctx.Send(to, env)
-	}
-}
-
-func (m *manager) drop(ctx actor.Context, env *messages.SingletonEnvelope, reason string) {
-	m.dropError(ctx, env, errors.New(reason))
-}
-
-// dropError is drop with a typed reason (see deadletter's reason classes).
-func (m *manager) dropError(ctx actor.Context, env *messages.SingletonEnvelope, reason error) {
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env, env.GetSender(), fmt.Errorf("singleton manager: %w", reason))
-}
 
 func (m *manager) terminateSingleton(ctx actor.Context) {
 	if m.settings.TerminationMessage == nil {
@@ -839,120 +587,4 @@ func (m *manager) askNext(ctx actor.Context) {
 	}
 	m.awaitingNext = true
 	ctx.Send(m.buffer, getNext{})
-}
-
-// --- lease ---
-
-// currentLease returns the lease of this member incarnation (leaseRunner).
-func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
-	return m.leases.current(m.settings.UseLease, LeaseName(m.name), m.self.Address+"/"+m.self.ID, logger)
-}
-
-// tryAcquireLease asks the lease for a holding; the answer comes back as an
-// acquireLeaseResult, and a later loss as a leaseLost, both numbered.
-func (m *manager) tryAcquireLease(ctx actor.Context) {
-	l, err := m.currentLease(ctx.Logger())
-	if err != nil {
-		ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", err))
-		m.holding = m.holding.acquireNotAsked()
-		m.armLeaseRetry(ctx)
-		return
-	}
-	var gen int
-	m.holding, gen = m.holding.acquire()
-	m.leases.acquire(ctx.ActorSystem(), ctx.Self(), l, gen)
-}
-
-func (m *manager) armLeaseRetry(ctx actor.Context) {
-	var gen int
-	m.holding, gen = m.holding.armRetry()
-	m.timers.SendOnce(m.settings.LeaseRetryInterval, ctx.Self(), leaseRetry{gen: gen})
-}
-
-func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
-	var decision acquireResultDecision
-	m.holding, decision = m.holding.answered(msg.gen, m.state == StateAcquiringLease, msg.acquired, msg.acquired && m.leases.held())
-	switch decision {
-	case startWithLease:
-		ctx.Logger().Debug("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
-		m.gotoOldest(ctx, msg.token, true)
-	case retryLeaseLater:
-		switch {
-		case msg.err != nil:
-			ctx.Logger().Error("singleton: failed to get lease (will be retried)", slog.Any("error", msg.err),
-				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
-		case msg.acquired:
-			ctx.Logger().Warn("singleton: lease lost before the singleton could start (will be retried)",
-				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
-		default:
-			ctx.Logger().Debug("singleton: acquire lease result false: held by another owner, or not yet free (will be retried)",
-				slog.Duration("retryIn", m.settings.LeaseRetryInterval))
-		}
-		m.armLeaseRetry(ctx)
-	case releaseUnwantedLease:
-		m.releaseLease(ctx, "acquired after the manager stopped wanting it", false)
-	}
-}
-
-func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
-	switch m.holding.lost(msg.gen, m.state, m.singleton != nil) {
-	case stopSingletonAndReacquire:
-		// Stopped, not sent the termination message: that would wait
-		// behind the singleton's mailbox, and the lease's margin is short.
-		ctx.Logger().Warn("singleton: Lease has been lost. Terminating singleton and trying to re-acquire lease",
-			slog.Any("reason", msg.reason), slog.String("pid", m.singleton.String()))
-		ctx.Stop(m.singleton)
-		m.holding = m.holding.stopAsking()
-		m.become(ctx, StateAcquiringLease, m.acquiringLease)
-		m.askNext(ctx)
-	case reacquireLease:
-		ctx.Logger().Warn("singleton: Lease has been lost. Trying to re-acquire lease", slog.Any("reason", msg.reason))
-		m.become(ctx, StateAcquiringLease, m.acquiringLease)
-		m.askNext(ctx)
-		m.tryAcquireLease(ctx)
-	case stopSingletonNow:
-		ctx.Logger().Warn("singleton: lease lost during the hand-over; stopping the singleton at once",
-			slog.Any("reason", msg.reason), slog.String("state", m.state))
-		ctx.Stop(m.singleton)
-	default:
-		ctx.Logger().Debug("singleton: ignoring a lease loss", slog.String("state", m.state), slog.Any("reason", msg.reason))
-	}
-}
-
-// releaseLease gives the lease back if an acquisition may hold it. Never
-// while the singleton may still run. It reports whether a release was
-// started (its answer comes as a releaseLeaseResult).
-func (m *manager) releaseLease(ctx actor.Context, why string, afterHandOver bool) bool {
-	next, err := m.holding.release(m.leases.made(), m.singleton != nil)
-	if errors.Is(err, errSingletonMayRun) {
-		ctx.Logger().Error(errSingletonMayRun.Error(), slog.String("why", why))
-	}
-	if err != nil {
-		return false
-	}
-	m.holding = next
-	ctx.Logger().Debug("singleton: releasing lease", slog.String("why", why))
-	m.leases.release(ctx.ActorSystem(), ctx.Self(), afterHandOver)
-	return true
-}
-
-func (m *manager) logReleaseResult(ctx actor.Context, msg releaseLeaseResult) {
-	switch {
-	case msg.err != nil:
-		ctx.Logger().Warn("singleton: failed to release lease; the singleton may not run elsewhere until the lease times out",
-			slog.Any("error", msg.err))
-	case msg.released:
-		ctx.Logger().Debug("singleton: lease released")
-	default:
-		ctx.Logger().Debug("singleton: lease was not held any more when released")
-	}
-}
-
-func (m *manager) setFencingToken(ctx actor.Context, token uint64) {
-	fencingTokens.Store(fencingKey{system: ctx.ActorSystem(), manager: ctx.Self().Id},
-		fencingEntry{singletonID: ctx.Self().Id + "/" + m.settings.SingletonName, token: token})
-}
-
-func (m *manager) clearFencingToken(ctx actor.Context) {
-	fencingTokens.Delete(fencingKey{system: ctx.ActorSystem(), manager: ctx.Self().Id})
 }
