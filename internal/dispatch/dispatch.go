@@ -42,10 +42,18 @@ func NewReusing(throughput int, idle time.Duration) *Reusing {
 
 // Schedule implements actor.Dispatcher.
 func (d *Reusing) Schedule(fn func()) {
-	select {
-	case d.work <- fn: // an idle goroutine took it
-	default:
+	if !d.handOff(fn) {
 		go d.run(fn)
+	}
+}
+
+// handOff gives fn to an idle goroutine, if one waits.
+func (d *Reusing) handOff(fn func()) bool {
+	select {
+	case d.work <- fn:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -17,23 +17,38 @@ func goroutineID() uint64 {
 	return id
 }
 
-// TestReusingKeepsItsGoroutine: runs one after the other run on one
-// goroutine, which ends once idle.
+// TestReusingKeepsItsGoroutine: once a run ended, its goroutine waits
+// for the next and runs it.
 func TestReusingKeepsItsGoroutine(t *testing.T) {
+	d := NewReusing(300, time.Hour) // the test may be slow: no idle end
+	done := make(chan uint64)
+	run := func() { done <- goroutineID() }
+	d.Schedule(run)
+	first := <-done
+	for i := range 50 {
+		// As a mailbox's next message after its last run: handed to the
+		// goroutine once it waits again (the test may be slower than it).
+		deadline := time.Now().Add(10 * time.Second)
+		for !d.handOff(run) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d: no goroutine waited for it", i+2)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if id := <-done; id != first {
+			t.Fatalf("run %d ran on goroutine %d, the first on %d", i+2, id, first)
+		}
+	}
+}
+
+// TestReusingEndsIdleGoroutines: a goroutine without a run for the idle
+// time ends.
+func TestReusingEndsIdleGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	d := NewReusing(300, 200*time.Millisecond)
-	ids := map[uint64]bool{}
-	for range 50 {
-		done := make(chan uint64)
-		d.Schedule(func() { done <- goroutineID() })
-		ids[<-done] = true
-		// The goroutine is back waiting before the next run comes, as a
-		// mailbox's next message after its last run ended.
-		time.Sleep(time.Millisecond)
-	}
-	if len(ids) != 1 {
-		t.Fatalf("50 runs one after the other ran on %d goroutines, want 1", len(ids))
-	}
+	d := NewReusing(300, 50*time.Millisecond)
+	done := make(chan struct{})
+	d.Schedule(func() { close(done) })
+	<-done
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
