@@ -119,7 +119,7 @@ func (m *MemoryStore) Save(ctx context.Context, state State, version uint64) (ui
 // DecodeState validates, so a state that could not be loaded again is
 // never stored.
 func EncodeState(s State) ([]byte, error) {
-	msg := stateMessage(s)
+	msg := StateMessage(s)
 	if _, err := stateFromMessage(msg); err != nil {
 		return nil, fmt.Errorf("encode coordinator state: %w: %w", ErrInvalidState, err)
 	}
@@ -130,9 +130,11 @@ func EncodeState(s State) ([]byte, error) {
 	return data, nil
 }
 
-// stateMessage is the wire form of s, in the order EncodeState describes;
-// its PIDs are copies.
-func stateMessage(s State) *messages.CoordinatorState {
+// StateMessage is the wire form of s, in the order EncodeState describes,
+// unvalidated: what EncodeState marshals, and what the coordinator reports
+// of its state to admin tools (messages.ShardCoordinatorState). Its PIDs
+// are copies.
+func StateMessage(s State) *messages.CoordinatorState {
 	msg := &messages.CoordinatorState{
 		Regions:           make([]*messages.RegionRecord, 0, len(s.Regions)),
 		RegionProxies:     make([]*messages.RegionRecord, 0, len(s.Proxies)),

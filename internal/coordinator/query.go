@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // GetCoordinatorState asks a coordinator for a copy of its State; the
@@ -42,7 +41,7 @@ func stateAnswer(cur *CurrentCoordinatorState, self *actor.PID, memberID string)
 		MemberId:            memberID,
 		StateName:           cur.Name,
 		Epoch:               cur.Epoch,
-		State:               stateMessage(cur.State),
+		State:               coordinatoractor.StateMessage(cur.State),
 		RebalanceInProgress: slices.Clone(cur.RebalanceInProgress),
 	}
 }
@@ -86,19 +85,4 @@ func askShardingStats(root *actor.RootContext, regions []coordinatoractor.Region
 		}
 		root.Send(requester, out)
 	}()
-}
-
-// stateMessage is the wire form of s as EncodeState writes it; nil if s
-// cannot be encoded, which a state the coordinator has written never is:
-// its write encoded it.
-func stateMessage(s coordinatoractor.State) *messages.CoordinatorState {
-	data, err := coordinatoractor.EncodeState(s)
-	if err != nil {
-		return nil
-	}
-	var msg messages.CoordinatorState
-	if proto.Unmarshal(data, &msg) != nil {
-		return nil
-	}
-	return &msg
 }
