@@ -149,7 +149,7 @@ func (r *region) obeys(ctx actor.Context, msg proto.Message, epoch uint64) bool 
 // member runs it: the child of the coordinator's singleton (see
 // coordinator.SupervisorProps).
 func (r *region) coordinatorID() string {
-	return CoordinatorManagerName(r.typeName) + "/" + withSingletonName(r.settings.Singleton).SingletonName + "/" + coordinator.CoordinatorName
+	return CoordinatorManagerName(r.typeName) + "/" + coordinatorSingletonName + "/" + coordinator.CoordinatorName
 }
 
 // oldestOfRole is the ID of the oldest member with the region's role,

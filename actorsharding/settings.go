@@ -88,7 +88,6 @@ func DefaultSettings() Settings {
 		MaxMessageSize:          guard.DefaultMaxMessageSize,
 		Coordinator:             coordinatoractor.DefaultSettings(),
 		Shard:                   shardactor.DefaultSettings(),
-		Singleton:               coordinatorSingleton{SingletonName: coordinatorSingletonName},
 	}
 }
 
@@ -256,11 +255,10 @@ func WithStateStore(st coordinatoractor.StateStore) Option {
 }
 
 // coordinatorSingleton is the cluster singleton that runs the
-// coordinator: the singleton's child name under its manager and the
-// managers' options.
+// coordinator: the managers' options (its name is always
+// coordinatorSingletonName).
 type coordinatorSingleton struct {
-	SingletonName string
-	Options       []singleton.Option
+	Options []singleton.Option
 }
 
 // coordinatorSingletonName is Akka's: the coordinator's singleton is

@@ -285,7 +285,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		}
 	}
 	proxy, err := singleton.StartProxy(s.system, s.cluster, CoordinatorManagerName(typeName),
-		singleton.WithSingletonName(withSingletonName(settings.Singleton).SingletonName), singleton.WithRole(settings.Role))
+		singleton.WithSingletonName(coordinatorSingletonName), singleton.WithRole(settings.Role))
 	if err != nil {
 		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
 	}
@@ -333,21 +333,11 @@ func hasConfiguredRole(c *membership.Cluster, role string) bool {
 	return c.Self().ID == "" && c.HasConfiguredRole(role)
 }
 
-// withSingletonName names the coordinator's singleton as Akka does: the
-// singleton "singleton" is the coordinator's supervisor, whose child is
-// the coordinator.
-func withSingletonName(st coordinatorSingleton) coordinatorSingleton {
-	if st.SingletonName == "" {
-		st.SingletonName = coordinatorSingletonName
-	}
-	return st
-}
-
 // coordinatorSingletonOptions are the options of the coordinator's
 // singleton managers: the user's, then the name and role they must have.
 func coordinatorSingletonOptions(settings Settings) []singleton.Option {
 	return append(append([]singleton.Option{}, settings.Singleton.Options...),
-		singleton.WithSingletonName(withSingletonName(settings.Singleton).SingletonName), singleton.WithRole(settings.Role))
+		singleton.WithSingletonName(coordinatorSingletonName), singleton.WithRole(settings.Role))
 }
 
 // gracefulShutdown hands off the region's shards and waits until it has
