@@ -115,7 +115,7 @@ type config struct {
 	deliverySamples   int           // confirmed sends (and requests) per delivery latency measurement
 	failoverRounds    int           // kills of the coordinator's node in the failover section
 	recoveryShards    int           // remembered shards allocated again in the recovery section
-	recoveryRounds    int           // rounds of the recovery section (each store), the median counts
+	recoveryRounds    int           // rounds of the recovery section (each store): the median, and the p99 from 50 on
 	scaleRegions      int           // regions (nodes) of the scale section's cluster
 	scaleShards       int           // shards allocated over them
 	scaleRounds       int           // rounds of the scale section (each size), the median counts
@@ -160,7 +160,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	deliverySamples := fs.Int("delivery-samples", 0, "confirmed sends per delivery latency measurement (default 5000, 500 with -short)")
 	failoverRounds := fs.Int("failover-rounds", 0, "kills of the coordinator's node in the failover section, the median counts (default 3, 1 with -short)")
 	recoveryShards := fs.Int("recovery-shards", 0, "remembered shards allocated again in the recovery section (default 1000, 200 with -short)")
-	recoveryRounds := fs.Int("recovery-rounds", 0, "rounds of the recovery section with each store, the median counts (default 5, 1 with -short)")
+	recoveryRounds := fs.Int("recovery-rounds", 0, "rounds of the recovery section with each store: their median, and with 50 or more their p99 (default 100, 1 with -short)")
 	scaleRegions := fs.Int("scale-regions", 0, "regions (nodes, in this process) of the scale section (default 100, 20 with -short); its baseline has a tenth")
 	scaleShards := fs.Int("scale-shards", 0, "shards allocated in the scale section (default 10000, 2000 with -short); its baseline has a tenth")
 	scaleFailover := fs.Int("scale-failover-regions", 0, "regions (nodes, in this process) of the scale section's failover (default 50, 10 with -short; after a failover every node connects to every other: about 4 file descriptors per pair); its baseline has a tenth")
@@ -209,7 +209,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		deliverySamples:   pick(*deliverySamples, 5000, 500),
 		failoverRounds:    pick(*failoverRounds, 3, 1),
 		recoveryShards:    pick(*recoveryShards, 1000, 200),
-		recoveryRounds:    pick(*recoveryRounds, 5, 1),
+		recoveryRounds:    pick(*recoveryRounds, 100, 1),
 		scaleRegions:      pick(*scaleRegions, 100, 20),
 		scaleShards:       pick(*scaleShards, 10_000, 2000),
 		scaleRounds:       pick(*scaleRounds, 3, 1),

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -306,14 +305,11 @@ func latencies(n int, do func(i int) error) (p50, p99 float64, err error) {
 
 // percentiles returns p50 and p99 of d in microseconds (nearest rank).
 func percentiles(d []time.Duration) (p50, p99 float64) {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	at := func(p int) float64 {
-		i := (len(s)*p + 99) / 100
-		i = min(max(i-1, 0), len(s)-1)
-		return float64(s[i]) / float64(time.Microsecond)
+	us := make([]float64, len(d))
+	for i, v := range d {
+		us[i] = float64(v) / float64(time.Microsecond)
 	}
-	return at(50), at(99)
+	return percentile(us, 50), percentile(us, 99)
 }
 
 // ask sends one request and checks that it was answered with a Pong.

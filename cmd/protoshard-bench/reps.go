@@ -100,6 +100,31 @@ func median(v []float64) float64 {
 	return m
 }
 
+// percentile is the p-th percentile of v by nearest rank: the smallest
+// value that at least p percent of v do not exceed.
+func percentile(v []float64, p int) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+// tail completes f from every round of protoshard and of the baseline:
+// the p-th percentile of each side, and their ratio. A tail needs many
+// rounds; the ratio of two tails, not the tail of the rounds' ratios,
+// which would add two rounds' noise.
+func tail(f figure, p int, protoshard, baseline []float64) figure {
+	if len(protoshard) == 0 || len(baseline) == 0 {
+		f.Protoshard, f.Baseline, f.Ratio = 0, 0, 0
+		return f
+	}
+	f.Reps, f.ProtoshardRuns, f.BaselineRuns = len(protoshard), slices.Clone(protoshard), slices.Clone(baseline)
+	f.Protoshard, f.Baseline = percentile(protoshard, p), percentile(baseline, p)
+	f.Ratio = f.Protoshard / f.Baseline
+	f.RatioMin, f.RatioMax = f.Ratio, f.Ratio
+	return f
+}
+
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

@@ -86,6 +86,52 @@ func TestPaired(t *testing.T) {
 	}
 }
 
+func TestPercentile(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(100 - i) // 100 down to 1: sorting is percentile's
+	}
+	for _, tc := range []struct {
+		name string
+		v    []float64
+		p    int
+		want float64
+	}{
+		{name: "one value", v: []float64{7}, p: 99, want: 7},
+		{name: "p50 of four", v: []float64{4, 1, 3, 2}, p: 50, want: 2},
+		{name: "p99 of 100 leaves out the slowest", v: hundred, p: 99, want: 99},
+		{name: "p99 of 50 is the slowest", v: hundred[50:], p: 99, want: 50},
+		{name: "p0 is the fastest", v: []float64{5, 3, 9}, p: 0, want: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := slices.Clone(tc.v)
+			if got := percentile(v, tc.p); got != tc.want {
+				t.Errorf("p%d = %v, want %v", tc.p, got, tc.want)
+			}
+			if !slices.Equal(v, tc.v) {
+				t.Error("percentile reordered its argument")
+			}
+		})
+	}
+}
+
+func TestTail(t *testing.T) {
+	// Each side has one slow round, not the same one: the tail of the
+	// rounds' ratios would be 10, the ratio of the tails is 1.
+	protoshard := []float64{1, 10, 1, 1}
+	baseline := []float64{1, 1, 10, 1}
+	f := tail(figure{Section: "s"}, 99, protoshard, baseline)
+	if f.Protoshard != 10 || f.Baseline != 10 || f.Ratio != 1 || f.RatioMin != 1 || f.RatioMax != 1 || f.Reps != 4 {
+		t.Errorf("got %+v, want 10 / 10, ratio 1", f)
+	}
+	if !validFigure(f) {
+		t.Errorf("%+v is not a valid figure", f)
+	}
+	if f := tail(figure{}, 99, nil, baseline); validFigure(f) {
+		t.Errorf("no rounds made a valid figure: %+v", f)
+	}
+}
+
 func TestRatioText(t *testing.T) {
 	if got := ratioText(paired(figure{}, []float64{1, 2, 3}, []float64{2, 2, 2})); got != "1.00 (0.50–1.50)" {
 		t.Errorf("got %q", got)
