@@ -20,9 +20,6 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"time"
 )
 
 // ErrLost is what every lease-lost reason wraps: the holder can no longer be
@@ -84,88 +81,4 @@ type Provider interface {
 	// NewLease returns a new holder of the lease leaseName for ownerName.
 	// ownerName identifies the holder in the lease store and in logs.
 	NewLease(leaseName, ownerName string) (Lease, error)
-}
-
-// LoggingProvider is implemented by a Provider whose leases log
-// (lease/consul). The cluster singleton and the shards create their leases
-// with NewLease, which hands such a provider their actor system's logger:
-// a lease logs where the rest of its node does, and a provider shared by
-// the nodes of one process logs each lease under its own node.
-type LoggingProvider interface {
-	Provider
-	// NewLeaseLogging is NewLease whose lease logs to logger, unless the
-	// provider was configured with a logger of its own.
-	NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (Lease, error)
-}
-
-// NewLease returns p's new holder of the lease leaseName for ownerName; if
-// p is a LoggingProvider, the lease logs to logger.
-func NewLease(p Provider, leaseName, ownerName string, logger *slog.Logger) (Lease, error) {
-	if lp, ok := p.(LoggingProvider); ok && logger != nil {
-		return lp.NewLeaseLogging(leaseName, ownerName, logger)
-	}
-	return p.NewLease(leaseName, ownerName)
-}
-
-// TimeoutSettings are Akka's lease TimeoutSettings (akka.coordination.lease).
-// Implementations without heartbeats (MemoryLeases) ignore them.
-type TimeoutSettings struct {
-	// HeartbeatInterval is how often the holder renews the lease (Akka's
-	// heartbeat-interval). Default HeartbeatTimeout/10.
-	HeartbeatInterval time.Duration
-	// HeartbeatTimeout is how long a lease stays held without a heartbeat,
-	// so how long a crashed holder keeps it from others (Akka's
-	// heartbeat-timeout). Default 120s.
-	HeartbeatTimeout time.Duration
-	// OperationTimeout bounds one acquire, release or heartbeat against the
-	// lease store (Akka's lease-operation-timeout). Default 5s.
-	OperationTimeout time.Duration
-}
-
-// Akka's defaults (akka.coordination.lease).
-const (
-	DefaultHeartbeatTimeout = 120 * time.Second
-	DefaultOperationTimeout = 5 * time.Second
-)
-
-// DefaultTimeoutSettings returns Akka's defaults: heartbeat-timeout 120s,
-// heartbeat-interval a tenth of it, lease-operation-timeout 5s.
-func DefaultTimeoutSettings() TimeoutSettings {
-	return TimeoutSettings{}.WithDefaults()
-}
-
-// WithDefaults fills in the zero fields with Akka's defaults; the interval
-// defaults to a tenth of the (given or default) heartbeat timeout.
-func (s TimeoutSettings) WithDefaults() TimeoutSettings {
-	if s.HeartbeatTimeout <= 0 {
-		s.HeartbeatTimeout = DefaultHeartbeatTimeout
-	}
-	if s.HeartbeatInterval <= 0 {
-		s.HeartbeatInterval = s.HeartbeatTimeout / 10
-	}
-	if s.OperationTimeout <= 0 {
-		s.OperationTimeout = DefaultOperationTimeout
-	}
-	return s
-}
-
-// Validate reports settings under which heartbeats cannot keep a lease: the
-// interval must be shorter than the timeout.
-func (s TimeoutSettings) Validate() error {
-	if s.HeartbeatInterval >= s.HeartbeatTimeout {
-		return fmt.Errorf("lease: heartbeat interval %v must be shorter than the heartbeat timeout %v",
-			s.HeartbeatInterval, s.HeartbeatTimeout)
-	}
-	return nil
-}
-
-// Settings are Akka's LeaseSettings: which lease, who holds it, and its
-// timeouts.
-type Settings struct {
-	// LeaseName names the lease; holders of the same name exclude each
-	// other.
-	LeaseName string
-	// OwnerName names the holder in the lease store and in logs.
-	OwnerName string
-	TimeoutSettings
 }

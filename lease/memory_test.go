@@ -77,31 +77,3 @@ func TestMemoryLeasesRejectEmptyName(t *testing.T) {
 		t.Fatal("NewLease with an empty name succeeded")
 	}
 }
-
-func TestTimeoutSettings(t *testing.T) {
-	cases := []struct {
-		name    string
-		in      lease.TimeoutSettings
-		want    lease.TimeoutSettings
-		wantErr bool
-	}{
-		{"akka defaults", lease.TimeoutSettings{}, lease.TimeoutSettings{HeartbeatInterval: 12 * time.Second, HeartbeatTimeout: 120 * time.Second, OperationTimeout: 5 * time.Second}, false},
-		{"interval follows the timeout", lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second}, lease.TimeoutSettings{HeartbeatInterval: time.Second, HeartbeatTimeout: 10 * time.Second, OperationTimeout: 5 * time.Second}, false},
-		{"given values kept", lease.TimeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second}, lease.TimeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second}, false},
-		{"interval not below the timeout", lease.TimeoutSettings{HeartbeatInterval: 10 * time.Second, HeartbeatTimeout: 10 * time.Second}, lease.TimeoutSettings{HeartbeatInterval: 10 * time.Second, HeartbeatTimeout: 10 * time.Second, OperationTimeout: 5 * time.Second}, true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := c.in.WithDefaults()
-			if got != c.want {
-				t.Fatalf("WithDefaults = %+v, want %+v", got, c.want)
-			}
-			if err := got.Validate(); (err != nil) != c.wantErr {
-				t.Fatalf("Validate = %v, want error %v", err, c.wantErr)
-			}
-		})
-	}
-	if lease.DefaultTimeoutSettings() != (lease.TimeoutSettings{}).WithDefaults() {
-		t.Fatal("DefaultTimeoutSettings differs from the zero value's defaults")
-	}
-}

@@ -31,8 +31,8 @@ func TestWorkerIDRoundTripsAndRefusesMalformedIDs(t *testing.T) {
 		switch {
 		case tc.ok && (err != nil || got != tc.want):
 			t.Errorf("parseWorkerID(%q) = %+v, %v; want %+v", tc.id, got, err, tc.want)
-		case !tc.ok && !errors.Is(err, ErrMalformedWorkerID):
-			t.Errorf("parseWorkerID(%q) = %+v, %v; want ErrMalformedWorkerID", tc.id, got, err)
+		case !tc.ok && !errors.Is(err, errMalformedWorkerID):
+			t.Errorf("parseWorkerID(%q) = %+v, %v; want errMalformedWorkerID", tc.id, got, err)
 		case tc.ok && got.String() != tc.id:
 			t.Errorf("%+v.String() = %q, want %q", got, got.String(), tc.id)
 		}

@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// ErrMalformedWorkerID: an entity ID of a daemon process's type is not
+// errMalformedWorkerID: an entity ID of a daemon process's type is not
 // "revision|count|index" with 0 <= index < count.
-var ErrMalformedWorkerID = errors.New("shardeddaemonprocess: malformed worker ID")
+var errMalformedWorkerID = errors.New("shardeddaemonprocess: malformed worker ID")
 
 // workerID names one worker of one revision, as Akka's entity IDs of a
 // sharded daemon process do: "revision|count|index". Carrying the
@@ -30,17 +30,17 @@ func (w workerID) String() string {
 func parseWorkerID(id string) (workerID, error) {
 	parts := strings.Split(id, "|")
 	if len(parts) != 3 {
-		return workerID{}, fmt.Errorf("%q: %w", id, ErrMalformedWorkerID)
+		return workerID{}, fmt.Errorf("%q: %w", id, errMalformedWorkerID)
 	}
 	rev, err1 := strconv.ParseInt(parts[0], 10, 64)
 	count, err2 := strconv.Atoi(parts[1])
 	index, err3 := strconv.Atoi(parts[2])
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return workerID{}, fmt.Errorf("%q: %w: %w", id, ErrMalformedWorkerID, err)
+		return workerID{}, fmt.Errorf("%q: %w: %w", id, errMalformedWorkerID, err)
 	}
 	w := workerID{revision: rev, count: count, index: index}
 	if rev < 1 || count < 1 || index < 0 || index >= count || w.String() != id {
-		return workerID{}, fmt.Errorf("%q: %w", id, ErrMalformedWorkerID)
+		return workerID{}, fmt.Errorf("%q: %w", id, errMalformedWorkerID)
 	}
 	return w, nil
 }

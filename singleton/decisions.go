@@ -247,12 +247,12 @@ func decideLeaseLost(current bool, state string, singletonAlive bool) leaseLostD
 		return ignoreLeaseLost
 	}
 	switch state {
-	case StateOldest:
+	case stateOldest:
 		if singletonAlive {
 			return stopSingletonAndReacquire
 		}
 		return reacquireLease
-	case StateWasOldest, StateHandingOver:
+	case stateWasOldest, stateHandingOver:
 		if singletonAlive {
 			return stopSingletonNow
 		}
@@ -361,7 +361,7 @@ const (
 // the manager not stopping); every other state asked it to stop, or hands
 // it over.
 func decideTermination(state string, selfExited, selfGone, managerStopping, fenceStopped bool) terminationBooking {
-	if state != StateOldest || selfExited || selfGone || managerStopping {
+	if state != stateOldest || selfExited || selfGone || managerStopping {
 		return bookStopped
 	}
 	if fenceStopped {

@@ -149,7 +149,7 @@ func TestOldestTracker(t *testing.T) {
 func TestProxySettingsBounds(t *testing.T) {
 	assert.Equal(t, 1000, proxySettings{}.withDefaults().BufferSize)
 	assert.Equal(t, 0, proxySettings{BufferSize: -1}.withDefaults().BufferSize)
-	assert.Equal(t, MaxProxyBufferSize, proxySettings{BufferSize: 50000}.withDefaults().BufferSize)
+	assert.Equal(t, maxProxyBufferSize, proxySettings{BufferSize: 50000}.withDefaults().BufferSize)
 }
 
 func TestEffectiveRemovalMargin(t *testing.T) {
@@ -209,17 +209,17 @@ func TestDecideLeaseLost(t *testing.T) {
 		alive   bool
 		want    leaseLostDecision
 	}{
-		{"oldest with its singleton: stop it, acquire again", true, StateOldest, true, stopSingletonAndReacquire},
-		{"oldest whose singleton ended by itself", true, StateOldest, false, reacquireLease},
-		{"was oldest, hand-over not begun: stop at once", true, StateWasOldest, true, stopSingletonNow},
-		{"handing over with a termination message: stop at once", true, StateHandingOver, true, stopSingletonNow},
-		{"handing over, singleton gone", true, StateHandingOver, false, ignoreLeaseLost},
-		{"acquiring: not started under it", true, StateAcquiringLease, false, ignoreLeaseLost},
-		{"acquiring: the previous singleton stops already", true, StateAcquiringLease, true, ignoreLeaseLost},
-		{"stopping: stopped already", true, StateStopping, true, ignoreLeaseLost},
-		{"an earlier holding", false, StateOldest, true, ignoreLeaseLost},
-		{"younger holds nothing", true, StateYounger, false, ignoreLeaseLost},
-		{"end holds nothing", true, StateEnd, false, ignoreLeaseLost},
+		{"oldest with its singleton: stop it, acquire again", true, stateOldest, true, stopSingletonAndReacquire},
+		{"oldest whose singleton ended by itself", true, stateOldest, false, reacquireLease},
+		{"was oldest, hand-over not begun: stop at once", true, stateWasOldest, true, stopSingletonNow},
+		{"handing over with a termination message: stop at once", true, stateHandingOver, true, stopSingletonNow},
+		{"handing over, singleton gone", true, stateHandingOver, false, ignoreLeaseLost},
+		{"acquiring: not started under it", true, stateAcquiringLease, false, ignoreLeaseLost},
+		{"acquiring: the previous singleton stops already", true, stateAcquiringLease, true, ignoreLeaseLost},
+		{"stopping: stopped already", true, stateStopping, true, ignoreLeaseLost},
+		{"an earlier holding", false, stateOldest, true, ignoreLeaseLost},
+		{"younger holds nothing", true, stateYounger, false, ignoreLeaseLost},
+		{"end holds nothing", true, stateEnd, false, ignoreLeaseLost},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -250,7 +250,7 @@ func TestSettingsDefaults(t *testing.T) {
 	s := settings{}.withDefaults()
 	assert.Equal(t, 5*time.Second, s.LeaseRetryInterval, "Akka's lease-retry-interval")
 	assert.Nil(t, s.UseLease, "no lease unless asked for")
-	assert.Equal(t, "singleton-counter", LeaseName("counter"))
+	assert.Equal(t, "singleton-counter", leaseName("counter"))
 }
 
 func TestDecideIdentifyWaiters(t *testing.T) {
@@ -259,16 +259,16 @@ func TestDecideIdentifyWaiters(t *testing.T) {
 		identified bool
 		want       identifyWaitersFate
 	}{
-		{StateOldest, true, announceToWaiters},
-		{StateStart, false, keepWaiters},
-		{StateYounger, false, keepWaiters}, // a proxy saw the change first
-		{StateBecomingOldest, false, keepWaiters},
-		{StateAcquiringLease, false, keepWaiters},
-		{StateOldest, false, keepWaiters}, // its restart is due, or it is leaving and hands over next
-		{StateWasOldest, false, forgetWaiters},
-		{StateHandingOver, false, forgetWaiters},
-		{StateStopping, false, forgetWaiters},
-		{StateEnd, false, forgetWaiters},
+		{stateOldest, true, announceToWaiters},
+		{stateStart, false, keepWaiters},
+		{stateYounger, false, keepWaiters}, // a proxy saw the change first
+		{stateBecomingOldest, false, keepWaiters},
+		{stateAcquiringLease, false, keepWaiters},
+		{stateOldest, false, keepWaiters}, // its restart is due, or it is leaving and hands over next
+		{stateWasOldest, false, forgetWaiters},
+		{stateHandingOver, false, forgetWaiters},
+		{stateStopping, false, forgetWaiters},
+		{stateEnd, false, forgetWaiters},
 	} {
 		assert.Equal(t, tt.want, decideIdentifyWaiters(tt.state, tt.identified), "%s, identified %v", tt.state, tt.identified)
 	}

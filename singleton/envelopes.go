@@ -35,20 +35,20 @@ const (
 // Oldest has them held.
 func routeEnvelope(state string, singletonRunning, restartPending bool) envelopeRoute {
 	switch state {
-	case StateOldest, StateWasOldest:
+	case stateOldest, stateWasOldest:
 		switch {
 		case singletonRunning:
 			return deliverToSingleton
-		case state == StateOldest && restartPending:
+		case state == stateOldest && restartPending:
 			return holdEnvelope
 		default:
 			return dropNotRestarted
 		}
-	case StateStart, StateBecomingOldest, StateAcquiringLease, StateHandingOver:
+	case stateStart, stateBecomingOldest, stateAcquiringLease, stateHandingOver:
 		return holdEnvelope
-	case StateYounger:
+	case stateYounger:
 		return passToPreviousOldest
-	case StateEnd:
+	case stateEnd:
 		return passToHandedOver
 	default:
 		return dropMemberRemoved

@@ -14,18 +14,18 @@ func TestRouteEnvelope(t *testing.T) {
 		restartPending bool
 		want           envelopeRoute
 	}{
-		{StateOldest, true, false, deliverToSingleton},
-		{StateOldest, false, true, holdEnvelope},
-		{StateOldest, false, false, dropNotRestarted},
-		{StateWasOldest, true, false, deliverToSingleton},
-		{StateWasOldest, false, true, dropNotRestarted},
-		{StateStart, false, false, holdEnvelope},
-		{StateBecomingOldest, false, false, holdEnvelope},
-		{StateAcquiringLease, true, false, holdEnvelope},
-		{StateHandingOver, true, false, holdEnvelope},
-		{StateYounger, false, false, passToPreviousOldest},
-		{StateEnd, false, false, passToHandedOver},
-		{StateStopping, true, false, dropMemberRemoved},
+		{stateOldest, true, false, deliverToSingleton},
+		{stateOldest, false, true, holdEnvelope},
+		{stateOldest, false, false, dropNotRestarted},
+		{stateWasOldest, true, false, deliverToSingleton},
+		{stateWasOldest, false, true, dropNotRestarted},
+		{stateStart, false, false, holdEnvelope},
+		{stateBecomingOldest, false, false, holdEnvelope},
+		{stateAcquiringLease, true, false, holdEnvelope},
+		{stateHandingOver, true, false, holdEnvelope},
+		{stateYounger, false, false, passToPreviousOldest},
+		{stateEnd, false, false, passToHandedOver},
+		{stateStopping, true, false, dropMemberRemoved},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s running=%v pending=%v", c.state, c.running, c.restartPending), func(t *testing.T) {

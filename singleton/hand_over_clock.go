@@ -13,9 +13,9 @@ type handOverClock struct {
 // running or not; measured reports a hand-over that ended, of took.
 func (c handOverClock) entered(state string, singletonRunning bool, now time.Time) (next handOverClock, took time.Duration, measured bool) {
 	switch state {
-	case StateBecomingOldest:
+	case stateBecomingOldest:
 		return handOverClock{since: now}, 0, false
-	case StateOldest:
+	case stateOldest:
 		if !singletonRunning {
 			return c, 0, false // its start was refused: the hand-over ends once it runs
 		}
@@ -23,7 +23,7 @@ func (c handOverClock) entered(state string, singletonRunning bool, now time.Tim
 			return handOverClock{}, now.Sub(c.since), true
 		}
 		return handOverClock{}, 0, false
-	case StateAcquiringLease:
+	case stateAcquiringLease:
 		return c, 0, false
 	default:
 		return handOverClock{}, 0, false

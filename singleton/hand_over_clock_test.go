@@ -22,25 +22,25 @@ func TestHandOverClock(t *testing.T) {
 		steps []step
 	}{
 		{"hand-over then lease then start", []step{
-			{StateYounger, false, at(0), 0, false},
-			{StateBecomingOldest, false, at(1), 0, false},
-			{StateAcquiringLease, false, at(3), 0, false},
-			{StateOldest, true, at(4), 3 * time.Second, true},
-			{StateOldest, true, at(9), 0, false}, // a restart is no hand-over
+			{stateYounger, false, at(0), 0, false},
+			{stateBecomingOldest, false, at(1), 0, false},
+			{stateAcquiringLease, false, at(3), 0, false},
+			{stateOldest, true, at(4), 3 * time.Second, true},
+			{stateOldest, true, at(9), 0, false}, // a restart is no hand-over
 		}},
 		{"a refused start goes on counting", []step{
-			{StateBecomingOldest, false, at(0), 0, false},
-			{StateOldest, false, at(2), 0, false},
-			{StateOldest, true, at(5), 5 * time.Second, true},
+			{stateBecomingOldest, false, at(0), 0, false},
+			{stateOldest, false, at(2), 0, false},
+			{stateOldest, true, at(5), 5 * time.Second, true},
 		}},
 		{"oldest at once measures nothing", []step{
-			{StateStart, false, at(0), 0, false},
-			{StateOldest, true, at(1), 0, false},
+			{stateStart, false, at(0), 0, false},
+			{stateOldest, true, at(1), 0, false},
 		}},
 		{"leaving BecomingOldest stops the clock", []step{
-			{StateBecomingOldest, false, at(0), 0, false},
-			{StateEnd, false, at(1), 0, false},
-			{StateOldest, true, at(2), 0, false},
+			{stateBecomingOldest, false, at(0), 0, false},
+			{stateEnd, false, at(1), 0, false},
+			{stateOldest, true, at(2), 0, false},
 		}},
 	}
 	for _, c := range cases {

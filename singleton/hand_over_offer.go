@@ -106,9 +106,9 @@ func leaveMayGoOn(state string, selfExited bool, o handOverOffer) bool {
 		return false
 	}
 	switch state {
-	case StateEnd:
+	case stateEnd:
 		return o.quiet
-	case StateStart, StateYounger:
+	case stateStart, stateYounger:
 		return true
 	}
 	return false

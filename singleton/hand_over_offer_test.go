@@ -101,7 +101,7 @@ func TestHandOverOffer(t *testing.T) {
 				if next.pending() != s.pending || next.quiet != s.quiet {
 					t.Fatalf("%s: pending %v quiet %v, want %v %v", s.name, next.pending(), next.quiet, s.pending, s.quiet)
 				}
-				if got := leaveMayGoOn(StateEnd, true, next); got != s.leaveMay {
+				if got := leaveMayGoOn(stateEnd, true, next); got != s.leaveMay {
 					t.Fatalf("%s: leave may go on %v, want %v", s.name, got, s.leaveMay)
 				}
 				o = next
@@ -119,17 +119,17 @@ func TestLeaveMayGoOn(t *testing.T) {
 		offer      handOverOffer
 		want       bool
 	}{
-		{StateYounger, true, handOverOffer{}, true},
-		{StateStart, true, handOverOffer{}, true},
-		{StateYounger, false, handOverOffer{}, false},
-		{StateEnd, true, handOverOffer{}, false},
-		{StateEnd, true, quiet, true},
-		{StateEnd, true, inFlight, false},
-		{StateYounger, true, inFlight, false},
-		{StateOldest, true, quiet, false},
-		{StateHandingOver, true, quiet, false},
-		{StateWasOldest, true, quiet, false},
-		{StateStopping, true, quiet, false},
+		{stateYounger, true, handOverOffer{}, true},
+		{stateStart, true, handOverOffer{}, true},
+		{stateYounger, false, handOverOffer{}, false},
+		{stateEnd, true, handOverOffer{}, false},
+		{stateEnd, true, quiet, true},
+		{stateEnd, true, inFlight, false},
+		{stateYounger, true, inFlight, false},
+		{stateOldest, true, quiet, false},
+		{stateHandingOver, true, quiet, false},
+		{stateWasOldest, true, quiet, false},
+		{stateStopping, true, quiet, false},
 	}
 	for _, c := range cases {
 		if got := leaveMayGoOn(c.state, c.selfExited, c.offer); got != c.want {

@@ -8,15 +8,15 @@ func TestSingletonShownAndIdentified(t *testing.T) {
 		shown                 bool
 		identified, ifExiting bool
 	}{
-		{StateStart, false, false, false},
-		{StateYounger, false, false, false},
-		{StateBecomingOldest, false, false, false},
-		{StateAcquiringLease, true, false, false},
-		{StateOldest, true, true, false},
-		{StateWasOldest, true, false, false},
-		{StateHandingOver, true, false, false},
-		{StateStopping, true, false, false},
-		{StateEnd, false, false, false},
+		{stateStart, false, false, false},
+		{stateYounger, false, false, false},
+		{stateBecomingOldest, false, false, false},
+		{stateAcquiringLease, true, false, false},
+		{stateOldest, true, true, false},
+		{stateWasOldest, true, false, false},
+		{stateHandingOver, true, false, false},
+		{stateStopping, true, false, false},
+		{stateEnd, false, false, false},
 	}
 	for _, c := range cases {
 		if got := singletonShownIn(c.state); got != c.shown {

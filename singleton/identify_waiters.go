@@ -73,19 +73,19 @@ func decideIdentifyWaiters(state string, identified bool) identifyWaitersFate {
 	switch {
 	case identified:
 		return announceToWaiters
-	case state == StateStart || state == StateYounger || state == StateBecomingOldest ||
-		state == StateAcquiringLease || state == StateOldest:
+	case state == stateStart || state == stateYounger || state == stateBecomingOldest ||
+		state == stateAcquiringLease || state == stateOldest:
 		return keepWaiters
 	default:
 		return forgetWaiters
 	}
 }
 
-// singletonShownIn reports whether GetState shows the singleton the
+// singletonShownIn reports whether getState shows the singleton the
 // manager keeps in state: wherever it may still run here.
 func singletonShownIn(state string) bool {
 	switch state {
-	case StateOldest, StateAcquiringLease, StateWasOldest, StateHandingOver, StateStopping:
+	case stateOldest, stateAcquiringLease, stateWasOldest, stateHandingOver, stateStopping:
 		return true
 	}
 	return false
@@ -94,5 +94,5 @@ func singletonShownIn(state string) bool {
 // singletonIdentifiedIn reports whether proxies are told of the singleton
 // the manager keeps: only one that is not about to be handed over.
 func singletonIdentifiedIn(state string, selfExited bool) bool {
-	return state == StateOldest && !selfExited
+	return state == stateOldest && !selfExited
 }

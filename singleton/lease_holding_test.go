@@ -60,7 +60,7 @@ func TestLeaseHoldingTransitions(t *testing.T) {
 			{"yes, still held", answerIn(1, true, true, true), startWithLease, nil, leaseHolding{gen: 1, mayHold: true}},
 			{"started under token 7", func(h leaseHolding) (leaseHolding, any, error) { return h.startedUnder(7), nil, nil },
 				nil, nil, leaseHolding{gen: 1, mayHold: true, token: 7}},
-			{"lost in Oldest", lostIn(1, StateOldest, true), stopSingletonAndReacquire, nil, leaseHolding{gen: 1, mayHold: true, token: 7}},
+			{"lost in Oldest", lostIn(1, stateOldest, true), stopSingletonAndReacquire, nil, leaseHolding{gen: 1, mayHold: true, token: 7}},
 			{"release refused while the singleton runs", releaseIn(true, true), nil, errSingletonMayRun,
 				leaseHolding{gen: 1, mayHold: true, token: 7}},
 			{"release once it stopped", releaseIn(true, false), nil, nil, leaseHolding{gen: 1, token: 7}},
@@ -75,7 +75,7 @@ func TestLeaseHoldingTransitions(t *testing.T) {
 			{"retry while asking", retryIn(1, false), ignoreLeaseRetry, nil, leaseHolding{gen: 2, requested: true, mayHold: true, retryGen: 1}},
 			{"late yes to 1", answerIn(1, true, true, true), ignoreAcquireResult, nil,
 				leaseHolding{gen: 2, requested: true, mayHold: true, retryGen: 1}},
-			{"loss of 1", lostIn(1, StateOldest, true), ignoreLeaseLost, nil, leaseHolding{gen: 2, requested: true, mayHold: true, retryGen: 1}},
+			{"loss of 1", lostIn(1, stateOldest, true), ignoreLeaseLost, nil, leaseHolding{gen: 2, requested: true, mayHold: true, retryGen: 1}},
 			{"yes to 2 but lost meanwhile", answerIn(2, true, true, false), retryLeaseLater, nil,
 				leaseHolding{gen: 2, mayHold: true, retryGen: 1}},
 		}},
@@ -92,13 +92,13 @@ func TestLeaseHoldingTransitions(t *testing.T) {
 		{"lost while the old singleton stops", []leaseInput{
 			{"acquire", acquireIn(), 1, nil, leaseHolding{gen: 1, requested: true, mayHold: true}},
 			{"yes", answerIn(1, true, true, true), startWithLease, nil, leaseHolding{gen: 1, mayHold: true}},
-			{"lost", lostIn(1, StateOldest, true), stopSingletonAndReacquire, nil, leaseHolding{gen: 1, mayHold: true}},
+			{"lost", lostIn(1, stateOldest, true), stopSingletonAndReacquire, nil, leaseHolding{gen: 1, mayHold: true}},
 			{"stop asking", func(h leaseHolding) (leaseHolding, any, error) { return h.stopAsking(), nil, nil }, nil, nil,
 				leaseHolding{gen: 1, mayHold: true}},
 			{"arm retry", armRetryIn(), 1, nil, leaseHolding{gen: 1, mayHold: true, retryGen: 1}},
 			{"retry waits for the singleton", retryIn(1, true), waitForSingletonToStop, nil, leaseHolding{gen: 1, mayHold: true, retryGen: 1}},
 			{"stale retry", retryIn(0, false), ignoreLeaseRetry, nil, leaseHolding{gen: 1, mayHold: true, retryGen: 1}},
-			{"lost in HandingOver", lostIn(1, StateHandingOver, true), stopSingletonNow, nil, leaseHolding{gen: 1, mayHold: true, retryGen: 1}},
+			{"lost in HandingOver", lostIn(1, stateHandingOver, true), stopSingletonNow, nil, leaseHolding{gen: 1, mayHold: true, retryGen: 1}},
 		}},
 	}
 	for _, c := range cases {

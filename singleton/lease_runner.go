@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/lease"
 )
 
@@ -37,7 +38,7 @@ func (r *leaseRunner) current(p lease.Provider, name, owner string, logger *slog
 	if r.lease != nil && r.owner == owner {
 		return r.lease, nil
 	}
-	l, err := lease.NewLease(p, name, owner, logger)
+	l, err := leaselog.NewLease(p, name, owner, logger)
 	if err != nil {
 		return nil, fmt.Errorf("singleton: lease %q for %s: %w", name, owner, err)
 	}

@@ -71,7 +71,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.metrics = metrics.For(ctx.ActorSystem()).Singleton(m.name)
 		m.buffer = ctx.Spawn(actor.PropsFromProducer(newOldestChangedBuffer(m.cluster, m.settings.Role), guard.WithMailbox()))
 		m.cluster.Subscribe(ctx.Self())
-		m.become(ctx, StateStart, m.start)
+		m.become(ctx, stateStart, m.start)
 		m.askNext(ctx)
 		return
 	case *actor.Stopping:
@@ -99,8 +99,8 @@ func (m *manager) Receive(ctx actor.Context) {
 			m.sendHandOverDone(ctx)
 		}
 		return
-	case GetState:
-		ctx.Respond(&CurrentState{State: m.state, MemberID: m.self.ID, Singleton: m.runningSingleton()})
+	case getState:
+		ctx.Respond(&currentState{State: m.state, MemberID: m.self.ID, Singleton: m.runningSingleton()})
 		return
 	case *messages.SingletonIdentify:
 		ref := m.identifiedSingleton()
@@ -361,8 +361,8 @@ func (m *manager) become(ctx actor.Context, name string, receive actor.ReceiveFu
 		ctx.Logger().Debug("singleton manager state change", slog.String("from", m.state), slog.String("to", name),
 			slog.String("member", m.self.ID), slog.String("manager", ctx.Self().Id))
 	}
-	if name != StateOldest {
-		m.cancelRestart(ctx, "left "+StateOldest+" for "+name)
+	if name != stateOldest {
+		m.cancelRestart(ctx, "left "+stateOldest+" for "+name)
 	}
 	m.state = name
 	m.behavior.Become(receive)
@@ -406,9 +406,9 @@ func (m *manager) tryGotoOldest(ctx actor.Context) {
 		m.gotoOldest(ctx, 0, false)
 		return
 	}
-	ctx.Logger().Debug("singleton: trying to acquire lease before starting singleton", slog.String("lease", LeaseName(m.name)))
+	ctx.Logger().Debug("singleton: trying to acquire lease before starting singleton", slog.String("lease", leaseName(m.name)))
 	m.history.forget()
-	m.become(ctx, StateAcquiringLease, m.acquiringLease)
+	m.become(ctx, stateAcquiringLease, m.acquiringLease)
 	m.askNext(ctx)
 	m.tryAcquireLease(ctx)
 }
@@ -445,7 +445,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	} else {
 		ctx.Logger().Debug("singleton manager starting singleton actor", slog.String("pid", pid.String()))
 	}
-	m.become(ctx, StateOldest, m.oldest)
+	m.become(ctx, stateOldest, m.oldest)
 	m.askNext(ctx)
 	var held []*messages.SingletonEnvelope
 	m.envelopes, held = m.envelopes.take()

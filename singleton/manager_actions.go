@@ -96,21 +96,21 @@ func (m *manager) carryOut(ctx actor.Context, a action) {
 // receiveOf is the receive method of state.
 func (m *manager) receiveOf(state string) actor.ReceiveFunc {
 	switch state {
-	case StateYounger:
+	case stateYounger:
 		return m.younger
-	case StateBecomingOldest:
+	case stateBecomingOldest:
 		return m.becomingOldest
-	case StateOldest:
+	case stateOldest:
 		return m.oldest
-	case StateAcquiringLease:
+	case stateAcquiringLease:
 		return m.acquiringLease
-	case StateWasOldest:
+	case stateWasOldest:
 		return m.wasOldest
-	case StateHandingOver:
+	case stateHandingOver:
 		return m.handingOver
-	case StateStopping:
+	case stateStopping:
 		return m.stopping
-	case StateEnd:
+	case stateEnd:
 		return m.end
 	}
 	return m.start

@@ -13,23 +13,23 @@ import (
 
 // State names of the ClusterSingletonManager, as in Akka; they appear in logs.
 const (
-	StateStart          = "Start"
-	StateOldest         = "Oldest"
-	StateYounger        = "Younger"
-	StateBecomingOldest = "BecomingOldest"
-	StateAcquiringLease = "AcquiringLease"
-	StateWasOldest      = "WasOldest"
-	StateHandingOver    = "HandingOver"
-	StateStopping       = "Stopping"
-	StateEnd            = "End"
+	stateStart          = "Start"
+	stateOldest         = "Oldest"
+	stateYounger        = "Younger"
+	stateBecomingOldest = "BecomingOldest"
+	stateAcquiringLease = "AcquiringLease"
+	stateWasOldest      = "WasOldest"
+	stateHandingOver    = "HandingOver"
+	stateStopping       = "Stopping"
+	stateEnd            = "End"
 )
 
-// GetState asks a manager for its current state name; the answer is a
-// *CurrentState. Local only (for tests and diagnostics).
-type GetState struct{}
+// getState asks a manager for its current state name; the answer is a
+// *currentState. Local only (for tests and diagnostics).
+type getState struct{}
 
-// CurrentState answers GetState.
-type CurrentState struct {
+// currentState answers getState.
+type currentState struct {
 	State     string     // the manager's state name (Start, Oldest, Younger, ...)
 	MemberID  string     // the member incarnation the manager runs on
 	Singleton *actor.PID // nil unless running
@@ -39,7 +39,7 @@ type CurrentState struct {
 // be started with the same name and options on every member (of the role).
 // The singleton is created from props, as the child named by
 // WithSingletonName, on the oldest member only (and, WithLease, only while
-// that member holds the lease LeaseName(name)). The manager registers a
+// that member holds the lease named "singleton-" + name). The manager registers a
 // leave hook on cluster, so a graceful Leave waits for the hand-over. An
 // option with a value it does not accept fails with ErrInvalidOption.
 func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props *actor.Props, name string, opts ...Option) (*actor.PID, error) {

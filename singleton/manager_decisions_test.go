@@ -14,17 +14,17 @@ func TestDecideTermination(t *testing.T) {
 		selfExited, selfGone, managerStopping, fenceStopped bool
 		want                                                terminationBooking
 	}{
-		{"stopped on its own while oldest", StateOldest, false, false, false, false, bookRestartable},
-		{"fence stopped it while oldest", StateOldest, false, false, false, true, bookFencedStop},
-		{"oldest but leaving", StateOldest, true, false, false, false, bookStopped},
-		{"oldest but leaving, fenced", StateOldest, true, false, false, true, bookStopped},
-		{"oldest but removed", StateOldest, false, true, false, true, bookStopped},
-		{"manager stopping", StateOldest, false, false, true, true, bookStopped},
-		{"lease lost: acquiring again", StateAcquiringLease, false, false, false, false, bookStopped},
-		{"handing over", StateHandingOver, false, false, false, false, bookStopped},
-		{"was oldest", StateWasOldest, false, false, false, true, bookStopped},
-		{"stopping after removal", StateStopping, false, false, false, false, bookStopped},
-		{"end", StateEnd, false, false, false, false, bookStopped},
+		{"stopped on its own while oldest", stateOldest, false, false, false, false, bookRestartable},
+		{"fence stopped it while oldest", stateOldest, false, false, false, true, bookFencedStop},
+		{"oldest but leaving", stateOldest, true, false, false, false, bookStopped},
+		{"oldest but leaving, fenced", stateOldest, true, false, false, true, bookStopped},
+		{"oldest but removed", stateOldest, false, true, false, true, bookStopped},
+		{"manager stopping", stateOldest, false, false, true, true, bookStopped},
+		{"lease lost: acquiring again", stateAcquiringLease, false, false, false, false, bookStopped},
+		{"handing over", stateHandingOver, false, false, false, false, bookStopped},
+		{"was oldest", stateWasOldest, false, false, false, true, bookStopped},
+		{"stopping after removal", stateStopping, false, false, false, false, bookStopped},
+		{"end", stateEnd, false, false, false, false, bookStopped},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, decideTermination(tt.state, tt.selfExited, tt.selfGone, tt.managerStopping, tt.fenceStopped))

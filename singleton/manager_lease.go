@@ -26,7 +26,7 @@ func (m *manager) makeLease(ctx actor.Context) {
 
 // currentLease returns the lease of this member incarnation (leaseRunner).
 func (m *manager) currentLease(logger *slog.Logger) (lease.Lease, error) {
-	return m.leases.current(m.settings.UseLease, LeaseName(m.name), m.self.Address+"/"+m.self.ID, logger)
+	return m.leases.current(m.settings.UseLease, leaseName(m.name), m.self.Address+"/"+m.self.ID, logger)
 }
 
 // tryAcquireLease asks the lease for a holding; the answer comes back as an
@@ -52,7 +52,7 @@ func (m *manager) armLeaseRetry(ctx actor.Context) {
 
 func (m *manager) onAcquireResult(ctx actor.Context, msg acquireLeaseResult) {
 	var decision acquireResultDecision
-	m.holding, decision = m.holding.answered(msg.gen, m.state == StateAcquiringLease, msg.acquired, msg.acquired && m.leases.held())
+	m.holding, decision = m.holding.answered(msg.gen, m.state == stateAcquiringLease, msg.acquired, msg.acquired && m.leases.held())
 	switch decision {
 	case startWithLease:
 		ctx.Logger().Debug("singleton: acquire lease result true", slog.Uint64("fencingToken", msg.token))
@@ -84,11 +84,11 @@ func (m *manager) onLeaseLost(ctx actor.Context, msg leaseLost) {
 			slog.Any("reason", msg.reason), slog.String("pid", m.singleton.String()))
 		ctx.Stop(m.singleton)
 		m.holding = m.holding.stopAsking()
-		m.become(ctx, StateAcquiringLease, m.acquiringLease)
+		m.become(ctx, stateAcquiringLease, m.acquiringLease)
 		m.askNext(ctx)
 	case reacquireLease:
 		ctx.Logger().Warn("singleton: Lease has been lost. Trying to re-acquire lease", slog.Any("reason", msg.reason))
-		m.become(ctx, StateAcquiringLease, m.acquiringLease)
+		m.become(ctx, stateAcquiringLease, m.acquiringLease)
 		m.askNext(ctx)
 		m.tryAcquireLease(ctx)
 	case stopSingletonNow:

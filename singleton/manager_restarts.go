@@ -55,7 +55,7 @@ func (m *manager) onRestartDue(ctx actor.Context, msg restartSingleton) {
 	case acquireLeaseBeforeRestart:
 		ctx.Logger().Warn("singleton: back-off passed but the lease is no longer held; acquiring it before starting the singleton again",
 			slog.String("state", m.state), slog.Int("restart", attempt))
-		m.become(ctx, StateAcquiringLease, m.acquiringLease)
+		m.become(ctx, stateAcquiringLease, m.acquiringLease)
 		m.askNext(ctx)
 		m.tryAcquireLease(ctx)
 	}
@@ -71,7 +71,7 @@ func (m *manager) startRefused(ctx actor.Context, plan restartPlan, err error) {
 		slog.String("state", m.state), slog.Int("attempt", plan.attempt), slog.Duration("backoff", plan.delay), slog.Any("error", err))
 	m.timers.SendOnce(plan.delay, ctx.Self(), restartSingleton{gen: plan.gen})
 	m.history.forget()
-	m.become(ctx, StateOldest, m.oldest)
+	m.become(ctx, stateOldest, m.oldest)
 	m.askNext(ctx)
 }
 

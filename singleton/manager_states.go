@@ -161,7 +161,7 @@ func invalid(state string, in any) error {
 func (d stateData) step(in any) (stateData, []action, error) {
 	switch in := in.(type) {
 	case handOverInProgress:
-		if d.state != StateBecomingOldest {
+		if d.state != stateBecomingOldest {
 			return d, nil, invalid(d.state, in)
 		}
 		d.timerGen++ // Akka cancels the retry timer
@@ -169,7 +169,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 	case handOverRetry:
 		return d.handOverRetryDue(in)
 	case *messages.HandOverDone, takeOverOffered, delayedMemberRemoved:
-		if d.state != StateBecomingOldest {
+		if d.state != stateBecomingOldest {
 			return d, nil, invalid(d.state, in)
 		}
 		return d.becomingOldest(in)
@@ -179,25 +179,25 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		return d.takeOverRetryDue(in)
 	case handOverAsked:
 		switch d.state {
-		case StateOldest, StateAcquiringLease, StateWasOldest:
+		case stateOldest, stateAcquiringLease, stateWasOldest:
 			if d.history.isRemoved(in.from) {
 				return d, nil, nil
 			}
 			return d.handOver(in.sender, in.singletonRunning)
-		case StateYounger:
+		case stateYounger:
 			if d.selfExited {
 				return d, []action{{kind: actLogIgnoredHandOverToMe, from: in.from}}, nil
 			}
 			// This member never ran the singleton in this incarnation (it
 			// may be a quick restart on the same host:port): confirm that.
 			return d, []action{reply(&messages.HandOverDone{FromMemberId: d.self.ID})}, nil
-		case StateEnd:
+		case stateEnd:
 			// Nothing runs here any more.
 			if done := d.offer.answerHandOverToMe(in.sender, d.self.ID, d.selfGone); done != nil {
 				return d, []action{reply(done)}, nil
 			}
 			return d, nil, nil
-		case StateHandingOver:
+		case stateHandingOver:
 			if d.handOverTo != nil && in.sender != nil && d.handOverTo.Equal(in.sender) {
 				return d, []action{reply(&messages.HandOverInProgress{FromMemberId: d.self.ID})}, nil
 			}
@@ -205,7 +205,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, nil, invalid(d.state, in)
 	case memberGone:
-		if d.state != StateWasOldest {
+		if d.state != stateWasOldest {
 			return d, nil, invalid(d.state, in)
 		}
 		d.history = d.history.withRemoved(in.id)
@@ -215,20 +215,20 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		return d, nil, nil
 	case singletonStopped:
 		switch d.state {
-		case StateHandingOver:
+		case stateHandingOver:
 			return d.handOverDone()
-		case StateStopping:
+		case stateStopping:
 			return d.end(nil)
 		}
 		return d, nil, invalid(d.state, in)
 	case *initialOldestState:
 		switch d.state {
-		case StateStart:
+		case stateStart:
 			return d.join(in, nil)
-		case StateStopping:
+		case stateStopping:
 			d.pendingInitial = in
 			return d, nil, nil
-		case StateEnd:
+		case stateEnd:
 			if in.self.ID != d.self.ID {
 				return d.join(in, []action{{kind: actLogRejoined, from: in.self.ID}})
 			}
@@ -236,10 +236,10 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, nil, invalid(d.state, in)
 	case *oldestChanged:
-		if d.state == StateYounger {
+		if d.state == stateYounger {
 			return d.younger(in)
 		}
-		if d.state != StateEnd {
+		if d.state != stateEnd {
 			return d, nil, invalid(d.state, in)
 		}
 		// Not interested any more; a removed member keeps draining so
@@ -249,7 +249,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, nil, nil
 	case *messages.HandOverDoneAck:
-		if d.state != StateEnd {
+		if d.state != stateEnd {
 			return d, nil, invalid(d.state, in)
 		}
 		var err error
@@ -258,7 +258,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, []action{{kind: actAnswerLeaveWaiters}}, nil
 	case drained:
-		if d.state != StateEnd {
+		if d.state != stateEnd {
 			return d, nil, invalid(d.state, in)
 		}
 		var over bool
@@ -267,7 +267,7 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		}
 		return d, []action{{kind: actAnswerLeaveWaiters}}, nil
 	case handOverDoneRetry:
-		if err := d.timerDue(StateEnd, in.gen, in); err != nil {
+		if err := d.timerDue(stateEnd, in.gen, in); err != nil {
 			return d, nil, err
 		}
 		next, decision, dropped, err := d.offer.retry(in.count, maxTakeOverRetries(d.settings))
@@ -296,8 +296,8 @@ func (d stateData) step(in any) (stateData, []action, error) {
 		d.timerGen++
 		acts := []action{{kind: actLogSelfRemoved, graceful: in.graceful}}
 		if in.singletonRunning {
-			d.state = StateStopping
-			return d, append(acts, action{kind: actStopSingleton}, become(StateStopping)), nil
+			d.state = stateStopping
+			return d, append(acts, action{kind: actStopSingleton}, become(stateStopping)), nil
 		}
 		d, end, _ := d.end(nil)
 		return d, append(acts, end...), nil
@@ -338,14 +338,14 @@ func (d stateData) join(in *initialOldestState, acts []action) (stateData, []act
 		return d, append(acts, asking...), err
 	}
 	d.history.only(in.oldest)
-	d.state = StateYounger
-	return d, append(acts, become(StateYounger), action{kind: actAskNext}), nil
+	d.state = stateYounger
+	return d, append(acts, become(stateYounger), action{kind: actAskNext}), nil
 }
 
 // askHandOver goes to BecomingOldest, asking the most recent previous
 // oldest alive (if any) to hand over.
 func (d stateData) askHandOver() (stateData, []action, error) {
-	return d.asking(StateBecomingOldest, &messages.HandOverToMe{FromMemberId: d.self.ID}, d.livePrevious(),
+	return d.asking(stateBecomingOldest, &messages.HandOverToMe{FromMemberId: d.self.ID}, d.livePrevious(),
 		func(gen int) any { return handOverRetry{count: 1, gen: gen} })
 }
 
@@ -410,7 +410,7 @@ func (d stateData) timerDue(state string, gen int, in any) error {
 
 func (d stateData) handOverRetryDue(in handOverRetry) (stateData, []action, error) {
 	previous := d.livePrevious()
-	if err := d.timerDue(StateBecomingOldest, in.gen, in); err != nil {
+	if err := d.timerDue(stateBecomingOldest, in.gen, in); err != nil {
 		return d, nil, err
 	}
 	var acts []action
@@ -425,7 +425,7 @@ func (d stateData) handOverRetryDue(in handOverRetry) (stateData, []action, erro
 }
 
 func (d stateData) oldestLeft(in oldestLeft) (stateData, []action, error) {
-	if d.state != StateOldest && d.state != StateAcquiringLease {
+	if d.state != stateOldest && d.state != stateAcquiringLease {
 		return d, nil, invalid(d.state, in)
 	}
 	switch decideOldestChanged(d.self, in.oldest, d.history.removed, d.selfExited) {
@@ -435,7 +435,7 @@ func (d stateData) oldestLeft(in oldestLeft) (stateData, []action, error) {
 		return d.handOver(nil, in.singletonRunning)
 	}
 	d.newOldest = in.oldest
-	return d.asking(StateWasOldest, &messages.TakeOverFromMe{FromMemberId: d.self.ID}, in.oldest,
+	return d.asking(stateWasOldest, &messages.TakeOverFromMe{FromMemberId: d.self.ID}, in.oldest,
 		func(gen int) any { return takeOverRetry{count: 1, gen: gen} })
 }
 
@@ -452,7 +452,7 @@ func (d stateData) asking(state string, send any, peer *membership.Member, first
 }
 
 func (d stateData) takeOverRetryDue(in takeOverRetryDue) (stateData, []action, error) {
-	if err := d.timerDue(StateWasOldest, in.retry.gen, in); err != nil {
+	if err := d.timerDue(stateWasOldest, in.retry.gen, in); err != nil {
 		return d, nil, err
 	}
 	var acts []action
@@ -481,8 +481,8 @@ func (d stateData) handOver(to *actor.PID, singletonRunning bool) (stateData, []
 	if to != nil {
 		acts = append(acts, action{kind: actSend, pid: to, msg: &messages.HandOverInProgress{FromMemberId: d.self.ID}})
 	}
-	d.state = StateHandingOver
-	return d, append(acts, action{kind: actTerminateSingleton}, become(StateHandingOver)), nil
+	d.state = stateHandingOver
+	return d, append(acts, action{kind: actTerminateSingleton}, become(stateHandingOver)), nil
 }
 
 // handOverDone: the singleton has terminated; a leaving member, or one
@@ -494,8 +494,8 @@ func (d stateData) handOverDone() (stateData, []action, error) {
 	d.newOldest = nil
 	acts := []action{{kind: actHandOverDone, pid: to}}
 	if to == nil && !d.selfExited {
-		d.state = StateYounger
-		return d, append(acts, action{kind: actForgetPreviousOldest}, become(StateYounger), action{kind: actAskNext}), nil
+		d.state = stateYounger
+		return d, append(acts, action{kind: actForgetPreviousOldest}, become(stateYounger), action{kind: actAskNext}), nil
 	}
 	return d.end(acts)
 }
@@ -503,8 +503,8 @@ func (d stateData) handOverDone() (stateData, []action, error) {
 // end goes to End after acts: a re-join seen meanwhile is taken again
 // there; a removed member keeps draining the buffer.
 func (d stateData) end(acts []action) (stateData, []action, error) {
-	d.state = StateEnd
-	acts = append(acts, action{kind: actCloseHandOver}, become(StateEnd))
+	d.state = stateEnd
+	acts = append(acts, action{kind: actCloseHandOver}, become(stateEnd))
 	switch {
 	case d.pendingInitial != nil:
 		acts = append(acts, action{kind: actReplayInitial, initial: d.pendingInitial})

@@ -125,7 +125,7 @@ func WithManagerBufferSize(n int) Option {
 }
 
 // WithLease is Akka's use-lease (manager): the manager that would start
-// the singleton first acquires the lease named LeaseName from leases
+// the singleton first acquires the lease named "singleton-" + the manager's name from leases
 // (state AcquiringLease), runs the singleton only while it holds it,
 // stops it at once when the lease is lost, and releases the lease once
 // the singleton has terminated after a hand-over or a removal. The
@@ -219,12 +219,12 @@ func WithSingletonIdentificationInterval(d time.Duration) Option {
 
 // WithBufferSize bounds the messages a proxy holds while the singleton is
 // unknown; when full the oldest is dropped (logged, dead letter). Akka's
-// buffer-size (proxy): 0 disables buffering, at most MaxProxyBufferSize.
+// buffer-size (proxy): 0 disables buffering, at most 10000 (Akka's bound).
 // Default 1000.
 func WithBufferSize(n int) Option {
 	return func(o *options) error {
-		if n < 0 || n > MaxProxyBufferSize {
-			return invalidOption("WithBufferSize", "%d is outside 0..%d", n, MaxProxyBufferSize)
+		if n < 0 || n > maxProxyBufferSize {
+			return invalidOption("WithBufferSize", "%d is outside 0..%d", n, maxProxyBufferSize)
 		}
 		o.proxy.BufferSize = n
 		if n == 0 {

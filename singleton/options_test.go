@@ -51,11 +51,11 @@ func TestOptionsSetSettings(t *testing.T) {
 	assert.Equal(t, proxySettings{SingletonName: "s", Role: "r", SingletonIdentificationInterval: 3 * time.Second}, p)
 	assert.Equal(t, time.Duration(-1), removalDelay(m, false), "WithRemovalMargin(0): no margin")
 
-	o, err = applyOptions([]Option{WithoutSingletonRestart(), WithBufferSize(MaxProxyBufferSize)})
+	o, err = applyOptions([]Option{WithoutSingletonRestart(), WithBufferSize(maxProxyBufferSize)})
 	require.NoError(t, err)
 	_, ok := o.manager.withDefaults().singletonRestartBackoff()
 	assert.False(t, ok, "WithoutSingletonRestart")
-	assert.Equal(t, MaxProxyBufferSize, o.proxy.withDefaults().BufferSize)
+	assert.Equal(t, maxProxyBufferSize, o.proxy.withDefaults().BufferSize)
 }
 
 func TestInvalidOptionsFailStart(t *testing.T) {
@@ -75,7 +75,7 @@ func TestInvalidOptionsFailStart(t *testing.T) {
 		"zero reset after":          WithSingletonRestartResetAfter(0),
 		"zero identification":       WithSingletonIdentificationInterval(0),
 		"negative proxy buffer":     WithBufferSize(-1),
-		"proxy buffer above Akka's": WithBufferSize(MaxProxyBufferSize + 1),
+		"proxy buffer above Akka's": WithBufferSize(maxProxyBufferSize + 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			props := actor.PropsFromFunc(func(actor.Context) {})

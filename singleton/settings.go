@@ -53,7 +53,7 @@ type settings struct {
 	// letter). Default 1000.
 	BufferSize int
 	// UseLease is Akka's use-lease: with a lease provider, the manager that
-	// would start the singleton first acquires the lease named LeaseName
+	// would start the singleton first acquires the lease named "singleton-" + its name
 	// (state AcquiringLease), runs the singleton only while it holds it,
 	// stops it at once when the lease is lost, and releases the lease once
 	// the singleton has terminated after a hand-over or a removal. The
@@ -91,9 +91,9 @@ type settings struct {
 	SingletonRestartResetAfter time.Duration
 }
 
-// LeaseName is the name of the lease a singleton's managers share:
+// leaseName is the name of the lease a singleton's managers share:
 // "singleton-" and the manager's name (Akka: "<system>-singleton-<path>").
-func LeaseName(managerName string) string { return "singleton-" + managerName }
+func leaseName(managerName string) string { return "singleton-" + managerName }
 
 // defaultSettings returns Akka's defaults.
 func defaultSettings() settings {
@@ -180,8 +180,8 @@ type proxySettings struct {
 	BufferSize int
 }
 
-// MaxProxyBufferSize is Akka's upper bound of the proxy buffer.
-const MaxProxyBufferSize = 10000
+// maxProxyBufferSize is Akka's upper bound of the proxy buffer.
+const maxProxyBufferSize = 10000
 
 // defaultProxySettings returns Akka's defaults.
 func defaultProxySettings() proxySettings {
@@ -205,8 +205,8 @@ func (s proxySettings) withDefaults() proxySettings {
 		s.BufferSize = d.BufferSize
 	case s.BufferSize < 0:
 		s.BufferSize = 0
-	case s.BufferSize > MaxProxyBufferSize:
-		s.BufferSize = MaxProxyBufferSize
+	case s.BufferSize > maxProxyBufferSize:
+		s.BufferSize = maxProxyBufferSize
 	}
 	return s
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/caslease"
@@ -80,9 +81,7 @@ func consulLeases(t *testing.T, b testkit.Backend) *leaseKit {
 		leaseconsul.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
-		probe, err := p.Lease(name, "probe")
-		require.NoError(t, err)
-		key := probe.Key()
+		key := consulkey.LeasePrefix(consulmembership.DefaultServiceName) + name
 		pair, _, err := client.KV().Get(key, &api.QueryOptions{RequireConsistent: true})
 		require.NoError(t, err)
 		require.NotNil(t, pair, "the lock %s", key)
@@ -310,22 +309,22 @@ func forEachBackendWithAndWithoutLease(t *testing.T, test func(t *testing.T, f *
 var casTimings = []caslease.Option{caslease.WithDuration(2 * time.Second), caslease.WithRenewInterval(300 * time.Millisecond),
 	caslease.WithSafetyMargin(500 * time.Millisecond), caslease.WithOperationTimeout(time.Second), caslease.WithLogger(slog.New(slog.DiscardHandler))}
 
-// casLeaseKit: compare-and-set leases on store; a holder loses its lease
+// casLeaseKit: compare-and-set leases on store, their records under
+// prefix; a holder loses its lease
 // when another holder's record is written over its own (it notices at its
 // next renewal; the record then looks held by a silent holder, which is
-// taken over after WaitFor).
-func casLeaseKit(p *caslease.Provider, store caslease.Store) *leaseKit {
+// taken over after the lease duration, plus drift and margin).
+func casLeaseKit(p *caslease.Provider, store caslease.Store, prefix string) *leaseKit {
 	return &leaseKit{provider: p, lose: func(t *testing.T, name string) {
-		probe, err := p.Lease(name, "probe")
-		require.NoError(t, err)
+		key := prefix + name
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
-		_, version, found, err := store.Get(ctx, probe.Key())
+		_, version, found, err := store.Get(ctx, key)
 		require.NoError(t, err)
-		require.True(t, found, "the record %s", probe.Key())
-		_, ok, err := store.CAS(ctx, probe.Key(), []byte(`{"holder":"intruder#0","owner":"intruder","token":1}`), version)
+		require.True(t, found, "the record %s", key)
+		_, ok, err := store.CAS(ctx, key, []byte(`{"holder":"intruder#0","owner":"intruder","token":1}`), version)
 		require.NoError(t, err)
-		require.True(t, ok, "overwriting %s", probe.Key())
+		require.True(t, ok, "overwriting %s", key)
 	}}
 }
 
@@ -333,14 +332,32 @@ func memoryCASLeases(t *testing.T, _ testkit.Backend) *leaseKit {
 	store := &caslease.MemoryStore{}
 	p, err := caslease.NewProvider(store, append([]caslease.Option{caslease.WithKeyPrefix("lease/")}, casTimings...)...)
 	require.NoError(t, err)
-	return casLeaseKit(p, store)
+	return casLeaseKit(p, store, "lease/")
+}
+
+// consulKV is caslease.Store on Consul KV as lease/consulcas keeps its
+// records (versions are ModifyIndexes), for casLeaseKit's overwrite, which
+// reads only whether a CAS succeeded.
+type consulKV struct{ client *api.Client }
+
+func (s consulKV) Get(ctx context.Context, key string) ([]byte, uint64, bool, error) {
+	pair, _, err := s.client.KV().Get(key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil || pair == nil {
+		return nil, 0, false, err
+	}
+	return pair.Value, pair.ModifyIndex, true, nil
+}
+
+func (s consulKV) CAS(ctx context.Context, key string, value []byte, version uint64) (uint64, bool, error) {
+	ok, _, err := s.client.KV().CAS(&api.KVPair{Key: key, Value: value, ModifyIndex: version}, (&api.WriteOptions{}).WithContext(ctx))
+	return 0, ok, err
 }
 
 func consulCASLeases(t *testing.T, b testkit.Backend) *leaseKit {
 	client := b.(*testkit.ConsulBackend).Client()
 	p, err := consulcas.NewProvider(consulmembership.DefaultServiceName, consulcas.WithClient(client), consulcas.WithLeaseOptions(casTimings...))
 	require.NoError(t, err)
-	return casLeaseKit(p, consulcas.NewStore(client))
+	return casLeaseKit(p, consulKV{client}, consulkey.LeasePrefix(consulmembership.DefaultServiceName))
 }
 
 // (a) 3-5 nodes: exactly one singleton, on the oldest; every proxy reaches it.

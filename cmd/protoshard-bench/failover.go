@@ -182,7 +182,7 @@ func benchFailover(ctx context.Context, cfg config, rep *report) error {
 		case sessionLease:
 			how += fmt.Sprintf(", coordinator lease: session TTL %v", failoverLeaseTTL)
 		case casLease:
-			how += fmt.Sprintf(", coordinator lease: compare-and-set record, duration %v", caslease.DefaultDuration)
+			how += ", coordinator lease: compare-and-set record, duration 5s (the default)"
 		default:
 			how += ", no lease"
 		}

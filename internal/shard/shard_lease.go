@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 )
@@ -62,7 +62,7 @@ func (s *shard) acquiringLease(ctx actor.Context) {
 func (s *shard) tryAcquireLease(ctx actor.Context) {
 	if s.lease == nil {
 		owner := ctx.ActorSystem().Address() + "/" + ctx.ActorSystem().ID
-		l, err := lease.NewLease(s.settings.UseLease, shardactor.LeaseName(s.typeName, s.shardID), owner, ctx.Logger())
+		l, err := leaselog.NewLease(s.settings.UseLease, shardactor.LeaseName(s.typeName, s.shardID), owner, ctx.Logger())
 		if err != nil {
 			ctx.Logger().Error(fmt.Sprintf("shard: Failed to get lease for shard id [%s]. Retry in %s", s.shardID, s.settings.LeaseRetryInterval),
 				append(s.attrs(), slog.Any("error", err))...)

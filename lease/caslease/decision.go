@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Record is the lease record as the store keeps it (JSON). A record with an
+// leaseRecord is the lease record as the store keeps it (JSON). A record with an
 // empty Holder is free: its last holder released it.
-type Record struct {
+type leaseRecord struct {
 	// Holder identifies the holding: the owner name and a random suffix of
 	// the Lease value, so that two values of one owner (a restarted
 	// process) are different holders.
@@ -24,7 +24,7 @@ type Record struct {
 	Renewals uint64 `json:"renewals"`
 }
 
-func encodeRecord(r Record) []byte {
+func encodeRecord(r leaseRecord) []byte {
 	b, err := json.Marshal(r)
 	if err != nil { // a struct of strings and integers always marshals
 		return nil
@@ -32,19 +32,19 @@ func encodeRecord(r Record) []byte {
 	return b
 }
 
-func decodeRecord(b []byte) (Record, error) {
-	var r Record
+func decodeRecord(b []byte) (leaseRecord, error) {
+	var r leaseRecord
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrBadRecord, err)
+		return leaseRecord{}, fmt.Errorf("%w: %w", errBadRecord, err)
 	}
 	return r, nil
 }
 
-// Timing is the lease's clock arithmetic. The holder counts from the start
-// of its last successful write (HoldFor), a contender from the first time
-// it read the record's current version (WaitFor); both on their own
+// leaseTiming is the lease's clock arithmetic. The holder counts from the start
+// of its last successful write (holdFor), a contender from the first time
+// it read the record's current version (waitFor); both on their own
 // monotonic clocks.
-type Timing struct {
+type leaseTiming struct {
 	// Duration is how long a record left unchanged means its holder is
 	// gone.
 	Duration time.Duration
@@ -56,23 +56,23 @@ type Timing struct {
 	Drift float64
 }
 
-// HoldFor is how long after the start of its last successful write the
+// holdFor is how long after the start of its last successful write the
 // holder considers itself holder: Duration × (1 − ρ) − SafetyMargin.
-func (t Timing) HoldFor() time.Duration {
+func (t leaseTiming) holdFor() time.Duration {
 	return time.Duration(float64(t.Duration)*(1-t.Drift)) - t.SafetyMargin
 }
 
-// WaitFor is how long a contender must see a held record unchanged before
+// waitFor is how long a contender must see a held record unchanged before
 // it may take it over: Duration × (1 + ρ) + SafetyMargin.
-func (t Timing) WaitFor() time.Duration {
+func (t leaseTiming) waitFor() time.Duration {
 	return time.Duration(float64(t.Duration)*(1+t.Drift)) + t.SafetyMargin
 }
 
 // view is one read of the record: its version (0 when absent) and content.
 type view struct {
-	Found   bool
-	Version uint64
-	Record  Record
+	Found       bool
+	Version     uint64
+	leaseRecord leaseRecord
 }
 
 // kind is what the lease does next.
@@ -82,7 +82,7 @@ const (
 	// kindBusy: another holder has the record; try again later (RetryIn says
 	// when the takeover would be due if the record stays unchanged).
 	kindBusy kind = iota
-	// kindWrite: compare-and-set Record on Version (0: create the key).
+	// kindWrite: compare-and-set leaseRecord on Version (0: create the key).
 	kindWrite
 	// kindLost: the holding is over (Reason says why).
 	kindLost
@@ -90,11 +90,11 @@ const (
 
 // decision is the outcome of an observation.
 type decision struct {
-	Kind    kind
-	Version uint64        // kindWrite: the version to compare with
-	Record  Record        // kindWrite: what to write
-	RetryIn time.Duration // kindBusy
-	Reason  string        // kindLost
+	Kind        kind
+	Version     uint64        // kindWrite: the version to compare with
+	leaseRecord leaseRecord   // kindWrite: what to write
+	RetryIn     time.Duration // kindBusy
+	Reason      string        // kindLost
 }
 
 // state is one Lease value's decisions: as a contender it tracks how long
@@ -102,8 +102,8 @@ type decision struct {
 // holding lasts. It does no I/O and reads no clock: every method is given
 // the time, so the rules are table-tested.
 type state struct {
-	timing Timing
-	self   string // Record.Holder of this Lease value
+	timing leaseTiming
+	self   string // leaseRecord.Holder of this Lease value
 	owner  string
 
 	// Holding (held is true from a successful acquiring write until the
@@ -121,7 +121,7 @@ type state struct {
 	seenAt time.Time
 }
 
-func newState(timing Timing, self, owner string) state {
+func newState(timing leaseTiming, self, owner string) state {
 	return state{timing: timing, self: self, owner: owner}
 }
 
@@ -129,25 +129,25 @@ func newState(timing Timing, self, owner string) state {
 // with a read of the record at now (when the read's answer arrived: the
 // version existed by then).
 func (s *state) observe(v view, now time.Time) decision {
-	rec := v.Record
+	rec := v.leaseRecord
 	if v.Found && rec.Holder != "" && rec.Holder != s.self {
 		s.watch(v, now)
-		if waited := now.Sub(s.seenAt); waited < s.timing.WaitFor() {
-			return decision{Kind: kindBusy, RetryIn: s.timing.WaitFor() - waited}
+		if waited := now.Sub(s.seenAt); waited < s.timing.waitFor() {
+			return decision{Kind: kindBusy, RetryIn: s.timing.waitFor() - waited}
 		}
 	}
 	// Free, absent, this value's own earlier holding, or another's left
-	// unchanged for WaitFor: take it with a larger token.
+	// unchanged for waitFor: take it with a larger token.
 	token := max(rec.Token, v.Version) + 1
 	return decision{Kind: kindWrite, Version: v.Version,
-		Record: Record{Holder: s.self, Owner: s.owner, Token: token}}
+		leaseRecord: leaseRecord{Holder: s.self, Owner: s.owner, Token: token}}
 }
 
 // watch records a read of the record by a value that is not about to
 // write (Lease.Observe): when another holder's record shows a new version,
 // the count of how long it stays unchanged starts at now.
 func (s *state) watch(v view, now time.Time) {
-	if s.held || !v.Found || v.Record.Holder == "" || v.Record.Holder == s.self {
+	if s.held || !v.Found || v.leaseRecord.Holder == "" || v.leaseRecord.Holder == s.self {
 		return
 	}
 	if !s.seen || s.seenV != v.Version {
@@ -157,27 +157,27 @@ func (s *state) watch(v view, now time.Time) {
 
 // acquired records a successful acquiring write of rec that started at
 // start and produced version.
-func (s *state) acquired(rec Record, version uint64, start time.Time) {
+func (s *state) acquired(rec leaseRecord, version uint64, start time.Time) {
 	s.held, s.token, s.version, s.renewed, s.renewals = true, rec.Token, version, start, rec.Renewals
 	s.seen = false
 }
 
 // heldAt reports whether the holding still counts at now.
 func (s *state) heldAt(now time.Time) bool {
-	return s.held && now.Sub(s.renewed) < s.timing.HoldFor()
+	return s.held && now.Sub(s.renewed) < s.timing.holdFor()
 }
 
 // lossAt is when the holding stops counting unless renewed.
-func (s *state) lossAt() time.Time { return s.renewed.Add(s.timing.HoldFor()) }
+func (s *state) lossAt() time.Time { return s.renewed.Add(s.timing.holdFor()) }
 
 // renewal is the holder's next write.
 func (s *state) renewal() decision {
 	return decision{Kind: kindWrite, Version: s.version,
-		Record: Record{Holder: s.self, Owner: s.owner, Token: s.token, Renewals: s.renewals + 1}}
+		leaseRecord: leaseRecord{Holder: s.self, Owner: s.owner, Token: s.token, Renewals: s.renewals + 1}}
 }
 
 // renewed records a successful renewal write that started at start.
-func (s *state) renewedOK(rec Record, version uint64, start time.Time) {
+func (s *state) renewedOK(rec leaseRecord, version uint64, start time.Time) {
 	if !s.held {
 		return
 	}
@@ -199,12 +199,12 @@ func (s *state) conflict(v view) decision {
 	switch {
 	case !v.Found:
 		return s.lose("the record was deleted")
-	case v.Record.Holder == "":
+	case v.leaseRecord.Holder == "":
 		return s.lose("the record was freed by someone else")
-	case v.Record.Holder != s.self || v.Record.Token != s.token:
-		return s.lose(fmt.Sprintf("the record is held by %q with token %d", v.Record.Owner, v.Record.Token))
+	case v.leaseRecord.Holder != s.self || v.leaseRecord.Token != s.token:
+		return s.lose(fmt.Sprintf("the record is held by %q with token %d", v.leaseRecord.Owner, v.leaseRecord.Token))
 	}
-	s.version, s.renewals = v.Version, v.Record.Renewals
+	s.version, s.renewals = v.Version, v.leaseRecord.Renewals
 	return s.renewal()
 }
 
@@ -213,7 +213,7 @@ func (s *state) expire(now time.Time) (decision, bool) {
 	if !s.held || s.heldAt(now) {
 		return decision{}, false
 	}
-	return s.lose(fmt.Sprintf("no successful renewal for %v", s.timing.HoldFor())), true
+	return s.lose(fmt.Sprintf("no successful renewal for %v", s.timing.holdFor())), true
 }
 
 func (s *state) lose(reason string) decision {
@@ -229,17 +229,17 @@ func (s *state) release() (decision, bool) {
 	}
 	s.held = false
 	return decision{Kind: kindWrite, Version: s.version,
-		Record: Record{Owner: s.owner, Token: s.token, Renewals: s.renewals}}, true
+		leaseRecord: leaseRecord{Owner: s.owner, Token: s.token, Renewals: s.renewals}}, true
 }
 
 // releaseAfterLoss is the write that frees the record of a holding already
 // declared lost, if the record still names it (the holder lost it to
 // timeouts, not to another holder): the holder has stopped, so others need
-// not wait WaitFor. ok is false when the record is someone else's.
+// not wait waitFor. ok is false when the record is someone else's.
 func (s *state) releaseAfterLoss(v view) (decision, bool) {
-	if !v.Found || v.Record.Holder != s.self || v.Record.Token != s.token || s.token == 0 {
+	if !v.Found || v.leaseRecord.Holder != s.self || v.leaseRecord.Token != s.token || s.token == 0 {
 		return decision{}, false
 	}
 	return decision{Kind: kindWrite, Version: v.Version,
-		Record: Record{Owner: s.owner, Token: v.Record.Token, Renewals: v.Record.Renewals}}, true
+		leaseRecord: leaseRecord{Owner: s.owner, Token: v.leaseRecord.Token, Renewals: v.leaseRecord.Renewals}}, true
 }

@@ -7,19 +7,19 @@ import (
 	"time"
 )
 
-var testTiming = Timing{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}
+var testTiming = leaseTiming{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}
 
 func TestTiming(t *testing.T) {
-	if got, want := testTiming.HoldFor(), 3950*time.Millisecond; got != want {
-		t.Errorf("HoldFor = %v, want %v", got, want)
+	if got, want := testTiming.holdFor(), 3950*time.Millisecond; got != want {
+		t.Errorf("holdFor = %v, want %v", got, want)
 	}
-	if got, want := testTiming.WaitFor(), 6050*time.Millisecond; got != want {
-		t.Errorf("WaitFor = %v, want %v", got, want)
+	if got, want := testTiming.waitFor(), 6050*time.Millisecond; got != want {
+		t.Errorf("waitFor = %v, want %v", got, want)
 	}
 	// The holder's end, at the slowest clock, comes before the earliest
 	// takeover, at the fastest: Duration − m/(1−ρ) < Duration + m/(1+ρ).
-	holderEnd := float64(testTiming.HoldFor()) / (1 - testTiming.Drift)
-	takeover := float64(testTiming.WaitFor()) / (1 + testTiming.Drift)
+	holderEnd := float64(testTiming.holdFor()) / (1 - testTiming.Drift)
+	takeover := float64(testTiming.waitFor()) / (1 + testTiming.Drift)
 	if holderEnd >= takeover {
 		t.Errorf("holder ends at %v real time, a contender may take over at %v", time.Duration(holderEnd), time.Duration(takeover))
 	}
@@ -27,7 +27,7 @@ func TestTiming(t *testing.T) {
 
 func TestObserve(t *testing.T) {
 	t0 := time.Now()
-	other := Record{Holder: "b#2", Owner: "b", Token: 7, Renewals: 3}
+	other := leaseRecord{Holder: "b#2", Owner: "b", Token: 7, Renewals: 3}
 	cases := []struct {
 		name  string
 		seen  []view        // earlier reads, at t0, t0+1s, ...
@@ -35,30 +35,30 @@ func TestObserve(t *testing.T) {
 		at    time.Duration // after t0
 		kind  kind          // expected
 		retry time.Duration // kindBusy
-		write Record        // kindWrite
+		write leaseRecord   // kindWrite
 		onV   uint64        // kindWrite
 	}{
 		{name: "absent: create with token 1", view: view{}, kind: kindWrite,
-			write: Record{Holder: "a#1", Owner: "a", Token: 1}},
-		{name: "free: take at once, token past version and token", view: view{Found: true, Version: 40, Record: Record{Token: 9}},
-			kind: kindWrite, onV: 40, write: Record{Holder: "a#1", Owner: "a", Token: 41}},
-		{name: "free with a token above the version", view: view{Found: true, Version: 4, Record: Record{Token: 9}},
-			kind: kindWrite, onV: 4, write: Record{Holder: "a#1", Owner: "a", Token: 10}},
-		{name: "own earlier holding: take at once", view: view{Found: true, Version: 12, Record: Record{Holder: "a#1", Token: 11}},
-			kind: kindWrite, onV: 12, write: Record{Holder: "a#1", Owner: "a", Token: 13}},
-		{name: "held, first seen: wait the whole WaitFor", view: view{Found: true, Version: 20, Record: other},
-			at: 10 * time.Second, kind: kindBusy, retry: testTiming.WaitFor()},
-		{name: "held, seen unchanged for less than WaitFor", seen: []view{{Found: true, Version: 20, Record: other}},
-			view: view{Found: true, Version: 20, Record: other}, at: 6 * time.Second, kind: kindBusy, retry: 50 * time.Millisecond},
-		{name: "held, unchanged for WaitFor: take over on that version", seen: []view{{Found: true, Version: 20, Record: other}},
-			view: view{Found: true, Version: 20, Record: other}, at: testTiming.WaitFor(), kind: kindWrite, onV: 20,
-			write: Record{Holder: "a#1", Owner: "a", Token: 21}},
-		{name: "renewed meanwhile: the count starts again", seen: []view{{Found: true, Version: 20, Record: other}},
-			view: view{Found: true, Version: 25, Record: other}, at: 7 * time.Second, kind: kindBusy, retry: testTiming.WaitFor()},
+			write: leaseRecord{Holder: "a#1", Owner: "a", Token: 1}},
+		{name: "free: take at once, token past version and token", view: view{Found: true, Version: 40, leaseRecord: leaseRecord{Token: 9}},
+			kind: kindWrite, onV: 40, write: leaseRecord{Holder: "a#1", Owner: "a", Token: 41}},
+		{name: "free with a token above the version", view: view{Found: true, Version: 4, leaseRecord: leaseRecord{Token: 9}},
+			kind: kindWrite, onV: 4, write: leaseRecord{Holder: "a#1", Owner: "a", Token: 10}},
+		{name: "own earlier holding: take at once", view: view{Found: true, Version: 12, leaseRecord: leaseRecord{Holder: "a#1", Token: 11}},
+			kind: kindWrite, onV: 12, write: leaseRecord{Holder: "a#1", Owner: "a", Token: 13}},
+		{name: "held, first seen: wait the whole waitFor", view: view{Found: true, Version: 20, leaseRecord: other},
+			at: 10 * time.Second, kind: kindBusy, retry: testTiming.waitFor()},
+		{name: "held, seen unchanged for less than waitFor", seen: []view{{Found: true, Version: 20, leaseRecord: other}},
+			view: view{Found: true, Version: 20, leaseRecord: other}, at: 6 * time.Second, kind: kindBusy, retry: 50 * time.Millisecond},
+		{name: "held, unchanged for waitFor: take over on that version", seen: []view{{Found: true, Version: 20, leaseRecord: other}},
+			view: view{Found: true, Version: 20, leaseRecord: other}, at: testTiming.waitFor(), kind: kindWrite, onV: 20,
+			write: leaseRecord{Holder: "a#1", Owner: "a", Token: 21}},
+		{name: "renewed meanwhile: the count starts again", seen: []view{{Found: true, Version: 20, leaseRecord: other}},
+			view: view{Found: true, Version: 25, leaseRecord: other}, at: 7 * time.Second, kind: kindBusy, retry: testTiming.waitFor()},
 		{name: "count from the first read of the version, not a later one",
-			seen: []view{{Found: true, Version: 20, Record: other}, {Found: true, Version: 20, Record: other}},
-			view: view{Found: true, Version: 20, Record: other}, at: 6050 * time.Millisecond, kind: kindWrite, onV: 20,
-			write: Record{Holder: "a#1", Owner: "a", Token: 21}},
+			seen: []view{{Found: true, Version: 20, leaseRecord: other}, {Found: true, Version: 20, leaseRecord: other}},
+			view: view{Found: true, Version: 20, leaseRecord: other}, at: 6050 * time.Millisecond, kind: kindWrite, onV: 20,
+			write: leaseRecord{Holder: "a#1", Owner: "a", Token: 21}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,44 +78,44 @@ func TestObserve(t *testing.T) {
 					t.Fatalf("RetryIn = %v, want %v", d.RetryIn, c.retry)
 				}
 			case kindWrite:
-				if d.Record != c.write || d.Version != c.onV {
-					t.Fatalf("write %+v on %d, want %+v on %d", d.Record, d.Version, c.write, c.onV)
+				if d.leaseRecord != c.write || d.Version != c.onV {
+					t.Fatalf("write %+v on %d, want %+v on %d", d.leaseRecord, d.Version, c.write, c.onV)
 				}
 			}
 		})
 	}
 }
 
-// A holder's life: its holding lasts HoldFor from the start of its last
+// A holder's life: its holding lasts holdFor from the start of its last
 // successful write, renewals count up and keep the token.
 func TestHolding(t *testing.T) {
 	t0 := time.Now()
 	s := newState(testTiming, "a#1", "a")
 	d := s.observe(view{}, t0)
-	s.acquired(d.Record, 5, t0)
-	if !s.heldAt(t0.Add(testTiming.HoldFor()-time.Millisecond)) || s.heldAt(t0.Add(testTiming.HoldFor())) {
-		t.Fatalf("held until %v, want exactly HoldFor %v after the write's start", s.lossAt().Sub(t0), testTiming.HoldFor())
+	s.acquired(d.leaseRecord, 5, t0)
+	if !s.heldAt(t0.Add(testTiming.holdFor()-time.Millisecond)) || s.heldAt(t0.Add(testTiming.holdFor())) {
+		t.Fatalf("held until %v, want exactly holdFor %v after the write's start", s.lossAt().Sub(t0), testTiming.holdFor())
 	}
 	r := s.renewal()
-	if r.Version != 5 || r.Record != (Record{Holder: "a#1", Owner: "a", Token: 1, Renewals: 1}) {
+	if r.Version != 5 || r.leaseRecord != (leaseRecord{Holder: "a#1", Owner: "a", Token: 1, Renewals: 1}) {
 		t.Fatalf("renewal = %+v", r)
 	}
-	s.renewedOK(r.Record, 9, t0.Add(time.Second))
-	if got := s.lossAt().Sub(t0); got != time.Second+testTiming.HoldFor() {
+	s.renewedOK(r.leaseRecord, 9, t0.Add(time.Second))
+	if got := s.lossAt().Sub(t0); got != time.Second+testTiming.holdFor() {
 		t.Fatalf("after a renewal started at 1s, loss at %v", got)
 	}
 	// An answer arriving late for an older request never moves the clock back.
-	s.renewedOK(r.Record, 9, t0.Add(500*time.Millisecond))
-	if got := s.lossAt().Sub(t0); got != time.Second+testTiming.HoldFor() {
+	s.renewedOK(r.leaseRecord, 9, t0.Add(500*time.Millisecond))
+	if got := s.lossAt().Sub(t0); got != time.Second+testTiming.holdFor() {
 		t.Fatalf("an older renewal moved the loss to %v", got)
 	}
-	if r := s.renewal(); r.Version != 9 || r.Record.Renewals != 2 || r.Record.Token != 1 {
+	if r := s.renewal(); r.Version != 9 || r.leaseRecord.Renewals != 2 || r.leaseRecord.Token != 1 {
 		t.Fatalf("second renewal = %+v", r)
 	}
 	if _, over := s.expire(t0.Add(4 * time.Second)); over {
 		t.Fatal("expired before its time")
 	}
-	d, over := s.expire(t0.Add(time.Second + testTiming.HoldFor()))
+	d, over := s.expire(t0.Add(time.Second + testTiming.holdFor()))
 	if !over || d.Kind != kindLost || !strings.Contains(d.Reason, "no successful renewal") {
 		t.Fatalf("expire = %+v, %v", d, over)
 	}
@@ -132,22 +132,22 @@ func TestConflict(t *testing.T) {
 		wantLost string // reason substring; "" means it keeps the holding
 	}{
 		{"own earlier write went through: adopt its version", view{Found: true, Version: 30,
-			Record: Record{Holder: "a#1", Owner: "a", Token: 1, Renewals: 4}}, ""},
-		{"another holder took over", view{Found: true, Version: 30, Record: Record{Holder: "b#2", Owner: "b", Token: 31}}, "held by \"b\""},
-		{"own name, another token (a later holding)", view{Found: true, Version: 30, Record: Record{Holder: "a#1", Token: 29}}, "token 29"},
-		{"freed from outside", view{Found: true, Version: 30, Record: Record{Token: 1}}, "freed"},
+			leaseRecord: leaseRecord{Holder: "a#1", Owner: "a", Token: 1, Renewals: 4}}, ""},
+		{"another holder took over", view{Found: true, Version: 30, leaseRecord: leaseRecord{Holder: "b#2", Owner: "b", Token: 31}}, "held by \"b\""},
+		{"own name, another token (a later holding)", view{Found: true, Version: 30, leaseRecord: leaseRecord{Holder: "a#1", Token: 29}}, "token 29"},
+		{"freed from outside", view{Found: true, Version: 30, leaseRecord: leaseRecord{Token: 1}}, "freed"},
 		{"deleted", view{}, "deleted"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newState(testTiming, "a#1", "a")
-			s.acquired(Record{Holder: "a#1", Owner: "a", Token: 1}, 5, t0)
+			s.acquired(leaseRecord{Holder: "a#1", Owner: "a", Token: 1}, 5, t0)
 			d := s.conflict(c.view)
 			if c.wantLost == "" {
-				if d.Kind != kindWrite || d.Version != 30 || d.Record.Renewals != 5 || !s.heldAt(t0) {
+				if d.Kind != kindWrite || d.Version != 30 || d.leaseRecord.Renewals != 5 || !s.heldAt(t0) {
 					t.Fatalf("conflict = %+v, want a renewal on version 30", d)
 				}
-				if s.lossAt() != t0.Add(testTiming.HoldFor()) {
+				if s.lossAt() != t0.Add(testTiming.holdFor()) {
 					t.Fatal("adopting a write of unknown start moved the loss")
 				}
 				return
@@ -165,10 +165,10 @@ func TestRelease(t *testing.T) {
 	if _, ok := s.release(); ok {
 		t.Fatal("release without a holding")
 	}
-	s.acquired(Record{Holder: "a#1", Owner: "a", Token: 3, Renewals: 0}, 8, t0)
-	s.renewedOK(Record{Holder: "a#1", Owner: "a", Token: 3, Renewals: 1}, 9, t0)
+	s.acquired(leaseRecord{Holder: "a#1", Owner: "a", Token: 3, Renewals: 0}, 8, t0)
+	s.renewedOK(leaseRecord{Holder: "a#1", Owner: "a", Token: 3, Renewals: 1}, 9, t0)
 	d, ok := s.release()
-	if !ok || d.Version != 9 || d.Record != (Record{Owner: "a", Token: 3, Renewals: 1}) {
+	if !ok || d.Version != 9 || d.leaseRecord != (leaseRecord{Owner: "a", Token: 3, Renewals: 1}) {
 		t.Fatalf("release = %+v, %v; want a free record keeping token 3 on version 9", d, ok)
 	}
 	if s.heldAt(t0) {
@@ -176,12 +176,12 @@ func TestRelease(t *testing.T) {
 	}
 	// After a loss (or a release whose write raced a renewal): free the
 	// record only while it is this holding's.
-	mine := view{Found: true, Version: 12, Record: Record{Holder: "a#1", Owner: "a", Token: 3, Renewals: 2}}
-	if d, ok := s.releaseAfterLoss(mine); !ok || d.Version != 12 || d.Record.Holder != "" || d.Record.Token != 3 {
+	mine := view{Found: true, Version: 12, leaseRecord: leaseRecord{Holder: "a#1", Owner: "a", Token: 3, Renewals: 2}}
+	if d, ok := s.releaseAfterLoss(mine); !ok || d.Version != 12 || d.leaseRecord.Holder != "" || d.leaseRecord.Token != 3 {
 		t.Fatalf("releaseAfterLoss(own record) = %+v, %v", d, ok)
 	}
-	for _, v := range []view{{}, {Found: true, Version: 12, Record: Record{Holder: "b#2", Token: 13}},
-		{Found: true, Version: 12, Record: Record{Holder: "a#1", Token: 13}}} {
+	for _, v := range []view{{}, {Found: true, Version: 12, leaseRecord: leaseRecord{Holder: "b#2", Token: 13}},
+		{Found: true, Version: 12, leaseRecord: leaseRecord{Holder: "a#1", Token: 13}}} {
 		if d, ok := s.releaseAfterLoss(v); ok {
 			t.Fatalf("releaseAfterLoss(%+v) = %+v, want nothing to write", v, d)
 		}
@@ -189,13 +189,13 @@ func TestRelease(t *testing.T) {
 }
 
 func TestRecordCoding(t *testing.T) {
-	r := Record{Holder: "a#1", Owner: "a", Token: 3, Renewals: 2}
+	r := leaseRecord{Holder: "a#1", Owner: "a", Token: 3, Renewals: 2}
 	got, err := decodeRecord(encodeRecord(r))
 	if err != nil || got != r {
 		t.Fatalf("round trip = %+v, %v", got, err)
 	}
-	if _, err := decodeRecord([]byte("owner-a")); !errors.Is(err, ErrBadRecord) {
-		t.Fatalf("decoding a session lease's value: %v, want ErrBadRecord", err)
+	if _, err := decodeRecord([]byte("owner-a")); !errors.Is(err, errBadRecord) {
+		t.Fatalf("decoding a session lease's value: %v, want errBadRecord", err)
 	}
 }
 
@@ -203,12 +203,12 @@ func TestRecordCoding(t *testing.T) {
 // later observe counts from there.
 func TestWatch(t *testing.T) {
 	t0 := time.Now()
-	other := view{Found: true, Version: 20, Record: Record{Holder: "b#2", Owner: "b", Token: 7}}
+	other := view{Found: true, Version: 20, leaseRecord: leaseRecord{Holder: "b#2", Owner: "b", Token: 7}}
 	s := newState(testTiming, "a#1", "a")
 	s.watch(other, t0)
 	s.watch(other, t0.Add(2*time.Second)) // the same version: the count goes on
-	if d := s.observe(other, t0.Add(testTiming.WaitFor())); d.Kind != kindWrite || d.Version != 20 {
-		t.Fatalf("observe after watching for WaitFor = %+v, want a takeover on version 20", d)
+	if d := s.observe(other, t0.Add(testTiming.waitFor())); d.Kind != kindWrite || d.Version != 20 {
+		t.Fatalf("observe after watching for waitFor = %+v, want a takeover on version 20", d)
 	}
 
 	s = newState(testTiming, "a#1", "a")
@@ -216,12 +216,12 @@ func TestWatch(t *testing.T) {
 	renewed := other
 	renewed.Version = 21
 	s.watch(renewed, t0.Add(time.Second)) // renewed: the count starts again
-	if d := s.observe(renewed, t0.Add(testTiming.WaitFor())); d.Kind != kindBusy || d.RetryIn != time.Second {
+	if d := s.observe(renewed, t0.Add(testTiming.waitFor())); d.Kind != kindBusy || d.RetryIn != time.Second {
 		t.Fatalf("observe = %+v, want busy for another second", d)
 	}
 
 	// Nothing to count: a free record, this value's own, or while holding.
-	for _, v := range []view{{}, {Found: true, Version: 5, Record: Record{Token: 3}}, {Found: true, Version: 5, Record: Record{Holder: "a#1"}}} {
+	for _, v := range []view{{}, {Found: true, Version: 5, leaseRecord: leaseRecord{Token: 3}}, {Found: true, Version: 5, leaseRecord: leaseRecord{Holder: "a#1"}}} {
 		s := newState(testTiming, "a#1", "a")
 		s.watch(v, t0)
 		if s.seen {
@@ -229,7 +229,7 @@ func TestWatch(t *testing.T) {
 		}
 	}
 	s = newState(testTiming, "a#1", "a")
-	s.acquired(Record{Holder: "a#1", Owner: "a", Token: 1}, 4, t0)
+	s.acquired(leaseRecord{Holder: "a#1", Owner: "a", Token: 1}, 4, t0)
 	s.watch(other, t0)
 	if s.seen {
 		t.Error("a holder started a count")

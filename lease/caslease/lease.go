@@ -32,9 +32,9 @@
 // Acquire does not wait: it reports not acquired until the record has
 // stayed unchanged long enough, and the next Acquire of the same value
 // counts on. A contender that only asks when it wants the lease takes a
-// dead holder's lease over WaitFor after its first Acquire; one that has
-// observed the record ahead (Lease.Observe, a lease.Observer: the
-// singleton's manager observes from its start) takes it over WaitFor after
+// dead holder's lease over waitFor after its first Acquire; one that has
+// observed the record ahead (its Observe, a lease.Observer: the
+// singleton's manager observes from its start) takes it over waitFor after
 // the holder's last renewal, one RenewInterval later at most. Either way a
 // retry interval adds to that: give the singleton and the shards a lease
 // retry interval near RenewInterval (Akka's default of 5 s adds up to
@@ -58,9 +58,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
-	"github.com/protoshard/protoshard/lease/internal/leaselog"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -69,11 +69,11 @@ import (
 // live holder three attempts (of at most a second each) before it gives up
 // at 3.95 s.
 const (
-	DefaultDuration         = 5 * time.Second
-	DefaultRenewInterval    = time.Second
-	DefaultSafetyMargin     = time.Second
-	DefaultOperationTimeout = time.Second
-	DefaultDrift            = 0.01
+	defaultDuration         = 5 * time.Second
+	defaultRenewInterval    = time.Second
+	defaultSafetyMargin     = time.Second
+	defaultOperationTimeout = time.Second
+	defaultDrift            = 0.01
 )
 
 // config configures the leases of one Provider; Options set it. Zero
@@ -95,27 +95,28 @@ type config struct {
 	OperationTimeout time.Duration
 	// Drift is the bound ρ on any node's clock-rate error; negative: 0.
 	Drift float64
-	// Logger receives the leases' logs; nil: the logger handed to
-	// NewLeaseLogging, else slog.Default().
+	// Logger receives the leases' logs; nil: the logger of the actor
+	// system of the singleton or shard that holds the lease
+	// (leaselog.NewLease), else slog.Default().
 	Logger *slog.Logger
 }
 
 func (c config) fill() config {
 	if c.Duration <= 0 {
-		c.Duration = DefaultDuration
+		c.Duration = defaultDuration
 	}
 	if c.RenewInterval <= 0 {
-		c.RenewInterval = DefaultRenewInterval
+		c.RenewInterval = defaultRenewInterval
 	}
 	if c.SafetyMargin <= 0 {
-		c.SafetyMargin = DefaultSafetyMargin
+		c.SafetyMargin = defaultSafetyMargin
 	}
 	if c.OperationTimeout <= 0 {
-		c.OperationTimeout = DefaultOperationTimeout
+		c.OperationTimeout = defaultOperationTimeout
 	}
 	switch {
 	case c.Drift == 0:
-		c.Drift = DefaultDrift
+		c.Drift = defaultDrift
 	case c.Drift < 0:
 		c.Drift = 0
 	}
@@ -124,7 +125,7 @@ func (c config) fill() config {
 
 func (c config) withDefaults() (config, error) {
 	c = c.fill()
-	hold := c.timing().HoldFor()
+	hold := c.timing().holdFor()
 	switch {
 	case c.Store == nil:
 		return c, errors.New("cas lease: the store is nil")
@@ -137,8 +138,8 @@ func (c config) withDefaults() (config, error) {
 	return c, nil
 }
 
-func (c config) timing() Timing {
-	return Timing{Duration: c.Duration, SafetyMargin: c.SafetyMargin, Drift: c.Drift}
+func (c config) timing() leaseTiming {
+	return leaseTiming{Duration: c.Duration, SafetyMargin: c.SafetyMargin, Drift: c.Drift}
 }
 
 // Provider creates the leases of one configuration: a lease.Provider for the
@@ -146,8 +147,6 @@ func (c config) timing() Timing {
 type Provider struct {
 	cfg config
 }
-
-var _ lease.LoggingProvider = (*Provider)(nil)
 
 // NewProvider returns a Provider of leases whose records store keeps. It
 // checks the options together and fails with an error that names what
@@ -164,27 +163,8 @@ func NewProvider(store Store, opts ...Option) (*Provider, error) {
 	return &Provider{cfg: cfg}, nil
 }
 
-// Timing returns the clock arithmetic of the provider's leases.
-func (p *Provider) Timing() Timing { return p.cfg.timing() }
-
-// NewLease implements lease.Provider.
+// NewLease implements lease.Provider: a new holder of the lease leaseName.
 func (p *Provider) NewLease(leaseName, ownerName string) (lease.Lease, error) {
-	return p.Lease(leaseName, ownerName)
-}
-
-// NewLeaseLogging implements lease.LoggingProvider: the lease logs to
-// logger unless WithLogger set one.
-func (p *Provider) NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (lease.Lease, error) {
-	return p.lease(leaseName, ownerName, logger)
-}
-
-// Lease returns a new holder of the lease leaseName, typed.
-func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
-	return p.lease(leaseName, ownerName, nil)
-}
-
-func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lease, error) {
-	logger = leaselog.Choose(p.cfg.Logger, logger)
 	if strings.Trim(leaseName, "/") == "" {
 		return nil, errors.New("cas lease: lease name is empty")
 	}
@@ -193,23 +173,22 @@ func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lea
 		return nil, fmt.Errorf("cas lease: holder identity: %w", err)
 	}
 	self := ownerName + "#" + hex.EncodeToString(nonce[:])
-	return &Lease{
+	return &casLease{
 		cfg:  p.cfg,
 		name: leaseName,
 		key:  p.cfg.KeyPrefix + strings.TrimLeft(leaseName, "/"),
 		st:   newState(p.cfg.timing(), self, ownerName),
-		log: logger.With(slog.String("component", "cas-lease"), slog.String("lease", leaseName),
-			slog.String("owner", ownerName)),
+		log:  leaselog.New(p.cfg.Logger, "cas-lease", leaseName, ownerName),
 	}, nil
 }
 
-// Lease is one holder of a compare-and-set lease. It is safe for concurrent
-// use.
-type Lease struct {
+// casLease is one holder of a compare-and-set lease. It is safe for
+// concurrent use.
+type casLease struct {
 	cfg  config
 	name string
 	key  string
-	log  *slog.Logger
+	log  leaselog.Log
 
 	opMu sync.Mutex // serialises Acquire and Release
 
@@ -223,16 +202,17 @@ type holding struct {
 	token  uint64
 	cancel context.CancelFunc
 	done   chan struct{}
-	lost   bool           // guarded by Lease.mu
-	onLost lease.LostFunc // guarded by Lease.mu
+	lost   bool           // guarded by casLease.mu
+	onLost lease.LostFunc // guarded by casLease.mu
 }
 
-var _ lease.Lease = (*Lease)(nil)
+var _ lease.Lease = (*casLease)(nil)
 
-// Key returns the store key of the record.
-func (l *Lease) Key() string { return l.key }
+// UseLogger makes the lease log to logger unless WithLogger set one
+// (leaselog.NewLease).
+func (l *casLease) UseLogger(logger *slog.Logger) { l.log.Use(logger) }
 
-func (l *Lease) read(ctx context.Context) (view, error) {
+func (l *casLease) read(ctx context.Context) (view, error) {
 	b, version, found, err := l.cfg.Store.Get(ctx, l.key)
 	if err != nil {
 		return view{}, fmt.Errorf("cas lease %q: reading %s: %w", l.name, l.key, err)
@@ -244,11 +224,11 @@ func (l *Lease) read(ctx context.Context) (view, error) {
 	if err != nil {
 		return view{}, fmt.Errorf("cas lease %q: %s: %w", l.name, l.key, err)
 	}
-	return view{Found: true, Version: version, Record: rec}, nil
+	return view{Found: true, Version: version, leaseRecord: rec}, nil
 }
 
-func (l *Lease) write(ctx context.Context, d decision) (uint64, bool, error) {
-	v, ok, err := l.cfg.Store.CAS(ctx, l.key, encodeRecord(d.Record), d.Version)
+func (l *casLease) write(ctx context.Context, d decision) (uint64, bool, error) {
+	v, ok, err := l.cfg.Store.CAS(ctx, l.key, encodeRecord(d.leaseRecord), d.Version)
 	if err != nil {
 		return 0, false, fmt.Errorf("cas lease %q: writing %s: %w", l.name, l.key, err)
 	}
@@ -259,7 +239,7 @@ func (l *Lease) write(ctx context.Context, d decision) (uint64, bool, error) {
 // record has not stayed unchanged long enough, it reports not acquired, and
 // a later Acquire of the same value continues counting (the singleton and
 // the shards retry every LeaseRetryInterval).
-func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, bool, error) {
+func (l *casLease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, bool, error) {
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
 	l.mu.Lock()
@@ -300,16 +280,16 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 		return 0, false, err
 	}
 	l.mu.Lock()
-	l.st.acquired(d.Record, version, start)
+	l.st.acquired(d.leaseRecord, version, start)
 	if !l.st.heldAt(time.Now()) {
 		rel, _ := l.st.release()
 		l.mu.Unlock()
 		_, _, _ = l.write(ctx, rel)
 		return 0, false, fmt.Errorf("cas lease %q: acquiring took %v, past the %v a holding lasts without a renewal",
-			l.name, time.Since(start), l.cfg.timing().HoldFor())
+			l.name, time.Since(start), l.cfg.timing().holdFor())
 	}
 	hctx, stop := context.WithCancel(context.Background())
-	h = &holding{token: d.Record.Token, cancel: stop, done: make(chan struct{}), onLost: leaseLost}
+	h = &holding{token: d.leaseRecord.Token, cancel: stop, done: make(chan struct{}), onLost: leaseLost}
 	l.cur = h
 	l.mu.Unlock()
 	l.log.Debug("cas lease acquired", slog.Uint64("token", h.token), slog.Uint64("version", version))
@@ -317,14 +297,14 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 	return h.token, true, nil
 }
 
-var _ lease.Observer = (*Lease)(nil)
+var _ lease.Observer = (*casLease)(nil)
 
 // Observe implements lease.Observer: it reads the record every
 // RenewInterval while this value does not hold the lease, so that a later
 // Acquire counts from the first of these reads that showed the record's
 // current version. It costs one read per RenewInterval per observing
 // value.
-func (l *Lease) Observe(ctx context.Context) {
+func (l *casLease) Observe(ctx context.Context) {
 	tick := time.NewTicker(l.cfg.RenewInterval)
 	defer tick.Stop()
 	for {
@@ -353,7 +333,7 @@ func (l *Lease) Observe(ctx context.Context) {
 
 // renew rewrites the record every RenewInterval and declares the lease lost
 // when the record is another's, or when the holding's time is up.
-func (l *Lease) renew(ctx context.Context, h *holding) {
+func (l *casLease) renew(ctx context.Context, h *holding) {
 	defer close(h.done)
 	err := renewloop.Run(ctx, renewloop.Loop{
 		Interval:         l.cfg.RenewInterval,
@@ -376,7 +356,7 @@ func (l *Lease) renew(ctx context.Context, h *holding) {
 // renewOnce writes one renewal; on a version conflict it reads the record
 // and either adopts its own earlier write or reports the loss (wrapping
 // lease.ErrLost).
-func (l *Lease) renewOnce(ctx context.Context, h *holding, start time.Time) error {
+func (l *casLease) renewOnce(ctx context.Context, h *holding, start time.Time) error {
 	l.mu.Lock()
 	if h.lost {
 		l.mu.Unlock()
@@ -391,7 +371,7 @@ func (l *Lease) renewOnce(ctx context.Context, h *holding, start time.Time) erro
 	if ok {
 		l.mu.Lock()
 		if !h.lost {
-			l.st.renewedOK(d.Record, version, start)
+			l.st.renewedOK(d.leaseRecord, version, start)
 		}
 		l.mu.Unlock()
 		return nil
@@ -411,14 +391,14 @@ func (l *Lease) renewOnce(ctx context.Context, h *holding, start time.Time) erro
 	return nil // the next renewal writes on the version it adopted
 }
 
-func (l *Lease) untilLoss() time.Duration {
+func (l *casLease) untilLoss() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return max(0, time.Until(l.st.lossAt()))
 }
 
 // expire declares h lost if its time is up; it reports whether h is over.
-func (l *Lease) expire(h *holding) bool {
+func (l *casLease) expire(h *holding) bool {
 	l.mu.Lock()
 	if l.cur != h || h.lost {
 		l.mu.Unlock()
@@ -434,7 +414,7 @@ func (l *Lease) expire(h *holding) bool {
 }
 
 // lose declares h lost, once, and runs its callback.
-func (l *Lease) lose(h *holding, reason error) {
+func (l *casLease) lose(h *holding, reason error) {
 	l.mu.Lock()
 	if l.cur != h || h.lost {
 		l.mu.Unlock()
@@ -456,7 +436,7 @@ func (l *Lease) lose(h *holding, reason error) {
 // so that another holder may take it at once. After a loss it still frees
 // the record if it names this holding (the loss came from timeouts, and the
 // holder has stopped), and reports false.
-func (l *Lease) Release(ctx context.Context) (bool, error) {
+func (l *casLease) Release(ctx context.Context) (bool, error) {
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
 	l.mu.Lock()
@@ -511,7 +491,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 		next, mine := l.st.releaseAfterLoss(view)
 		l.mu.Unlock()
 		if !mine || next.Version == d.Version {
-			l.log.Warn("cas lease: release found the record no longer held", slog.String("holder", view.Record.Owner))
+			l.log.Warn("cas lease: release found the record no longer held", slog.String("holder", view.leaseRecord.Owner))
 			return false, nil
 		}
 		d = next
@@ -520,7 +500,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 
 // CheckLease implements lease.Lease: held, not lost, and the last
 // successful write recent enough, by the monotonic clock.
-func (l *Lease) CheckLease() bool {
+func (l *casLease) CheckLease() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cur != nil && !l.cur.lost && l.st.heldAt(time.Now())

@@ -1,4 +1,4 @@
-package caslease_test
+package caslease
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/lease"
-	"github.com/protoshard/protoshard/lease/caslease"
+	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 	"github.com/protoshard/protoshard/lease/leasetest"
 )
 
@@ -23,40 +23,40 @@ const waitDeadline = 30 * time.Second
 const testRenewInterval = 150 * time.Millisecond
 
 // testOptions are the test leases' options: short timings.
-func testOptions() []caslease.Option {
-	return []caslease.Option{
-		caslease.WithKeyPrefix("test/lease/"),
-		caslease.WithDuration(time.Second),
-		caslease.WithRenewInterval(testRenewInterval),
-		caslease.WithSafetyMargin(200 * time.Millisecond),
-		caslease.WithOperationTimeout(200 * time.Millisecond),
-		caslease.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+func testOptions() []Option {
+	return []Option{
+		WithKeyPrefix("test/lease/"),
+		WithDuration(time.Second),
+		WithRenewInterval(testRenewInterval),
+		WithSafetyMargin(200 * time.Millisecond),
+		WithOperationTimeout(200 * time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}
 }
 
-// testTiming is the clock arithmetic of testOptions.
-func testTiming(t *testing.T) caslease.Timing {
+// memoryTiming is the clock arithmetic of testOptions.
+func memoryTiming(t *testing.T) leaseTiming {
 	t.Helper()
-	return newProvider(t, &caslease.MemoryStore{}).Timing()
+	return newProvider(t, &MemoryStore{}).cfg.timing()
 }
 
-func newProvider(t *testing.T, store caslease.Store) *caslease.Provider {
+func newProvider(t *testing.T, store Store) *Provider {
 	t.Helper()
-	p, err := caslease.NewProvider(store, testOptions()...)
+	p, err := NewProvider(store, testOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func newLease(t *testing.T, p *caslease.Provider, name, owner string) *caslease.Lease {
+func newLease(t *testing.T, p *Provider, name, owner string) *casLease {
 	t.Helper()
-	return leasetest.Holder(t, p, name, owner).(*caslease.Lease)
+	return leasetesting.Holder(t, p, name, owner).(*casLease)
 }
 
 // takeOver writes a record of another holder over key, as a contender that
 // wrongly took over would: the holder must notice at its next renewal.
-func takeOver(t *testing.T, store caslease.Store, key string) {
+func takeOver(t *testing.T, store Store, key string) {
 	t.Helper()
 	ctx := context.Background()
 	_, version, _, err := store.Get(ctx, key)
@@ -69,12 +69,12 @@ func takeOver(t *testing.T, store caslease.Store, key string) {
 }
 
 func TestMemoryStoreLeaseContract(t *testing.T) {
-	store := &caslease.MemoryStore{}
+	store := &MemoryStore{}
 	p := newProvider(t, store)
 	leasetest.Run(t, leasetest.Harness{
 		NewLease: func(t *testing.T, name, owner string) lease.Lease { return newLease(t, p, name, owner) },
 		Lose: func(t *testing.T, _ string, holder lease.Lease) {
-			takeOver(t, store, holder.(*caslease.Lease).Key())
+			takeOver(t, store, holder.(*casLease).key)
 		},
 		Deadline: waitDeadline,
 	})
@@ -84,7 +84,7 @@ func TestMemoryStoreLeaseContract(t *testing.T) {
 // request hangs until its context ends, as across a network partition; a
 // request let through after a cut may have its answer dropped.
 type cutStore struct {
-	caslease.Store
+	Store
 	cut      atomic.Bool
 	dropNext atomic.Bool // the next write goes through but reports an error
 }
@@ -113,8 +113,8 @@ func (s *cutStore) CAS(ctx context.Context, key string, value []byte, version ui
 
 // holderAndContender returns two holders of the lease name on one memory
 // store: a reaches it through cut, b directly.
-func holderAndContender(t *testing.T, name string) (cut *cutStore, a, b *caslease.Lease) {
-	store := &caslease.MemoryStore{}
+func holderAndContender(t *testing.T, name string) (cut *cutStore, a, b *casLease) {
+	store := &MemoryStore{}
 	cut = &cutStore{Store: store}
 	return cut, newLease(t, newProvider(t, cut), name, "a"), newLease(t, newProvider(t, store), name, "b")
 }
@@ -125,8 +125,8 @@ func holderAndContender(t *testing.T, name string) (cut *cutStore, a, b *casleas
 // with a larger token.
 func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 	cut, a, b := holderAndContender(t, "partition")
-	timing := testTiming(t)
-	lost := leasetest.NewLostRecorder()
+	timing := memoryTiming(t)
+	lost := leasetesting.NewLostRecorder()
 	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
@@ -141,7 +141,7 @@ func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 
 	cutAt := time.Now()
 	cut.cut.Store(true)
-	tb, acquiredAt := leasetest.AcquireEventually(t, b, waitDeadline)
+	tb, acquiredAt := leasetesting.AcquireEventually(t, b, waitDeadline)
 	lostAt, reason := lost.Wait(t, waitDeadline)
 	t.Logf("partition: the holder reported the loss after %v, the contender took over after %v",
 		lostAt.Sub(cutAt).Round(time.Millisecond), acquiredAt.Sub(cutAt).Round(time.Millisecond))
@@ -151,11 +151,11 @@ func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 	if !lostAt.Before(acquiredAt) {
 		t.Fatalf("the contender took over at %v, before the holder stopped at %v", acquiredAt, lostAt)
 	}
-	if gap := acquiredAt.Sub(lostAt); gap < timing.WaitFor()-timing.HoldFor() {
-		t.Fatalf("takeover only %v after the loss, want at least WaitFor − HoldFor = %v", gap, timing.WaitFor()-timing.HoldFor())
+	if gap := acquiredAt.Sub(lostAt); gap < timing.waitFor()-timing.holdFor() {
+		t.Fatalf("takeover only %v after the loss, want at least WaitFor − HoldFor = %v", gap, timing.waitFor()-timing.holdFor())
 	}
-	if lostAt.Sub(cutAt) > timing.HoldFor()+100*time.Millisecond {
-		t.Errorf("the loss came %v after the cut, later than HoldFor %v after the last renewal", lostAt.Sub(cutAt), timing.HoldFor())
+	if lostAt.Sub(cutAt) > timing.holdFor()+100*time.Millisecond {
+		t.Errorf("the loss came %v after the cut, later than HoldFor %v after the last renewal", lostAt.Sub(cutAt), timing.holdFor())
 	}
 	if a.CheckLease() {
 		t.Fatal("CheckLease is true after the loss")
@@ -176,10 +176,10 @@ func TestPartitionedHolderStopsBeforeTakeover(t *testing.T) {
 // A holder cut off only briefly keeps its lease: a later renewal succeeds
 // before HoldFor runs out.
 func TestShortPartitionKeepsTheLease(t *testing.T) {
-	store := &caslease.MemoryStore{}
+	store := &MemoryStore{}
 	cut := &cutStore{Store: store}
 	a := newLease(t, newProvider(t, cut), "short", "a")
-	lost := leasetest.NewLostRecorder()
+	lost := leasetesting.NewLostRecorder()
 	if _, ok, err := a.Acquire(context.Background(), lost.Callback); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
@@ -200,10 +200,10 @@ func TestShortPartitionKeepsTheLease(t *testing.T) {
 // its own record at the next conflict and keeps the lease; Release frees
 // it.
 func TestLostAnswerOfARenewal(t *testing.T) {
-	store := &caslease.MemoryStore{}
+	store := &MemoryStore{}
 	cut := &cutStore{Store: store}
 	a := newLease(t, newProvider(t, cut), "dropped", "a")
-	lost := leasetest.NewLostRecorder()
+	lost := leasetesting.NewLostRecorder()
 	token, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
@@ -233,7 +233,7 @@ func TestLostAnswerOfARenewal(t *testing.T) {
 // it has stopped, so the next holder need not wait out the record.
 func TestReleaseAfterTimeoutFreesTheRecord(t *testing.T) {
 	cut, a, b := holderAndContender(t, "timeout")
-	lost := leasetest.NewLostRecorder()
+	lost := leasetesting.NewLostRecorder()
 	if _, ok, err := a.Acquire(context.Background(), lost.Callback); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
@@ -252,51 +252,51 @@ func TestReleaseAfterTimeoutFreesTheRecord(t *testing.T) {
 }
 
 func TestForeignRecordIsAnError(t *testing.T) {
-	store := &caslease.MemoryStore{}
+	store := &MemoryStore{}
 	a := newLease(t, newProvider(t, store), "foreign", "a")
-	if _, ok, err := store.CAS(context.Background(), a.Key(), []byte("owner-x"), 0); !ok || err != nil {
+	if _, ok, err := store.CAS(context.Background(), a.key, []byte("owner-x"), 0); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, ok, err := a.Acquire(context.Background(), nil); ok || !errors.Is(err, caslease.ErrBadRecord) {
-		t.Fatalf("Acquire over a foreign value = %v, %v; want ErrBadRecord", ok, err)
+	if _, ok, err := a.Acquire(context.Background(), nil); ok || !errors.Is(err, errBadRecord) {
+		t.Fatalf("Acquire over a foreign value = %v, %v; want errBadRecord", ok, err)
 	}
 }
 
 func TestConfigChecks(t *testing.T) {
-	store := &caslease.MemoryStore{}
+	store := &MemoryStore{}
 	for _, c := range []struct {
 		name  string
-		store caslease.Store
-		opts  []caslease.Option
+		store Store
+		opts  []Option
 		want  string
 	}{
 		{"no store", nil, nil, "the store is nil"},
-		{"renewal slower than the holding", store, []caslease.Option{caslease.WithRenewInterval(4 * time.Second)}, "leaves no renewal"},
-		{"drift too large", store, []caslease.Option{caslease.WithDrift(0.5)}, "WithDrift: 0.5 is outside"},
-		{"negative drift", store, []caslease.Option{caslease.WithDrift(-0.1)}, "WithDrift: -0.1 is outside"},
-		{"zero duration", store, []caslease.Option{caslease.WithDuration(0)}, "WithDuration: 0s is not positive"},
-		{"zero renew interval", store, []caslease.Option{caslease.WithRenewInterval(0)}, "WithRenewInterval"},
-		{"negative safety margin", store, []caslease.Option{caslease.WithSafetyMargin(-time.Second)}, "WithSafetyMargin"},
-		{"zero operation timeout", store, []caslease.Option{caslease.WithOperationTimeout(0)}, "WithOperationTimeout"},
-		{"nil logger", store, []caslease.Option{caslease.WithLogger(nil)}, "WithLogger: nil logger"},
-		{"nil option", store, []caslease.Option{nil}, "nil option"},
+		{"renewal slower than the holding", store, []Option{WithRenewInterval(4 * time.Second)}, "leaves no renewal"},
+		{"drift too large", store, []Option{WithDrift(0.5)}, "WithDrift: 0.5 is outside"},
+		{"negative drift", store, []Option{WithDrift(-0.1)}, "WithDrift: -0.1 is outside"},
+		{"zero duration", store, []Option{WithDuration(0)}, "WithDuration: 0s is not positive"},
+		{"zero renew interval", store, []Option{WithRenewInterval(0)}, "WithRenewInterval"},
+		{"negative safety margin", store, []Option{WithSafetyMargin(-time.Second)}, "WithSafetyMargin"},
+		{"zero operation timeout", store, []Option{WithOperationTimeout(0)}, "WithOperationTimeout"},
+		{"nil logger", store, []Option{WithLogger(nil)}, "WithLogger: nil logger"},
+		{"nil option", store, []Option{nil}, "nil option"},
 	} {
-		if _, err := caslease.NewProvider(c.store, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := NewProvider(c.store, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: NewProvider = %v, want an error with %q", c.name, err, c.want)
 		}
 	}
-	d, err := caslease.NewProvider(store)
+	d, err := NewProvider(store)
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if got, want := d.Timing(), (caslease.Timing{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}); got != want {
+	if got, want := d.cfg.timing(), (leaseTiming{Duration: 5 * time.Second, SafetyMargin: time.Second, Drift: 0.01}); got != want {
 		t.Errorf("default timing %+v, want %+v", got, want)
 	}
-	noDrift, err := caslease.NewProvider(store, caslease.WithDrift(0))
+	noDrift, err := NewProvider(store, WithDrift(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := noDrift.Timing().Drift; got != 0 {
+	if got := noDrift.cfg.timing().Drift; got != 0 {
 		t.Errorf("WithDrift(0): drift %v", got)
 	}
 	p := newProvider(t, store)
@@ -311,23 +311,23 @@ func TestConfigChecks(t *testing.T) {
 // never can.
 func TestObserveCountsAhead(t *testing.T) {
 	cut, a, b := holderAndContender(t, "observe")
-	timing := testTiming(t)
+	timing := memoryTiming(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go b.Observe(ctx)
-	lost := leasetest.NewLostRecorder()
+	lost := leasetesting.NewLostRecorder()
 	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
-	time.Sleep(timing.WaitFor() + 300*time.Millisecond)
+	time.Sleep(timing.waitFor() + 300*time.Millisecond)
 	if _, ok, err := b.Acquire(context.Background(), nil); ok || err != nil {
 		t.Fatalf("b took over a renewed lease after observing it for WaitFor (err %v)", err)
 	}
 
 	killedAt := time.Now()
 	cut.cut.Store(true)
-	time.Sleep(timing.WaitFor() + 2*testRenewInterval)
+	time.Sleep(timing.waitFor() + 2*testRenewInterval)
 	tb, ok, err := b.Acquire(context.Background(), nil)
 	if !ok || err != nil {
 		t.Fatalf("first Acquire %v after the holder died = %v, %v; want a takeover", time.Since(killedAt), ok, err)

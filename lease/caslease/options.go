@@ -26,7 +26,7 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithDuration: a record left unchanged for d (plus drift and margin) may
-// be taken over. Default DefaultDuration.
+// be taken over. Default 5s.
 func WithDuration(d time.Duration) Option {
 	return func(c *config) error {
 		c.Duration = d
@@ -36,7 +36,7 @@ func WithDuration(d time.Duration) Option {
 
 // WithRenewInterval sets how often the holder rewrites the record. It must
 // leave a renewal before the holder gives up: interval < duration × (1 −
-// drift) − safety margin. Default DefaultRenewInterval.
+// drift) − safety margin. Default 1s.
 func WithRenewInterval(d time.Duration) Option {
 	return func(c *config) error {
 		c.RenewInterval = d
@@ -46,7 +46,7 @@ func WithRenewInterval(d time.Duration) Option {
 
 // WithSafetyMargin sets the holder's time to stop what the lease protects
 // before anybody can take over (see the package documentation). Default
-// DefaultSafetyMargin.
+// 1s.
 func WithSafetyMargin(d time.Duration) Option {
 	return func(c *config) error {
 		c.SafetyMargin = d
@@ -55,7 +55,7 @@ func WithSafetyMargin(d time.Duration) Option {
 }
 
 // WithOperationTimeout bounds each request to the store (Akka's
-// lease-operation-timeout). Default DefaultOperationTimeout.
+// lease-operation-timeout). Default 1s.
 func WithOperationTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		c.OperationTimeout = d
@@ -64,7 +64,7 @@ func WithOperationTimeout(d time.Duration) Option {
 }
 
 // WithDrift sets the bound ρ on any node's clock-rate error, 0 ≤ ρ < 0.5.
-// Default DefaultDrift.
+// Default 0.01.
 func WithDrift(rho float64) Option {
 	return func(c *config) error {
 		if rho < 0 || rho >= 0.5 {
@@ -78,9 +78,9 @@ func WithDrift(rho float64) Option {
 	}
 }
 
-// WithLogger sets the logger of the leases. Default: the logger handed to
-// NewLeaseLogging (the actor system's of the singleton or shard that holds
-// the lease), else slog.Default().
+// WithLogger sets the logger of the leases. Default: the logger of the
+// actor system of the singleton or shard that holds the lease, else
+// slog.Default().
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) error {
 		c.Logger = logger

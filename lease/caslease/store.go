@@ -6,10 +6,10 @@ import (
 	"sync"
 )
 
-// ErrBadRecord: the key holds something that is not a lease record (another
+// errBadRecord: the key holds something that is not a lease record (another
 // kind of lease uses it, or it was written by hand). The lease treats it as
 // an error, never as a free lease.
-var ErrBadRecord = errors.New("not a compare-and-set lease record")
+var errBadRecord = errors.New("not a compare-and-set lease record")
 
 // Store is a key-value store with compare-and-set: all the lease needs.
 // Versions grow with every write of a key; 0 means absent.
@@ -69,12 +69,4 @@ func (m *MemoryStore) CAS(ctx context.Context, key string, value []byte, version
 	m.index++
 	m.keys[key] = memoryValue{value: append([]byte(nil), value...), version: m.index}
 	return m.index, true, nil
-}
-
-// Delete removes key, as an operator might.
-func (m *MemoryStore) Delete(key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.keys, key)
-	m.index++
 }

@@ -4,30 +4,28 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/protoshard/protoshard/lease"
 )
 
 func TestConfigDefaults(t *testing.T) {
 	cases := []struct {
 		name       string
 		in         config
-		wantTO     lease.TimeoutSettings
+		wantTO     timeoutSettings
 		wantMargin time.Duration
 		wantDelay  time.Duration
 	}{
 		{"akka's timeouts", config{ClusterName: "app"},
-			lease.TimeoutSettings{HeartbeatInterval: 12 * time.Second, HeartbeatTimeout: 120 * time.Second, OperationTimeout: 5 * time.Second},
+			timeoutSettings{HeartbeatInterval: 12 * time.Second, HeartbeatTimeout: 120 * time.Second, OperationTimeout: 5 * time.Second},
 			24 * time.Second, MaxLockDelay},
-		{"consul's minimum TTL", config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 10 * time.Second}},
-			lease.TimeoutSettings{HeartbeatInterval: time.Second, HeartbeatTimeout: 10 * time.Second, OperationTimeout: 5 * time.Second},
+		{"consul's minimum TTL", config{ClusterName: "app", timeoutSettings: timeoutSettings{HeartbeatTimeout: 10 * time.Second}},
+			timeoutSettings{HeartbeatInterval: time.Second, HeartbeatTimeout: 10 * time.Second, OperationTimeout: 5 * time.Second},
 			2 * time.Second, 10 * time.Second},
-		{"a tenth of the TTL", config{ClusterName: "app", TimeoutSettings: lease.TimeoutSettings{HeartbeatTimeout: 30 * time.Second}},
-			lease.TimeoutSettings{HeartbeatInterval: 3 * time.Second, HeartbeatTimeout: 30 * time.Second, OperationTimeout: 5 * time.Second},
+		{"a tenth of the TTL", config{ClusterName: "app", timeoutSettings: timeoutSettings{HeartbeatTimeout: 30 * time.Second}},
+			timeoutSettings{HeartbeatInterval: 3 * time.Second, HeartbeatTimeout: 30 * time.Second, OperationTimeout: 5 * time.Second},
 			6 * time.Second, 30 * time.Second},
 		{"given values kept", config{ClusterName: "app", SafetyMargin: 3 * time.Second, LockDelay: 20 * time.Second,
-			TimeoutSettings: lease.TimeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second}},
-			lease.TimeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second},
+			timeoutSettings: timeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second}},
+			timeoutSettings{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 15 * time.Second, OperationTimeout: time.Second},
 			3 * time.Second, 20 * time.Second},
 	}
 	for _, c := range cases {
@@ -36,9 +34,9 @@ func TestConfigDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.TimeoutSettings != c.wantTO || got.SafetyMargin != c.wantMargin || got.LockDelay != c.wantDelay {
+			if got.timeoutSettings != c.wantTO || got.SafetyMargin != c.wantMargin || got.LockDelay != c.wantDelay {
 				t.Fatalf("withDefaults = %+v, margin %v, lock delay %v; want %+v, %v, %v",
-					got.TimeoutSettings, got.SafetyMargin, got.LockDelay, c.wantTO, c.wantMargin, c.wantDelay)
+					got.timeoutSettings, got.SafetyMargin, got.LockDelay, c.wantTO, c.wantMargin, c.wantDelay)
 			}
 		})
 	}
@@ -56,12 +54,12 @@ func TestLeaseKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := p.Lease(c.lease, "owner")
+		l, err := p.NewLease(c.lease, "owner")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Key() != c.want {
-			t.Errorf("cluster %q, lease %q: key %q, want %q", c.cluster, c.lease, l.Key(), c.want)
+		if LeaseKey(l) != c.want {
+			t.Errorf("cluster %q, lease %q: key %q, want %q", c.cluster, c.lease, LeaseKey(l), c.want)
 		}
 	}
 }

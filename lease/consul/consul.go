@@ -56,9 +56,9 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
-	"github.com/protoshard/protoshard/lease/internal/leaselog"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -71,6 +71,36 @@ const (
 	// to it.
 	MaxLockDelay = 60 * time.Second
 )
+
+// timeoutSettings are Akka's lease TimeoutSettings (akka.coordination.lease).
+type timeoutSettings struct {
+	// HeartbeatInterval is how often the holder renews the lease (Akka's
+	// heartbeat-interval). Default HeartbeatTimeout/10.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a lease stays held without a heartbeat,
+	// so how long a crashed holder keeps it from others (Akka's
+	// heartbeat-timeout). Default 120s.
+	HeartbeatTimeout time.Duration
+	// OperationTimeout bounds one acquire, release or heartbeat against the
+	// lease store (Akka's lease-operation-timeout). Default 5s.
+	OperationTimeout time.Duration
+}
+
+// withDefaults fills in the zero fields with Akka's defaults
+// (heartbeat-timeout 120s, lease-operation-timeout 5s); the interval
+// defaults to a tenth of the (given or default) heartbeat timeout.
+func (s timeoutSettings) withDefaults() timeoutSettings {
+	if s.HeartbeatTimeout <= 0 {
+		s.HeartbeatTimeout = 120 * time.Second
+	}
+	if s.HeartbeatInterval <= 0 {
+		s.HeartbeatInterval = s.HeartbeatTimeout / 10
+	}
+	if s.OperationTimeout <= 0 {
+		s.OperationTimeout = 5 * time.Second
+	}
+	return s
+}
 
 // config configures the Consul leases; Options set it. Zero fields take
 // their defaults (withDefaults).
@@ -89,7 +119,7 @@ type config struct {
 	// MinSessionTTL; Akka's default 120s), HeartbeatInterval how often the
 	// session is renewed (default a tenth of the TTL), OperationTimeout bounds
 	// each request to Consul (default 5s).
-	lease.TimeoutSettings
+	timeoutSettings
 	// SafetyMargin is how long before the TTL runs out, counted from the
 	// start of the last successful renewal, the holder declares the lease
 	// lost. Default a fifth of HeartbeatTimeout; it must leave room for a
@@ -104,13 +134,13 @@ type config struct {
 	LockDelay time.Duration
 	// Logger receives the leases' logs. Default: the logger of the actor
 	// system of the singleton or shard that holds the lease (see
-	// lease.LoggingProvider), slog.Default() for a lease made otherwise.
+	// leaselog.NewLease), slog.Default() for a lease made otherwise.
 	Logger *slog.Logger
 }
 
 // withDefaults fills in the defaults and checks the result.
 func (c config) withDefaults() (config, error) {
-	c.TimeoutSettings = c.TimeoutSettings.WithDefaults()
+	c.timeoutSettings = c.timeoutSettings.withDefaults()
 	if c.SafetyMargin == 0 {
 		c.SafetyMargin = c.HeartbeatTimeout / 5
 	}
@@ -143,8 +173,6 @@ type Provider struct {
 	client *api.Client
 }
 
-var _ lease.LoggingProvider = (*Provider)(nil)
-
 // NewProvider returns a Provider of the leases of the cluster named
 // clusterName (membership.Cluster.Name: with membership/consul the service
 // name). The cluster name is required: the locks live under the cluster's
@@ -170,47 +198,30 @@ func NewProvider(clusterName string, opts ...Option) (*Provider, error) {
 	return &Provider{cfg: cfg, client: client}, nil
 }
 
-// NewLease implements lease.Provider.
+// NewLease implements lease.Provider: a new holder of the lease leaseName.
 func (p *Provider) NewLease(leaseName, ownerName string) (lease.Lease, error) {
-	return p.Lease(leaseName, ownerName)
-}
-
-// NewLeaseLogging implements lease.LoggingProvider: the lease logs to
-// logger unless WithLogger set one.
-func (p *Provider) NewLeaseLogging(leaseName, ownerName string, logger *slog.Logger) (lease.Lease, error) {
-	return p.lease(leaseName, ownerName, logger)
-}
-
-// Lease returns a new holder of the lease leaseName, typed.
-func (p *Provider) Lease(leaseName, ownerName string) (*Lease, error) {
-	return p.lease(leaseName, ownerName, nil)
-}
-
-// lease is Lease logging to WithLogger's logger, else to logger, else to
-// slog.Default().
-func (p *Provider) lease(leaseName, ownerName string, logger *slog.Logger) (*Lease, error) {
-	logger = leaselog.Choose(p.cfg.Logger, logger)
 	if leaseName == "" {
 		return nil, errors.New("consul lease: lease name is empty")
 	}
-	key := consulkey.LeasePrefix(p.cfg.ClusterName) + strings.TrimLeft(leaseName, "/")
-	return &Lease{
-		settings: lease.Settings{LeaseName: leaseName, OwnerName: ownerName, TimeoutSettings: p.cfg.TimeoutSettings},
-		cfg:      p.cfg,
-		client:   p.client,
-		key:      key,
-		log: logger.With(slog.String("component", "consul-lease"), slog.String("lease", leaseName),
-			slog.String("owner", ownerName)),
+	return &consulLease{
+		name:   leaseName,
+		owner:  ownerName,
+		cfg:    p.cfg,
+		client: p.client,
+		key:    consulkey.LeasePrefix(p.cfg.ClusterName) + strings.TrimLeft(leaseName, "/"),
+		log:    leaselog.New(p.cfg.Logger, "consul-lease", leaseName, ownerName),
 	}, nil
 }
 
-// Lease is one holder of a Consul lease. It is safe for concurrent use.
-type Lease struct {
-	settings lease.Settings
-	cfg      config
-	client   *api.Client
-	key      string
-	log      *slog.Logger
+// consulLease is one holder of a Consul lease. It is safe for concurrent
+// use.
+type consulLease struct {
+	name   string
+	owner  string
+	cfg    config
+	client *api.Client
+	key    string // protoshard/<cluster>/lease/<lease name>
+	log    leaselog.Log
 
 	opMu sync.Mutex // serialises Acquire and Release
 
@@ -224,27 +235,25 @@ type holding struct {
 	token   uint64
 	cancel  context.CancelFunc // stops the heartbeats
 
-	// Guarded by Lease.mu.
+	// Guarded by consulLease.mu.
 	lastRenew time.Time // start of the last successful renewal (or of the session's creation)
 	lost      bool
 	onLost    lease.LostFunc
 }
 
-var _ lease.Lease = (*Lease)(nil)
+var _ lease.Lease = (*consulLease)(nil)
 
-// Key returns the Consul KV key of the lock.
-func (l *Lease) Key() string { return l.key }
-
-// Settings returns the lease's name, owner and timeouts.
-func (l *Lease) Settings() lease.Settings { return l.settings }
+// UseLogger makes the lease log to logger unless WithLogger set one
+// (leaselog.NewLease).
+func (l *consulLease) UseLogger(logger *slog.Logger) { l.log.Use(logger) }
 
 // lossAfter is how long after the start of the last successful renewal the
 // holder declares the lease lost.
-func (l *Lease) lossAfter() time.Duration { return l.cfg.HeartbeatTimeout - l.cfg.SafetyMargin }
+func (l *consulLease) lossAfter() time.Duration { return l.cfg.HeartbeatTimeout - l.cfg.SafetyMargin }
 
 // Acquire implements lease.Lease: it creates a session and tries to lock the
 // key with it. The token is the key's ModifyIndex after the lock.
-func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, bool, error) {
+func (l *consulLease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, bool, error) {
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
 	l.mu.Lock()
@@ -263,25 +272,25 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 		l.mu.Unlock()
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, false, fmt.Errorf("consul lease %q: acquire: %w", l.settings.LeaseName, err)
+		return 0, false, fmt.Errorf("consul lease %q: acquire: %w", l.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.OperationTimeout)
 	defer cancel()
 
 	start := time.Now()
 	session, _, err := l.client.Session().CreateNoChecks(&api.SessionEntry{
-		Name:      "protoshard lease " + l.settings.LeaseName + " of " + l.settings.OwnerName,
+		Name:      "protoshard lease " + l.name + " of " + l.owner,
 		TTL:       l.cfg.HeartbeatTimeout.String(),
 		LockDelay: l.cfg.LockDelay,
 		Behavior:  api.SessionBehaviorDelete,
 	}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
-		return 0, false, fmt.Errorf("consul lease %q: creating a session: %w", l.settings.LeaseName, err)
+		return 0, false, fmt.Errorf("consul lease %q: creating a session: %w", l.name, err)
 	}
 	token, acquired, err := l.lock(ctx, session)
 	if err == nil && acquired && time.Since(start) >= l.lossAfter() {
 		err = fmt.Errorf("consul lease %q: acquiring took %v, past the %v a holding may go without a heartbeat",
-			l.settings.LeaseName, time.Since(start), l.lossAfter())
+			l.name, time.Since(start), l.lossAfter())
 	}
 	if err != nil || !acquired {
 		// A session that locked nothing goes without a lock delay; one whose
@@ -301,22 +310,22 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 
 // lock tries to lock the key with session and reads the resulting
 // ModifyIndex with a consistent read.
-func (l *Lease) lock(ctx context.Context, session string) (uint64, bool, error) {
+func (l *consulLease) lock(ctx context.Context, session string) (uint64, bool, error) {
 	kv := l.client.KV()
 	if err := l.checkKind(ctx); err != nil {
 		return 0, false, err
 	}
-	ok, _, err := kv.Acquire(&api.KVPair{Key: l.key, Value: []byte(l.settings.OwnerName), Session: session},
+	ok, _, err := kv.Acquire(&api.KVPair{Key: l.key, Value: []byte(l.owner), Session: session},
 		(&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
-		return 0, false, fmt.Errorf("consul lease %q: locking %s: %w", l.settings.LeaseName, l.key, err)
+		return 0, false, fmt.Errorf("consul lease %q: locking %s: %w", l.name, l.key, err)
 	}
 	if !ok {
 		return 0, false, nil // held by another session, or in its lock delay
 	}
 	pair, _, err := kv.Get(l.key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
-		return 0, false, fmt.Errorf("consul lease %q: reading %s after locking it: %w", l.settings.LeaseName, l.key, err)
+		return 0, false, fmt.Errorf("consul lease %q: reading %s after locking it: %w", l.name, l.key, err)
 	}
 	if pair == nil || pair.Session != session {
 		return 0, false, nil
@@ -335,13 +344,13 @@ var ErrForeignKey = errors.New("the lease key exists without a session (another 
 // checkKind refuses to lock over a key this kind of lease does not leave:
 // it detects a cluster that mixes kinds of leases (best effort: a record
 // written between this read and the lock is not seen).
-func (l *Lease) checkKind(ctx context.Context) error {
+func (l *consulLease) checkKind(ctx context.Context) error {
 	pair, _, err := l.client.KV().Get(l.key, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("consul lease %q: reading %s: %w", l.settings.LeaseName, l.key, err)
+		return fmt.Errorf("consul lease %q: reading %s: %w", l.name, l.key, err)
 	}
 	if pair != nil && pair.Session == "" {
-		return fmt.Errorf("consul lease %q: %s: %w", l.settings.LeaseName, l.key, ErrForeignKey)
+		return fmt.Errorf("consul lease %q: %s: %w", l.name, l.key, ErrForeignKey)
 	}
 	return nil
 }
@@ -352,7 +361,7 @@ var errGone = errors.New("holding gone")
 // heartbeat renews the session every HeartbeatInterval and declares the
 // lease lost when the session or the lock is gone, or when no renewal has
 // succeeded for lossAfter.
-func (l *Lease) heartbeat(ctx context.Context, h *holding) {
+func (l *consulLease) heartbeat(ctx context.Context, h *holding) {
 	err := renewloop.Run(ctx, renewloop.Loop{
 		Interval:         l.cfg.HeartbeatInterval,
 		OperationTimeout: l.cfg.OperationTimeout,
@@ -381,7 +390,7 @@ func (l *Lease) heartbeat(ctx context.Context, h *holding) {
 	}
 }
 
-func (l *Lease) untilLoss(h *holding) time.Duration {
+func (l *consulLease) untilLoss(h *holding) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return max(0, l.lossAfter()-time.Since(h.lastRenew))
@@ -390,7 +399,7 @@ func (l *Lease) untilLoss(h *holding) time.Duration {
 // renew renews the session, then checks that it still holds the lock (the
 // key may have been deleted or unlocked from outside). Only a failed renewal
 // is an error that keeps the loss clock running; a failed check is not.
-func (l *Lease) renew(ctx context.Context, session string) error {
+func (l *consulLease) renew(ctx context.Context, session string) error {
 	entry, _, err := l.client.Session().Renew(session, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("renewing session %s: %w", session, err)
@@ -413,7 +422,7 @@ func (l *Lease) renew(ctx context.Context, session string) error {
 // lose declares h lost, once: the callback runs, then the session is
 // destroyed in the background, which frees the lock (after the lock delay)
 // without waiting for the session's TTL.
-func (l *Lease) lose(h *holding, reason error) {
+func (l *consulLease) lose(h *holding, reason error) {
 	l.mu.Lock()
 	if l.cur != h || h.lost {
 		l.mu.Unlock()
@@ -432,7 +441,7 @@ func (l *Lease) lose(h *holding, reason error) {
 }
 
 // destroy destroys a session, best effort, bounded by OperationTimeout.
-func (l *Lease) destroy(session string) {
+func (l *consulLease) destroy(session string) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.OperationTimeout)
 	defer cancel()
 	if _, err := l.client.Session().Destroy(session, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
@@ -443,7 +452,7 @@ func (l *Lease) destroy(session string) {
 
 // Release implements lease.Lease: it unlocks and deletes the key in one
 // transaction, then destroys the session.
-func (l *Lease) Release(ctx context.Context) (bool, error) {
+func (l *consulLease) Release(ctx context.Context) (bool, error) {
 	l.opMu.Lock()
 	defer l.opMu.Unlock()
 	l.mu.Lock()
@@ -469,7 +478,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 	// is the way to let go.
 	l.destroy(h.session)
 	if err != nil {
-		return false, fmt.Errorf("consul lease %q: releasing %s: %w", l.settings.LeaseName, l.key, err)
+		return false, fmt.Errorf("consul lease %q: releasing %s: %w", l.name, l.key, err)
 	}
 	if !ok {
 		l.log.Warn("consul lease: release found the lock no longer held", slog.Any("errors", txnErrors(resp)))
@@ -481,7 +490,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 
 // CheckLease implements lease.Lease: held, not lost, and the last successful
 // renewal recent enough.
-func (l *Lease) CheckLease() bool {
+func (l *consulLease) CheckLease() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.cur

@@ -18,6 +18,7 @@ import (
 
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/consul"
+	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 	"github.com/protoshard/protoshard/lease/leasetest"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
@@ -59,9 +60,9 @@ func newProvider(t *testing.T, client *api.Client) *consul.Provider {
 	return p
 }
 
-func newLease(t *testing.T, p *consul.Provider, name, owner string) *consul.Lease {
+func newLease(t *testing.T, p *consul.Provider, name, owner string) lease.Lease {
 	t.Helper()
-	return leasetest.Holder(t, p, name, owner).(*consul.Lease)
+	return leasetesting.Holder(t, p, name, owner)
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -110,7 +111,7 @@ func (r *lostRecorder) wait(t *testing.T) time.Time {
 	}
 }
 
-func acquire(t *testing.T, l *consul.Lease, cb lease.LostFunc) uint64 {
+func acquire(t *testing.T, l lease.Lease, cb lease.LostFunc) uint64 {
 	t.Helper()
 	token, ok, err := l.Acquire(ctxFor(t), cb)
 	if err != nil || !ok {
@@ -119,9 +120,9 @@ func acquire(t *testing.T, l *consul.Lease, cb lease.LostFunc) uint64 {
 	return token
 }
 
-func acquireEventually(t *testing.T, l *consul.Lease) (uint64, time.Time) {
+func acquireEventually(t *testing.T, l lease.Lease) (uint64, time.Time) {
 	t.Helper()
-	return leasetest.AcquireEventually(t, l, waitDeadline)
+	return leasetesting.AcquireEventually(t, l, waitDeadline)
 }
 
 func TestConsulLeaseContract(t *testing.T) {
@@ -130,7 +131,7 @@ func TestConsulLeaseContract(t *testing.T) {
 	leasetest.Run(t, leasetest.Harness{
 		NewLease: func(t *testing.T, name, owner string) lease.Lease { return newLease(t, p, name, owner) },
 		Lose: func(t *testing.T, _ string, holder lease.Lease) {
-			destroySession(t, agent.Client(), holder.(*consul.Lease).Key())
+			destroySession(t, agent.Client(), consul.LeaseKey(holder))
 		},
 		Deadline: waitDeadline,
 	})
@@ -142,11 +143,11 @@ func TestConsulLeaseTokenIsTheLockIndex(t *testing.T) {
 	agent := consulagent.Start(t)
 	client := agent.Client()
 	a := newLease(t, newProvider(t, client), "token", "owner-a")
-	if a.Key() != "protoshard/lease-test/lease/token" {
-		t.Fatalf("Key = %q", a.Key())
+	if consul.LeaseKey(a) != "protoshard/lease-test/lease/token" {
+		t.Fatalf("Key = %q", consul.LeaseKey(a))
 	}
 	token := acquire(t, a, nil)
-	pair, _, err := client.KV().Get(a.Key(), &api.QueryOptions{RequireConsistent: true})
+	pair, _, err := client.KV().Get(consul.LeaseKey(a), &api.QueryOptions{RequireConsistent: true})
 	if err != nil || pair == nil {
 		t.Fatalf("reading the lock: %v, %v", err, pair)
 	}
@@ -156,7 +157,7 @@ func TestConsulLeaseTokenIsTheLockIndex(t *testing.T) {
 	if ok, err := a.Release(ctxFor(t)); !ok || err != nil {
 		t.Fatalf("Release = (%v, %v)", ok, err)
 	}
-	pair, _, err = client.KV().Get(a.Key(), &api.QueryOptions{RequireConsistent: true})
+	pair, _, err = client.KV().Get(consul.LeaseKey(a), &api.QueryOptions{RequireConsistent: true})
 	if err != nil || pair != nil {
 		t.Fatalf("after Release the key is %+v (err %v), want it deleted", pair, err)
 	}
@@ -175,7 +176,7 @@ func TestConsulLeaseLostWhenSessionDestroyed(t *testing.T) {
 	lost := newLostRecorder()
 	ta := acquire(t, a, lost.callback(t))
 	destroyedAt := time.Now()
-	destroySession(t, agent.Client(), a.Key())
+	destroySession(t, agent.Client(), consul.LeaseKey(a))
 	lostAt := lost.wait(t)
 	tb, acquiredAt := acquireEventually(t, b)
 	t.Logf("session destroyed: holder reported the loss after %v, another acquired after %v (lock delay %v)",
@@ -311,7 +312,7 @@ func TestConsulLeaseRefusesAForeignKey(t *testing.T) {
 	agent := consulagent.Start(t)
 	client := agent.Client()
 	a := newLease(t, newProvider(t, client), "foreign", "a")
-	if _, err := client.KV().Put(&api.KVPair{Key: a.Key(), Value: []byte(`{"holder":"b#1","owner":"b","token":3}`)}, nil); err != nil {
+	if _, err := client.KV().Put(&api.KVPair{Key: consul.LeaseKey(a), Value: []byte(`{"holder":"b#1","owner":"b","token":3}`)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := a.Acquire(ctxFor(t), nil); ok || !errors.Is(err, consul.ErrForeignKey) {

@@ -5,13 +5,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/internal/testsupport"
-	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
-// A lease made with lease.NewLease, as the singleton manager and the shard
+// A lease made with leaselog.NewLease, as the singleton manager and the shard
 // make theirs, logs to the logger it is handed (their actor system's),
 // unless the provider was configured with a logger of its own.
 func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
@@ -23,11 +23,11 @@ func TestConsulLeaseLogsToTheHoldersLogger(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := lease.NewLease(p, "logs", owner, logger)
+		l, err := leaselog.NewLease(p, "logs", owner, logger)
 		if err != nil {
 			t.Fatal(err)
 		}
-		acquire(t, l.(*consul.Lease), nil)
+		acquire(t, l, nil)
 		if ok, err := l.Release(ctxFor(t)); !ok || err != nil {
 			t.Fatalf("Release = (%v, %v)", ok, err)
 		}

@@ -83,8 +83,8 @@ func WithLockDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger of the leases. Default: the logger of the
-// actor system of the singleton or shard that holds the lease (see
-// lease.LoggingProvider), slog.Default() for a lease made otherwise.
+// actor system of the singleton or shard that holds the lease,
+// slog.Default() for a lease made otherwise.
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) error {
 		c.Logger = logger

@@ -89,7 +89,7 @@ func NewProvider(clusterName string, opts ...Option) (*caslease.Provider, error)
 			return nil, fmt.Errorf("consul cas lease: creating the Consul client: %w", err)
 		}
 	}
-	return caslease.NewProvider(NewStore(client),
+	return caslease.NewProvider(newStore(client),
 		append(append([]caslease.Option{}, cfg.lease...), caslease.WithKeyPrefix(consulkey.LeasePrefix(clusterName)))...)
 }
 
@@ -97,18 +97,18 @@ func NewProvider(clusterName string, opts ...Option) (*caslease.Provider, error)
 // lease (lease/consul) of another node uses it.
 var ErrSessionLocked = errors.New("key is locked by a Consul session (a session lease uses it)")
 
-// Store is caslease.Store on Consul KV; versions are ModifyIndexes.
-type Store struct {
+// store is caslease.Store on Consul KV; versions are ModifyIndexes.
+type store struct {
 	client *api.Client
 }
 
-var _ caslease.Store = (*Store)(nil)
+var _ caslease.Store = (*store)(nil)
 
-// NewStore returns a Store on client.
-func NewStore(client *api.Client) *Store { return &Store{client: client} }
+// newStore returns a store on client.
+func newStore(client *api.Client) *store { return &store{client: client} }
 
 // Get implements caslease.Store with a read served by the leader.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, uint64, bool, error) {
+func (s *store) Get(ctx context.Context, key string) ([]byte, uint64, bool, error) {
 	pair, _, err := s.client.KV().Get(key, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, 0, false, err
@@ -124,7 +124,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, uint64, bool, erro
 
 // CAS implements caslease.Store: one transaction with a check-and-set,
 // whose result carries the new ModifyIndex.
-func (s *Store) CAS(ctx context.Context, key string, value []byte, version uint64) (uint64, bool, error) {
+func (s *store) CAS(ctx context.Context, key string, value []byte, version uint64) (uint64, bool, error) {
 	ok, resp, _, err := s.client.Txn().Txn(api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: value, Index: version}},
 	}, (&api.QueryOptions{}).WithContext(ctx))

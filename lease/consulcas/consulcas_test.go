@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/caslease"
 	"github.com/protoshard/protoshard/lease/consulcas"
+	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 	"github.com/protoshard/protoshard/lease/leasetest"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
@@ -43,18 +44,29 @@ func newProvider(t *testing.T, client *api.Client) *caslease.Provider {
 	return p
 }
 
-func newLease(t *testing.T, p *caslease.Provider, name, owner string) *caslease.Lease {
+func newLease(t *testing.T, p *caslease.Provider, name, owner string) lease.Lease {
 	t.Helper()
-	return leasetest.Holder(t, p, name, owner).(*caslease.Lease)
+	return leasetesting.Holder(t, p, name, owner)
 }
 
-func readRecord(t *testing.T, client *api.Client, key string) (caslease.Record, *api.KVPair) {
+// keyPrefix is where the test cluster's records live.
+const keyPrefix = "protoshard/lease-test/lease/"
+
+// record is the record as the compare-and-set lease writes it.
+type record struct {
+	Holder   string `json:"holder"`
+	Owner    string `json:"owner"`
+	Token    uint64 `json:"token"`
+	Renewals uint64 `json:"renewals"`
+}
+
+func readRecord(t *testing.T, client *api.Client, key string) (record, *api.KVPair) {
 	t.Helper()
 	pair, _, err := client.KV().Get(key, &api.QueryOptions{RequireConsistent: true})
 	if err != nil || pair == nil {
 		t.Fatalf("reading %s: %v, %v", key, err, pair)
 	}
-	var r caslease.Record
+	var r record
 	if err := json.Unmarshal(pair.Value, &r); err != nil {
 		t.Fatalf("record %q: %v", pair.Value, err)
 	}
@@ -69,8 +81,8 @@ func TestConsulCASLeaseContract(t *testing.T) {
 		NewLease: func(t *testing.T, name, owner string) lease.Lease { return newLease(t, p, name, owner) },
 		// Another holder's record written over the holder's: it must
 		// notice at its next renewal.
-		Lose: func(t *testing.T, _ string, holder lease.Lease) {
-			key := holder.(*caslease.Lease).Key()
+		Lose: func(t *testing.T, name string, _ lease.Lease) {
+			key := keyPrefix + name
 			_, pair := readRecord(t, client, key)
 			ok, _, err := client.KV().CAS(&api.KVPair{Key: key, ModifyIndex: pair.ModifyIndex,
 				Value: []byte(`{"holder":"intruder#0","owner":"intruder","token":1}`)}, nil)
@@ -90,26 +102,23 @@ func TestConsulCASLeaseRecord(t *testing.T) {
 	client := agent.Client()
 	p := newProvider(t, client)
 	a, b := newLease(t, p, "record", "owner-a"), newLease(t, p, "record", "owner-b")
-	if a.Key() != "protoshard/lease-test/lease/record" {
-		t.Fatalf("Key = %q", a.Key())
-	}
 	ta, ok, err := a.Acquire(context.Background(), nil)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
-	r1, p1 := readRecord(t, client, a.Key())
+	r1, p1 := readRecord(t, client, keyPrefix+"record")
 	if r1.Owner != "owner-a" || r1.Token != ta || r1.Holder == "" || p1.Session != "" {
 		t.Fatalf("record %+v (session %q), want owner-a's with token %d and no session", r1, p1.Session, ta)
 	}
 	time.Sleep(time.Second)
-	r2, p2 := readRecord(t, client, a.Key())
+	r2, p2 := readRecord(t, client, keyPrefix+"record")
 	if r2.Renewals == 0 || p2.ModifyIndex <= p1.ModifyIndex || r2.Token != ta || r2.Holder != r1.Holder {
 		t.Fatalf("after a second: %+v at index %d, want renewals of the same holding past index %d", r2, p2.ModifyIndex, p1.ModifyIndex)
 	}
 	if ok, err := a.Release(context.Background()); !ok || err != nil {
 		t.Fatalf("Release = %v, %v", ok, err)
 	}
-	r3, p3 := readRecord(t, client, a.Key())
+	r3, p3 := readRecord(t, client, keyPrefix+"record")
 	if r3.Holder != "" || r3.Token != ta {
 		t.Fatalf("after Release: %+v, want a free record keeping token %d", r3, ta)
 	}
@@ -129,7 +138,7 @@ func TestConsulCASLeaseRefusesASessionLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := client.KV().Acquire(&api.KVPair{Key: a.Key(), Value: []byte("owner-x"), Session: session}, nil); !ok || err != nil {
+	if ok, _, err := client.KV().Acquire(&api.KVPair{Key: keyPrefix + "session", Value: []byte("owner-x"), Session: session}, nil); !ok || err != nil {
 		t.Fatalf("locking: %v, %v", ok, err)
 	}
 	if _, ok, err := a.Acquire(context.Background(), nil); ok || !errors.Is(err, consulcas.ErrSessionLocked) {
@@ -167,13 +176,15 @@ func TestConsulCASLeaseTakeoverAfterHolderDies(t *testing.T) {
 	agent := consulagent.Start(t)
 	client := agent.Client()
 	dying := &deadStore{Store: consulcas.NewStore(client)}
-	pa, err := caslease.NewProvider(dying, append([]caslease.Option{caslease.WithKeyPrefix("protoshard/lease-test/lease/")}, testLeaseOptions...)...)
+	pa, err := caslease.NewProvider(dying, append([]caslease.Option{caslease.WithKeyPrefix(keyPrefix)}, testLeaseOptions...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testTiming := pa.Timing()
+	// How long a contender waits on an unchanged record under
+	// testLeaseOptions: duration × (1 + the default drift 1%) + margin.
+	waitFor := time.Duration(float64(2*time.Second)*1.01) + 500*time.Millisecond
 	a, b := newLease(t, pa, "dies", "a"), newLease(t, newProvider(t, client), "dies", "b")
-	lost := leasetest.NewLostRecorder()
+	lost := leasetesting.NewLostRecorder()
 	ta, ok, err := a.Acquire(context.Background(), lost.Callback)
 	if !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
@@ -181,19 +192,19 @@ func TestConsulCASLeaseTakeoverAfterHolderDies(t *testing.T) {
 	time.Sleep(time.Second)
 	killedAt := time.Now()
 	dying.dead.Store(true)
-	tb, acquiredAt := leasetest.AcquireEventually(t, b, waitDeadline)
+	tb, acquiredAt := leasetesting.AcquireEventually(t, b, waitDeadline)
 	lostAt, _ := lost.Last()
 	if lost.Calls() == 0 || !lostAt.Before(acquiredAt) {
 		t.Fatal("taken over before the holder reported the loss")
 	}
 	took := acquiredAt.Sub(killedAt)
 	t.Logf("holder killed: it reported the loss after %v, another took over after %v (WaitFor %v)",
-		lostAt.Sub(killedAt).Round(time.Millisecond), took.Round(time.Millisecond), testTiming.WaitFor())
-	if took < testTiming.WaitFor()-testRenewInterval {
+		lostAt.Sub(killedAt).Round(time.Millisecond), took.Round(time.Millisecond), waitFor)
+	if took < waitFor-testRenewInterval {
 		t.Fatalf("taken over %v after the kill, sooner than WaitFor − RenewInterval", took)
 	}
-	if took > testTiming.WaitFor()+5*time.Second {
-		t.Errorf("taken over %v after the kill, more than 5 s past WaitFor %v", took, testTiming.WaitFor())
+	if took > waitFor+5*time.Second {
+		t.Errorf("taken over %v after the kill, more than 5 s past WaitFor %v", took, waitFor)
 	}
 	if tb <= ta {
 		t.Fatalf("token %d not above %d", tb, ta)

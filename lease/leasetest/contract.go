@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 )
 
 // Harness adapts one lease implementation to the contract tests.
@@ -152,7 +153,7 @@ func releaseWithoutHolding(t *testing.T, h Harness, name string) {
 // and the next holding has a larger token.
 func lostHolderIsToldFirst(t *testing.T, h Harness, name string) {
 	a, b := h.NewLease(t, name, "a"), h.NewLease(t, name, "b")
-	lost := NewLostRecorder()
+	lost := leasetesting.NewLostRecorder()
 	ta := mustAcquire(t, h, a, lost.Callback)
 	h.Lose(t, name, a)
 	lostAt, reason := lost.Wait(t, h.Deadline)
@@ -164,7 +165,7 @@ func lostHolderIsToldFirst(t *testing.T, h Harness, name string) {
 	}
 	// The holder has stopped what the lease protected: it lets go.
 	release(t, h, a, false)
-	tb, acquiredAt := AcquireEventually(t, b, h.Deadline)
+	tb, acquiredAt := leasetesting.AcquireEventually(t, b, h.Deadline)
 	if !acquiredAt.After(lostAt) {
 		t.Fatalf("b acquired at %v, not after a was told of the loss at %v", acquiredAt, lostAt)
 	}

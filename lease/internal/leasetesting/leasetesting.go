@@ -1,4 +1,7 @@
-package leasetest
+// Package leasetesting holds the helpers of the lease tests: a holder released
+// when the test ends, an acquisition retried until it succeeds, and a recorder
+// of lease-lost callbacks.
+package leasetesting
 
 import (
 	"context"
