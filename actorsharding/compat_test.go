@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -103,11 +103,11 @@ func TestFullRestartWithAnotherNumberOfShards(t *testing.T) {
 	for i, id := range ids {
 		askEventually(t, old[0], w.region(old[0]), id, int64(i))
 	}
-	stored, _, err := w.store.Load(context.Background())
+	stored, _, err := coordinator.LoadState(context.Background(), w.store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hundred := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	hundred := coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
 	if len(stored.Regions) != 2 {
 		t.Fatalf("stored regions: %+v, want 2", stored.Regions)
 	}
@@ -125,7 +125,7 @@ func TestFullRestartWithAnotherNumberOfShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.store.Save(context.Background(), stored, v); err != nil {
+	if _, err := coordinator.SaveState(context.Background(), w.store, stored, v); err != nil {
 		t.Fatal(err)
 	}
 
@@ -143,7 +143,7 @@ func TestFullRestartWithAnotherNumberOfShards(t *testing.T) {
 	}
 	st := w.coordinatorState()
 	for _, r := range st.State.Regions {
-		if r.Extractor != (coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}) {
+		if r.Extractor != (coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}) {
 			t.Fatalf("region %s registered with %v", r.PID, r.Extractor)
 		}
 	}

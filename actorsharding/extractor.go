@@ -9,7 +9,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -65,7 +65,7 @@ type IdentifiedExtractor interface {
 
 // identityOf is the identity a region registers with (see
 // IdentifiedExtractor).
-func identityOf(e MessageExtractor) (coordinatoractor.ExtractorIdentity, error) {
+func identityOf(e MessageExtractor) (coordinator.ExtractorIdentity, error) {
 	var name string
 	var n int
 	switch x := e.(type) {
@@ -83,11 +83,11 @@ func identityOf(e MessageExtractor) (coordinatoractor.ExtractorIdentity, error) 
 	}
 	switch {
 	case len(name) > messages.MaxExtractorNameLength:
-		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, messages.MaxExtractorNameLength)
+		return coordinator.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, messages.MaxExtractorNameLength)
 	case n < 0 || n > math.MaxInt32:
-		return coordinatoractor.ExtractorIdentity{}, fmt.Errorf("the extractor %q says it has %d shards", name, n)
+		return coordinator.ExtractorIdentity{}, fmt.Errorf("the extractor %q says it has %d shards", name, n)
 	}
-	return coordinatoractor.ExtractorIdentity{Name: name, NumberOfShards: n}, nil
+	return coordinator.ExtractorIdentity{Name: name, NumberOfShards: n}, nil
 }
 
 // EntityIDMessage is a message that names its entity: every protobuf

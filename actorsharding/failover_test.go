@@ -251,7 +251,7 @@ func TestCoordinatorCrash(t *testing.T) {
 		// (the dead region's are deallocated at once).
 		kept := 0
 		for shard, key := range old.State.Shards {
-			if key == coordinatoractor.RegionKey(w.region(a)) {
+			if key == coordinator.RegionKey(w.region(a)) {
 				continue
 			}
 			if st.State.Shards[shard] != key {
@@ -314,7 +314,7 @@ func TestGracefulShutdown(t *testing.T) {
 			if st == nil {
 				return false
 			}
-			_, stillThere := st.State.Regions[coordinatoractor.RegionKey(w.region(gone))]
+			_, stillThere := st.State.Regions[coordinator.RegionKey(w.region(gone))]
 			return !stillThere && len(st.State.Shards) == allocated
 		}, "coordinator still lists %s's region", gone.Name)
 		checkStatsTotal(t, w, via, len(ids))
@@ -366,7 +366,7 @@ func TestQueriesNameWhatFailed(t *testing.T) {
 	w.cluster.WaitConverged(t, 30*time.Second)
 	w.waitRegistered(3)
 	homesOf(t, a, w, entityIDs(300), 1)
-	cShards := len(w.coordinatorState().State.Regions[coordinatoractor.RegionKey(w.region(c))].Shards)
+	cShards := len(w.coordinatorState().State.Regions[coordinator.RegionKey(w.region(c))].Shards)
 	if cShards == 0 {
 		t.Fatal("no shard on the node to crash")
 	}

@@ -32,7 +32,7 @@ type moveOnce struct {
 
 func (m *moveOnce) AllocateShard(requester *actor.PID, _ string, current []coordinatoractor.RegionAllocation) *actor.PID {
 	for _, r := range current {
-		if requester != nil && coordinatoractor.RegionKey(r.Region) == coordinatoractor.RegionKey(requester) {
+		if requester != nil && coordinator.RegionKey(r.Region) == coordinator.RegionKey(requester) {
 			return r.Region
 		}
 	}
@@ -441,12 +441,12 @@ func (s *resettableStore) reset() {
 	s.wiped.Add(1)
 }
 
-func (s *resettableStore) Load(ctx context.Context) (coordinatoractor.State, uint64, error) {
+func (s *resettableStore) Load(ctx context.Context) ([]byte, uint64, error) {
 	return s.inner().Load(ctx)
 }
 
-func (s *resettableStore) Save(ctx context.Context, st coordinatoractor.State, v uint64) (uint64, error) {
-	nv, err := s.inner().Save(ctx, st, v)
+func (s *resettableStore) Save(ctx context.Context, data []byte, v uint64) (uint64, error) {
+	nv, err := s.inner().Save(ctx, data, v)
 	if err != nil {
 		return 0, fmt.Errorf("resettable store (wiped %d times): %w", s.wiped.Load(), err)
 	}
@@ -545,15 +545,11 @@ type limitedStore struct {
 	max int
 }
 
-func (s limitedStore) Save(ctx context.Context, st coordinatoractor.State, v uint64) (uint64, error) {
-	data, err := coordinatoractor.EncodeState(st)
-	if err != nil {
-		return 0, err
-	}
+func (s limitedStore) Save(ctx context.Context, data []byte, v uint64) (uint64, error) {
 	if len(data) > s.max {
 		return 0, fmt.Errorf("limited store: %d bytes: %w", len(data), coordinatoractor.ErrStateTooLarge)
 	}
-	return s.MemoryStore.Save(ctx, st, v)
+	return s.MemoryStore.Save(ctx, data, v)
 }
 
 // A state the store cannot hold rejects the one change that would have

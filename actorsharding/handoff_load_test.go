@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
@@ -274,7 +274,7 @@ func leaveOldest(t *testing.T, _ *world, nodes []*testkit.Node) { leaveNode(t, n
 func rebalanceToNewNode(t *testing.T, w *world, _ []*testkit.Node) {
 	d := w.startNode(false)
 	w.cluster.WaitConverged(t, 30*time.Second)
-	key := coordinatoractor.RegionKey(w.region(d))
+	key := coordinator.RegionKey(w.region(d))
 	testkit.WaitFor(t, 60*time.Second, func() bool {
 		st := w.coordinatorState()
 		return st != nil && len(st.State.Regions[key].Shards) >= len(st.State.Shards)/4-1

@@ -378,7 +378,7 @@ func (w *world) regionsAgreeWithCoordinator() string {
 	}
 	var diffs []string
 	for _, n := range w.cluster.Running() {
-		key := coordinatoractor.RegionKey(w.region(n))
+		key := coordinator.RegionKey(w.region(n))
 		want := map[string]bool{}
 		for _, s := range st.State.Regions[key].Shards {
 			want[s] = true

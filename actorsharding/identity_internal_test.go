@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -24,20 +24,20 @@ func TestIdentityOf(t *testing.T) {
 	cases := []struct {
 		name    string
 		ex      MessageExtractor
-		want    coordinatoractor.ExtractorIdentity
+		want    coordinator.ExtractorIdentity
 		wantErr string
 	}{
-		{"hash-code", NewHashCodeMessageExtractor(100), coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, ""},
-		{"hash-code, pointer", &HashCodeMessageExtractor{NumberOfShards: 7}, coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 7}, ""},
-		{"hash-code with no number: the default it maps to", HashCodeMessageExtractor{}, coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: DefaultNumberOfShards}, ""},
+		{"hash-code", NewHashCodeMessageExtractor(100), coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, ""},
+		{"hash-code, pointer", &HashCodeMessageExtractor{NumberOfShards: 7}, coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: 7}, ""},
+		{"hash-code with no number: the default it maps to", HashCodeMessageExtractor{}, coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: DefaultNumberOfShards}, ""},
 		{"a user type that embeds hash-code is its own", userExtractor{NewHashCodeMessageExtractor(100)},
-			coordinatoractor.ExtractorIdentity{Name: "actorsharding.userExtractor"}, ""},
+			coordinator.ExtractorIdentity{Name: "actorsharding.userExtractor"}, ""},
 		{"a user type that names itself", namedExtractor{name: "orders-v2", shards: 64},
-			coordinatoractor.ExtractorIdentity{Name: "orders-v2", NumberOfShards: 64}, ""},
+			coordinator.ExtractorIdentity{Name: "orders-v2", NumberOfShards: 64}, ""},
 		{"a user type that gives only its number of shards", namedExtractor{shards: 64},
-			coordinatoractor.ExtractorIdentity{Name: "actorsharding.namedExtractor", NumberOfShards: 64}, ""},
-		{"a name too long", namedExtractor{name: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, coordinatoractor.ExtractorIdentity{}, "longer than"},
-		{"a negative number of shards", namedExtractor{name: "x", shards: -1}, coordinatoractor.ExtractorIdentity{}, "-1 shards"},
+			coordinator.ExtractorIdentity{Name: "actorsharding.namedExtractor", NumberOfShards: 64}, ""},
+		{"a name too long", namedExtractor{name: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, coordinator.ExtractorIdentity{}, "longer than"},
+		{"a negative number of shards", namedExtractor{name: "x", shards: -1}, coordinator.ExtractorIdentity{}, "-1 shards"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

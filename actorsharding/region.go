@@ -8,7 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
@@ -54,7 +54,7 @@ type region struct {
 	members map[string]membership.Member // live members by address
 	// identity is the extractor's, sent with Register (see
 	// IdentifiedExtractor).
-	identity coordinatoractor.ExtractorIdentity
+	identity coordinator.ExtractorIdentity
 	// refusals rate-limits the log of refused registrations.
 	refusals *throttle.Limiter
 
@@ -555,7 +555,7 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 			r.updateRoute(s)
 		}
 		ctx.Logger().Debug("shard region: other region terminated", slog.String("type", r.typeName),
-			slog.String("region", coordinatoractor.RegionKey(ref)), slog.Int("shards", len(shards)))
+			slog.String("region", coordinator.RegionKey(ref)), slog.Int("shards", len(shards)))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/shardactor"
@@ -56,7 +57,7 @@ type Settings struct {
 	RememberEntities bool
 	// Coordinator configures the ShardCoordinator (rebalance-interval,
 	// handoff-timeout, shard-start-timeout, min-nr-of-members...).
-	Coordinator coordinatoractor.Settings
+	Coordinator coordinator.Settings
 	// Shard configures the Shard actors (handoff-timeout, the hand-off stop
 	// message).
 	Shard shardactor.Settings
@@ -86,7 +87,7 @@ func DefaultSettings() Settings {
 		RetryInterval:           2 * time.Second,
 		ShardRegionQueryTimeout: 3 * time.Second,
 		MaxMessageSize:          guard.DefaultMaxMessageSize,
-		Coordinator:             coordinatoractor.DefaultSettings(),
+		Coordinator:             coordinator.DefaultSettings(),
 		Shard:                   shardactor.DefaultSettings(),
 	}
 }

@@ -83,7 +83,7 @@ func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
 	w.waitRegistered(2)
 	homesOf(t, b, w, entityIDs(200), 1)
 	before := w.coordinatorState()
-	onB := before.State.Regions[coordinatoractor.RegionKey(w.region(b))].Shards
+	onB := before.State.Regions[coordinator.RegionKey(w.region(b))].Shards
 	if len(onB) == 0 {
 		t.Fatal("no shard on b")
 	}
@@ -97,7 +97,7 @@ func TestDefaultStateStoreIsSharedInProcess(t *testing.T) {
 		if st == nil || st.Name != coordinator.StateActive {
 			return false
 		}
-		after := st.State.Regions[coordinatoractor.RegionKey(w.region(b))].Shards
+		after := st.State.Regions[coordinator.RegionKey(w.region(b))].Shards
 		for _, s := range onB {
 			if !slices.Contains(after, s) {
 				return false

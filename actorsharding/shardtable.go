@@ -7,7 +7,7 @@ import (
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 )
 
 // localShardState is the life of one local shard child, from its spawn to
@@ -117,7 +117,7 @@ func (t *shardTable) homeIsSelf(shard string) bool {
 func (t *shardTable) setHome(shard string, ref *actor.PID) (newRegion bool) {
 	t.forgetHome(shard)
 	t.homes[shard] = ref
-	key := coordinatoractor.RegionKey(ref)
+	key := coordinator.RegionKey(ref)
 	set, ok := t.byRegion[key]
 	if !ok {
 		set = map[string]struct{}{}
@@ -136,7 +136,7 @@ func (t *shardTable) forgetHome(shard string) {
 	}
 	delete(t.homes, shard)
 	delete(t.idle, shard)
-	key := coordinatoractor.RegionKey(ref)
+	key := coordinator.RegionKey(ref)
 	if set, ok := t.byRegion[key]; ok {
 		delete(set, shard)
 		if len(set) == 0 {
@@ -148,7 +148,7 @@ func (t *shardTable) forgetHome(shard string) {
 // forgetRegion forgets every home at ref (it terminated) and returns the
 // shards that lived there.
 func (t *shardTable) forgetRegion(ref *actor.PID) []string {
-	key := coordinatoractor.RegionKey(ref)
+	key := coordinator.RegionKey(ref)
 	set := t.byRegion[key]
 	out := make([]string, 0, len(set))
 	for shard := range set {
@@ -165,7 +165,7 @@ func (t *shardTable) regionsAt(address string) []*actor.PID {
 	var out []*actor.PID
 	seen := map[string]bool{}
 	for _, ref := range t.homes {
-		key := coordinatoractor.RegionKey(ref)
+		key := coordinator.RegionKey(ref)
 		if ref.Address == address && !t.isSelf(ref) && !seen[key] {
 			seen[key] = true
 			out = append(out, ref)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -73,17 +74,17 @@ func NewLeastShardAllocationStrategy(absoluteLimit int, relativeLimit float64) *
 	return &LeastShardAllocationStrategy{absoluteLimit: absoluteLimit, relativeLimit: relativeLimit}
 }
 
-// AbsoluteLimit returns the most shards one rebalance round moves.
-func (s *LeastShardAllocationStrategy) AbsoluteLimit() int {
+// absolute returns the most shards one rebalance round moves.
+func (s *LeastShardAllocationStrategy) absolute() int {
 	if s == nil || s.absoluteLimit <= 0 {
 		return DefaultRebalanceAbsoluteLimit
 	}
 	return s.absoluteLimit
 }
 
-// RelativeLimit returns the fraction of all shards one rebalance round
+// relative returns the fraction of all shards one rebalance round
 // moves at most.
-func (s *LeastShardAllocationStrategy) RelativeLimit() float64 {
+func (s *LeastShardAllocationStrategy) relative() float64 {
 	if s == nil || !(s.relativeLimit > 0) {
 		return DefaultRebalanceRelativeLimit
 	}
@@ -92,15 +93,15 @@ func (s *LeastShardAllocationStrategy) RelativeLimit() float64 {
 
 // String names the strategy and its limits, as Akka's toString, for logs.
 func (s *LeastShardAllocationStrategy) String() string {
-	return fmt.Sprintf("LeastShardAllocationStrategy(%d,%g)", s.AbsoluteLimit(), s.RelativeLimit())
+	return fmt.Sprintf("LeastShardAllocationStrategy(%d,%g)", s.absolute(), s.relative())
 }
 
 // limit is the most shards one round may move when numberOfShards are
 // allocated: max(1, min(int(relativeLimit*n), absoluteLimit)). At least one,
 // so that a small cluster still converges.
 func (s *LeastShardAllocationStrategy) limit(numberOfShards int) int {
-	abs := s.AbsoluteLimit()
-	rel := s.RelativeLimit() * float64(numberOfShards)
+	abs := s.absolute()
+	rel := s.relative() * float64(numberOfShards)
 	// Compare in float first: converting a float larger than MaxInt (a huge
 	// relative limit) to int is implementation-defined in Go.
 	if rel >= float64(abs) {
@@ -233,7 +234,7 @@ func compareSuitability(x, y RegionAllocation) int {
 	if c := cmp.Compare(x.Member.Address, y.Member.Address); c != 0 {
 		return c
 	}
-	return cmp.Compare(RegionKey(x.Region), RegionKey(y.Region))
+	return cmp.Compare(pidkey.Of(x.Region), pidkey.Of(y.Region))
 }
 
 // regionEntriesFor is Akka's regionEntriesFor: the allocations the strategy

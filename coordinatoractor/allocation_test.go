@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -65,9 +66,9 @@ func lsAfterRebalance(t *testing.T, s ShardAllocationStrategy, allocs []RegionAl
 	requester := actor.NewPID("127.0.0.99:1", "dummy")
 	for _, shard := range slices.Sorted(slices.Values(rebalance)) {
 		region := s.AllocateShard(requester, shard, out)
-		idx := slices.IndexFunc(out, func(a RegionAllocation) bool { return RegionKey(a.Region) == RegionKey(region) })
+		idx := slices.IndexFunc(out, func(a RegionAllocation) bool { return pidkey.Of(a.Region) == pidkey.Of(region) })
 		if idx < 0 {
-			t.Fatalf("AllocateShard(%s) = %s, not one of the regions", shard, RegionKey(region))
+			t.Fatalf("AllocateShard(%s) = %s, not one of the regions", shard, pidkey.Of(region))
 		}
 		out[idx].Shards = append(out[idx].Shards, shard)
 	}
@@ -123,8 +124,8 @@ func TestLeastShardAllocateToRegionWithLeastShards(t *testing.T) {
 	s := lsUnlimited()
 	allocs := lsAllocations(1, 1, 0)
 	got := s.AllocateShard(lsRegion(0), "003", allocs)
-	if RegionKey(got) != RegionKey(lsRegion(2)) {
-		t.Fatalf("AllocateShard = %s, want regionC %s", RegionKey(got), RegionKey(lsRegion(2)))
+	if pidkey.Of(got) != pidkey.Of(lsRegion(2)) {
+		t.Fatalf("AllocateShard = %s, want regionC %s", pidkey.Of(got), pidkey.Of(lsRegion(2)))
 	}
 }
 
@@ -166,8 +167,8 @@ func TestLeastShardAllocateShard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := lsDeepCopy(tc.current)
 			got := lsUnlimited().AllocateShard(requester, "x", tc.current)
-			if RegionKey(got) != RegionKey(tc.want) {
-				t.Fatalf("AllocateShard = %s, want %s", RegionKey(got), RegionKey(tc.want))
+			if pidkey.Of(got) != pidkey.Of(tc.want) {
+				t.Fatalf("AllocateShard = %s, want %s", pidkey.Of(got), pidkey.Of(tc.want))
 			}
 			if !reflect.DeepEqual(before, tc.current) {
 				t.Fatalf("AllocateShard changed its input")
@@ -396,11 +397,11 @@ func TestLeastShardLimits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.s.AbsoluteLimit(); got != tc.wantAbsolute {
-				t.Errorf("AbsoluteLimit = %d, want %d", got, tc.wantAbsolute)
+			if got := tc.s.absolute(); got != tc.wantAbsolute {
+				t.Errorf("absolute = %d, want %d", got, tc.wantAbsolute)
 			}
-			if got := tc.s.RelativeLimit(); got != tc.wantRelative {
-				t.Errorf("RelativeLimit = %g, want %g", got, tc.wantRelative)
+			if got := tc.s.relative(); got != tc.wantRelative {
+				t.Errorf("relative = %g, want %g", got, tc.wantRelative)
 			}
 			if got := tc.s.limit(tc.shards); got != tc.wantLimit {
 				t.Errorf("limit(%d) = %d, want %d", tc.shards, got, tc.wantLimit)
@@ -499,7 +500,7 @@ func TestLeastShardRebalanceConverges(t *testing.T) {
 			allocs := lsAllocations(make([]int, tc.regionsBefore)...)
 			for n := 1; n <= tc.shards; n++ {
 				r := s.AllocateShard(lsRegion(0), lsShard(n), allocs)
-				i := slices.IndexFunc(allocs, func(a RegionAllocation) bool { return RegionKey(a.Region) == RegionKey(r) })
+				i := slices.IndexFunc(allocs, func(a RegionAllocation) bool { return pidkey.Of(a.Region) == pidkey.Of(r) })
 				allocs[i].Shards = append(allocs[i].Shards, lsShard(n))
 			}
 			// New regions join, empty.

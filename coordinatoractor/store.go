@@ -4,14 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/protoshard/protoshard/messages"
 )
 
 // ErrVersionConflict means the stored state was written by someone else
@@ -25,44 +18,45 @@ var ErrVersionConflict = errors.New("coordinator state version conflict: the sta
 // hold. Nothing was written; the state in the store is unchanged.
 var ErrStateTooLarge = errors.New("coordinator state too large for the store")
 
-// ErrInvalidState means the state cannot be encoded as one that could be
-// loaded again (a region without an id, a shard listed twice...). Nothing
-// was written.
-var ErrInvalidState = errors.New("invalid coordinator state")
-
-// StateStore keeps the coordinator's State so that a coordinator that
-// starts elsewhere (after a hand-over or a crash) recovers it.
+// StateStore keeps the coordinator's encoded state so that a coordinator
+// that starts elsewhere (after a hand-over or a crash) recovers it. The
+// coordinator encodes and decodes the state (a messages.CoordinatorState);
+// a store keeps the bytes as they are and never looks inside.
 //
 // Every write is a check-and-set against the version the writer last read
 // or wrote. This is the fencing that keeps two coordinators from both
 // writing: once a new coordinator has saved, the old one's next Save fails
 // with ErrVersionConflict instead of silently overwriting the newer state.
+// Every successful Save moves the version, also when data is what was
+// stored already (a new coordinator claims the state by writing back what
+// it read).
+//
+// Package storetest holds the contract tests every implementation runs.
 type StateStore interface {
-	// Load returns the stored state and its version. When nothing is
-	// stored it returns NewState(false) and version 0.
-	Load(ctx context.Context) (State, uint64, error)
-	// Save writes state if the stored version is still version (0: only
+	// Load returns the stored data and its version. When nothing is
+	// stored it returns empty data and version 0.
+	Load(ctx context.Context) (data []byte, version uint64, err error)
+	// Save writes data if the stored version is still version (0: only
 	// if nothing is stored) and returns the new version. When the version
 	// has moved it returns an error wrapping ErrVersionConflict and the
-	// stored state is unchanged. A state it cannot hold fails with
-	// ErrStateTooLarge or ErrInvalidState, before anything is written.
-	Save(ctx context.Context, state State, version uint64) (uint64, error)
+	// stored data is unchanged. Data larger than the store holds fails
+	// with ErrStateTooLarge before anything is written. The store may not
+	// keep data itself: the caller may reuse it after Save returns.
+	Save(ctx context.Context, data []byte, version uint64) (uint64, error)
 }
 
 // MemoryStore is a StateStore in process memory. It survives a
 // coordinator's restart on the same node but not the node itself; it is
 // the default store and the reference for the check-and-set contract.
 //
-// It keeps the encoded form rather than the State, so that a caller that
-// mutates a State (or its slices) after Save, or the State that Load
-// returned, cannot change what is stored, and so that the encoding is
-// exercised the same way as with a durable store.
+// It keeps a copy of the data, so that a caller that changes the slice it
+// saved, or the one Load returned, cannot change what is stored.
 //
 // A MemoryStore is safe for use by several goroutines.
 type MemoryStore struct {
 	mu      sync.Mutex
-	data    []byte // immutable once stored; nil while nothing is stored
-	version uint64
+	data    []byte // immutable once stored
+	version uint64 // 0 while nothing is stored
 }
 
 var _ StateStore = (*MemoryStore)(nil)
@@ -72,31 +66,18 @@ var _ StateStore = (*MemoryStore)(nil)
 func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
 // Load implements StateStore.
-func (m *MemoryStore) Load(ctx context.Context) (State, uint64, error) {
+func (m *MemoryStore) Load(ctx context.Context) ([]byte, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return State{}, 0, fmt.Errorf("memory state store: load: %w", err)
+		return nil, 0, fmt.Errorf("memory state store: load: %w", err)
 	}
 	m.mu.Lock()
-	data, version := m.data, m.version
-	m.mu.Unlock()
-	if version == 0 {
-		return NewState(false), 0, nil
-	}
-	// data is never modified in place, so it can be decoded unlocked.
-	s, err := DecodeState(data)
-	if err != nil {
-		return State{}, 0, fmt.Errorf("memory state store: load version %d: %w", version, err)
-	}
-	return s, version, nil
+	defer m.mu.Unlock()
+	return clone(m.data), m.version, nil
 }
 
 // Save implements StateStore.
-func (m *MemoryStore) Save(ctx context.Context, state State, version uint64) (uint64, error) {
+func (m *MemoryStore) Save(ctx context.Context, data []byte, version uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("memory state store: save at version %d: %w", version, err)
-	}
-	data, err := EncodeState(state)
-	if err != nil {
 		return 0, fmt.Errorf("memory state store: save at version %d: %w", version, err)
 	}
 	m.mu.Lock()
@@ -105,164 +86,15 @@ func (m *MemoryStore) Save(ctx context.Context, state State, version uint64) (ui
 		return 0, fmt.Errorf("memory state store: save at version %d, stored version is %d: %w",
 			version, m.version, ErrVersionConflict)
 	}
-	m.data = data
+	m.data = clone(data)
 	m.version++
 	return m.version, nil
 }
 
-// EncodeState returns the wire form of s (messages.CoordinatorState).
-//
-// Regions and proxies are written in RegionKey order and the unallocated
-// shards sorted, so equal states encode to equal bytes; a region's shards
-// keep their allocation order. s.Shards is not written: it is derived from
-// the regions and rebuilt by DecodeState. The result is validated like
-// DecodeState validates, so a state that could not be loaded again is
-// never stored.
-func EncodeState(s State) ([]byte, error) {
-	msg := StateMessage(s)
-	if _, err := stateFromMessage(msg); err != nil {
-		return nil, fmt.Errorf("encode coordinator state: %w: %w", ErrInvalidState, err)
-	}
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-	if err != nil {
-		return nil, fmt.Errorf("encode coordinator state: %w", err)
-	}
-	return data, nil
-}
-
-// StateMessage is the wire form of s, in the order EncodeState describes,
-// unvalidated: what EncodeState marshals, and what the coordinator reports
-// of its state to admin tools (messages.ShardCoordinatorState). Its PIDs
-// are copies.
-func StateMessage(s State) *messages.CoordinatorState {
-	msg := &messages.CoordinatorState{
-		Regions:           make([]*messages.RegionRecord, 0, len(s.Regions)),
-		RegionProxies:     make([]*messages.RegionRecord, 0, len(s.Proxies)),
-		UnallocatedShards: slices.Sorted(maps.Keys(s.Unallocated)),
-		RememberEntities:  s.RememberEntities,
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.Regions)) {
-		r := s.Regions[k]
-		msg.Regions = append(msg.Regions, &messages.RegionRecord{
-			Ref:            copyPID(r.PID),
-			MemberId:       r.MemberID,
-			Shards:         slices.Clone(r.Shards),
-			Extractor:      r.Extractor.Name,
-			NumberOfShards: uint32(r.Extractor.NumberOfShards),
-		})
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.Proxies)) {
-		p := s.Proxies[k]
-		msg.RegionProxies = append(msg.RegionProxies, &messages.RegionRecord{
-			Ref:      copyPID(p.PID),
-			MemberId: p.MemberID,
-		})
-	}
-	return msg
-}
-
-// DecodeState parses the wire form written by EncodeState and validates it:
-// every record has a ref with an id, no region or proxy is listed twice, a
-// proxy has no shards, and every shard id is non-empty and either allocated
-// to exactly one region once or unallocated. State.Shards is rebuilt from
-// the regions, whose shards keep their stored order. Empty data decodes to
-// NewState(false).
-func DecodeState(data []byte) (State, error) {
-	var msg messages.CoordinatorState
-	if err := proto.Unmarshal(data, &msg); err != nil {
-		return State{}, fmt.Errorf("decode coordinator state (%d bytes): %w", len(data), err)
-	}
-	s, err := stateFromMessage(&msg)
-	if err != nil {
-		return State{}, fmt.Errorf("decode coordinator state: %w", err)
-	}
-	return s, nil
-}
-
-// stateFromMessage converts and validates the wire form. The PIDs in the
-// result are copies, never the message's own.
-func stateFromMessage(msg *messages.CoordinatorState) (State, error) {
-	s := NewState(msg.GetRememberEntities())
-	for i, rec := range msg.GetRegions() {
-		key, err := recordKey(rec)
-		if err != nil {
-			return State{}, fmt.Errorf("region record %d: %w", i, err)
-		}
-		if _, dup := s.Regions[key]; dup {
-			return State{}, fmt.Errorf("region record %d: region %s listed twice", i, key)
-		}
-		for _, shard := range rec.GetShards() {
-			if shard == "" {
-				return State{}, fmt.Errorf("region record %d (%s): empty shard id", i, key)
-			}
-			if other, dup := s.Shards[shard]; dup {
-				return State{}, fmt.Errorf("region record %d (%s): shard %q already listed under region %s",
-					i, key, shard, other)
-			}
-			s.Shards[shard] = key
-		}
-		s.Regions[key] = RegionEntry{
-			PID:       copyPID(rec.GetRef()),
-			MemberID:  rec.GetMemberId(),
-			Shards:    slices.Clone(rec.GetShards()),
-			Extractor: extractorOfRecord(rec),
-		}
-	}
-	for i, rec := range msg.GetRegionProxies() {
-		key, err := recordKey(rec)
-		if err != nil {
-			return State{}, fmt.Errorf("proxy record %d: %w", i, err)
-		}
-		if _, dup := s.Proxies[key]; dup {
-			return State{}, fmt.Errorf("proxy record %d: proxy %s listed twice", i, key)
-		}
-		if n := len(rec.GetShards()); n > 0 {
-			return State{}, fmt.Errorf("proxy record %d (%s): a proxy hosts no shards, %d listed", i, key, n)
-		}
-		s.Proxies[key] = RegionEntry{PID: copyPID(rec.GetRef()), MemberID: rec.GetMemberId()}
-	}
-	for _, shard := range msg.GetUnallocatedShards() {
-		if shard == "" {
-			return State{}, errors.New("empty unallocated shard id")
-		}
-		// Apply removes a shard from Unallocated when it is allocated; both
-		// at once means the data was not written by this code.
-		if region, ok := s.Shards[shard]; ok {
-			return State{}, fmt.Errorf("shard %q is both unallocated and allocated to region %s", shard, region)
-		}
-		s.Unallocated[shard] = struct{}{}
-	}
-	return s, nil
-}
-
-// extractorOfRecord is the extractor of a region record: unknown when the
-// record names none (a state written by an older version).
-func extractorOfRecord(rec *messages.RegionRecord) ExtractorIdentity {
-	if rec.GetExtractor() == "" {
-		return ExtractorIdentity{}
-	}
-	return ExtractorIdentity{Name: rec.GetExtractor(), NumberOfShards: int(rec.GetNumberOfShards())}
-}
-
-// recordKey returns the RegionKey of a record's ref, or an error when the
-// record has no usable ref.
-func recordKey(rec *messages.RegionRecord) (string, error) {
-	ref := rec.GetRef()
-	if ref == nil {
-		return "", errors.New("nil ref")
-	}
-	if ref.GetId() == "" {
-		return "", fmt.Errorf("ref at %q has an empty id", ref.GetAddress())
-	}
-	return RegionKey(ref), nil
-}
-
-// copyPID copies the identifying fields of pid. The wire messages never
-// share PIDs with a State: marshalling writes a PID's size cache, and a
-// caller's PIDs may be in use by other goroutines.
-func copyPID(pid *actor.PID) *actor.PID {
-	if pid == nil {
+// clone copies data; empty data stays nil.
+func clone(data []byte) []byte {
+	if len(data) == 0 {
 		return nil
 	}
-	return &actor.PID{Address: pid.GetAddress(), Id: pid.GetId(), RequestId: pid.GetRequestId()}
+	return append([]byte(nil), data...)
 }

@@ -68,24 +68,21 @@ func (s *StateStore) ClusterName() string { return s.clusterName }
 // TypeName returns the entity type whose state the store keeps.
 func (s *StateStore) TypeName() string { return s.typeName }
 
-// Load implements coordinatoractor.StateStore: the version is the key's ModifyIndex; a
-// missing key is the empty state at version 0.
-func (s *StateStore) Load(ctx context.Context) (coordinatoractor.State, uint64, error) {
+// Load implements coordinatoractor.StateStore: the data is the key's
+// value and the version its ModifyIndex; a missing key is no data at
+// version 0.
+func (s *StateStore) Load(ctx context.Context) ([]byte, uint64, error) {
 	if err := checkScope(s.clusterName, s.typeName); err != nil {
-		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
+		return nil, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
 	}
 	pair, err := s.get(ctx)
 	if err != nil {
-		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
+		return nil, 0, fmt.Errorf("consul state store %s: load: %w", s.key, err)
 	}
 	if pair == nil {
-		return coordinatoractor.NewState(false), 0, nil
+		return nil, 0, nil
 	}
-	st, err := coordinatoractor.DecodeState(pair.Value)
-	if err != nil {
-		return coordinatoractor.State{}, 0, fmt.Errorf("consul state store %s: load (modify index %d): %w", s.key, pair.ModifyIndex, err)
-	}
-	return st, pair.ModifyIndex, nil
+	return pair.Value, pair.ModifyIndex, nil
 }
 
 // Save implements coordinatoractor.StateStore with a CAS on the key's ModifyIndex. Consul
@@ -100,14 +97,10 @@ func (s *StateStore) Load(ctx context.Context) (coordinatoractor.State, uint64, 
 // transaction carries the value base64-encoded in JSON, so Consul's
 // txn_max_req_len (512 KiB by default) caps the encoded state at about
 // 380 KiB (MaxStateBytes), against 512 KiB for a plain KV write.
-// A larger state fails with coordinatoractor.ErrStateTooLarge before
+// Larger data fails with coordinatoractor.ErrStateTooLarge before
 // anything is sent.
-func (s *StateStore) Save(ctx context.Context, state coordinatoractor.State, version uint64) (uint64, error) {
+func (s *StateStore) Save(ctx context.Context, data []byte, version uint64) (uint64, error) {
 	if err := checkScope(s.clusterName, s.typeName); err != nil {
-		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
-	}
-	data, err := coordinatoractor.EncodeState(state)
-	if err != nil {
 		return 0, fmt.Errorf("consul state store %s: save at version %d: %w", s.key, version, err)
 	}
 	if len(data) > MaxStateBytes {

@@ -1,6 +1,7 @@
 package consulstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
@@ -26,21 +26,19 @@ func TestStateStore(t *testing.T) {
 	agent := consulagent.Start(t)
 	client := agent.Client()
 	var n atomic.Int64
-	storetest.Run(t, storetest.Harness{NewStore: func(t *testing.T) (coordinatoractor.StateStore, func(*testing.T, []byte)) {
+	storetest.Run(t, storetest.Harness{NewStore: func(t *testing.T) coordinatoractor.StateStore {
 		// One agent for all subtests; each gets its own key.
 		typeName := fmt.Sprintf("contract-%d", n.Add(1))
-		key := consulstore.StateKey(testCluster, typeName)
 		s := consulstore.NewStateStore(client, testCluster, typeName)
-		if s.Key() != key {
-			t.Fatalf("Key() = %q, want %q", s.Key(), key)
+		if want := consulstore.StateKey(testCluster, typeName); s.Key() != want {
+			t.Fatalf("Key() = %q, want %q", s.Key(), want)
 		}
-		return s, func(t *testing.T, data []byte) {
-			if _, err := client.KV().Put(&api.KVPair{Key: key, Value: data}, nil); err != nil {
-				t.Fatalf("raw put: %v", err)
-			}
-		}
+		return s
 	}})
 }
+
+// sampleState stands for an encoded state: a store never looks inside.
+var sampleState = []byte("\x0a\x10coordinator state\x00")
 
 // testCluster is the cluster name of the tests' stores.
 const testCluster = "app"
@@ -67,17 +65,17 @@ func TestStateStoresOfTwoClustersKeepApart(t *testing.T) {
 	ctx := context.Background()
 	a := consulstore.NewStateStore(client, "app-a", "Counter")
 	b := consulstore.NewStateStore(client, "app-b", "Counter")
-	va, err := a.Save(ctx, storetest.SampleState(t), 0)
+	va, err := a.Save(ctx, sampleState, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, vb, err := b.Load(ctx); err != nil || vb != 0 {
 		t.Fatalf("app-b loads version %d, %v after app-a saved; want its own empty state", vb, err)
 	}
-	if _, err := b.Save(ctx, coordinatoractor.NewState(false), 0); err != nil {
+	if _, err := b.Save(ctx, nil, 0); err != nil {
 		t.Fatalf("app-b's first save: %v", err)
 	}
-	if _, err := a.Save(ctx, storetest.SampleState(t), va); err != nil {
+	if _, err := a.Save(ctx, sampleState, va); err != nil {
 		t.Fatalf("app-a's save after app-b's: %v", err)
 	}
 }
@@ -95,7 +93,7 @@ func TestStateStoreRefusesBadNames(t *testing.T) {
 		if _, _, err := s.Load(ctx); err == nil {
 			t.Errorf("Load of %s succeeded", s.Key())
 		}
-		if _, err := s.Save(ctx, coordinatoractor.NewState(false), 0); err == nil {
+		if _, err := s.Save(ctx, nil, 0); err == nil {
 			t.Errorf("Save of %s succeeded", s.Key())
 		}
 	}
@@ -115,7 +113,7 @@ func TestStateStoreVersionIsModifyIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nv, err := s.Save(ctx, storetest.SampleState(t), v)
+		nv, err := s.Save(ctx, sampleState, v)
 		if err != nil {
 			t.Fatalf("Save #%d: %v", i, err)
 		}
@@ -138,18 +136,14 @@ func TestStateStoreFencesOtherWriters(t *testing.T) {
 		typeName := "foreign-put"
 		key := consulstore.StateKey(testCluster, typeName)
 		s := consulstore.NewStateStore(agent.Client(), testCluster, typeName)
-		v, err := s.Save(ctx, storetest.SampleState(t), 0)
+		v, err := s.Save(ctx, sampleState, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := coordinatoractor.EncodeState(coordinatoractor.NewState(true))
-		if err != nil {
+		if _, err := kv.Put(&api.KVPair{Key: key, Value: []byte("another state")}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := kv.Put(&api.KVPair{Key: key, Value: data}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Save(ctx, storetest.SampleState(t), v); !errors.Is(err, coordinatoractor.ErrVersionConflict) {
+		if _, err := s.Save(ctx, sampleState, v); !errors.Is(err, coordinatoractor.ErrVersionConflict) {
 			t.Fatalf("Save after a foreign write = %v, want ErrVersionConflict", err)
 		}
 	})
@@ -160,14 +154,14 @@ func TestStateStoreFencesOtherWriters(t *testing.T) {
 		typeName := "deleted"
 		key := consulstore.StateKey(testCluster, typeName)
 		s := consulstore.NewStateStore(agent.Client(), testCluster, typeName)
-		v, err := s.Save(ctx, storetest.SampleState(t), 0)
+		v, err := s.Save(ctx, sampleState, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := kv.Delete(key, nil); err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.Save(ctx, storetest.SampleState(t), v)
+		_, err = s.Save(ctx, sampleState, v)
 		if !errors.Is(err, coordinatoractor.ErrVersionConflict) {
 			t.Fatalf("Save after delete = %v, want ErrVersionConflict", err)
 		}
@@ -185,7 +179,7 @@ func TestStateStoreSaveCancelledContext(t *testing.T) {
 	s := consulstore.NewStateStore(agent.Client(), testCluster, "cancelled")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.Save(ctx, storetest.SampleState(t), 0)
+	_, err := s.Save(ctx, sampleState, 0)
 	if err == nil {
 		t.Fatal("Save with a cancelled context succeeded")
 	}
@@ -203,7 +197,7 @@ func TestStateStoreSaveCancelledContext(t *testing.T) {
 func TestStateStoreStoppedAgent(t *testing.T) {
 	agent := consulagent.Start(t)
 	s := consulstore.NewStateStore(agent.Client(), testCluster, "stopped")
-	v, err := s.Save(context.Background(), storetest.SampleState(t), 0)
+	v, err := s.Save(context.Background(), sampleState, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +206,7 @@ func TestStateStoreStoppedAgent(t *testing.T) {
 	const deadline = 2 * time.Second
 	for name, op := range map[string]func(context.Context) error{
 		"Load": func(ctx context.Context) error { _, _, err := s.Load(ctx); return err },
-		"Save": func(ctx context.Context) error { _, err := s.Save(ctx, storetest.SampleState(t), v); return err },
+		"Save": func(ctx context.Context) error { _, err := s.Save(ctx, sampleState, v); return err },
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		start := time.Now()
@@ -234,18 +228,11 @@ func TestStateStoreOversizedStateIsNoConflict(t *testing.T) {
 	agent := consulagent.Start(t)
 	ctx := context.Background()
 	s := consulstore.NewStateStore(agent.Client(), testCluster, "oversized")
-	v, err := s.Save(ctx, coordinatoractor.NewState(false), 0)
+	v, err := s.Save(ctx, sampleState, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Beyond Consul's default 512 KiB value limit.
-	big := coordinatoractor.NewState(false)
-	shards := make([]string, 0, 70_000)
-	for i := range cap(shards) {
-		shards = append(shards, fmt.Sprintf("shard-%06d", i))
-	}
-	big.Regions[coordinatoractor.RegionKey(actor.NewPID("n1", "r"))] = coordinatoractor.RegionEntry{PID: actor.NewPID("n1", "r"), Shards: shards}
-	_, err = s.Save(ctx, big, v)
+	_, err = s.Save(ctx, make([]byte, consulstore.MaxStateBytes+1), v)
 	if err == nil {
 		t.Fatal("Save of an oversized state succeeded")
 	}
@@ -255,6 +242,18 @@ func TestStateStoreOversizedStateIsNoConflict(t *testing.T) {
 	t.Logf("oversized Save: %.300s", err)
 	if _, lv, err := s.Load(ctx); err != nil || lv != v {
 		t.Fatalf("Load = version %d, %v; want %d", lv, err, v)
+	}
+	// The largest state allowed fits Consul's transaction.
+	largest := make([]byte, consulstore.MaxStateBytes)
+	for i := range largest {
+		largest[i] = byte(i)
+	}
+	nv, err := s.Save(ctx, largest, v)
+	if err != nil {
+		t.Fatalf("Save of %d bytes: %v", len(largest), err)
+	}
+	if got, lv, err := s.Load(ctx); err != nil || lv != nv || !bytes.Equal(got, largest) {
+		t.Fatalf("Load = %d bytes at version %d, %v; want the %d bytes saved at %d", len(got), lv, err, len(largest), nv)
 	}
 }
 
@@ -293,11 +292,11 @@ func TestStateStoreRolledBackWithoutConflict(t *testing.T) {
 	s := consulstore.NewStateStore(client, testCluster, "fake")
 	ctx := context.Background()
 
-	_, err = s.Save(ctx, coordinatoractor.NewState(false), stored)
+	_, err = s.Save(ctx, nil, stored)
 	if err == nil || errors.Is(err, coordinatoractor.ErrVersionConflict) || !strings.Contains(err.Error(), "Permission denied") {
 		t.Fatalf("Save at the stored version = %v, want a non-conflict error naming the cause", err)
 	}
-	_, err = s.Save(ctx, coordinatoractor.NewState(false), stored-1)
+	_, err = s.Save(ctx, nil, stored-1)
 	if !errors.Is(err, coordinatoractor.ErrVersionConflict) {
 		t.Fatalf("Save at an old version = %v, want ErrVersionConflict", err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/caslease"
@@ -248,11 +248,11 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 	if err := requestAll(n.system, placed, func(int) *actor.PID { return region }); err != nil {
 		return 0, 0, fmt.Errorf("placing shards: %w", err)
 	}
-	before, _, err := store.Load(ctx)
+	before, _, err := coordinator.LoadState(ctx, store)
 	if err != nil {
 		return 0, 0, err
 	}
-	self := coordinatoractor.RegionKey(region)
+	self := coordinator.RegionKey(region)
 	var onPeer *testpb.Ping
 	for _, m := range placed {
 		if home := before.Shards[ex.ShardID(m.EntityId)]; home != self && home != "" {
@@ -287,7 +287,7 @@ func failoverRound(ctx context.Context, cfg config, agent *consulAgent, round in
 	if err := askUntil(ctx, n.system, region, onPeer, 30*time.Second); err != nil {
 		return 0, 0, fmt.Errorf("an entity of a shard of the killed node: %w", err)
 	}
-	after, _, err := store.Load(ctx)
+	after, _, err := coordinator.LoadState(ctx, store)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -388,7 +388,7 @@ func askUntil(ctx context.Context, system *actor.ActorSystem, region *actor.PID,
 }
 
 // shardsPerRegion summarises a coordinator state for an error message.
-func shardsPerRegion(st coordinatoractor.State) map[string]int {
+func shardsPerRegion(st coordinator.State) map[string]int {
 	out := map[string]int{}
 	for k, r := range st.Regions {
 		out[k] = len(r.Shards)

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
@@ -107,12 +108,12 @@ func recoveryRound(ctx context.Context, cfg config, store coordinatoractor.State
 	// On this node's address, so that ending it sends nothing over the
 	// network; its member never joined this cluster.
 	gone := actor.NewPID(n.system.Address(), "gone-region")
-	st := coordinatoractor.NewState(true)
-	if err := st.Apply(coordinatoractor.ShardRegionRegistered{Region: gone, MemberID: "gone-member"}); err != nil {
+	st := coordinator.NewState(true)
+	if err := st.Apply(coordinator.ShardRegionRegistered{Region: gone, MemberID: "gone-member"}); err != nil {
 		return 0, err
 	}
 	for i := range cfg.recoveryShards {
-		if err := st.Apply(coordinatoractor.ShardHomeAllocated{Shard: strconv.Itoa(i), Region: gone}); err != nil {
+		if err := st.Apply(coordinator.ShardHomeAllocated{Shard: strconv.Itoa(i), Region: gone}); err != nil {
 			return 0, err
 		}
 	}
@@ -121,10 +122,10 @@ func recoveryRound(ctx context.Context, cfg config, store coordinatoractor.State
 	if _, v, err := store.Load(sctx); err != nil || v != 0 {
 		return 0, fmt.Errorf("the state store of %s holds version %d (%v), want an empty one", typeName, v, err)
 	}
-	if _, err := store.Save(sctx, st, 0); err != nil {
+	if _, err := coordinator.SaveState(sctx, store, st, 0); err != nil {
 		return 0, fmt.Errorf("storing the state before the crash: %w", err)
 	}
-	written := &writtenAt{StateStore: store, gone: coordinatoractor.RegionKey(gone), shards: cfg.recoveryShards, at: make(chan time.Time, 1)}
+	written := &writtenAt{StateStore: store, gone: coordinator.RegionKey(gone), shards: cfg.recoveryShards, at: make(chan time.Time, 1)}
 	opts := []actorsharding.Option{
 		actorsharding.WithStateStore(written),
 		actorsharding.WithRememberEntities(shardactor.NewMemoryRememberEntitiesStore()),
@@ -154,19 +155,23 @@ type writtenAt struct {
 	at     chan time.Time
 }
 
-func (w *writtenAt) Save(ctx context.Context, st coordinatoractor.State, version uint64) (uint64, error) {
-	v, err := w.StateStore.Save(ctx, st, version)
-	if err == nil && placedElsewhere(st, w.gone) == w.shards {
+func (w *writtenAt) Save(ctx context.Context, data []byte, version uint64) (uint64, error) {
+	v, err := w.StateStore.Save(ctx, data, version)
+	if err != nil {
+		return v, err
+	}
+	at := time.Now()
+	if st, derr := coordinator.DecodeState(data); derr == nil && placedElsewhere(st, w.gone) == w.shards {
 		select {
-		case w.at <- time.Now():
+		case w.at <- at:
 		default:
 		}
 	}
-	return v, err
+	return v, nil
 }
 
 // placedElsewhere counts the shards st places on a region other than gone.
-func placedElsewhere(st coordinatoractor.State, gone string) int {
+func placedElsewhere(st coordinator.State, gone string) int {
 	n := 0
 	for _, region := range st.Shards {
 		if region != gone {

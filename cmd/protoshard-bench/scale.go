@@ -71,7 +71,7 @@ type scaleRun struct {
 	failover  time.Duration // from the crashed coordinator's removal until a shard of its region answers again
 	rounds    []int         // the hand-offs each rebalance round started
 	state     []byte        // the encoded coordinator state once every shard was allocated
-	template  coordinatoractor.RegionEntry
+	template  coordinator.RegionEntry
 }
 
 // benchScale: one process, a cluster of cfg.scaleRegions nodes, each an
@@ -145,12 +145,12 @@ func benchScale(ctx context.Context, cfg config, rep *report) error {
 		BaselineName: fmt.Sprintf("the rounds of %v alone, in memory (%d shards moved)", strategy, sum(simulated)),
 	}, values(bigRuns, func(r scaleRun) float64 { return float64(len(r.rounds)) }),
 		values(bigRuns, func(scaleRun) float64 { return float64(len(simulated)) })))
-	limit := roundLimit(strategy, big.shards)
+	limit := roundLimit(big.shards)
 	rep.add(paired(figure{
 		Section:      "scale",
 		Workload:     fmt.Sprintf("most shards one rebalance round moved, %v + %d joining, %s", big, big.joining, of),
 		Unit:         "shards",
-		BaselineName: fmt.Sprintf("the per-round limit of %v: max(1, min(%d, %g × %d shards))", strategy, strategy.AbsoluteLimit(), strategy.RelativeLimit(), big.shards),
+		BaselineName: fmt.Sprintf("the per-round limit of %v: max(1, min(%d, %g × %d shards))", strategy, coordinatoractor.DefaultRebalanceAbsoluteLimit, coordinatoractor.DefaultRebalanceRelativeLimit, big.shards),
 	}, values(bigRuns, func(r scaleRun) float64 { return float64(slices.Max(r.rounds)) }),
 		values(bigRuns, func(scaleRun) float64 { return float64(limit) })))
 	rep.add(paired(figure{
@@ -170,7 +170,7 @@ func benchScale(ctx context.Context, cfg config, rep *report) error {
 
 	// The 10x cluster, built in memory: regions like those of the run.
 	projected := newScaleSize(10*big.regions, 10*big.shards)
-	data, err := coordinatoractor.EncodeState(syntheticState(bigRuns[0].template, projected))
+	data, err := coordinator.EncodeState(syntheticState(bigRuns[0].template, projected))
 	if err != nil {
 		return fmt.Errorf("encoding the state of %v: %w", projected, err)
 	}
@@ -297,10 +297,10 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 	if counts := shardsPerRegionCounts(cur.State); !even(counts, size.regions, size.shards) {
 		return run, fmt.Errorf("after the allocation the coordinator's state shows %v shards per region, want %d in all, evenly over %d", counts, size.shards, size.regions)
 	}
-	if run.state, err = coordinatoractor.EncodeState(cur.State); err != nil {
+	if run.state, err = coordinator.EncodeState(cur.State); err != nil {
 		return run, err
 	}
-	run.template = cur.State.Regions[coordinatoractor.RegionKey(regions[0])]
+	run.template = cur.State.Regions[coordinator.RegionKey(regions[0])]
 
 	shardOf := make(map[string]*testpb.Ping, len(msgs))
 	for _, m := range msgs {
@@ -349,7 +349,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 	if err != nil {
 		return run, err
 	}
-	lost := cur.State.Regions[coordinatoractor.RegionKey(regions[0])].Shards
+	lost := cur.State.Regions[coordinator.RegionKey(regions[0])].Shards
 	if len(lost) == 0 {
 		return run, fmt.Errorf("the coordinator's node holds no shard: %v", shardsPerRegionCounts(cur.State))
 	}
@@ -392,7 +392,7 @@ func coordinatorState(system *actor.ActorSystem, coordPID *actor.PID) (*coordina
 }
 
 // shardsPerRegionCounts is each region's number of shards.
-func shardsPerRegionCounts(st coordinatoractor.State) []int {
+func shardsPerRegionCounts(st coordinator.State) []int {
 	out := make([]int, 0, len(st.Regions))
 	for _, r := range st.Regions {
 		out = append(out, len(r.Shards))
@@ -442,10 +442,11 @@ func (l *roundsLog) stop() []int {
 	return slices.Clone(l.rounds)
 }
 
-// roundLimit is the most shards one round of strategy moves with shards
-// allocated: max(1, min(int(relative limit × shards), absolute limit)).
-func roundLimit(strategy *coordinatoractor.LeastShardAllocationStrategy, shards int) int {
-	return max(1, min(int(strategy.RelativeLimit()*float64(shards)), strategy.AbsoluteLimit()))
+// roundLimit is the most shards one round of the strategy with the
+// default limits moves with shards allocated: max(1, min(int(relative
+// limit × shards), absolute limit)).
+func roundLimit(shards int) int {
+	return max(1, min(int(coordinatoractor.DefaultRebalanceRelativeLimit*float64(shards)), coordinatoractor.DefaultRebalanceAbsoluteLimit))
 }
 
 // simulateRebalance runs strategy alone on size's cluster, the shards
@@ -491,8 +492,8 @@ func simulateRebalance(strategy coordinatoractor.ShardAllocationStrategy, size s
 // like template (a region of the run: its PID's ID and port, its member
 // ID's length and its extractor), on addresses 10.0.x.y, holding
 // size.shards shards named as the hash-code extractor names them.
-func syntheticState(template coordinatoractor.RegionEntry, size scaleSize) coordinatoractor.State {
-	st := coordinatoractor.NewState(false)
+func syntheticState(template coordinator.RegionEntry, size scaleSize) coordinator.State {
+	st := coordinator.NewState(false)
 	port, id := "8090", scaleType
 	if template.PID != nil {
 		if _, p, err := net.SplitHostPort(template.PID.Address); err == nil {
@@ -503,8 +504,8 @@ func syntheticState(template coordinatoractor.RegionEntry, size scaleSize) coord
 	for i := range size.regions {
 		addr := net.JoinHostPort(fmt.Sprintf("10.0.%d.%d", i/256, i%256), port)
 		pid := actor.NewPID(addr, id)
-		key := coordinatoractor.RegionKey(pid)
-		entry := coordinatoractor.RegionEntry{
+		key := coordinator.RegionKey(pid)
+		entry := coordinator.RegionEntry{
 			PID:       pid,
 			MemberID:  fmt.Sprintf("%0*d", len(template.MemberID), i),
 			Extractor: template.Extractor,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 )
 
 // The strategy alone: regions above the new optimum give their surplus,
@@ -35,7 +36,7 @@ func TestSimulateRebalance(t *testing.T) {
 		if len(rounds) != tc.rounds || sum(rounds) != tc.moved || slices.Max(rounds) != tc.limit {
 			t.Errorf("%v + %d: rounds %v (%d moved), want %d rounds, %d moved, at most %d a round", tc.size, tc.size.joining, rounds, sum(rounds), tc.rounds, tc.moved, tc.limit)
 		}
-		if got := roundLimit(strategy, tc.size.shards); got != tc.limit {
+		if got := roundLimit(tc.size.shards); got != tc.limit {
 			t.Errorf("%v: limit %d, want %d", tc.size, got, tc.limit)
 		}
 	}
@@ -44,15 +45,15 @@ func TestSimulateRebalance(t *testing.T) {
 // The state built in memory has the regions and shards asked for, and
 // encodes (EncodeState validates it as DecodeState would).
 func TestSyntheticState(t *testing.T) {
-	st := syntheticState(coordinatoractor.RegionEntry{}, newScaleSize(300, 1000))
+	st := syntheticState(coordinator.RegionEntry{}, newScaleSize(300, 1000))
 	if len(st.Regions) != 300 || len(st.Shards) != 1000 {
 		t.Fatalf("%d regions, %d shards, want 300, 1000", len(st.Regions), len(st.Shards))
 	}
-	data, err := coordinatoractor.EncodeState(st)
+	data, err := coordinator.EncodeState(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := coordinatoractor.DecodeState(data)
+	back, err := coordinator.DecodeState(data)
 	if err != nil || len(back.Shards) != 1000 {
 		t.Fatalf("decoded %d shards (%v), want 1000", len(back.Shards), err)
 	}

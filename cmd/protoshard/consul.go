@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
 )
 
@@ -77,7 +77,7 @@ func (c *consulSource) state(ctx context.Context, clusterName, typeName string) 
 		return st, nil
 	}
 	st.Stored, st.ModifyIndex = true, pair.ModifyIndex
-	st.State, st.Err = coordinatoractor.DecodeState(pair.Value)
+	st.State, st.Err = coordinator.DecodeState(pair.Value)
 	return st, nil
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/membership"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
@@ -86,26 +86,26 @@ func (c *cluster) saveState(typeName string, version uint64, regions map[string]
 // saveStateOf is saveState for the cluster clusterName.
 func (c *cluster) saveStateOf(clusterName, typeName string, version uint64, regions map[string][]string, addrs map[string]string, unallocated ...string) uint64 {
 	c.t.Helper()
-	s := coordinatoractor.NewState(true)
+	s := coordinator.NewState(true)
 	for _, id := range slices.Sorted(maps.Keys(regions)) {
 		pid := actor.NewPID(addrs[id], "sharding/"+typeName)
-		mustApply(c.t, &s, coordinatoractor.ShardRegionRegistered{Region: pid, MemberID: id})
+		mustApply(c.t, &s, coordinator.ShardRegionRegistered{Region: pid, MemberID: id})
 		for _, shard := range regions[id] {
-			mustApply(c.t, &s, coordinatoractor.ShardHomeAllocated{Shard: shard, Region: pid})
+			mustApply(c.t, &s, coordinator.ShardHomeAllocated{Shard: shard, Region: pid})
 		}
 	}
 	for _, shard := range unallocated {
 		s.Unallocated[shard] = struct{}{}
 	}
 	store := consulstore.NewStateStore(c.client, clusterName, typeName)
-	v, err := store.Save(context.Background(), s, version)
+	v, err := coordinator.SaveState(context.Background(), store, s, version)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	return v
 }
 
-func mustApply(t *testing.T, s *coordinatoractor.State, e coordinatoractor.Event) {
+func mustApply(t *testing.T, s *coordinator.State, e coordinator.Event) {
 	t.Helper()
 	if err := s.Apply(e); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -27,21 +27,21 @@ var typeT = target{cluster: "app"}.entityType("T")
 // region r2 on m-2 with shard 2; a proxy on m-3; shard 5 unallocated.
 func testState(t *testing.T) storedState {
 	t.Helper()
-	s := coordinatoractor.NewState(true)
+	s := coordinator.NewState(true)
 	r1 := actor.NewPID("10.0.0.1:8000", "sharding/T")
 	r2 := actor.NewPID("10.0.0.2:8000", "sharding/T")
 	r3 := actor.NewPID("10.0.0.4:8000", "sharding/T")
-	events := []coordinatoractor.Event{
-		coordinatoractor.ShardRegionRegistered{Region: r1, MemberID: "m-1"},
-		coordinatoractor.ShardRegionRegistered{Region: r2, MemberID: "m-2"},
-		coordinatoractor.ShardRegionRegistered{Region: r3, MemberID: "m-4"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: actor.NewPID("10.0.0.3:8000", "sharding/T-proxy"), MemberID: "m-3"},
-		coordinatoractor.ShardHomeAllocated{Shard: "10", Region: r1},
-		coordinatoractor.ShardHomeAllocated{Shard: "0", Region: r1},
-		coordinatoractor.ShardHomeAllocated{Shard: "1", Region: r1},
-		coordinatoractor.ShardHomeAllocated{Shard: "2", Region: r2},
-		coordinatoractor.ShardHomeAllocated{Shard: "5", Region: r3},
-		coordinatoractor.ShardRegionTerminated{Region: r3},
+	events := []coordinator.Event{
+		coordinator.ShardRegionRegistered{Region: r1, MemberID: "m-1"},
+		coordinator.ShardRegionRegistered{Region: r2, MemberID: "m-2"},
+		coordinator.ShardRegionRegistered{Region: r3, MemberID: "m-4"},
+		coordinator.ShardRegionProxyRegistered{Proxy: actor.NewPID("10.0.0.3:8000", "sharding/T-proxy"), MemberID: "m-3"},
+		coordinator.ShardHomeAllocated{Shard: "10", Region: r1},
+		coordinator.ShardHomeAllocated{Shard: "0", Region: r1},
+		coordinator.ShardHomeAllocated{Shard: "1", Region: r1},
+		coordinator.ShardHomeAllocated{Shard: "2", Region: r2},
+		coordinator.ShardHomeAllocated{Shard: "5", Region: r3},
+		coordinator.ShardRegionTerminated{Region: r3},
 	}
 	for _, e := range events {
 		if err := s.Apply(e); err != nil {
@@ -78,7 +78,7 @@ func TestMemberStatusAndLiveness(t *testing.T) {
 func TestRemovalRefusal(t *testing.T) {
 	st := testState(t)
 	undecodable := storedState{Key: st.Key, Stored: true, ModifyIndex: 7, Err: errors.New("bad bytes")}
-	noRegions := storedState{Key: st.Key, Stored: true, ModifyIndex: 3, State: coordinatoractor.NewState(false)}
+	noRegions := storedState{Key: st.Key, Stored: true, ModifyIndex: 3, State: coordinator.NewState(false)}
 	byAddress := testState(t)
 	r := byAddress.State.Regions["10.0.0.1:8000/sharding/T"]
 	r.MemberID = ""

@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
-	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/coordinator"
 )
 
 // storedState is the coordinator state key of a type as read.
@@ -21,7 +21,7 @@ type storedState struct {
 	Key         string
 	Stored      bool   // the key exists
 	ModifyIndex uint64 // its ModifyIndex when Stored
-	State       coordinatoractor.State
+	State       coordinator.State
 	Err         error // why the stored value does not decode
 }
 
@@ -184,7 +184,7 @@ func (r regionView) status() string {
 // another member is live at its address (a node that rejoined as a new
 // member runs its regions at the same address before the state names the
 // new member).
-func regionOf(key string, r coordinatoractor.RegionEntry, ms []memberInfo) regionView {
+func regionOf(key string, r coordinator.RegionEntry, ms []memberInfo) regionView {
 	rv := regionView{Region: key, Member: r.MemberID, MemberStatus: "absent", Shards: len(r.Shards)}
 	var addr string
 	if r.PID != nil {

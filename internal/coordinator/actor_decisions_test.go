@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
 
 func TestTerminationOf(t *testing.T) {
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: stProxy(2), MemberID: "m2"})
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionProxyRegistered{Proxy: stProxy(2), MemberID: "m2"})
 	cases := []struct {
 		name string
 		who  *actor.PID
@@ -81,7 +80,7 @@ func TestCanRebalance(t *testing.T) {
 	two := hoPlaced(t, 2)
 	b := newRegionBook()
 	steps := []struct {
-		st   *coordinatoractor.State
+		st   *State
 		min  int
 		want bool
 	}{
@@ -110,23 +109,23 @@ func TestGracefulShutdownShards(t *testing.T) {
 		{stRegion(3), nil}, // not registered
 	}
 	for _, tc := range cases {
-		if got := h.gracefulShutdownShards(&st, coordinatoractor.RegionKey(tc.region), settled); !slices.Equal(got, tc.want) {
-			t.Fatalf("gracefulShutdownShards(%s) = %v, want %v", coordinatoractor.RegionKey(tc.region), got, tc.want)
+		if got := h.gracefulShutdownShards(&st, RegionKey(tc.region), settled); !slices.Equal(got, tc.want) {
+			t.Fatalf("gracefulShutdownShards(%s) = %v, want %v", RegionKey(tc.region), got, tc.want)
 		}
 	}
 }
 
 func TestHandOffRecipients(t *testing.T) {
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: stProxy(1), MemberID: "m1"})
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionProxyRegistered{Proxy: stProxy(1), MemberID: "m1"})
 	var got []string
 	for _, p := range handOffRecipients(&st) {
-		got = append(got, coordinatoractor.RegionKey(p))
+		got = append(got, RegionKey(p))
 	}
-	want := []string{coordinatoractor.RegionKey(stRegion(1)), coordinatoractor.RegionKey(stRegion(2)), coordinatoractor.RegionKey(stProxy(1)), coordinatoractor.RegionKey(stProxy(3))}
+	want := []string{RegionKey(stRegion(1)), RegionKey(stRegion(2)), RegionKey(stProxy(1)), RegionKey(stProxy(3))}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("handOffRecipients = %v, want %v", got, want)
 	}
@@ -140,9 +139,9 @@ func TestHandOffRecipients(t *testing.T) {
 // which regions and proxies the coordinator watches.
 func TestLiveRegistrants(t *testing.T) {
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"})
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"})
 	b := newRegionBook()
 	steps := []struct {
 		event any
@@ -160,7 +159,7 @@ func TestLiveRegistrants(t *testing.T) {
 		}
 		var got []string
 		for _, p := range b.liveRegistrants(&st) {
-			got = append(got, coordinatoractor.RegionKey(p))
+			got = append(got, RegionKey(p))
 		}
 		if fmt.Sprint(got) != s.want {
 			t.Fatalf("step %d: liveRegistrants = %v, want %s", i, got, s.want)

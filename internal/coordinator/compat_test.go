@@ -21,8 +21,8 @@ import (
 func TestCoordinatorRefusesAnotherExtractor(t *testing.T) {
 	system, cluster := ctMember(t)
 	self := cluster.Self().ID
-	hundred := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
-	thousand := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}
+	hundred := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	thousand := ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}
 
 	spawn := func(name string) (*actor.PID, *ctProbe) {
 		p := newCTProbe()
@@ -36,27 +36,27 @@ func TestCoordinatorRefusesAnotherExtractor(t *testing.T) {
 	// The state a coordinator that ran before wrote: region a, with 100
 	// shards, hosts s1.
 	a, _ := spawn("a")
-	st := coordinatoractor.NewState(false)
-	for _, e := range []coordinatoractor.Event{coordinatoractor.ShardRegionRegistered{Region: a, MemberID: self, Extractor: hundred}, coordinatoractor.ShardHomeAllocated{Shard: "s1", Region: a}} {
+	st := NewState(false)
+	for _, e := range []Event{ShardRegionRegistered{Region: a, MemberID: self, Extractor: hundred}, ShardHomeAllocated{Shard: "s1", Region: a}} {
 		if err := st.Apply(e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	store := coordinatoractor.NewMemoryStore()
-	if _, err := store.Save(context.Background(), st, 0); err != nil {
+	if _, err := SaveState(context.Background(), store, st, 0); err != nil {
 		t.Fatal(err)
 	}
-	coordinator, err := system.Root.SpawnNamed(Props("Compat", cluster, coordinatoractor.Settings{RebalanceInterval: time.Hour}, nil, store), "compat-coordinator")
+	coordinator, err := system.Root.SpawnNamed(Props("Compat", cluster, Settings{RebalanceInterval: time.Hour}, nil, store), "compat-coordinator")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = system.Root.StopFuture(coordinator).Wait() })
 
-	register := func(region *actor.PID, id coordinatoractor.ExtractorIdentity) {
+	register := func(region *actor.PID, id ExtractorIdentity) {
 		system.Root.RequestWithCustomSender(coordinator, &messages.Register{ShardRegion: region, MemberId: self,
 			Extractor: id.Name, NumberOfShards: uint32(id.NumberOfShards)}, region)
 	}
-	registerProxy := func(proxy *actor.PID, id coordinatoractor.ExtractorIdentity) {
+	registerProxy := func(proxy *actor.PID, id ExtractorIdentity) {
 		system.Root.RequestWithCustomSender(coordinator, &messages.RegisterProxy{ShardRegionProxy: proxy, MemberId: self,
 			Extractor: id.Name, NumberOfShards: uint32(id.NumberOfShards)}, proxy)
 	}
@@ -88,7 +88,7 @@ func TestCoordinatorRefusesAnotherExtractor(t *testing.T) {
 	// A region that does not say (an older version) and one that agrees
 	// are accepted.
 	u, uProbe := spawn("u")
-	register(u, coordinatoractor.ExtractorIdentity{})
+	register(u, ExtractorIdentity{})
 	waitAcks(uProbe, 1, "the RegisterAck of the region of an older version")
 	b, bProbe := spawn("b")
 	register(b, hundred)
@@ -96,7 +96,7 @@ func TestCoordinatorRefusesAnotherExtractor(t *testing.T) {
 	registerProxy(p, hundred)
 	waitAcks(pProbe, 1, "the RegisterAck of a proxy that agrees")
 	cur := ctState(t, system, coordinator)
-	if cur.State.IsRegion(c) || !cur.State.IsProxy(p) || cur.State.Regions[coordinatoractor.RegionKey(b)].Extractor != hundred {
+	if cur.State.IsRegion(c) || !cur.State.IsProxy(p) || cur.State.Regions[RegionKey(b)].Extractor != hundred {
 		t.Fatalf("state after the registrations: %+v", cur.State)
 	}
 	if acks, _ := cProbe.answers(); acks != 0 {
@@ -121,14 +121,14 @@ func TestCoordinatorRefusesAnotherExtractor(t *testing.T) {
 	waitRefused(dProbe, 1, "the refusal of a region with 100 shards")
 
 	// What the next coordinator starts from.
-	stored, _, err := store.Load(context.Background())
+	stored, _, err := LoadState(context.Background(), store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stored.Regions[coordinatoractor.RegionKey(u)].Extractor; got != thousand {
+	if got := stored.Regions[RegionKey(u)].Extractor; got != thousand {
 		t.Errorf("stored extractor of u = %v, want %v", got, thousand)
 	}
-	if got := stored.Regions[coordinatoractor.RegionKey(c)].Extractor; got != thousand {
+	if got := stored.Regions[RegionKey(c)].Extractor; got != thousand {
 		t.Errorf("stored extractor of c = %v, want %v", got, thousand)
 	}
 	if stored.IsRegion(d) {

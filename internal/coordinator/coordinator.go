@@ -33,7 +33,7 @@ const (
 // to run as a cluster singleton (see actorsharding); cluster gives it the
 // members, to accept registrations from live members only and to notice
 // regions whose member was removed.
-func Props(typeName string, cluster *membership.Cluster, settings coordinatoractor.Settings, strategy coordinatoractor.ShardAllocationStrategy, store coordinatoractor.StateStore) *actor.Props {
+func Props(typeName string, cluster *membership.Cluster, settings Settings, strategy coordinatoractor.ShardAllocationStrategy, store coordinatoractor.StateStore) *actor.Props {
 	settings = settings.WithDefaults()
 	if settings.Tracer == nil {
 		settings.Tracer = noop.NewTracerProvider().Tracer("")
@@ -78,7 +78,7 @@ func Props(typeName string, cluster *membership.Cluster, settings coordinatoract
 type coordinator struct {
 	typeName string
 	cluster  *membership.Cluster
-	settings coordinatoractor.Settings
+	settings Settings
 	strategy coordinatoractor.ShardAllocationStrategy
 	store    coordinatoractor.StateStore
 
@@ -88,7 +88,7 @@ type coordinator struct {
 	// writes.state, the state the coordinator decides on, which is ahead
 	// of the store by the events not yet written.
 	writes     stateWrites
-	state      *coordinatoractor.State
+	state      *State
 	epoch      uint64 // the version claimed at start
 	timers     *scheduler.TimerScheduler
 	cancelTick scheduler.CancelFunc
@@ -296,7 +296,7 @@ func (c *coordinator) active(ctx actor.Context) {
 		c.log.Debug("shard coordinator: ShardStarted from a region that does not host the shard", slog.String("shard", msg.GetShard()), slog.Any("sender", ctx.Sender()))
 	case resendShardHost:
 		if r := c.hostShards.due(c.state, msg.shard, msg.region, c.handOffs.busy(msg.shard)); r != nil {
-			c.log.Debug("shard coordinator: resending HostShard", slog.String("shard", msg.shard), slog.String("region", coordinatoractor.RegionKey(r)))
+			c.log.Debug("shard coordinator: resending HostShard", slog.String("shard", msg.shard), slog.String("region", RegionKey(r)))
 			c.sendHostShard(ctx, msg.shard, r)
 		}
 	case rebalanceTick:
@@ -330,7 +330,7 @@ func (c *coordinator) active(ctx actor.Context) {
 	case *actor.Terminated:
 		switch terminationOf(c.state, msg) {
 		case terminationConnectionLost: // its shards wait for its member's removal
-			c.log.Debug("shard coordinator: lost the connection to a region; waiting for its member's removal", slog.String("region", coordinatoractor.RegionKey(msg.Who)))
+			c.log.Debug("shard coordinator: lost the connection to a region; waiting for its member's removal", slog.String("region", RegionKey(msg.Who)))
 		case terminationRegion:
 			c.regionTerminated(ctx, msg.Who, "terminated")
 		case terminationProxy:
@@ -396,7 +396,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		if !isHome(c.state, shard, region) {
 			return // its region terminated since; the requester asks again
 		}
-		c.log.Debug("shard allocated", slog.String("shard", shard), slog.String("region", coordinatoractor.RegionKey(region)))
+		c.log.Debug("shard allocated", slog.String("shard", shard), slog.String("region", RegionKey(region)))
 		c.metrics.Allocated()
 		c.sendHostShard(ctx, shard, region)
 		if requester != nil {
@@ -404,7 +404,7 @@ func (c *coordinator) onGetShardHome(ctx actor.Context, shard string, requester 
 		}
 	}
 	notAllocated := c.shardHomeRefused(shard, requester)
-	event := coordinatoractor.ShardHomeAllocated{Shard: shard, Region: region}
+	event := ShardHomeAllocated{Shard: shard, Region: region}
 	if err := c.update(update{event: event, key: shardHomeKey(shard, requester), then: allocated, refused: notAllocated}); err != nil {
 		if errors.Is(err, errEventRejected) {
 			notAllocated(ctx, err)
@@ -471,7 +471,7 @@ func (c *coordinator) onRebalanceTick(ctx actor.Context) {
 	moves := rebalanceMoves(shards, c.state, &c.handOffs, c.writes.settled)
 	roundCtx, round := c.startRound(len(moves))
 	for _, m := range moves {
-		c.log.Debug("shard coordinator: rebalancing shard", slog.String("shard", m.shard), slog.String("from", coordinatoractor.RegionKey(m.from)))
+		c.log.Debug("shard coordinator: rebalancing shard", slog.String("shard", m.shard), slog.String("from", RegionKey(m.from)))
 		c.startHandOff(roundCtx, ctx, m.shard, m.from, true)
 	}
 	c.roundEnded(round, len(moves), len(shards) == 0)
@@ -504,7 +504,7 @@ func (c *coordinator) onRebalanceDone(ctx actor.Context, shard string, ok bool, 
 	if ok {
 		c.log.Debug("shard coordinator: shard handed off", slog.String("shard", shard))
 		if _, allocated := c.state.Shards[shard]; allocated {
-			if err := c.update(update{event: coordinatoractor.ShardHomeDeallocated{Shard: shard}}); errors.Is(err, errStopped) {
+			if err := c.update(update{event: ShardHomeDeallocated{Shard: shard}}); errors.Is(err, errStopped) {
 				return
 			}
 		}
@@ -564,7 +564,7 @@ func (c *coordinator) fromRegion(ctx actor.Context, what string, msg any, region
 }
 
 func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID) {
-	key := coordinatoractor.RegionKey(region)
+	key := RegionKey(region)
 	if c.regions.gracefulShutdown(key) {
 		c.log.Debug("shard coordinator: graceful shutdown of region", slog.String("region", key))
 	}
@@ -577,14 +577,14 @@ func (c *coordinator) onGracefulShutdownReq(ctx actor.Context, region *actor.PID
 // returns false when the store write failed.
 func (c *coordinator) regionTerminated(ctx actor.Context, region *actor.PID, why string) bool {
 	c.tellWorkersGone(ctx, region)
-	key := coordinatoractor.RegionKey(region)
+	key := RegionKey(region)
 	r, ok := c.state.Regions[key]
 	if !ok {
 		return true
 	}
 	c.log.Log(context.Background(), c.regions.terminationLevel(key, len(r.Shards)), "shard region terminated; its shards are deallocated",
 		slog.String("region", key), slog.String("why", why), slog.Int("shards", len(r.Shards)))
-	if err := c.update(update{event: coordinatoractor.ShardRegionTerminated{Region: region}}); err != nil {
+	if err := c.update(update{event: ShardRegionTerminated{Region: region}}); err != nil {
 		return !errors.Is(err, errStopped)
 	}
 	ctx.Unwatch(r.PID)
@@ -612,7 +612,7 @@ func (c *coordinator) proxyTerminated(ctx actor.Context, proxy *actor.PID) {
 	if !c.state.IsProxy(proxy) {
 		return
 	}
-	if err := c.update(update{event: coordinatoractor.ShardRegionProxyTerminated{Proxy: proxy}}); err == nil {
+	if err := c.update(update{event: ShardRegionProxyTerminated{Proxy: proxy}}); err == nil {
 		ctx.Unwatch(proxy)
 	}
 }
@@ -637,7 +637,7 @@ func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	for _, step := range c.regions.goneMembers(c.state, c.cluster.Removal, c.cluster.DownRemovalMargin(), time.Now()) {
 		switch {
 		case step.wait > 0:
-			c.log.Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin", slog.String("region", coordinatoractor.RegionKey(step.region)), slog.Duration("wait", step.wait))
+			c.log.Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin", slog.String("region", RegionKey(step.region)), slog.Duration("wait", step.wait))
 			c.timers.SendOnce(step.wait, ctx.Self(), removalMarginElapsed{})
 		case step.region != nil:
 			if !c.regionTerminated(ctx, step.region, "its member was removed") {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -43,7 +42,7 @@ func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
 		// Registered already and maybe hosting shards: refusing it now
 		// would not stop its entities. Recorded, the disagreement makes
 		// every region that registers later disagree with one of them.
-		c.log.Error("shard coordinator: a region registered with an earlier coordinator has another extractor than the other regions", slog.String("region", coordinatoractor.RegionKey(r.pid)), slog.String("reason", p.disagreement))
+		c.log.Error("shard coordinator: a region registered with an earlier coordinator has another extractor than the other regions", slog.String("region", RegionKey(r.pid)), slog.String("reason", p.disagreement))
 	}
 	if p.event != nil {
 		u := update{event: p.event}
@@ -80,7 +79,7 @@ func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
 func (c *coordinator) registered(ctx actor.Context, r registrant) {
 	ctx.Watch(r.pid)
 	if !r.proxy {
-		c.log.Debug("shard region registered", slog.String("region", coordinatoractor.RegionKey(r.pid)),
+		c.log.Debug("shard region registered", slog.String("region", RegionKey(r.pid)),
 			slog.String("extractor", r.extractor.String()))
 	}
 }
@@ -93,7 +92,7 @@ func (c *coordinator) registered(ctx actor.Context, r registrant) {
 // answer.
 func (c *coordinator) refuseIncompatible(ctx actor.Context, region *actor.PID, why string) {
 	if d := c.refusals.Allow("", time.Now()); d.Log {
-		c.log.Error("shard coordinator: refused the registration of a region whose message extractor differs from the registered regions'", slog.String("region", coordinatoractor.RegionKey(region)), slog.String("reason", why),
+		c.log.Error("shard coordinator: refused the registration of a region whose message extractor differs from the registered regions'", slog.String("region", RegionKey(region)), slog.String("reason", why),
 			slog.Int("refusals-not-logged", d.Suppressed))
 	}
 	ctx.Send(region, &messages.RegisterRefused{Coordinator: ctx.Self(), Reason: why})
@@ -115,15 +114,15 @@ func (c *coordinator) adopt(ctx actor.Context, region *actor.PID, hosted []strin
 		var old *actor.PID
 		if a.from != "" {
 			old = c.state.Regions[a.from].PID
-			c.log.Error("shard coordinator: a registering region hosts a shard the state places elsewhere; moving it to the region that hosts it", slog.String("shard", a.shard), slog.String("region", coordinatoractor.RegionKey(region)), slog.String("state", a.from))
-			if err := c.update(update{event: coordinatoractor.ShardHomeDeallocated{Shard: a.shard}}); err != nil {
+			c.log.Error("shard coordinator: a registering region hosts a shard the state places elsewhere; moving it to the region that hosts it", slog.String("shard", a.shard), slog.String("region", RegionKey(region)), slog.String("state", a.from))
+			if err := c.update(update{event: ShardHomeDeallocated{Shard: a.shard}}); err != nil {
 				continue
 			}
 		} else {
-			c.log.Warn("shard coordinator: adopting a shard that a registering region hosts and the state does not place (was the state store reset?)", slog.String("shard", a.shard), slog.String("region", coordinatoractor.RegionKey(region)))
+			c.log.Warn("shard coordinator: adopting a shard that a registering region hosts and the state does not place (was the state store reset?)", slog.String("shard", a.shard), slog.String("region", RegionKey(region)))
 		}
 		shard := a.shard
-		_ = c.update(update{event: coordinatoractor.ShardHomeAllocated{Shard: shard, Region: region}, then: func(ctx actor.Context) {
+		_ = c.update(update{event: ShardHomeAllocated{Shard: shard, Region: region}, then: func(ctx actor.Context) {
 			c.hostShards.stop(shard)
 			if old != nil {
 				// The region the state named must not keep a copy running.

@@ -17,7 +17,7 @@ import (
 // Internal messages of the store I/O.
 type (
 	stateLoaded struct {
-		state   coordinatoractor.State
+		state   State
 		version uint64
 		err     error
 	}
@@ -49,7 +49,7 @@ func (c *coordinator) load(ctx actor.Context) {
 	go func() {
 		lctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		st, v, err := store.Load(lctx)
+		st, v, err := LoadState(lctx, store)
 		root.Send(self, &stateLoaded{state: st, version: v, err: err})
 	}()
 }
@@ -158,7 +158,7 @@ func (c *coordinator) startWrite(ctx actor.Context) {
 		wctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		started := time.Now()
-		v, err := store.Save(wctx, snapshot, version)
+		v, err := SaveState(wctx, store, snapshot, version)
 		m.StateWrite(time.Since(started), writeOutcome(err))
 		root.Send(self, &stateWritten{version: v, err: err})
 	}()
@@ -192,4 +192,29 @@ func (c *coordinator) onStateWritten(ctx actor.Context, msg *stateWritten) {
 			}
 		}
 	}
+}
+
+// LoadState reads and decodes the state. A store with nothing stored
+// gives the empty state at version 0.
+func LoadState(ctx context.Context, store coordinatoractor.StateStore) (State, uint64, error) {
+	data, v, err := store.Load(ctx)
+	if err != nil {
+		return State{}, 0, err
+	}
+	st, err := DecodeState(data)
+	if err != nil {
+		return State{}, 0, fmt.Errorf("state at version %d: %w", v, err)
+	}
+	return st, v, nil
+}
+
+// SaveState encodes the state and writes it with a check-and-set on
+// version. A state that could not be loaded again fails with
+// ErrInvalidState before the store sees it.
+func SaveState(ctx context.Context, store coordinatoractor.StateStore, st State, version uint64) (uint64, error) {
+	data, err := EncodeState(st)
+	if err != nil {
+		return 0, err
+	}
+	return store.Save(ctx, data, version)
 }

@@ -34,19 +34,19 @@ type ctCountingStore struct {
 	savesOnly bool          // the Loads are not held
 }
 
-func (s *ctCountingStore) Load(ctx context.Context) (coordinatoractor.State, uint64, error) {
+func (s *ctCountingStore) Load(ctx context.Context) ([]byte, uint64, error) {
 	if err := s.wait(ctx, true); err != nil {
-		return coordinatoractor.State{}, 0, err
+		return nil, 0, err
 	}
 	return s.MemoryStore.Load(ctx)
 }
 
-func (s *ctCountingStore) Save(ctx context.Context, st coordinatoractor.State, v uint64) (uint64, error) {
+func (s *ctCountingStore) Save(ctx context.Context, data []byte, v uint64) (uint64, error) {
 	s.saves.Add(1)
 	if err := s.wait(ctx, false); err != nil {
 		return 0, err
 	}
-	return s.MemoryStore.Save(ctx, st, v)
+	return s.MemoryStore.Save(ctx, data, v)
 }
 
 // wait returns once the store is not held (for a Load, or a Save).
@@ -93,11 +93,15 @@ type ctRefusingStore struct {
 	refused atomic.Bool
 }
 
-func (s *ctRefusingStore) Save(ctx context.Context, st coordinatoractor.State, v uint64) (uint64, error) {
+func (s *ctRefusingStore) Save(ctx context.Context, data []byte, v uint64) (uint64, error) {
+	st, err := DecodeState(data)
+	if err != nil {
+		return 0, err
+	}
 	if len(st.Regions) > 0 && s.refused.CompareAndSwap(false, true) {
 		return 0, fmt.Errorf("refusing store: %w", coordinatoractor.ErrStateTooLarge)
 	}
-	return s.ctCountingStore.Save(ctx, st, v)
+	return s.ctCountingStore.Save(ctx, data, v)
 }
 
 // ctProbe plays a region: it counts the ShardHome and HostShard it is
@@ -245,7 +249,7 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 	run := ctRuns.Add(1)
 	regionName := func(name string) string { return fmt.Sprintf("%s-region-%d", name, run) }
 
-	start := func(t *testing.T, name string, store coordinatoractor.StateStore, settings coordinatoractor.Settings) (coordinator, region *actor.PID, probe *ctProbe) {
+	start := func(t *testing.T, name string, store coordinatoractor.StateStore, settings Settings) (coordinator, region *actor.PID, probe *ctProbe) {
 		t.Helper()
 		settings.RebalanceInterval = time.Hour
 		// The region first: a coordinator watches the regions of the state
@@ -269,22 +273,22 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 		// The stored state: a region of a member that is gone (never seen
 		// removed, so no removal margin) hosts 1,000 remembered shards.
 		gone := actor.NewPID(system.Address(), "gone-region")
-		st := coordinatoractor.NewState(true)
-		if err := st.Apply(coordinatoractor.ShardRegionRegistered{Region: gone, MemberID: "gone-member"}); err != nil {
+		st := NewState(true)
+		if err := st.Apply(ShardRegionRegistered{Region: gone, MemberID: "gone-member"}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range shards {
-			if err := st.Apply(coordinatoractor.ShardHomeAllocated{Shard: fmt.Sprintf("s%d", i), Region: gone}); err != nil {
+			if err := st.Apply(ShardHomeAllocated{Shard: fmt.Sprintf("s%d", i), Region: gone}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		store := &ctCountingStore{MemoryStore: coordinatoractor.NewMemoryStore()}
-		if _, err := store.MemoryStore.Save(context.Background(), st, 0); err != nil {
+		if _, err := SaveState(context.Background(), store.MemoryStore, st, 0); err != nil {
 			t.Fatal(err)
 		}
 		// The region registers while the coordinator reads its state.
 		release := store.hold()
-		coordinator, region, probe := start(t, "Remembered", store, coordinatoractor.Settings{RememberEntities: true})
+		coordinator, region, probe := start(t, "Remembered", store, Settings{RememberEntities: true})
 		if cur := ctState(t, system, coordinator); cur.Name != StateWaitingForState {
 			t.Fatalf("coordinator %s before its state is read", cur.Name)
 		}
@@ -299,7 +303,7 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 			t.Fatalf("%d writes for %d remembered shards (claim included), want 1", writes, shards)
 		}
 		cur := ctState(t, system, coordinator)
-		if r := cur.State.Regions[coordinatoractor.RegionKey(region)]; len(r.Shards) != shards || len(cur.State.Unallocated) != 0 || cur.State.IsRegion(gone) {
+		if r := cur.State.Regions[RegionKey(region)]; len(r.Shards) != shards || len(cur.State.Unallocated) != 0 || cur.State.IsRegion(gone) {
 			t.Fatalf("written: %d shards on the live region, %d unallocated, gone region still there: %v",
 				len(r.Shards), len(cur.State.Unallocated), cur.State.IsRegion(gone))
 		}
@@ -311,19 +315,19 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 	t.Run("nothing is said before the claim is written", func(t *testing.T) {
 		// The stored state places s0 on the region that registers.
 		live := actor.NewPID(system.Address(), regionName("Claim"))
-		st := coordinatoractor.NewState(false)
-		for _, e := range []coordinatoractor.Event{coordinatoractor.ShardRegionRegistered{Region: live, MemberID: self.ID}, coordinatoractor.ShardHomeAllocated{Shard: "s0", Region: live}} {
+		st := NewState(false)
+		for _, e := range []Event{ShardRegionRegistered{Region: live, MemberID: self.ID}, ShardHomeAllocated{Shard: "s0", Region: live}} {
 			if err := st.Apply(e); err != nil {
 				t.Fatal(err)
 			}
 		}
 		store := &ctCountingStore{MemoryStore: coordinatoractor.NewMemoryStore()}
-		loaded, err := store.MemoryStore.Save(context.Background(), st, 0)
+		loaded, err := SaveState(context.Background(), store.MemoryStore, st, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		release := store.holdSaves()
-		coordinator, region, probe := start(t, "Claim", store, coordinatoractor.Settings{})
+		coordinator, region, probe := start(t, "Claim", store, Settings{})
 		ctWaitFor(t, "the coordinator active, its claim held", func() bool {
 			return ctState(t, system, coordinator).Name == StateActive
 		})
@@ -348,7 +352,7 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 	t.Run("a refused claim is written again without its events", func(t *testing.T) {
 		store := &ctRefusingStore{ctCountingStore: &ctCountingStore{MemoryStore: coordinatoractor.NewMemoryStore()}}
 		release := store.hold() // the Register is stashed, and goes in the claim
-		coordinator, region, probe := start(t, "Refused", store, coordinatoractor.Settings{})
+		coordinator, region, probe := start(t, "Refused", store, Settings{})
 		release()
 		ctWaitFor(t, "the claim without the registration", func() bool {
 			cur := ctState(t, system, coordinator)
@@ -370,7 +374,7 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 
 	t.Run("a thousand GetShardHome at once", func(t *testing.T) {
 		store := &ctCountingStore{MemoryStore: coordinatoractor.NewMemoryStore()}
-		coordinator, region, probe := start(t, "Flood", store, coordinatoractor.Settings{})
+		coordinator, region, probe := start(t, "Flood", store, Settings{})
 		ctWaitFor(t, "the RegisterAck", func() bool {
 			acks, _, _ := probe.counts(t, system, region)
 			return acks == 1
@@ -436,7 +440,7 @@ func TestCoordinatorWritesAndStash(t *testing.T) {
 		defer system.EventStream.Unsubscribe(sub)
 		store := &ctCountingStore{MemoryStore: coordinatoractor.NewMemoryStore()}
 		release := store.hold() // the load: the coordinator waits for its state
-		coordinator, region, probe := start(t, "Stash", store, coordinatoractor.Settings{StashCapacity: 3})
+		coordinator, region, probe := start(t, "Stash", store, Settings{StashCapacity: 3})
 		send := func(msg any) { system.Root.RequestWithCustomSender(coordinator, msg, region) }
 		for range 4 {
 			send(&messages.Register{ShardRegion: region, MemberId: self.ID})

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -53,7 +52,7 @@ func (c *coordinator) roundEnded(round trace.Span, started int, idle bool) {
 func (c *coordinator) startHandOffSpan(parent context.Context, shard string, from *actor.PID, isRebalance bool) trace.Span {
 	_, span := c.settings.Tracer.Start(parent, "sharding.handoff", trace.WithAttributes(
 		attribute.String("sharding.type", c.typeName), attribute.String("sharding.shard", shard),
-		attribute.String("sharding.from", coordinatoractor.RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
+		attribute.String("sharding.from", RegionKey(from)), attribute.Bool("sharding.rebalance", isRebalance)))
 	return span
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -47,36 +46,36 @@ func checkRegistration(what string, region *actor.PID, memberID string, shards [
 		return err
 	}
 	if memberID == "" {
-		return invalid("%s of %s without a member id", what, coordinatoractor.RegionKey(region))
+		return invalid("%s of %s without a member id", what, RegionKey(region))
 	}
 	for _, s := range shards {
 		if err := messages.CheckShardID(s); err != nil {
-			return invalid("%s of %s lists a bad shard: %v", what, coordinatoractor.RegionKey(region), err)
+			return invalid("%s of %s lists a bad shard: %v", what, RegionKey(region), err)
 		}
 	}
 	m, live := members[memberID]
 	if !live {
-		return invalid("%s of %s from member %s, which is not a live member", what, coordinatoractor.RegionKey(region), memberID)
+		return invalid("%s of %s from member %s, which is not a live member", what, RegionKey(region), memberID)
 	}
 	if m.Address != region.GetAddress() {
-		return invalid("%s of %s from member %s, which runs at %s", what, coordinatoractor.RegionKey(region), memberID, m.Address)
+		return invalid("%s of %s from member %s, which runs at %s", what, RegionKey(region), memberID, m.Address)
 	}
 	return nil
 }
 
 // extractorIdentity validates the extractor a Register or RegisterProxy of
 // region names.
-func extractorIdentity(what string, region *actor.PID, name string, numberOfShards uint32) (coordinatoractor.ExtractorIdentity, error) {
+func extractorIdentity(what string, region *actor.PID, name string, numberOfShards uint32) (ExtractorIdentity, error) {
 	switch {
 	case len(name) > messages.MaxExtractorNameLength:
-		return coordinatoractor.ExtractorIdentity{}, invalid("%s of %s names an extractor of %d bytes, longer than the limit of %d",
-			what, coordinatoractor.RegionKey(region), len(name), messages.MaxExtractorNameLength)
+		return ExtractorIdentity{}, invalid("%s of %s names an extractor of %d bytes, longer than the limit of %d",
+			what, RegionKey(region), len(name), messages.MaxExtractorNameLength)
 	case numberOfShards > math.MaxInt32:
-		return coordinatoractor.ExtractorIdentity{}, invalid("%s of %s names an extractor with %d shards", what, coordinatoractor.RegionKey(region), numberOfShards)
+		return ExtractorIdentity{}, invalid("%s of %s names an extractor with %d shards", what, RegionKey(region), numberOfShards)
 	case name == "":
-		return coordinatoractor.ExtractorIdentity{}, nil // an older version: unknown
+		return ExtractorIdentity{}, nil // an older version: unknown
 	}
-	return coordinatoractor.ExtractorIdentity{Name: name, NumberOfShards: int(numberOfShards)}, nil
+	return ExtractorIdentity{Name: name, NumberOfShards: int(numberOfShards)}, nil
 }
 
 // extractorDisagreement decides whether the region (or proxy) key, whose
@@ -85,11 +84,11 @@ func extractorIdentity(what string, region *actor.PID, name string, numberOfShar
 // of members that are gone count until they are terminated, since their
 // shards are still allocated to them. It returns "" when id may register,
 // else the reason it may not, naming the regions that disagree.
-func extractorDisagreement(st coordinatoractor.State, key string, id coordinatoractor.ExtractorIdentity) string {
+func extractorDisagreement(st State, key string, id ExtractorIdentity) string {
 	if !id.Known() {
 		return ""
 	}
-	theirs := map[coordinatoractor.ExtractorIdentity][]string{}
+	theirs := map[ExtractorIdentity][]string{}
 	for k, r := range st.Regions {
 		if k != key && !id.Compatible(r.Extractor) {
 			theirs[r.Extractor] = append(theirs[r.Extractor], r.PID.GetAddress())
@@ -99,7 +98,7 @@ func extractorDisagreement(st coordinatoractor.State, key string, id coordinator
 		return ""
 	}
 	var parts []string
-	for _, other := range slices.SortedFunc(maps.Keys(theirs), func(a, b coordinatoractor.ExtractorIdentity) int { return strings.Compare(a.String(), b.String()) }) {
+	for _, other := range slices.SortedFunc(maps.Keys(theirs), func(a, b ExtractorIdentity) int { return strings.Compare(a.String(), b.String()) }) {
 		parts = append(parts, fmt.Sprintf("%s at %s", other, listSome(theirs[other], 5)))
 	}
 	return fmt.Sprintf("its extractor is %s, the registered regions have %s (to change the number of shards or the extractor, "+
@@ -126,15 +125,15 @@ func checkShard(what, shard string) error {
 // checkFromRegion validates a message that a region sends about itself
 // (GracefulShutdownReq, RegionStopped): it names a registered region, and
 // the region is its sender.
-func checkFromRegion(what string, named, sender *actor.PID, st coordinatoractor.State) error {
+func checkFromRegion(what string, named, sender *actor.PID, st State) error {
 	if err := checkRegionPID(what, named); err != nil {
 		return err
 	}
-	if sender == nil || coordinatoractor.RegionKey(sender) != coordinatoractor.RegionKey(named) {
-		return invalid("%s for %s sent by %v, not by the region itself", what, coordinatoractor.RegionKey(named), sender)
+	if sender == nil || RegionKey(sender) != RegionKey(named) {
+		return invalid("%s for %s sent by %v, not by the region itself", what, RegionKey(named), sender)
 	}
 	if !st.IsRegion(named) {
-		return fmt.Errorf("%s for %s: %w", what, coordinatoractor.RegionKey(named), errUnknownRegion)
+		return fmt.Errorf("%s for %s: %w", what, RegionKey(named), errUnknownRegion)
 	}
 	return nil
 }
@@ -159,8 +158,8 @@ type adoption struct {
 // only certain fact (the state may be older than it: a store wiped or
 // restored from a snapshot), and allocating the shard anywhere else would
 // run its entities twice. Shards being handed off are left alone.
-func adoptions(st coordinatoractor.State, region *actor.PID, hosted []string, inProgress map[string][]*actor.PID) []adoption {
-	key := coordinatoractor.RegionKey(region)
+func adoptions(st State, region *actor.PID, hosted []string, inProgress map[string][]*actor.PID) []adoption {
+	key := RegionKey(region)
 	var out []adoption
 	shards := slices.Clone(hosted)
 	slices.Sort(shards)
@@ -224,7 +223,7 @@ const (
 )
 
 // terminationOf decides what msg, a Terminated, ends in st.
-func terminationOf(st *coordinatoractor.State, msg *actor.Terminated) termination {
+func terminationOf(st *State, msg *actor.Terminated) termination {
 	switch {
 	case msg.Why == actor.TerminatedReason_AddressTerminated:
 		return terminationConnectionLost

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -54,7 +53,7 @@ func TestCheckRegistration(t *testing.T) {
 }
 
 func TestCheckFromRegion(t *testing.T) {
-	st := stBuild(t, false, coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
+	st := stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
 	cases := []struct {
 		name    string
 		named   *actor.PID
@@ -82,10 +81,10 @@ func TestCheckFromRegion(t *testing.T) {
 
 func TestAdoptions(t *testing.T) {
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		coordinatoractor.ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		coordinatoractor.ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "b", Region: stRegion(2)},
 	)
 	inProgress := map[string][]*actor.PID{"busy": nil}
 	cases := []struct {
@@ -96,7 +95,7 @@ func TestAdoptions(t *testing.T) {
 		{"nothing hosted", nil, nil},
 		{"what the state says", []string{"a"}, nil},
 		{"unplaced shards are adopted (a wiped store)", []string{"c", "a", "c"}, []adoption{{shard: "c"}}},
-		{"a shard the state places elsewhere moves to where it runs", []string{"b"}, []adoption{{shard: "b", from: coordinatoractor.RegionKey(stRegion(2))}}},
+		{"a shard the state places elsewhere moves to where it runs", []string{"b"}, []adoption{{shard: "b", from: RegionKey(stRegion(2))}}},
 		{"a shard being handed off is left alone", []string{"busy"}, nil},
 	}
 	for _, tc := range cases {
@@ -152,20 +151,20 @@ func TestUnregisteredMembers(t *testing.T) {
 }
 
 func TestExtractorIdentityCompatible(t *testing.T) {
-	hundred := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	hundred := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
 	cases := []struct {
 		name string
-		a, b coordinatoractor.ExtractorIdentity
+		a, b ExtractorIdentity
 		want bool
 	}{
 		{"the same", hundred, hundred, true},
-		{"another number of shards", hundred, coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}, false},
-		{"another extractor, same number", hundred, coordinatoractor.ExtractorIdentity{Name: "main.orders", NumberOfShards: 100}, false},
-		{"one says its number of shards, the other not", hundred, coordinatoractor.ExtractorIdentity{Name: "hash-code"}, false},
-		{"another user extractor", coordinatoractor.ExtractorIdentity{Name: "main.orders"}, coordinatoractor.ExtractorIdentity{Name: "main.ordersV2"}, false},
-		{"unknown (an older version) agrees with any", coordinatoractor.ExtractorIdentity{}, hundred, true},
-		{"with any, both ways", hundred, coordinatoractor.ExtractorIdentity{}, true},
-		{"a number of shards without a name is unknown", coordinatoractor.ExtractorIdentity{NumberOfShards: 7}, hundred, true},
+		{"another number of shards", hundred, ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}, false},
+		{"another extractor, same number", hundred, ExtractorIdentity{Name: "main.orders", NumberOfShards: 100}, false},
+		{"one says its number of shards, the other not", hundred, ExtractorIdentity{Name: "hash-code"}, false},
+		{"another user extractor", ExtractorIdentity{Name: "main.orders"}, ExtractorIdentity{Name: "main.ordersV2"}, false},
+		{"unknown (an older version) agrees with any", ExtractorIdentity{}, hundred, true},
+		{"with any, both ways", hundred, ExtractorIdentity{}, true},
+		{"a number of shards without a name is unknown", ExtractorIdentity{NumberOfShards: 7}, hundred, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,43 +176,43 @@ func TestExtractorIdentityCompatible(t *testing.T) {
 }
 
 func TestExtractorDisagreement(t *testing.T) {
-	hundred := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
-	thousand := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}
+	hundred := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	thousand := ExtractorIdentity{Name: "hash-code", NumberOfShards: 1000}
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2", Extractor: hundred},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"}, // an older version
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2", Extractor: hundred},
+		ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"}, // an older version
 	)
 	mixed := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2", Extractor: thousand},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2", Extractor: thousand},
 	)
-	var many []coordinatoractor.Event
+	var many []Event
 	for i := 1; i <= 7; i++ {
-		many = append(many, coordinatoractor.ShardRegionRegistered{Region: stRegion(i), MemberID: fmt.Sprint("m", i), Extractor: hundred})
+		many = append(many, ShardRegionRegistered{Region: stRegion(i), MemberID: fmt.Sprint("m", i), Extractor: hundred})
 	}
 	cases := []struct {
 		name string
-		st   coordinatoractor.State
+		st   State
 		key  string
-		id   coordinatoractor.ExtractorIdentity
+		id   ExtractorIdentity
 		want []string // nil: may register; else what the reason names
 	}{
-		{"the first region", coordinatoractor.NewState(false), coordinatoractor.RegionKey(stRegion(9)), thousand, nil},
-		{"agrees", st, coordinatoractor.RegionKey(stRegion(9)), hundred, nil},
-		{"an older version is never refused", st, coordinatoractor.RegionKey(stRegion(9)), coordinatoractor.ExtractorIdentity{}, nil},
-		{"another number of shards", st, coordinatoractor.RegionKey(stRegion(9)), thousand,
+		{"the first region", NewState(false), RegionKey(stRegion(9)), thousand, nil},
+		{"agrees", st, RegionKey(stRegion(9)), hundred, nil},
+		{"an older version is never refused", st, RegionKey(stRegion(9)), ExtractorIdentity{}, nil},
+		{"another number of shards", st, RegionKey(stRegion(9)), thousand,
 			[]string{"its extractor is hash-code with 1000 shards", "hash-code with 100 shards at 127.0.0.1:1, 127.0.0.2:1 (", "restart every node"}},
-		{"another extractor", st, coordinatoractor.RegionKey(stRegion(9)), coordinatoractor.ExtractorIdentity{Name: "main.orders"}, []string{"its extractor is main.orders,"}},
-		{"only regions of older versions registered", stBuild(t, false, coordinatoractor.ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"}),
-			coordinatoractor.RegionKey(stRegion(9)), thousand, nil},
-		{"a region is not compared with itself", stBuild(t, false, coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred}),
-			coordinatoractor.RegionKey(stRegion(1)), thousand, nil},
-		{"registered regions that disagree already: any is refused", mixed, coordinatoractor.RegionKey(stRegion(9)), hundred,
+		{"another extractor", st, RegionKey(stRegion(9)), ExtractorIdentity{Name: "main.orders"}, []string{"its extractor is main.orders,"}},
+		{"only regions of older versions registered", stBuild(t, false, ShardRegionRegistered{Region: stRegion(3), MemberID: "m3"}),
+			RegionKey(stRegion(9)), thousand, nil},
+		{"a region is not compared with itself", stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1", Extractor: hundred}),
+			RegionKey(stRegion(1)), thousand, nil},
+		{"registered regions that disagree already: any is refused", mixed, RegionKey(stRegion(9)), hundred,
 			[]string{"hash-code with 1000 shards at 127.0.0.2:1"}},
-		{"both of them named", mixed, coordinatoractor.RegionKey(stRegion(9)), coordinatoractor.ExtractorIdentity{Name: "x"},
+		{"both of them named", mixed, RegionKey(stRegion(9)), ExtractorIdentity{Name: "x"},
 			[]string{"hash-code with 100 shards at 127.0.0.1:1; hash-code with 1000 shards at 127.0.0.2:1"}},
-		{"a long list is cut", stBuild(t, false, many...), coordinatoractor.RegionKey(stRegion(9)), thousand, []string{"127.0.0.5:1 and 2 more"}},
+		{"a long list is cut", stBuild(t, false, many...), RegionKey(stRegion(9)), thousand, []string{"127.0.0.5:1 and 2 more"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -242,16 +241,16 @@ func TestExtractorIdentityOfARegistration(t *testing.T) {
 		name    string
 		extName string
 		shards  uint32
-		want    coordinatoractor.ExtractorIdentity
+		want    ExtractorIdentity
 		wantErr bool
 	}{
-		{"hash-code", "hash-code", 100, coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, false},
-		{"a user extractor without a number", "main.orders", 0, coordinatoractor.ExtractorIdentity{Name: "main.orders"}, false},
-		{"an older version says nothing", "", 0, coordinatoractor.ExtractorIdentity{}, false},
-		{"a number without a name is unknown", "", 100, coordinatoractor.ExtractorIdentity{}, false},
-		{"a name at the limit", strings.Repeat("x", messages.MaxExtractorNameLength), 1, coordinatoractor.ExtractorIdentity{Name: strings.Repeat("x", messages.MaxExtractorNameLength), NumberOfShards: 1}, false},
-		{"a name past the limit", strings.Repeat("x", messages.MaxExtractorNameLength+1), 1, coordinatoractor.ExtractorIdentity{}, true},
-		{"a number past int32", "hash-code", 1 << 31, coordinatoractor.ExtractorIdentity{}, true},
+		{"hash-code", "hash-code", 100, ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, false},
+		{"a user extractor without a number", "main.orders", 0, ExtractorIdentity{Name: "main.orders"}, false},
+		{"an older version says nothing", "", 0, ExtractorIdentity{}, false},
+		{"a number without a name is unknown", "", 100, ExtractorIdentity{}, false},
+		{"a name at the limit", strings.Repeat("x", messages.MaxExtractorNameLength), 1, ExtractorIdentity{Name: strings.Repeat("x", messages.MaxExtractorNameLength), NumberOfShards: 1}, false},
+		{"a name past the limit", strings.Repeat("x", messages.MaxExtractorNameLength+1), 1, ExtractorIdentity{}, true},
+		{"a number past int32", "hash-code", 1 << 31, ExtractorIdentity{}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

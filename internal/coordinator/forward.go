@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/pidkey"
 )
 
@@ -140,7 +139,7 @@ func (f *forwardHolds) abandon(shard string) { delete(f.early, shard) }
 // appendPID appends pid to list unless it is in it already.
 func appendPID(list []*actor.PID, pid *actor.PID) []*actor.PID {
 	for _, p := range list {
-		if coordinatoractor.RegionKey(p) == coordinatoractor.RegionKey(pid) {
+		if RegionKey(p) == RegionKey(pid) {
 			return list
 		}
 	}

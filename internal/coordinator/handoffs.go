@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 )
 
 // errNotHandOffWorker: a RebalanceDone that does not come from the worker
@@ -59,7 +58,7 @@ type handOffMove struct {
 // whose hand-off starts now, with their homes: each once, startable (a
 // shard whose new home is not written yet moves on a later tick), and
 // with a home in st.
-func rebalanceMoves(shards []string, st *coordinatoractor.State, h *handOffs, settled func(string) bool) []handOffMove {
+func rebalanceMoves(shards []string, st *State, h *handOffs, settled func(string) bool) []handOffMove {
 	var out []handOffMove
 	picked := map[string]bool{}
 	for _, shard := range shards {
@@ -188,7 +187,7 @@ func (h *handOffs) unfinished() []handOffStart {
 // gracefulShutdownShards lists the shards of region key whose hand-off
 // starts on its GracefulShutdownReq: those startable now. The others are
 // handed off on the region's next GracefulShutdownReq, once written.
-func (h *handOffs) gracefulShutdownShards(st *coordinatoractor.State, key string, settled func(string) bool) []string {
+func (h *handOffs) gracefulShutdownShards(st *State, key string, settled func(string) bool) []string {
 	var out []string
 	for _, shard := range st.Regions[key].Shards {
 		if h.startable(shard, settled) {
@@ -200,4 +199,4 @@ func (h *handOffs) gracefulShutdownShards(st *coordinatoractor.State, key string
 
 // handOffRecipients lists whom a hand-off's worker tells to stop sending
 // to the shard: every registered region, then every proxy, each sorted.
-func handOffRecipients(st *coordinatoractor.State) []*actor.PID { return registrants(st, nil) }
+func handOffRecipients(st *State) []*actor.PID { return registrants(st, nil) }

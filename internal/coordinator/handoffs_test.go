@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 )
 
 // hoStep is one input to handOffs and what it must answer.
@@ -154,11 +153,11 @@ func TestHandOffsWorkersAndUnfinished(t *testing.T) {
 
 // hoPlaced builds a state with regions 1 to n registered (region i by
 // member mi) and each "shard@i" of homes on region i.
-func hoPlaced(t *testing.T, n int, homes ...string) coordinatoractor.State {
+func hoPlaced(t *testing.T, n int, homes ...string) State {
 	t.Helper()
-	var events []coordinatoractor.Event
+	var events []Event
 	for i := 1; i <= n; i++ {
-		events = append(events, coordinatoractor.ShardRegionRegistered{Region: stRegion(i), MemberID: fmt.Sprintf("m%d", i)})
+		events = append(events, ShardRegionRegistered{Region: stRegion(i), MemberID: fmt.Sprintf("m%d", i)})
 	}
 	for _, h := range homes {
 		var shard string
@@ -166,7 +165,7 @@ func hoPlaced(t *testing.T, n int, homes ...string) coordinatoractor.State {
 		if _, err := fmt.Sscanf(strings.Replace(h, "@", " ", 1), "%s %d", &shard, &i); err != nil {
 			t.Fatalf("home %q: %v", h, err)
 		}
-		events = append(events, coordinatoractor.ShardHomeAllocated{Shard: shard, Region: stRegion(i)})
+		events = append(events, ShardHomeAllocated{Shard: shard, Region: stRegion(i)})
 	}
 	return stBuild(t, false, events...)
 }

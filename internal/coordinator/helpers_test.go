@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
-	"github.com/protoshard/protoshard/coordinatoractor/storetest"
 )
 
 // stRegion is the region PID on the i-th test node.
@@ -17,9 +15,9 @@ func stProxy(i int) *actor.PID { return actor.NewPID(fmt.Sprintf("127.0.0.%d:1",
 
 // stBuild applies events to NewState(remember) and fails the test on any
 // error.
-func stBuild(t *testing.T, remember bool, events ...coordinatoractor.Event) coordinatoractor.State {
+func stBuild(t *testing.T, remember bool, events ...Event) State {
 	t.Helper()
-	s := coordinatoractor.NewState(remember)
+	s := NewState(remember)
 	for _, e := range events {
 		if err := s.Apply(e); err != nil {
 			t.Fatalf("building state: %v", err)
@@ -29,24 +27,24 @@ func stBuild(t *testing.T, remember bool, events ...coordinatoractor.Event) coor
 }
 
 // stAssertEqual compares states, treating nil and empty shard lists alike.
-func stAssertEqual(t *testing.T, got, want coordinatoractor.State) {
+func stAssertEqual(t *testing.T, got, want State) {
 	t.Helper()
-	storetest.AssertStateEqual(t, want, got)
+	assertStateEqual(t, want, got)
 }
 
 // stAssertConsistent checks that s survives its wire form unchanged:
 // EncodeState validates it and DecodeState rebuilds Shards from the
 // regions' lists, so an allocated shard outside exactly its region's list,
 // or one both allocated and unallocated, fails.
-func stAssertConsistent(t *testing.T, s coordinatoractor.State) {
+func stAssertConsistent(t *testing.T, s State) {
 	t.Helper()
-	data, err := coordinatoractor.EncodeState(s)
+	data, err := EncodeState(s)
 	if err != nil {
 		t.Fatalf("state is inconsistent: %v", err)
 	}
-	back, err := coordinatoractor.DecodeState(data)
+	back, err := DecodeState(data)
 	if err != nil {
 		t.Fatalf("state does not decode: %v", err)
 	}
-	storetest.AssertStateEqual(t, s, back)
+	assertStateEqual(t, s, back)
 }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 )
 
 // hostShardResends is the bookkeeping of the HostShard messages whose
@@ -43,8 +42,8 @@ func (h *hostShardResends) stopAll() {
 // started decides on a ShardStarted for shard from sender: it stops the
 // resends when sender is the shard's home in st, and reports whether it
 // was.
-func (h *hostShardResends) started(st *coordinatoractor.State, shard string, sender *actor.PID) bool {
-	if r, ok := st.RegionOf(shard); ok && sender != nil && coordinatoractor.RegionKey(r) == coordinatoractor.RegionKey(sender) {
+func (h *hostShardResends) started(st *State, shard string, sender *actor.PID) bool {
+	if r, ok := st.RegionOf(shard); ok && sender != nil && RegionKey(r) == RegionKey(sender) {
 		h.stop(shard)
 		return true
 	}
@@ -55,12 +54,12 @@ func (h *hostShardResends) started(st *coordinatoractor.State, shard string, sen
 // fired: it returns the region to send HostShard again, or nil when the
 // shard is in hand-off (a HostShard now would restart it) or no longer
 // lives on region.
-func (h *hostShardResends) due(st *coordinatoractor.State, shard string, region *actor.PID, inHandOff bool) *actor.PID {
+func (h *hostShardResends) due(st *State, shard string, region *actor.PID, inHandOff bool) *actor.PID {
 	delete(h.cancels, shard)
 	if inHandOff {
 		return nil
 	}
-	if r, ok := st.RegionOf(shard); ok && coordinatoractor.RegionKey(r) == coordinatoractor.RegionKey(region) {
+	if r, ok := st.RegionOf(shard); ok && RegionKey(r) == RegionKey(region) {
 		return r
 	}
 	return nil

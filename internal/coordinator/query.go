@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -16,11 +15,11 @@ type GetCoordinatorState struct{}
 
 // CurrentCoordinatorState answers GetCoordinatorState.
 type CurrentCoordinatorState struct {
-	Name                string                 // StateWaitingForState or StateActive
-	State               coordinatoractor.State // the coordinator's state, as last written to the store
-	Version             uint64                 // the store's version of that state (Consul: its ModifyIndex)
-	Epoch               uint64                 // the version the coordinator claimed at its start; its commands carry it
-	RebalanceInProgress []string               // shards being handed off now
+	Name                string   // StateWaitingForState or StateActive
+	State               State    // the coordinator's state, as last written to the store
+	Version             uint64   // the store's version of that state (Consul: its ModifyIndex)
+	Epoch               uint64   // the version the coordinator claimed at its start; its commands carry it
+	RebalanceInProgress []string // shards being handed off now
 }
 
 // currentState is the coordinator's answer to GetCoordinatorState in its
@@ -41,14 +40,14 @@ func stateAnswer(cur *CurrentCoordinatorState, self *actor.PID, memberID string)
 		MemberId:            memberID,
 		StateName:           cur.Name,
 		Epoch:               cur.Epoch,
-		State:               coordinatoractor.StateMessage(cur.State),
+		State:               StateMessage(cur.State),
 		RebalanceInProgress: slices.Clone(cur.RebalanceInProgress),
 	}
 }
 
 // regionAddresses lists the addresses of the regions of st (the state as
 // written), sorted, each once.
-func regionAddresses(st coordinatoractor.State) []string {
+func regionAddresses(st State) []string {
 	var out []string
 	for _, r := range st.Regions {
 		out = append(out, r.PID.Address)
@@ -61,7 +60,7 @@ func regionAddresses(st coordinatoractor.State) []string {
 // sends requester the ClusterShardingStats: the answer waits for the
 // slowest region, up to the timeout. A region that does not answer is
 // listed with every shard the coordinator allocated to it as failed.
-func askShardingStats(root *actor.RootContext, regions []coordinatoractor.RegionEntry, timeout time.Duration, requester *actor.PID) {
+func askShardingStats(root *actor.RootContext, regions []RegionEntry, timeout time.Duration, requester *actor.PID) {
 	go func() {
 		type answer struct {
 			addr  string
@@ -69,7 +68,7 @@ func askShardingStats(root *actor.RootContext, regions []coordinatoractor.Region
 		}
 		answers := make(chan answer, len(regions))
 		for _, r := range regions {
-			go func(r coordinatoractor.RegionEntry) {
+			go func(r RegionEntry) {
 				res, err := root.RequestFuture(r.PID, &messages.GetShardRegionStats{}, timeout).Result()
 				st, ok := res.(*messages.ShardRegionStats)
 				if err != nil || !ok {

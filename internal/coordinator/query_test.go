@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 )
 
 func TestStateAnswer(t *testing.T) {
@@ -12,14 +11,14 @@ func TestStateAnswer(t *testing.T) {
 	b := actor.NewPID("10.0.0.2:1", "sharding/Counter")
 	p := actor.NewPID("10.0.0.3:1", "sharding/Counter")
 	self := actor.NewPID("10.0.0.1:1", "sharding/CounterCoordinator/singleton/coordinator")
-	st := coordinatoractor.NewState(false)
-	for _, e := range []coordinatoractor.Event{
-		coordinatoractor.ShardRegionRegistered{Region: a, MemberID: "m-a"},
-		coordinatoractor.ShardRegionRegistered{Region: b, MemberID: "m-b"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: p, MemberID: "m-p"},
-		coordinatoractor.ShardHomeAllocated{Shard: "2", Region: b},
-		coordinatoractor.ShardHomeAllocated{Shard: "1", Region: b},
-		coordinatoractor.ShardHomeAllocated{Shard: "3", Region: a},
+	st := NewState(false)
+	for _, e := range []Event{
+		ShardRegionRegistered{Region: a, MemberID: "m-a"},
+		ShardRegionRegistered{Region: b, MemberID: "m-b"},
+		ShardRegionProxyRegistered{Proxy: p, MemberID: "m-p"},
+		ShardHomeAllocated{Shard: "2", Region: b},
+		ShardHomeAllocated{Shard: "1", Region: b},
+		ShardHomeAllocated{Shard: "3", Region: a},
 	} {
 		if err := st.Apply(e); err != nil {
 			t.Fatal(err)

@@ -113,14 +113,14 @@ func (b *regionBook) waitingForRegions(now time.Time, timeout time.Duration, rol
 // allocations lists the regions of st for the strategy. Akka passes only
 // regions that are not shutting down to allocateShard (forAllocation),
 // and every region to rebalance.
-func (b *regionBook) allocations(st *coordinatoractor.State, forAllocation bool) []coordinatoractor.RegionAllocation {
+func (b *regionBook) allocations(st *State, forAllocation bool) []coordinatoractor.RegionAllocation {
 	var out []coordinatoractor.RegionAllocation
 	for _, r := range sortedEntries(st.Regions) {
 		m, ok := b.members[r.MemberID]
 		if !ok {
 			continue
 		}
-		if forAllocation && b.shuttingDown[coordinatoractor.RegionKey(r.PID)] {
+		if forAllocation && b.shuttingDown[RegionKey(r.PID)] {
 			continue
 		}
 		out = append(out, coordinatoractor.RegionAllocation{Region: r.PID, Member: m, Shards: slices.Clone(r.Shards)})
@@ -145,7 +145,7 @@ type removals func(id string) (membership.Removal, bool)
 // without a graceful leave wait the down-removal margin first (see
 // removalWait): their shards stay allocated to it meanwhile, so nobody
 // starts them; the wait is a step only the first time it is seen.
-func (b *regionBook) goneMembers(st *coordinatoractor.State, removal removals, margin time.Duration, now time.Time) []goneStep {
+func (b *regionBook) goneMembers(st *State, removal removals, margin time.Duration, now time.Time) []goneStep {
 	var out []goneStep
 	for _, r := range sortedEntries(st.Regions) {
 		if b.isLive(r.MemberID) {
@@ -184,19 +184,19 @@ func (b *regionBook) terminationLevel(key string, shards int) slog.Level {
 
 // canRebalance reports whether a rebalance round may run: some region is
 // registered, and enough of them (see hasAllRegionsRegistered).
-func (b *regionBook) canRebalance(st *coordinatoractor.State, minNrOfMembers int) bool {
+func (b *regionBook) canRebalance(st *State, minNrOfMembers int) bool {
 	return len(st.Regions) > 0 && b.hasAllRegionsRegistered(len(st.Regions), minNrOfMembers)
 }
 
 // liveRegistrants lists the registered regions, then proxies, of st
 // whose member is live, each sorted: those the coordinator watches.
-func (b *regionBook) liveRegistrants(st *coordinatoractor.State) []*actor.PID {
+func (b *regionBook) liveRegistrants(st *State) []*actor.PID {
 	return registrants(st, b.isLive)
 }
 
 // registrants lists the registered regions, then proxies, of st whose
 // member keep accepts (all when keep is nil), each sorted.
-func registrants(st *coordinatoractor.State, keep func(memberID string) bool) []*actor.PID {
+func registrants(st *State, keep func(memberID string) bool) []*actor.PID {
 	var out []*actor.PID
 	for _, r := range sortedEntries(st.Regions) {
 		if keep == nil || keep(r.MemberID) {
@@ -212,13 +212,13 @@ func registrants(st *coordinatoractor.State, keep func(memberID string) bool) []
 }
 
 // sortedEntries lists the entries of a State's Regions or Proxies by key.
-func sortedEntries(m map[string]coordinatoractor.RegionEntry) []coordinatoractor.RegionEntry {
+func sortedEntries(m map[string]RegionEntry) []RegionEntry {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]coordinatoractor.RegionEntry, 0, len(keys))
+	out := make([]RegionEntry, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, m[k])
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -36,9 +35,9 @@ func rbDescribe(steps []goneStep) string {
 // asks after each what to do with the regions and proxies of the state.
 func TestRegionBookGoneMembers(t *testing.T) {
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
-		coordinatoractor.ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardRegionProxyRegistered{Proxy: stProxy(3), MemberID: "m3"},
 	)
 	now := time.Unix(100, 0)
 	const margin = 10 * time.Second
@@ -84,9 +83,9 @@ func TestRegionBookGoneMembers(t *testing.T) {
 
 func TestRegionBookRegistrations(t *testing.T) {
 	st := stBuild(t, false,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardRegionRegistered{Region: stRegion(2), MemberID: "m2"},
 	)
 	start := time.Unix(100, 0)
 	const wait = 10 * time.Second
@@ -106,9 +105,9 @@ func TestRegionBookRegistrations(t *testing.T) {
 		{op: "unregister", arg: "m1", waiting: []string{"m1", "m2"}, allocate: []string{"127.0.0.1:1", "127.0.0.2:1"}},
 		{op: "register", arg: "m1", want: true, waiting: []string{"m2"}, allocate: []string{"127.0.0.1:1", "127.0.0.2:1"}},
 		{op: "register", arg: "m2", want: true, allocate: []string{"127.0.0.1:1", "127.0.0.2:1"}},
-		{op: "shutdown", arg: coordinatoractor.RegionKey(stRegion(1)), want: true, allocate: []string{"127.0.0.2:1"}},
-		{op: "shutdown", arg: coordinatoractor.RegionKey(stRegion(1)), want: false, allocate: []string{"127.0.0.2:1"}},
-		{op: "terminated", arg: coordinatoractor.RegionKey(stRegion(1)), allocate: []string{"127.0.0.1:1", "127.0.0.2:1"}},
+		{op: "shutdown", arg: RegionKey(stRegion(1)), want: true, allocate: []string{"127.0.0.2:1"}},
+		{op: "shutdown", arg: RegionKey(stRegion(1)), want: false, allocate: []string{"127.0.0.2:1"}},
+		{op: "terminated", arg: RegionKey(stRegion(1)), allocate: []string{"127.0.0.1:1", "127.0.0.2:1"}},
 	}
 	for i, s := range steps {
 		var got bool

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -12,7 +11,7 @@ type registrant struct {
 	what      string // "Register" or "RegisterProxy"
 	pid       *actor.PID
 	member    string
-	extractor coordinatoractor.ExtractorIdentity
+	extractor ExtractorIdentity
 	hosted    []string // Register: the shards the region hosts
 	proxy     bool
 }
@@ -20,7 +19,7 @@ type registrant struct {
 // key names the registrant's acknowledgement, so that a repeated
 // registration waits for its write once.
 func (r registrant) key() string {
-	return r.what + "\x00" + coordinatoractor.RegionKey(r.pid) + "\x00" + r.member
+	return r.what + "\x00" + RegionKey(r.pid) + "\x00" + r.member
 }
 
 // registrantOf validates a *messages.Register or *messages.RegisterProxy
@@ -62,7 +61,7 @@ type registrationPlan struct {
 	refuse string
 	// event registers the registrant (or records the extractor of a
 	// region registered without one); nil when it is registered already.
-	event coordinatoractor.Event
+	event Event
 	// record: event records the extractor of a region registered already
 	// (whose registration is acknowledged whether or not it applies).
 	record bool
@@ -73,10 +72,10 @@ type registrationPlan struct {
 }
 
 // planRegistration decides on r's registration in st.
-func planRegistration(st *coordinatoractor.State, r registrant) registrationPlan {
+func planRegistration(st *State, r registrant) registrationPlan {
 	var p registrationPlan
-	key := coordinatoractor.RegionKey(r.pid)
-	var old coordinatoractor.RegionEntry
+	key := RegionKey(r.pid)
+	var old RegionEntry
 	var known bool
 	if r.proxy {
 		old, known = st.Proxies[key]
@@ -95,16 +94,16 @@ func planRegistration(st *coordinatoractor.State, r registrant) registrationPlan
 			return registrationPlan{replace: p.replace, refuse: why}
 		}
 		if r.proxy {
-			p.event = coordinatoractor.ShardRegionProxyRegistered{Proxy: r.pid, MemberID: r.member}
+			p.event = ShardRegionProxyRegistered{Proxy: r.pid, MemberID: r.member}
 		} else {
-			p.event = coordinatoractor.ShardRegionRegistered{Region: r.pid, MemberID: r.member, Extractor: r.extractor}
+			p.event = ShardRegionRegistered{Region: r.pid, MemberID: r.member, Extractor: r.extractor}
 		}
 	case !r.proxy && !old.Extractor.Known() && r.extractor.Known():
 		// A region registered with a coordinator of an older version:
 		// its extractor is recorded, so that the regions that register
 		// later are checked against it.
 		p.disagreement = extractorDisagreement(*st, key, r.extractor)
-		p.event = coordinatoractor.ShardRegionRegistered{Region: r.pid, MemberID: r.member, Extractor: r.extractor}
+		p.event = ShardRegionRegistered{Region: r.pid, MemberID: r.member, Extractor: r.extractor}
 		p.record = true
 	}
 	return p
@@ -114,7 +113,7 @@ func planRegistration(st *coordinatoractor.State, r registrant) registrationPlan
 func (p registrationPlan) String() string {
 	s := ""
 	if p.replace != nil {
-		s += "replace " + coordinatoractor.RegionKey(p.replace) + "; "
+		s += "replace " + RegionKey(p.replace) + "; "
 	}
 	switch {
 	case p.refuse != "":

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -17,8 +16,8 @@ func TestRegistrantOf(t *testing.T) {
 		msg  any
 		want string // the registrant's key, or part of the error
 	}{
-		{"a Register", &messages.Register{ShardRegion: stRegion(1), MemberId: "m1"}, "Register\x00" + coordinatoractor.RegionKey(stRegion(1)) + "\x00m1"},
-		{"a RegisterProxy", &messages.RegisterProxy{ShardRegionProxy: stProxy(1), MemberId: "m1"}, "RegisterProxy\x00" + coordinatoractor.RegionKey(stProxy(1)) + "\x00m1"},
+		{"a Register", &messages.Register{ShardRegion: stRegion(1), MemberId: "m1"}, "Register\x00" + RegionKey(stRegion(1)) + "\x00m1"},
+		{"a RegisterProxy", &messages.RegisterProxy{ShardRegionProxy: stProxy(1), MemberId: "m1"}, "RegisterProxy\x00" + RegionKey(stProxy(1)) + "\x00m1"},
 		{"a Register of a member not live", &messages.Register{ShardRegion: stRegion(1), MemberId: "m2"}, "not a live member"},
 		{"a RegisterProxy with a bad extractor", &messages.RegisterProxy{ShardRegionProxy: stProxy(1), MemberId: "m1",
 			Extractor: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, "longer than the limit"},
@@ -44,20 +43,20 @@ func TestRegistrantOf(t *testing.T) {
 // TestPlanRegistration drives registrations one by one into a state, each
 // applied as the coordinator applies its plan.
 func TestPlanRegistration(t *testing.T) {
-	hash := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
-	other := coordinatoractor.ExtractorIdentity{Name: "hash-code", NumberOfShards: 50}
-	region := func(i int, member string, id coordinatoractor.ExtractorIdentity) registrant {
+	hash := ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}
+	other := ExtractorIdentity{Name: "hash-code", NumberOfShards: 50}
+	region := func(i int, member string, id ExtractorIdentity) registrant {
 		return registrant{what: "Register", pid: stRegion(i), member: member, extractor: id}
 	}
-	proxy := func(i int, member string, id coordinatoractor.ExtractorIdentity) registrant {
+	proxy := func(i int, member string, id ExtractorIdentity) registrant {
 		return registrant{what: "RegisterProxy", pid: stProxy(i), member: member, extractor: id, proxy: true}
 	}
 	steps := []struct {
 		r    registrant
 		want string
 	}{
-		{region(1, "m1", coordinatoractor.ExtractorIdentity{}), "ShardRegionRegistered(127.0.0.1:1/region, member m1)"},
-		{region(1, "m1", coordinatoractor.ExtractorIdentity{}), "registered already"},
+		{region(1, "m1", ExtractorIdentity{}), "ShardRegionRegistered(127.0.0.1:1/region, member m1)"},
+		{region(1, "m1", ExtractorIdentity{}), "registered already"},
 		// An older version's region tells its extractor later: recorded.
 		{region(1, "m1", hash), "record ShardRegionRegistered(127.0.0.1:1/region, member m1, " + hash.String() + ")"},
 		{region(1, "m1", hash), "registered already"},
@@ -69,33 +68,33 @@ func TestPlanRegistration(t *testing.T) {
 		{region(1, "m1b", other), "replace 127.0.0.1:1/region; refuse"},
 		{proxy(3, "m3", hash), "ShardRegionProxyRegistered(127.0.0.3:1/proxy, member m3)"},
 		{proxy(3, "m3", hash), "registered already"},
-		{proxy(3, "m3b", coordinatoractor.ExtractorIdentity{}), "replace 127.0.0.3:1/proxy; ShardRegionProxyRegistered(127.0.0.3:1/proxy, member m3b)"},
+		{proxy(3, "m3b", ExtractorIdentity{}), "replace 127.0.0.3:1/proxy; ShardRegionProxyRegistered(127.0.0.3:1/proxy, member m3b)"},
 		// A region recorded late that disagrees is recorded, and said so.
-		{region(4, "m4", coordinatoractor.ExtractorIdentity{}), "ShardRegionRegistered(127.0.0.4:1/region, member m4)"},
+		{region(4, "m4", ExtractorIdentity{}), "ShardRegionRegistered(127.0.0.4:1/region, member m4)"},
 		{region(4, "m4", other), "record ShardRegionRegistered(127.0.0.4:1/region, member m4, " + other.String() + "); disagrees"},
 	}
-	st := coordinatoractor.State{}
+	st := State{}
 	for i, s := range steps {
 		p := planRegistration(&st, s.r)
 		if got := p.String(); got != s.want {
-			t.Fatalf("step %d %s of %s by %s:\n got %q\nwant %q", i, s.r.what, coordinatoractor.RegionKey(s.r.pid), s.r.member, got, s.want)
+			t.Fatalf("step %d %s of %s by %s:\n got %q\nwant %q", i, s.r.what, RegionKey(s.r.pid), s.r.member, got, s.want)
 		}
-		apply := func(e coordinatoractor.Event) {
+		apply := func(e Event) {
 			if err := st.Apply(e); err != nil {
 				t.Fatalf("step %d: %v: %v", i, e, err)
 			}
 		}
 		switch {
 		case p.replace != nil && s.r.proxy:
-			apply(coordinatoractor.ShardRegionProxyTerminated{Proxy: p.replace})
+			apply(ShardRegionProxyTerminated{Proxy: p.replace})
 		case p.replace != nil:
-			apply(coordinatoractor.ShardRegionTerminated{Region: p.replace})
+			apply(ShardRegionTerminated{Region: p.replace})
 		}
 		if p.event != nil {
 			apply(p.event)
 		}
 	}
-	if _, ok := st.Regions[coordinatoractor.RegionKey(stRegion(1))]; ok {
+	if _, ok := st.Regions[RegionKey(stRegion(1))]; ok {
 		t.Fatalf("the refused new incarnation's old region is still registered: %+v", st.Regions)
 	}
 }

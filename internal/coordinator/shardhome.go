@@ -53,7 +53,7 @@ type shardHomeDecision struct {
 
 // shardHomeInput is what shardHome decides on besides the request.
 type shardHomeInput struct {
-	state          *coordinatoractor.State
+	state          *State
 	handOffs       *handOffs
 	forwards       *forwardHolds
 	regions        *regionBook
@@ -105,15 +105,15 @@ func shardHome(in shardHomeInput, shard string, requester *actor.PID) shardHomeD
 
 // usableHome reports whether the region the strategy chose may get a
 // shard: a registered region that is not shutting down.
-func usableHome(st *coordinatoractor.State, regions *regionBook, region *actor.PID) bool {
-	return region != nil && st.IsRegion(region) && !regions.shuttingDown[coordinatoractor.RegionKey(region)]
+func usableHome(st *State, regions *regionBook, region *actor.PID) bool {
+	return region != nil && st.IsRegion(region) && !regions.shuttingDown[RegionKey(region)]
 }
 
 // shardHomesOf lists the homes of durable, the state as written: the state
 // a coordinator that takes over would also announce. A shard whose old
 // home still forwards is left out: it is told once the old home has
 // forwarded (see forwardHolds).
-func shardHomesOf(durable coordinatoractor.State, epoch uint64, forwards *forwardHolds) *messages.ShardHomes {
+func shardHomesOf(durable State, epoch uint64, forwards *forwardHolds) *messages.ShardHomes {
 	out := &messages.ShardHomes{Epoch: epoch}
 	for _, r := range sortedEntries(durable.Regions) {
 		var shards []string
@@ -135,20 +135,20 @@ func shardHomeKey(shard string, requester *actor.PID) string {
 	if requester == nil {
 		return ""
 	}
-	return "ShardHome\x00" + shard + "\x00" + coordinatoractor.RegionKey(requester)
+	return "ShardHome\x00" + shard + "\x00" + RegionKey(requester)
 }
 
 // isHome reports whether st still places shard on region.
-func isHome(st *coordinatoractor.State, shard string, region *actor.PID) bool {
+func isHome(st *State, shard string, region *actor.PID) bool {
 	r, ok := st.RegionOf(shard)
-	return ok && coordinatoractor.RegionKey(r) == coordinatoractor.RegionKey(region)
+	return ok && RegionKey(r) == RegionKey(region)
 }
 
 // rememberedToAllocate lists, sorted, the shards of st that lost their
 // home and are to be allocated again so that their remembered entities
 // start (Akka's allocateShardHomesForRememberEntities): all but those in
 // hand-off.
-func rememberedToAllocate(st *coordinatoractor.State, h *handOffs) []string {
+func rememberedToAllocate(st *State, h *handOffs) []string {
 	var out []string
 	for s := range st.Unallocated {
 		if !h.busy(s) {

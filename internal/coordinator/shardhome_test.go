@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -16,7 +15,7 @@ func TestShardHomeDecision(t *testing.T) {
 	requester := stRegion(2)
 	// fixture is the coordinator's data for one case; setup changes it.
 	type fixture struct {
-		st       coordinatoractor.State
+		st       State
 		handOffs handOffs
 		forwards forwardHolds
 		regions  regionBook
@@ -37,7 +36,7 @@ func TestShardHomeDecision(t *testing.T) {
 		{name: "a placed shard without a requester is known", shard: "a", want: homeKnown, region: "127.0.0.1:1"},
 		{name: "an unplaced shard is allocated among the live regions", shard: "b", requester: requester, want: homeAllocate, regions: 2},
 		{name: "a shutting-down region gets no shard", shard: "b", requester: requester, want: homeAllocate, regions: 1,
-			setup: func(f *fixture) { f.regions.gracefulShutdown(coordinatoractor.RegionKey(stRegion(1))) }},
+			setup: func(f *fixture) { f.regions.gracefulShutdown(RegionKey(stRegion(1))) }},
 		{name: "a shard in hand-off waits for its end", shard: "a", requester: requester, want: homeInHandOff, waits: true,
 			setup: func(f *fixture) { _, _, _ = f.handOffs.begin("a", handOffStart{}) }},
 		{name: "a remembered shard in hand-off is not allocated", shard: "a", want: homeInHandOff,
@@ -94,7 +93,7 @@ func TestShardHomeDecision(t *testing.T) {
 }
 
 func TestUsableHome(t *testing.T) {
-	st := stBuild(t, false, coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
+	st := stBuild(t, false, ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"})
 	b := newRegionBook()
 	cases := []struct {
 		name   string
@@ -105,7 +104,7 @@ func TestUsableHome(t *testing.T) {
 		{"a registered region", stRegion(1), nil, true},
 		{"no region", nil, nil, false},
 		{"a region not registered", stRegion(2), nil, false},
-		{"a region shutting down", stRegion(1), func() { b.gracefulShutdown(coordinatoractor.RegionKey(stRegion(1))) }, false},
+		{"a region shutting down", stRegion(1), func() { b.gracefulShutdown(RegionKey(stRegion(1))) }, false},
 	}
 	for _, tc := range cases {
 		if tc.setup != nil {
@@ -138,11 +137,11 @@ func TestShardHomesOf(t *testing.T) {
 
 func TestRememberedToAllocate(t *testing.T) {
 	st := stBuild(t, true,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardHomeAllocated{Shard: "c", Region: stRegion(1)},
-		coordinatoractor.ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		coordinatoractor.ShardHomeAllocated{Shard: "b", Region: stRegion(1)},
-		coordinatoractor.ShardRegionTerminated{Region: stRegion(1)},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardHomeAllocated{Shard: "c", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardHomeAllocated{Shard: "b", Region: stRegion(1)},
+		ShardRegionTerminated{Region: stRegion(1)},
 	)
 	h := newHandOffs()
 	if got := rememberedToAllocate(&st, &h); !slices.Equal(got, []string{"a", "b", "c"}) {
@@ -165,7 +164,7 @@ func TestIsHome(t *testing.T) {
 	}{{"a", stRegion(1), true}, {"a", stRegion(2), false}, {"b", stRegion(1), false}}
 	for _, tc := range cases {
 		if got := isHome(&st, tc.shard, tc.region); got != tc.want {
-			t.Fatalf("isHome(%s, %s) = %v, want %v", tc.shard, coordinatoractor.RegionKey(tc.region), got, tc.want)
+			t.Fatalf("isHome(%s, %s) = %v, want %v", tc.shard, RegionKey(tc.region), got, tc.want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -69,15 +68,15 @@ func (s *stash) take() []stashed {
 func stashKey(msg any, sender *actor.PID) string {
 	switch m := msg.(type) {
 	case *messages.GetShardHome:
-		return "GetShardHome\x00" + m.GetShard() + "\x00" + coordinatoractor.RegionKey(sender)
+		return "GetShardHome\x00" + m.GetShard() + "\x00" + RegionKey(sender)
 	case *messages.Register:
-		return "Register\x00" + coordinatoractor.RegionKey(m.GetShardRegion())
+		return "Register\x00" + RegionKey(m.GetShardRegion())
 	case *messages.RegisterProxy:
-		return "RegisterProxy\x00" + coordinatoractor.RegionKey(m.GetShardRegionProxy())
+		return "RegisterProxy\x00" + RegionKey(m.GetShardRegionProxy())
 	case *messages.GracefulShutdownReq:
-		return "GracefulShutdownReq\x00" + coordinatoractor.RegionKey(m.GetShardRegion())
+		return "GracefulShutdownReq\x00" + RegionKey(m.GetShardRegion())
 	case *messages.RegionStopped:
-		return "RegionStopped\x00" + coordinatoractor.RegionKey(m.GetShardRegion())
+		return "RegionStopped\x00" + RegionKey(m.GetShardRegion())
 	}
 	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -16,9 +15,9 @@ import (
 func shDescribe(s stashed) string {
 	switch m := s.message.(type) {
 	case *messages.GetShardHome:
-		return fmt.Sprintf("GetShardHome(%s) from %s", m.GetShard(), coordinatoractor.RegionKey(s.sender))
+		return fmt.Sprintf("GetShardHome(%s) from %s", m.GetShard(), RegionKey(s.sender))
 	case *messages.Register:
-		return fmt.Sprintf("Register(%s, %s, %v)", coordinatoractor.RegionKey(m.GetShardRegion()), m.GetMemberId(), m.GetShards())
+		return fmt.Sprintf("Register(%s, %s, %v)", RegionKey(m.GetShardRegion()), m.GetMemberId(), m.GetShards())
 	}
 	return fmt.Sprintf("%T", s.message)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/behavior"
@@ -52,7 +51,7 @@ type startCoordinator struct{}
 // either, and tries again after the next back-off.
 func SupervisorProps(coordinator *actor.Props, failureBackoff time.Duration) *actor.Props {
 	if failureBackoff <= 0 {
-		failureBackoff = coordinatoractor.DefaultSettings().CoordinatorFailureBackoff
+		failureBackoff = DefaultSettings().CoordinatorFailureBackoff
 	}
 	// A coordinator that ran for the longest back-off stopped for a new
 	// reason: its series starts afresh.

@@ -20,7 +20,7 @@ var errWriteOrder = errors.New("coordinator state writes out of order")
 // update is a change of the coordinator's state waiting to be written, or
 // (event nil) a reply waiting for the changes before it.
 type update struct {
-	event coordinatoractor.Event
+	event Event
 	// key, when set, names a reply: a second reply with a key that waits
 	// already (the same GetShardHome from the same region, asked again
 	// while the answer waits for its write) is not queued again.
@@ -51,9 +51,9 @@ type update struct {
 // succeeded. Until then no shard counts as settled and every reply waits
 // for it, since replies carry the epoch, the version the claim wrote.
 type stateWrites struct {
-	state   coordinatoractor.State // written plus every event since: what the coordinator decides on
-	durable coordinatoractor.State // as last written (or loaded): a snapshot, never changed in place
-	version uint64                 // the store's version of durable
+	state   State  // written plus every event since: what the coordinator decides on
+	durable State  // as last written (or loaded): a snapshot, never changed in place
+	version uint64 // the store's version of durable
 
 	loaded  bool
 	claimed bool // the first write succeeded
@@ -64,7 +64,7 @@ type stateWrites struct {
 	inFlight      []update // carried by the write in flight
 	inFlightEvent bool     // an update in flight carries an event
 	writing       bool
-	snapshot      coordinatoractor.State // what the write in flight carries
+	snapshot      State // what the write in flight carries
 
 	keys      map[string]int // keys of the updates not yet written
 	unwritten map[string]int // shard -> events about it not yet written
@@ -72,7 +72,7 @@ type stateWrites struct {
 
 // load takes the state read from the store at version. It is what the
 // first write (the claim) writes back.
-func (w *stateWrites) load(st coordinatoractor.State, version uint64) error {
+func (w *stateWrites) load(st State, version uint64) error {
 	if w.loaded {
 		return fmt.Errorf("%w: the state was loaded already", errWriteOrder)
 	}
@@ -88,7 +88,7 @@ func (w *stateWrites) load(st coordinatoractor.State, version uint64) error {
 // claimable is st, as read from the store, made the state the coordinator
 // claims under its settings: without remember-entities it keeps no
 // shards that lost their home.
-func claimable(st coordinatoractor.State, rememberEntities bool) coordinatoractor.State {
+func claimable(st State, rememberEntities bool) State {
 	st.RememberEntities = rememberEntities
 	if !rememberEntities {
 		st.Unallocated = map[string]struct{}{}
@@ -143,9 +143,9 @@ func (w *stateWrites) settled(shard string) bool { return w.claimed && w.unwritt
 // begin starts the next write: the claim, or the pending events, when no
 // write is in flight. It returns the snapshot to write and the version the
 // store must still hold; false when there is nothing to start.
-func (w *stateWrites) begin() (coordinatoractor.State, uint64, bool) {
+func (w *stateWrites) begin() (State, uint64, bool) {
 	if !w.loaded || w.stopped || w.writing || (w.claimed && w.pendingEvents == 0) {
-		return coordinatoractor.State{}, 0, false
+		return State{}, 0, false
 	}
 	w.inFlight, w.inFlightEvent, w.pending, w.pendingEvents = w.pending, w.pendingEvents > 0, nil, 0
 	w.writing = true
@@ -167,7 +167,7 @@ func (w *stateWrites) done(version uint64) ([]update, error) {
 		return nil, fmt.Errorf("%w: the store answered version %d to a write at version %d", errWriteOrder, version, w.version)
 	}
 	batch := w.inFlight
-	w.durable, w.snapshot, w.version = w.snapshot, coordinatoractor.State{}, version
+	w.durable, w.snapshot, w.version = w.snapshot, State{}, version
 	w.inFlight, w.inFlightEvent, w.writing, w.claimed = nil, false, false, true
 	for _, u := range batch {
 		w.count(u, -1)
@@ -209,7 +209,7 @@ type writeEnd struct {
 func (w *stateWrites) ended(version uint64, err error) writeEnd {
 	end := writeEnd{claim: !w.claimed}
 	switch {
-	case errors.Is(err, coordinatoractor.ErrStateTooLarge), errors.Is(err, coordinatoractor.ErrInvalidState):
+	case errors.Is(err, coordinatoractor.ErrStateTooLarge), errors.Is(err, ErrInvalidState):
 		end.refused, end.fail = w.refuse()
 		end.cause = err
 	case err != nil:
@@ -236,7 +236,7 @@ func (w *stateWrites) abandon() []update {
 func (w *stateWrites) drain() []update {
 	all := append(w.inFlight, w.pending...)
 	w.inFlight, w.inFlightEvent, w.pending, w.pendingEvents = nil, false, nil, 0
-	w.writing, w.snapshot = false, coordinatoractor.State{}
+	w.writing, w.snapshot = false, State{}
 	clear(w.keys)
 	clear(w.unwritten)
 	return all
@@ -248,9 +248,9 @@ func (w *stateWrites) count(u update, d int) {
 		add(w.keys, u.key, d)
 	}
 	switch e := u.event.(type) {
-	case coordinatoractor.ShardHomeAllocated:
+	case ShardHomeAllocated:
 		add(w.unwritten, e.Shard, d)
-	case coordinatoractor.ShardHomeDeallocated:
+	case ShardHomeDeallocated:
 		add(w.unwritten, e.Shard, d)
 	}
 }
@@ -287,7 +287,7 @@ func writeOutcome(err error) string {
 		return writeOK
 	case errors.Is(err, coordinatoractor.ErrVersionConflict):
 		return writeConflict
-	case errors.Is(err, coordinatoractor.ErrStateTooLarge), errors.Is(err, coordinatoractor.ErrInvalidState):
+	case errors.Is(err, coordinatoractor.ErrStateTooLarge), errors.Is(err, ErrInvalidState):
 		return writeRefused
 	case errors.Is(err, context.DeadlineExceeded):
 		return writeTimeout

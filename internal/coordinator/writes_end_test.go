@@ -89,7 +89,7 @@ func TestStateWritesEnded(t *testing.T) {
 			{op: "apply", shard: "s1"},
 			{op: "begin"},
 			{op: "apply", shard: "s2"},
-			{op: "ended", err: fmt.Errorf("bad: %w", coordinatoractor.ErrInvalidState), want: "refused 2"},
+			{op: "ended", err: fmt.Errorf("bad: %w", ErrInvalidState), want: "refused 2"},
 			{op: "begin"},
 			{op: "ended", version: 9, want: "fail: coordinator state writes out of order: a write succeeded while none was in flight"},
 		}},
@@ -122,9 +122,9 @@ func TestStateWritesEnded(t *testing.T) {
 
 func TestClaimable(t *testing.T) {
 	read := stBuild(t, true,
-		coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
-		coordinatoractor.ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
-		coordinatoractor.ShardRegionTerminated{Region: stRegion(1)},
+		ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"},
+		ShardHomeAllocated{Shard: "a", Region: stRegion(1)},
+		ShardRegionTerminated{Region: stRegion(1)},
 	)
 	cases := []struct {
 		remember    bool

@@ -15,26 +15,26 @@ import (
 
 // wrStep is one transition of a stateWrites and what it must give.
 type wrStep struct {
-	op      string                 // load, apply, wait, begin, done, refuse, abandon, settled, durable
-	event   coordinatoractor.Event // apply
-	key     string                 // apply, wait
-	tag     string                 // apply, wait: what then/refused record
-	shard   string                 // settled
-	version uint64                 // load, done; begin: the version it must write at
-	ok      bool                   // wait: queued; begin: started; settled: settled
+	op      string // load, apply, wait, begin, done, refuse, abandon, settled, durable
+	event   Event  // apply
+	key     string // apply, wait
+	tag     string // apply, wait: what then/refused record
+	shard   string // settled
+	version uint64 // load, done; begin: the version it must write at
+	ok      bool   // wait: queued; begin: started; settled: settled
 	tags    []string
 	shards  int // begin: shards in the snapshot; durable: shards written
 	err     bool
 }
 
-func wrAlloc(shard string) coordinatoractor.Event {
-	return coordinatoractor.ShardHomeAllocated{Shard: shard, Region: stRegion(1)}
+func wrAlloc(shard string) Event {
+	return ShardHomeAllocated{Shard: shard, Region: stRegion(1)}
 }
 
 // wrLoaded is the state a coordinator reads: one region, shard s0 on it.
-func wrLoaded() coordinatoractor.State {
-	s := coordinatoractor.NewState(false)
-	for _, e := range []coordinatoractor.Event{coordinatoractor.ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"}, wrAlloc("s0")} {
+func wrLoaded() State {
+	s := NewState(false)
+	for _, e := range []Event{ShardRegionRegistered{Region: stRegion(1), MemberID: "m1"}, wrAlloc("s0")} {
 		if err := s.Apply(e); err != nil {
 			panic(err)
 		}
@@ -129,7 +129,7 @@ func TestStateWritesTransitions(t *testing.T) {
 		{"the snapshot does not move with later events", append(slices.Clone(wrClaimed),
 			wrStep{op: "apply", event: wrAlloc("s1"), tag: "a"},
 			wrStep{op: "begin", ok: true, version: 8, shards: 2},
-			wrStep{op: "apply", event: coordinatoractor.ShardHomeDeallocated{Shard: "s0"}, tag: "b"},
+			wrStep{op: "apply", event: ShardHomeDeallocated{Shard: "s0"}, tag: "b"},
 			wrStep{op: "done", version: 9, tags: []string{"a"}},
 			wrStep{op: "durable", shards: 2},
 		)},
@@ -171,7 +171,7 @@ func TestStateWritesTransitions(t *testing.T) {
 			wrStep{op: "apply", event: wrAlloc("s1"), tag: "a"},
 			wrStep{op: "settled", shard: "s1", ok: false},
 			wrStep{op: "begin", ok: true, version: 8, shards: 2},
-			wrStep{op: "apply", event: coordinatoractor.ShardHomeDeallocated{Shard: "s1"}, tag: "b"},
+			wrStep{op: "apply", event: ShardHomeDeallocated{Shard: "s1"}, tag: "b"},
 			wrStep{op: "done", version: 9, tags: []string{"a"}},
 			wrStep{op: "settled", shard: "s1", ok: false},
 			wrStep{op: "begin", ok: true, version: 9, shards: 1},
@@ -179,7 +179,7 @@ func TestStateWritesTransitions(t *testing.T) {
 			wrStep{op: "settled", shard: "s1", ok: true},
 		)},
 		{"an event that does not fit queues nothing", append(slices.Clone(wrClaimed),
-			wrStep{op: "apply", event: coordinatoractor.ShardHomeDeallocated{Shard: "nope"}, tag: "a", err: true},
+			wrStep{op: "apply", event: ShardHomeDeallocated{Shard: "nope"}, tag: "a", err: true},
 			wrStep{op: "apply", event: wrAlloc("s0"), tag: "b", err: true},
 			wrStep{op: "apply", event: nil, tag: "c", err: true},
 			wrStep{op: "begin", ok: false},
@@ -195,7 +195,7 @@ func TestStateWritesTransitions(t *testing.T) {
 		// Consul keeps the index of a key whose value a write leaves as it was.
 		{"a write that changes nothing may keep the version", append(slices.Clone(wrClaimed),
 			wrStep{op: "apply", event: wrAlloc("s1"), tag: "a"},
-			wrStep{op: "apply", event: coordinatoractor.ShardHomeDeallocated{Shard: "s1"}, tag: "b"},
+			wrStep{op: "apply", event: ShardHomeDeallocated{Shard: "s1"}, tag: "b"},
 			wrStep{op: "begin", ok: true, version: 8, shards: 1},
 			wrStep{op: "done", version: 8, tags: []string{"a", "b"}},
 		)},
@@ -394,7 +394,7 @@ func TestWriteOutcome(t *testing.T) {
 		{nil, writeOK},
 		{fmt.Errorf("save: %w", coordinatoractor.ErrVersionConflict), writeConflict},
 		{fmt.Errorf("save: %w", coordinatoractor.ErrStateTooLarge), writeRefused},
-		{coordinatoractor.ErrInvalidState, writeRefused},
+		{ErrInvalidState, writeRefused},
 		{fmt.Errorf("consul: %w", context.DeadlineExceeded), writeTimeout},
 		{errors.New("connection refused"), writeError},
 	}

@@ -1,11 +1,4 @@
-// Package coordinatoractor holds what a user of Akka's ShardCoordinator
-// names: its Settings, the allocation strategies (strategy.go,
-// allocation.go), its State, a value changed by events (state.go), and the
-// StateStore the state survives the coordinator's node in (MemoryStore
-// here, Consul KV written with check-and-set in actorsharding/consulstore).
-// The coordinator actor itself, the cluster singleton (one per entity type)
-// that decides where every shard lives, is started by actorsharding.
-package coordinatoractor
+package coordinator
 
 import (
 	"time"

@@ -1,4 +1,4 @@
-package coordinatoractor
+package coordinator
 
 import (
 	"fmt"

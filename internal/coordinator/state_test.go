@@ -1,4 +1,4 @@
-package coordinatoractor
+package coordinator
 
 import (
 	"fmt"
@@ -12,25 +12,6 @@ import (
 
 // Helpers of the state tests carry an "st" prefix, to keep them apart from
 // the other test files' helpers in this package.
-
-// stRegion is the region PID on the i-th test node.
-func stRegion(i int) *actor.PID { return actor.NewPID(fmt.Sprintf("127.0.0.%d:1", i), "region") }
-
-// stProxy is the proxy PID on the i-th test node.
-func stProxy(i int) *actor.PID { return actor.NewPID(fmt.Sprintf("127.0.0.%d:1", i), "proxy") }
-
-// stBuild applies events to NewState(remember) and fails the test on any
-// error.
-func stBuild(t *testing.T, remember bool, events ...Event) State {
-	t.Helper()
-	s := NewState(remember)
-	for _, e := range events {
-		if err := s.Apply(e); err != nil {
-			t.Fatalf("building state: %v", err)
-		}
-	}
-	return s
-}
 
 // stApplied returns a copy of s after e, leaving s as it is.
 func stApplied(s State, e Event) (State, error) {
@@ -159,8 +140,8 @@ func TestStateApplyHappyPath(t *testing.T) {
 			if err := s.Apply(tc.event); err != nil {
 				t.Fatalf("Apply(%v): %v", tc.event, err)
 			}
-			stAssertEqual(t, s, tc.want)
-			stAssertConsistent(t, s)
+			stAssertSame(t, s, tc.want)
+			stAssertInvariants(t, s)
 			// A snapshot (what a write carries) does not change with it.
 			if !reflect.DeepEqual(snapshot, before) {
 				t.Fatalf("Apply(%v) changed a Clone taken before:\n got %+v\nwant %+v", tc.event, snapshot, before)
@@ -169,8 +150,8 @@ func TestStateApplyHappyPath(t *testing.T) {
 	}
 }
 
-// stAssertEqual compares states, treating nil and empty shard lists alike.
-func stAssertEqual(t *testing.T, got, want State) {
+// stAssertSame compares states, treating nil and empty shard lists alike.
+func stAssertSame(t *testing.T, got, want State) {
 	t.Helper()
 	norm := func(s State) State {
 		s = s.Clone()
@@ -187,10 +168,10 @@ func stAssertEqual(t *testing.T, got, want State) {
 	}
 }
 
-// stAssertConsistent checks the invariants that tie Shards to the regions'
+// stAssertInvariants checks the invariants that tie Shards to the regions'
 // lists: every allocated shard is in exactly its region's list, and
 // nothing allocated is also unallocated.
-func stAssertConsistent(t *testing.T, s State) {
+func stAssertInvariants(t *testing.T, s State) {
 	t.Helper()
 	count := 0
 	for key, r := range s.Regions {
@@ -357,10 +338,10 @@ func TestStateReplayOfAnEventLog(t *testing.T) {
 		if err := s.Apply(e); err != nil {
 			t.Fatalf("event %d %v: %v", i, e, err)
 		}
-		stAssertConsistent(t, s)
+		stAssertInvariants(t, s)
 		states = append(states, s.Clone())
 	}
-	stAssertEqual(t, s, stWant(true, []stEntry{{b, "m2", []string{"s3", "s1", "s2"}}}, nil))
+	stAssertSame(t, s, stWant(true, []stEntry{{b, "m2", []string{"s3", "s1", "s2"}}}, nil))
 	// Every snapshot taken on the way is still what it was when taken.
 	if len(states[0].Regions) != 0 || len(states[1].Regions) != 1 || len(states[4].Regions[RegionKey(a)].Shards) != 2 {
 		t.Fatalf("an earlier state changed: %+v", states)
@@ -396,7 +377,7 @@ func TestStateZeroValue(t *testing.T) {
 	if err := s.Apply(ShardHomeAllocated{Shard: "s1", Region: stRegion(1)}); err != nil {
 		t.Fatal(err)
 	}
-	stAssertConsistent(t, s)
+	stAssertInvariants(t, s)
 	remember := State{RememberEntities: true, Regions: map[string]RegionEntry{RegionKey(stRegion(1)): {PID: stRegion(1), Shards: []string{"s1"}}},
 		Shards: map[string]string{"s1": RegionKey(stRegion(1))}}
 	if err := remember.Apply(ShardRegionTerminated{Region: stRegion(1)}); err != nil {
@@ -484,7 +465,7 @@ func TestStateApplyRecordsTheExtractor(t *testing.T) {
 			if err := s.Apply(tc.event); err != nil {
 				t.Fatalf("Apply(%v): %v", tc.event, err)
 			}
-			stAssertConsistent(t, s)
+			stAssertInvariants(t, s)
 			for key, want := range tc.want {
 				if got := s.Regions[key].Extractor; got != want {
 					t.Errorf("extractor of %s = %v, want %v", key, got, want)
