@@ -13,7 +13,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
-	consulmembership "github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/internal/consulmember"
 )
 
 // consulSource is the tool's only door to Consul: every read is consistent
@@ -33,7 +33,7 @@ func (c *consulSource) members(ctx context.Context, service string) ([]memberInf
 	}
 	out := make([]memberInfo, 0, len(entries))
 	for _, e := range entries {
-		m, ok := consulmembership.MemberOf(e)
+		m, ok := consulmember.MemberOf(e)
 		if !ok {
 			continue
 		}
