@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/ask"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -121,7 +122,7 @@ func (e EntityRef) SendContext(ctx context.Context, msg any) error {
 // and none of the shard's messages is still on the slow way.
 func (e EntityRef) direct(env *actor.MessageEnvelope, m any, own bool) bool {
 	r := e.cache.route.Load()
-	if r == nil || !e.hosted() || !r.shard.open.Load() || !r.shard.drained() || e.router.cluster.Stale() {
+	if r == nil || !e.hosted() || !r.shard.open.Load() || !r.shard.drained() || membershiphook.Of(e.router.cluster).Stale() {
 		return false
 	}
 	um := m

@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
@@ -647,7 +648,7 @@ func TestStaleNodeStartsNoShardOnHostShard(t *testing.T) {
 	coord := w.coordinatorPID(w.cluster.Oldest(""))
 
 	backend.Pause(b)
-	testkit.WaitFor(t, 20*time.Second, b.Membership.Stale, "b's membership to be stale")
+	testkit.WaitFor(t, 20*time.Second, membershiphook.Of(b.Membership).Stale, "b's membership to be stale")
 	b.System.Root.RequestWithCustomSender(w.region(b), host, coord)
 	// The region handles the stats request after the HostShard.
 	if hosts() {
@@ -679,7 +680,7 @@ func TestStaleNodeRestartsNoRememberedShard(t *testing.T) {
 	w.waitDrop(since, `cannot remember entity "refused"`)
 	stoppedAt := time.Now()
 	backend.Pause(n)
-	testkit.WaitFor(t, 20*time.Second, n.Membership.Stale, "the node's membership to be stale")
+	testkit.WaitFor(t, 20*time.Second, membershiphook.Of(n.Membership).Stale, "the node's membership to be stale")
 	// Past the back-off: the timer fired while the membership was stale. A
 	// slow timer can only hide a start here, never make one.
 	time.Sleep(time.Until(stoppedAt.Add(backoff + time.Second)))

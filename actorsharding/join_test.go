@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/local"
 )
@@ -119,7 +120,7 @@ func TestJoinRemoteOptions(t *testing.T) {
 				return streamer(ctx, desc, cc, method, opts...)
 			})),
 	))
-	if err := sa.Cluster().CheckQuarantine(); err != nil {
+	if err := membershiphook.Of(sa.Cluster()).CheckQuarantine(); err != nil {
 		t.Fatalf("the remote options removed the quarantine: %v", err)
 	}
 	b := quietSystem(t)

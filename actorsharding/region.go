@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/internal/shardproto"
@@ -460,7 +461,7 @@ func (r *region) startShard(ctx actor.Context, shardID string) (*actor.PID, erro
 	if r.table.alive(shardID) {
 		return nil, fmt.Errorf("start shard %s: %w", shardID, errShardAlive)
 	}
-	pid, err := staleness.SpawnNamed(ctx, r.cluster.Stale, shard.Props(r.typeName, shardID, r.entityProps, r.settings.Shard, r.routes.shard(shardID)), shard.EntityName(shardID))
+	pid, err := staleness.SpawnNamed(ctx, membershiphook.Of(r.cluster).Stale, shard.Props(r.typeName, shardID, r.entityProps, r.settings.Shard, r.routes.shard(shardID)), shard.EntityName(shardID))
 	if err != nil {
 		return nil, fmt.Errorf("spawn shard %s: %w", shardID, err)
 	}
@@ -564,7 +565,7 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 // decideDelivery.
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
 	v, pid := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
-	switch decideDelivery(v, m.forwarded, r.cluster.Stale) {
+	switch decideDelivery(v, m.forwarded, membershiphook.Of(r.cluster).Stale) {
 	case deliverToShard:
 		r.sendToShard(ctx, pid, m)
 	case deliverDropRemoved:

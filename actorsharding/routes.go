@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -656,7 +657,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 	// The hot path: one lookup, and the entity's shard says whether it
 	// may go directly. Nothing runs in a proxy.
 	if p.hosting {
-		if e := p.table.entities.get(r.id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.cluster.Stale() &&
+		if e := p.table.entities.get(r.id); e != nil && e.shard.open.Load() && e.shard.drained() && !membershiphook.Of(p.cluster).Stale() &&
 			e.send(p.table.system.Root, env, r.m) {
 			return true
 		}
@@ -666,7 +667,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 		return false
 	}
 	sr := p.table.shard(shard)
-	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !p.cluster.Stale() {
+	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !membershiphook.Of(p.cluster).Stale() {
 		// Its home is another node: one hop there, as a raw remote send.
 		// Not forwarded: r is the sender's own message (or envelope).
 		if pm, ok := r.m.(proto.Message); ok && h.send(p.table.system.Root, env, shard, pm, r, p.maxMessageSize) {

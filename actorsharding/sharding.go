@@ -25,6 +25,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/storescope"
@@ -82,9 +83,9 @@ func (s *Sharding) ExtensionID() extensions.ExtensionID { return extensionID }
 //
 // Without it, what a removed member still sends is processed, and the
 // remote keeps dialling removed members for good. New refuses such a node
-// with an error wrapping membership.ErrNoQuarantine (see
-// membership.Cluster.CheckQuarantine): the quarantine must be in the
-// remote's gRPC options before the remote starts, so New cannot add it.
+// with an error wrapping membership.ErrNoQuarantine that says what is
+// missing: the quarantine must be in the remote's gRPC options before the
+// remote starts, so New cannot add it.
 //
 // opts configure tracing (WithTracerProvider, WithPropagator); they apply
 // when New creates the Sharding; a later New on the same system with
@@ -105,12 +106,12 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...Tracing
 		}
 		return s, nil
 	}
-	if err := cluster.CheckQuarantine(); err != nil {
+	if err := membershiphook.Of(cluster).CheckQuarantine(); err != nil {
 		return nil, fmt.Errorf("actorsharding: New: %w", err)
 	}
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}, tracing: newTracing(opts)}
 	system.Extensions.Register(s)
-	staleness.Set(system, cluster.Stale)
+	staleness.Set(system, membershiphook.Of(cluster).Stale)
 	deadletter.ReportUndelivered(system, undeliveredReason(system))
 	system.EventStream.Subscribe(releaseUndelivered)
 	system.EventStream.Subscribe(s.requests.observe)
@@ -181,7 +182,7 @@ var ErrStoreMismatch = storescope.ErrMismatch
 // defaultStateStore is the memory store of typeName that every node of an
 // in-process member list shares.
 func (s *Sharding) defaultStateStore(typeName string) (coordinatoractor.StateStore, error) {
-	v, ok := s.cluster.SharedValue("actorsharding/state-store/"+typeName, func() any { return coordinatoractor.NewMemoryStore() })
+	v, ok := membershiphook.Of(s.cluster).SharedValue("actorsharding/state-store/"+typeName, func() any { return coordinatoractor.NewMemoryStore() })
 	if !ok {
 		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, ErrNoStateStore)
 	}
@@ -242,7 +243,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	}
 	settings = settings.withDefaults()
 	asked := settings
-	settings.Shard.MemberStale = s.cluster.Stale
+	settings.Shard.MemberStale = membershiphook.Of(s.cluster).Stale
 	if settings.Coordinator.Tracer == nil {
 		settings.Coordinator.Tracer = s.tracing.tracer()
 	}
@@ -320,7 +321,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	s.regions[typeName] = &startedRegion{pid: pid, proxy: entityProps == nil, role: settings.Role, stopped: stopped, router: router,
 		entityProps: requestedProps, extractor: extractor, settings: asked}
 	if entityProps != nil {
-		s.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {
+		membershiphook.Of(s.cluster).RegisterLeaveHookIn(membershiphook.LeavePhaseShardingShutdownRegion, "sharding region "+typeName, func(ctx context.Context) error {
 			return s.gracefulShutdown(ctx, pid, stopped, settings.GracefulShutdownTimeout)
 		})
 	}
@@ -330,7 +331,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 // hasConfiguredRole covers a region started before the member joined:
 // Self() is empty then, so the configured roles decide.
 func hasConfiguredRole(c *membership.Cluster, role string) bool {
-	return c.Self().ID == "" && c.HasConfiguredRole(role)
+	return c.Self().ID == "" && membershiphook.Of(c).HasConfiguredRole(role)
 }
 
 // coordinatorSingletonOptions are the options of the coordinator's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -65,7 +66,7 @@ func TestShardRegionStatus(t *testing.T) {
 	backend.Pause(b)
 	backend.RemovePaused(b)
 	backend.Resume(b)
-	testkit.WaitFor(t, 30*time.Second, func() bool { return b.MemberID() != first && !b.Membership.Stale() },
+	testkit.WaitFor(t, 30*time.Second, func() bool { return b.MemberID() != first && !membershiphook.Of(b.Membership).Stale() },
 		"b to join again as a new member")
 	testkit.WaitFor(t, 30*time.Second, registeredWith(b, b), "b's proxy to register as %s; status %v",
 		b.MemberID, testkit.Lazy(func() any { return regionStatus(t, b, w.region(b)) }))

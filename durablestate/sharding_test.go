@@ -12,6 +12,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/durablestate"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
@@ -93,7 +94,7 @@ func TestIncarnationOnAPausedNodeIsFenced(t *testing.T) {
 		}
 	}
 	backend.Pause(paused)
-	testkit.WaitFor(t, 20*time.Second, paused.Membership.Stale, "the paused node's membership to be stale")
+	testkit.WaitFor(t, 20*time.Second, membershiphook.Of(paused.Membership).Stale, "the paused node's membership to be stale")
 	backend.RemovePaused(paused)
 	testkit.WaitFor(t, 60*time.Second, func() bool { _, ok := deposit(refs[other], 5); return ok },
 		"acc-1 to answer on %s", other)

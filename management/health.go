@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -51,9 +52,9 @@ func readOnly(f http.HandlerFunc) http.Handler {
 // ready answers /ready: 200 when ready, 503 otherwise.
 func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 	self := h.cluster.Self()
-	m := memberState{ID: self.ID, Address: self.Address, Joined: self.ID != "", Leaving: h.cluster.Leaving(), Stale: h.cluster.Stale()}
+	m := memberState{ID: self.ID, Address: self.Address, Joined: self.ID != "", Leaving: h.cluster.Leaving(), Stale: membershiphook.Of(h.cluster).Stale()}
 	if m.Joined {
-		_, m.Removed = h.cluster.Removal(self.ID)
+		_, m.Removed = membershiphook.Of(h.cluster).Removal(self.ID)
 	}
 	regions := h.checkedRegions()
 	views := make([]regionReadyView, len(regions))

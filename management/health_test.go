@@ -12,8 +12,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testsupport"
-	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -123,7 +123,7 @@ func TestHealthThroughStates(t *testing.T) {
 		}
 		wantAlive(t, aAlive, "before the join")
 		// Holds a's leave while the test looks.
-		n.Membership.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "test: hold", func(ctx context.Context) error {
+		membershiphook.Of(n.Membership).RegisterLeaveHookIn(membershiphook.LeavePhaseShardingShutdownRegion, "test: hold", func(ctx context.Context) error {
 			close(leaving)
 			select {
 			case <-release:

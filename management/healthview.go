@@ -45,7 +45,7 @@ type memberState struct {
 	Joined      bool // it joined (it may have been removed since)
 	Leaving     bool // Leave was called
 	Removed     bool // its current member was removed
-	Stale       bool // membership.Cluster.Stale
+	Stale       bool // membershiphook.Cluster.Stale
 }
 
 // memberHealthView is the node's membership in /ready.

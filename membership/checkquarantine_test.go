@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 )
@@ -60,7 +61,7 @@ func TestCheckQuarantine(t *testing.T) {
 			c := membership.NewCluster(system, local.NewRegistry().Provider(),
 				membership.Config{Quarantine: tc.configure(membership.NewQuarantine())})
 			defer c.Close()
-			err := c.CheckQuarantine()
+			err := membershiphook.Of(c).CheckQuarantine()
 			if tc.ok && err != nil {
 				t.Fatalf("CheckQuarantine: %v, want nil", err)
 			}

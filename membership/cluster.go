@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/internal/expiring"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 )
 
 // ErrRemoved is returned by Join and Leave of a Cluster whose member was
@@ -86,27 +87,10 @@ func (a AfterRemoval) String() string {
 	return fmt.Sprintf("AfterRemoval(%d)", int(a))
 }
 
-// LeaveHook runs during a graceful Leave, in its LeavePhase, before the
-// member is removed: regions hand off their shards, singletons hand over
-// (Akka's coordinated shutdown phases).
+// LeaveHook runs during a graceful Leave, before the member is removed:
+// regions hand off their shards, singletons hand over (in the phases of
+// Akka's coordinated shutdown).
 type LeaveHook func(ctx context.Context) error
-
-// LeavePhase orders the leave hooks, as Akka's coordinated shutdown orders
-// its phases: every hook of a phase runs (concurrently) before any of the
-// next phase starts.
-type LeavePhase int
-
-const (
-	// LeavePhaseShardingShutdownRegion is Akka's
-	// cluster-sharding-shutdown-region: regions hand their shards off
-	// before the member is marked Leaving, while the coordinator still
-	// runs where it ran, so it can finish every hand-off it began.
-	LeavePhaseShardingShutdownRegion LeavePhase = iota
-	// LeavePhaseExiting is Akka's cluster-exiting, once the member is
-	// marked Leaving: singletons (the coordinators among them) hand over.
-	// RegisterLeaveHook's phase.
-	LeavePhaseExiting
-)
 
 // Cluster is one actor system's view of the cluster membership. It turns the
 // Provider's snapshots into ordered events for subscribed actors.
@@ -127,9 +111,9 @@ type Cluster struct {
 	leaving bool
 	members []Member
 	// removed: the member IDs seen removed, kept for removedRetention
-	// (see Removal): not accepted again meanwhile.
-	removed     expiring.Set[Removal]
-	selfRemoval *Removal // the last removal of this node's own member
+	// (see removal): not accepted again meanwhile.
+	removed     expiring.Set[membershiphook.Removal]
+	selfRemoval *membershiphook.Removal // the last removal of this node's own member
 	now         func() time.Time
 	subscribers []*actor.PID
 	hooks       []namedHook
@@ -140,7 +124,7 @@ type Cluster struct {
 
 type namedHook struct {
 	name  string
-	phase LeavePhase
+	phase membershiphook.LeavePhase
 	fn    LeaveHook
 }
 
@@ -155,13 +139,13 @@ type namedHook struct {
 // disagree with it (two clusters of one name would share keys again).
 func (c *Cluster) Name() string { return c.provider.Name() }
 
-// SharedValue returns the value stored under key for every node of this
+// sharedValue returns the value stored under key for every node of this
 // process that shares the member list, creating it with create first if
 // there is none. ok is false when the provider's members may run in other
 // processes (it is not an InProcessProvider): no in-memory value can be
 // shared with them.
-func (c *Cluster) SharedValue(key string, create func() any) (value any, ok bool) {
-	p, ok := c.provider.(InProcessProvider)
+func (c *Cluster) sharedValue(key string, create func() any) (value any, ok bool) {
+	p, ok := c.provider.(membershiphook.InProcessProvider)
 	if !ok {
 		return nil, false
 	}
@@ -170,7 +154,8 @@ func (c *Cluster) SharedValue(key string, create func() any) (value any, ok bool
 
 // NewCluster creates the membership view of system over provider. It does
 // not join yet: the system's remote must be started first, so its address is
-// known. A LoggingProvider logs through the system's logger from now on.
+// known. A provider with a UseLogger method (see Provider) logs through
+// the system's logger from now on.
 func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Cluster {
 	if cfg.RejoinBackoff <= 0 {
 		cfg.RejoinBackoff = time.Second
@@ -178,7 +163,7 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 	if cfg.LeaveHookTimeout <= 0 {
 		cfg.LeaveHookTimeout = 60 * time.Second
 	}
-	if p, ok := provider.(LoggingProvider); ok {
+	if p, ok := provider.(membershiphook.LoggingProvider); ok {
 		p.UseLogger(system.Logger())
 	}
 	c := &Cluster{
@@ -189,20 +174,20 @@ func NewCluster(system *actor.ActorSystem, provider Provider, cfg Config) *Clust
 		now:      time.Now,
 	}
 	bound := c.removalBound()
-	c.removed = expiring.NewSet[Removal](expiring.Window(removedRetention, bound), nil)
+	c.removed = expiring.NewSet[membershiphook.Removal](expiring.Window(removedRetention, bound), nil)
 	if cfg.Quarantine != nil {
 		cfg.Quarantine.install(system, expiring.Window(quarantineRetention, bound))
 	}
 	return c
 }
 
-// CheckQuarantine reports whether this node keeps removed members out at
+// checkQuarantine reports whether this node keeps removed members out at
 // the remote layer: nil when Config.Quarantine is set and its RemoteOption
 // is in the remote config it went into, else an error wrapping
 // ErrNoQuarantine that says what is missing. Without it, what a removed
 // member still sends is processed, and the remote keeps dialling removed
 // members' addresses.
-func (c *Cluster) CheckQuarantine() error {
+func (c *Cluster) checkQuarantine() error {
 	if c.cfg.Quarantine == nil {
 		return fmt.Errorf("%w: membership.Config.Quarantine is nil", ErrNoQuarantine)
 	}
@@ -228,38 +213,30 @@ const (
 // view. A provider without a failure detector (in-process membership)
 // never reports a removed member again: it has none of the two.
 func (c *Cluster) removalBound() time.Duration {
-	b := c.DownRemovalMargin()
-	if fd, ok := c.provider.(FailureDetector); ok {
+	b := c.downRemovalMargin()
+	if fd, ok := c.provider.(membershiphook.FailureDetector); ok {
 		b = max(b, fd.FailureDetectionTimeout())
 	}
-	if l, ok := c.provider.(RegistrationLinger); ok {
+	if l, ok := c.provider.(membershiphook.RegistrationLinger); ok {
 		b = max(b, l.RegistrationLinger())
 	}
 	return b
 }
 
-// Removal is what this node saw of a member's removal.
-type Removal struct {
-	// At is when this node saw the member removed.
-	At time.Time
-	// Graceful: the member left (MemberRemoved.Graceful).
-	Graceful bool
-}
-
-// SelfRemoval returns the last removal of this node's own member, if it
+// selfRemovalRecord returns the last removal of this node's own member, if it
 // was removed (and possibly joined again since). A node that re-joined
 // after a removal it did not ask for cannot know what its old incarnation's
 // peers still run until the down-removal margin has passed since then.
-func (c *Cluster) SelfRemoval() (Removal, bool) {
+func (c *Cluster) selfRemovalRecord() (membershiphook.Removal, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.selfRemoval == nil {
-		return Removal{}, false
+		return membershiphook.Removal{}, false
 	}
 	return *c.selfRemoval, true
 }
 
-// Removal returns what this node saw of the removal of member id; ok is
+// removal returns what this node saw of the removal of member id; ok is
 // false for a member this node never saw removed (one removed before it
 // joined, or a live one), and for one removed so long ago that it was
 // forgotten.
@@ -267,7 +244,7 @@ func (c *Cluster) SelfRemoval() (Removal, bool) {
 // A removed member is remembered, and its ID refused in the view, for 24
 // hours (Akka's prune-gossip-tombstones-after), or for ten times the
 // provider's removal bound if that is longer: the down-removal margin,
-// which is all the sharding coordinator asks Removal for, and how long the
+// which is all the sharding coordinator asks it for, and how long the
 // provider may still report a removed member's registration live. With
 // Consul that is one TTL (a refresh sent before the member fenced itself,
 // handled late, passes its check again) plus DeregisterCriticalServiceAfter
@@ -276,23 +253,23 @@ func (c *Cluster) SelfRemoval() (Removal, bool) {
 // reaping and catalog sync (1.5 min); every later registration of the node
 // has a new random ID. An ID forgotten after that cannot be reported live
 // again. In-process membership never reports a removed member again.
-func (c *Cluster) Removal(id string) (r Removal, ok bool) {
+func (c *Cluster) removal(id string) (r membershiphook.Removal, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.removed.Get(id)
 }
 
-// DownRemovalMargin is how long singletons and shards of a member removed
+// downRemovalMargin is how long singletons and shards of a member removed
 // without a graceful leave wait before they start elsewhere: see
 // Config.DownRemovalMargin.
-func (c *Cluster) DownRemovalMargin() time.Duration {
+func (c *Cluster) downRemovalMargin() time.Duration {
 	switch {
 	case c.cfg.DownRemovalMargin > 0:
 		return c.cfg.DownRemovalMargin
 	case c.cfg.DownRemovalMargin < 0:
 		return 0
 	}
-	if fd, ok := c.provider.(FailureDetector); ok {
+	if fd, ok := c.provider.(membershiphook.FailureDetector); ok {
 		return max(fd.FailureDetectionTimeout(), 0)
 	}
 	return 0
@@ -397,7 +374,7 @@ func (c *Cluster) deregisterQuietly() {
 	_ = c.provider.Deregister(dctx)
 }
 
-// Stale reports whether this node must not act as a member right now,
+// stale reports whether this node must not act as a member right now,
 // although it joined once: it was removed (or left) and has not joined
 // again, or it has not confirmed its membership within the provider's
 // failure detection timeout (see Confirmer), so that the others may have
@@ -407,14 +384,14 @@ func (c *Cluster) deregisterQuietly() {
 // removal only after messages that waited in their mailboxes. False before
 // the first join (regions wait for it), and never stale by confirmation
 // with a provider that does not confirm (in-process membership).
-func (c *Cluster) Stale() bool {
+func (c *Cluster) stale() bool {
 	if !c.everJoined.Load() {
 		return false
 	}
 	if !c.member.Load() {
 		return true
 	}
-	cf, ok := c.provider.(Confirmer)
+	cf, ok := c.provider.(membershiphook.Confirmer)
 	if !ok {
 		return false
 	}
@@ -469,14 +446,14 @@ func (c *Cluster) Unsubscribe(pid *actor.PID) {
 }
 
 // RegisterLeaveHook adds a hook that a graceful Leave runs (concurrently with
-// the other hooks of LeavePhaseExiting) between marking the member Leaving
-// and removing it.
+// the other hooks of its phase, Akka's cluster-exiting) between marking the
+// member Leaving and removing it.
 func (c *Cluster) RegisterLeaveHook(name string, fn LeaveHook) {
-	c.RegisterLeaveHookIn(LeavePhaseExiting, name, fn)
+	c.registerLeaveHookIn(membershiphook.LeavePhaseExiting, name, fn)
 }
 
-// RegisterLeaveHookIn adds a hook that a graceful Leave runs in phase.
-func (c *Cluster) RegisterLeaveHookIn(phase LeavePhase, name string, fn LeaveHook) {
+// registerLeaveHookIn adds a hook that a graceful Leave runs in phase.
+func (c *Cluster) registerLeaveHookIn(phase membershiphook.LeavePhase, name string, fn LeaveHook) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hooks = append(c.hooks, namedHook{name: name, phase: phase, fn: fn})
@@ -506,11 +483,11 @@ func (c *Cluster) Leave(ctx context.Context) error {
 	// announces its leave: until then it stays the oldest for the others,
 	// so its singletons (the coordinator among them) stay where they are
 	// and finish the hand-offs they began.
-	hookErrs := c.runLeaveHooks(ctx, LeavePhaseShardingShutdownRegion, hooks)
+	hookErrs := c.runLeaveHooks(ctx, membershiphook.LeavePhaseShardingShutdownRegion, hooks)
 	if err := c.provider.SetLeaving(ctx); err != nil {
 		c.logger.Warn("could not announce leaving; removing directly", slog.Any("error", err))
 	}
-	hookErrs = append(hookErrs, c.runLeaveHooks(ctx, LeavePhaseExiting, hooks)...)
+	hookErrs = append(hookErrs, c.runLeaveHooks(ctx, membershiphook.LeavePhaseExiting, hooks)...)
 	for _, err := range hookErrs {
 		c.logger.Warn("leave hook failed", slog.Any("error", err))
 	}
@@ -524,7 +501,7 @@ func (c *Cluster) Leave(ctx context.Context) error {
 
 // runLeaveHooks runs the hooks of phase concurrently and returns their
 // errors.
-func (c *Cluster) runLeaveHooks(ctx context.Context, phase LeavePhase, hooks []namedHook) []error {
+func (c *Cluster) runLeaveHooks(ctx context.Context, phase membershiphook.LeavePhase, hooks []namedHook) []error {
 	var errs []error
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
@@ -597,7 +574,7 @@ func (c *Cluster) onSnapshot(selfID string, snapshot []Member) {
 	now := c.now()
 	for _, e := range events {
 		if e, ok := e.(MemberRemoved); ok {
-			c.removed.Put(e.Member.ID, Removal{At: now, Graceful: e.Graceful}, now)
+			c.removed.Put(e.Member.ID, membershiphook.Removal{At: now, Graceful: e.Graceful}, now)
 			if c.cfg.Quarantine != nil && e.Member.SystemID != c.system.ID {
 				c.cfg.Quarantine.removed(e.Member, e.Graceful)
 			}
@@ -640,8 +617,8 @@ func (c *Cluster) markSelfRemoved(graceful bool) {
 	c.joined = false
 	c.member.Store(false)
 	now := c.now()
-	c.removed.Put(self.ID, Removal{At: now, Graceful: graceful}, now)
-	c.selfRemoval = &Removal{At: now, Graceful: graceful}
+	c.removed.Put(self.ID, membershiphook.Removal{At: now, Graceful: graceful}, now)
+	c.selfRemoval = &membershiphook.Removal{At: now, Graceful: graceful}
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}
@@ -752,9 +729,9 @@ func eventMember(e any) Member {
 	return Member{}
 }
 
-// HasConfiguredRole reports whether this node joins (or joined) with role:
+// hasConfiguredRole reports whether this node joins (or joined) with role:
 // unlike Self().HasRole it answers before the join too.
-func (c *Cluster) HasConfiguredRole(role string) bool {
+func (c *Cluster) hasConfiguredRole(role string) bool {
 	if role == "" {
 		return true
 	}

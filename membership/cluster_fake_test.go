@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -253,7 +254,7 @@ func TestDownRemovalMargin(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := membership.NewCluster(system, tc.provider, membership.Config{DownRemovalMargin: tc.config})
-			if got := c.DownRemovalMargin(); got != tc.want {
+			if got := membershiphook.Of(c).DownRemovalMargin(); got != tc.want {
 				t.Fatalf("DownRemovalMargin() = %v, want %v", got, tc.want)
 			}
 		})
@@ -278,7 +279,7 @@ func (p *confirmingProvider) LastConfirmed() (time.Time, bool) {
 func TestStale(t *testing.T) {
 	p := &confirmingProvider{fakeProvider: newFakeProvider()}
 	c := membership.NewCluster(fakeSystem(), p, membership.Config{AfterRemoval: membership.Terminate})
-	if c.Stale() {
+	if membershiphook.Of(c).Stale() {
 		t.Fatal("stale before the join")
 	}
 	p.mu.Lock()
@@ -287,13 +288,13 @@ func TestStale(t *testing.T) {
 	if err := c.Join(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if c.Stale() {
+	if membershiphook.Of(c).Stale() {
 		t.Fatal("stale right after a confirmation")
 	}
 	p.mu.Lock()
 	p.at = time.Now().Add(-2 * time.Second) // past the timeout: a pause
 	p.mu.Unlock()
-	if !c.Stale() {
+	if !membershiphook.Of(c).Stale() {
 		t.Fatal("not stale after no confirmation for longer than the failure detection timeout")
 	}
 	p.mu.Lock()
@@ -301,7 +302,7 @@ func TestStale(t *testing.T) {
 	p.mu.Unlock()
 	p.deliver()
 	time.Sleep(50 * time.Millisecond)
-	if !c.Stale() {
+	if !membershiphook.Of(c).Stale() {
 		t.Fatal("not stale after its removal, before it joined again")
 	}
 }

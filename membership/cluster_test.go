@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 )
@@ -160,8 +161,8 @@ func TestJoinRefusesSystemWithoutRemote(t *testing.T) {
 func TestClusterName(t *testing.T) {
 	for _, reg := range []*local.Registry{local.NewRegistry(), local.NewNamedRegistry("app-a")} {
 		c := membership.NewCluster(quietSystem(), reg.Provider(), membership.Config{})
-		if c.Name() != reg.Name() {
-			t.Errorf("cluster name %q, want the registry's %q", c.Name(), reg.Name())
+		if c.Name() != reg.Provider().Name() {
+			t.Errorf("cluster name %q, want the registry's %q", c.Name(), reg.Provider().Name())
 		}
 	}
 }
@@ -236,7 +237,7 @@ func TestGracefulLeaveRunsHookBetweenLeftAndRemoved(t *testing.T) {
 		t.Fatal("b is leaving before Leave")
 	}
 	leavingInFirstHook := false // read after Leave, which waits for the hooks
-	b.cluster.RegisterLeaveHookIn(membership.LeavePhaseShardingShutdownRegion, "first", func(context.Context) error {
+	membershiphook.Of(b.cluster).RegisterLeaveHookIn(membershiphook.LeavePhaseShardingShutdownRegion, "first", func(context.Context) error {
 		leavingInFirstHook = b.cluster.Leaving()
 		return nil
 	})
@@ -360,18 +361,18 @@ func TestRemovalIsFinal(t *testing.T) {
 	}
 	// Both saw the removal, as a crash, and say so when asked.
 	for name, n := range map[string]*node{"a": a, "b": b} {
-		rm, ok := n.cluster.Removal(bSelf.ID)
+		rm, ok := membershiphook.Of(n.cluster).Removal(bSelf.ID)
 		if !ok || rm.Graceful || rm.At.IsZero() {
 			t.Errorf("%s: Removal(b) = %+v, %v; want a crash with its time", name, rm, ok)
 		}
 	}
-	if _, ok := a.cluster.Removal(a.id()); ok {
+	if _, ok := membershiphook.Of(a.cluster).Removal(a.id()); ok {
 		t.Errorf("a: Removal of itself, a live member, is known")
 	}
-	if rm, ok := b.cluster.SelfRemoval(); !ok || rm.Graceful {
+	if rm, ok := membershiphook.Of(b.cluster).SelfRemoval(); !ok || rm.Graceful {
 		t.Errorf("b: SelfRemoval = %+v, %v; want its crash", rm, ok)
 	}
-	if _, ok := a.cluster.SelfRemoval(); ok {
+	if _, ok := membershiphook.Of(a.cluster).SelfRemoval(); ok {
 		t.Errorf("a: SelfRemoval known, but a was never removed")
 	}
 

@@ -3,8 +3,6 @@ package membership
 // The events a Cluster delivers to its subscribers, in order. They are
 // local messages (never sent across nodes).
 
-import "slices"
-
 // CurrentClusterState is the first message a subscriber receives: the
 // members at the time of subscription, and the subscriber's own member.
 type CurrentClusterState struct {
@@ -79,23 +77,4 @@ func diff(prev, next []Member, removed map[string]bool) []any {
 func withStatus(m Member, s Status) Member {
 	m.Status = s
 	return m
-}
-
-// VanishedLeavers returns, as Leaving, the members that were Up in prev,
-// are not in next and leftGracefully says left gracefully: a provider
-// whose watcher missed their Leaving status (SetLeaving and Deregister
-// fell between two deliveries) reports them Leaving first, so that their
-// removal is seen as graceful rather than as a crash. leftGracefully is
-// asked only about such vanished members.
-func VanishedLeavers(prev, next []Member, leftGracefully func(id string) bool) []Member {
-	var out []Member
-	for _, m := range prev {
-		if m.Status != Up || slices.ContainsFunc(next, func(n Member) bool { return n.ID == m.ID }) {
-			continue
-		}
-		if leftGracefully(m.ID) {
-			out = append(out, withStatus(m, Leaving))
-		}
-	}
-	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -101,10 +102,10 @@ func TestRemovedMembersAndQuarantinesExpire(t *testing.T) {
 	if slices.ContainsFunc(c.Members(), func(m membership.Member) bool { return m.ID == crashed[0].ID }) {
 		t.Fatalf("a member removed %v ago is in the view again", rounds*every)
 	}
-	if _, ok := c.Removal(crashed[0].ID); !ok {
+	if _, ok := membershiphook.Of(c).Removal(crashed[0].ID); !ok {
 		t.Fatal("the removal of the first crashed member is forgotten within the window")
 	}
-	if _, ok := c.Removal(ownIDs[0]); !ok {
+	if _, ok := membershiphook.Of(c).Removal(ownIDs[0]); !ok {
 		t.Fatal("this node's first removal is forgotten within the window")
 	}
 	p.setOthers()
@@ -120,10 +121,10 @@ func TestRemovedMembersAndQuarantinesExpire(t *testing.T) {
 	if removedAfter != 1 || systems != 1 || addresses != 1 {
 		t.Fatalf("%d removed IDs, %d systems, %d addresses remembered; want only the last removal's", removedAfter, systems, addresses)
 	}
-	if _, ok := c.Removal(ownIDs[0]); ok {
+	if _, ok := membershiphook.Of(c).Removal(ownIDs[0]); ok {
 		t.Fatal("a removal older than the window is still remembered")
 	}
-	if !q.SystemBlocked(last.SystemID) || !q.AddressBlocked(last.Address) || q.SystemBlocked(crashed[rounds-1].SystemID) {
+	if !membership.SystemBlocked(q, last.SystemID) || !membership.AddressBlocked(q, last.Address) || membership.SystemBlocked(q, crashed[rounds-1].SystemID) {
 		t.Fatal("the quarantine does not hold exactly the last removal")
 	}
 }
@@ -165,8 +166,8 @@ func TestRemovalRetention(t *testing.T) {
 			if got := membership.QuarantineRetention(q); got != tc.quarantine {
 				t.Errorf("quarantines kept %v, want %v", got, tc.quarantine)
 			}
-			if got := membership.RemovedRetention(c); got < 10*c.DownRemovalMargin() {
-				t.Errorf("removals kept %v, less than ten down-removal margins (%v)", got, c.DownRemovalMargin())
+			if got := membership.RemovedRetention(c); got < 10*membershiphook.Of(c).DownRemovalMargin() {
+				t.Errorf("removals kept %v, less than ten down-removal margins (%v)", got, membershiphook.Of(c).DownRemovalMargin())
 			}
 		})
 	}

@@ -44,3 +44,9 @@ func QuarantineRetention(q *Quarantine) time.Duration {
 
 // Diff is diff, for the package's external tests.
 var Diff = diff
+
+// SystemBlocked reports whether q refuses messages from the actor system id.
+func SystemBlocked(q *Quarantine, id string) bool { return q.systemBlocked(id) }
+
+// AddressBlocked reports whether q refuses to dial address.
+func AddressBlocked(q *Quarantine, address string) bool { return q.addressBlocked(address) }

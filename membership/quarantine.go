@@ -48,7 +48,7 @@ import (
 //
 // A quarantine that nothing lifts ends after an hour (Akka's
 // remove-quarantined-association-after), or ten times the provider's
-// removal bound if that is longer (see Cluster.Removal), and never while a
+// removal bound if that is longer (see removedRetention), and never while a
 // connection from the quarantined actor system is still open. A member
 // that was removed has, by then, fenced itself (it stopped acting as a
 // member one failure detection timeout after its last confirmed
@@ -70,11 +70,11 @@ type Quarantine struct {
 	now     func() time.Time
 	system  *actor.ActorSystem
 	// config is the remote config RemoteOption went into last, for
-	// Cluster.CheckQuarantine.
+	// checkInstalled.
 	config *remote.Config
 }
 
-// ErrNoQuarantine is returned by Cluster.CheckQuarantine for a node whose
+// ErrNoQuarantine is what actorsharding.New refuses a node with whose
 // remote is not fenced against removed members (see Quarantine).
 var ErrNoQuarantine = errors.New("membership: the node's remote has no quarantine against removed members " +
 	"(create q := membership.NewQuarantine(), pass q.RemoteOption() last to remote.Configure, " +
@@ -202,16 +202,16 @@ func (q *Quarantine) up(m Member) {
 	q.addresses.Delete(m.Address)
 }
 
-// SystemBlocked reports whether messages from the actor system id are
+// systemBlocked reports whether messages from the actor system id are
 // refused.
-func (q *Quarantine) SystemBlocked(id string) bool {
+func (q *Quarantine) systemBlocked(id string) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	return q.systems.Has(id)
 }
 
-// AddressBlocked reports whether this node refuses to dial address.
-func (q *Quarantine) AddressBlocked(address string) bool {
+// addressBlocked reports whether this node refuses to dial address.
+func (q *Quarantine) addressBlocked(address string) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	return q.addresses.Has(address)
@@ -262,7 +262,7 @@ func (s *quarantinedStream) RecvMsg(m any) error {
 	if sc := msg.GetConnectRequest().GetServerConnection(); sc != nil {
 		s.from(sc.GetSystemId())
 	}
-	if s.systemID != "" && s.q.SystemBlocked(s.systemID) {
+	if s.systemID != "" && s.q.systemBlocked(s.systemID) {
 		return status.Errorf(codes.PermissionDenied, "protoshard quarantine: actor system %s belongs to a removed member", s.systemID)
 	}
 	return nil

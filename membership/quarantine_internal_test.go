@@ -80,13 +80,13 @@ func TestQuarantineLastsWhileConnected(t *testing.T) {
 
 	now = t0.Add(2 * time.Hour)
 	q.removed(Member{ID: "later", SystemID: "later-system"}, false) // a write: prunes
-	if !q.SystemBlocked(paused.SystemID) {
+	if !q.systemBlocked(paused.SystemID) {
 		t.Fatal("the quarantine of a system with an open connection ended")
 	}
-	if q.SystemBlocked(crashed.SystemID) || q.AddressBlocked(crashed.Address) {
+	if q.systemBlocked(crashed.SystemID) || q.addressBlocked(crashed.Address) {
 		t.Fatal("the quarantine of a system without a connection outlived its window")
 	}
-	if q.AddressBlocked(paused.Address) {
+	if q.addressBlocked(paused.Address) {
 		t.Fatal("an address stayed blocked past its window (only inbound connections keep a quarantine)")
 	}
 	// What the paused process sends when it resumes is refused.
@@ -107,12 +107,12 @@ func TestQuarantineLastsWhileConnected(t *testing.T) {
 	// Pinned at the prune of t0+2h, it has a window from then.
 	now = t0.Add(2*time.Hour + 59*time.Minute)
 	q.removed(Member{ID: "later2", SystemID: "later2-system"}, false)
-	if !q.SystemBlocked(paused.SystemID) {
+	if !q.systemBlocked(paused.SystemID) {
 		t.Fatal("the quarantine ended less than a window after it was last kept")
 	}
 	now = t0.Add(3 * time.Hour)
 	q.removed(Member{ID: "later3", SystemID: "later3-system"}, false)
-	if q.SystemBlocked(paused.SystemID) {
+	if q.systemBlocked(paused.SystemID) {
 		t.Fatal("the quarantine outlived its window after the connection ended")
 	}
 }

@@ -49,7 +49,7 @@ const sinkLifetime = time.Second
 // another node.
 func (q *Quarantine) clientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if q.AddressBlocked(cc.Target()) {
+	if q.addressBlocked(cc.Target()) {
 		// The sink never uses the connection.
 		_ = cc.Close()
 		return newSinkStream(ctx, q, cc.Target()), nil
@@ -206,7 +206,7 @@ type fencedProcess struct {
 }
 
 func (p *fencedProcess) SendUserMessage(pid *actor.PID, message any) {
-	if !p.q.AddressBlocked(pid.GetAddress()) {
+	if !p.q.addressBlocked(pid.GetAddress()) {
 		p.next.SendUserMessage(pid, message)
 		return
 	}
@@ -218,7 +218,7 @@ func (p *fencedProcess) SendUserMessage(pid *actor.PID, message any) {
 }
 
 func (p *fencedProcess) SendSystemMessage(pid *actor.PID, message any) {
-	if !p.q.AddressBlocked(pid.GetAddress()) {
+	if !p.q.addressBlocked(pid.GetAddress()) {
 		p.next.SendSystemMessage(pid, message)
 		return
 	}
@@ -226,7 +226,7 @@ func (p *fencedProcess) SendSystemMessage(pid *actor.PID, message any) {
 }
 
 func (p *fencedProcess) Stop(pid *actor.PID) {
-	if !p.q.AddressBlocked(pid.GetAddress()) {
+	if !p.q.addressBlocked(pid.GetAddress()) {
 		p.next.Stop(pid)
 		return
 	}

@@ -89,7 +89,7 @@ func TestEndpointsOfRemovedMembersAreReleased(t *testing.T) {
 	}
 	waitFor(t, func() bool { return len(a.cluster.Members()) == 1 }, "a to see its peers removed")
 	for _, m := range removed {
-		if !a.q.AddressBlocked(m.Address) {
+		if !membership.AddressBlocked(a.q, m.Address) {
 			t.Errorf("the address of the removed member %s is not blocked", m.Address)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -102,8 +103,8 @@ func TestQuarantineOfARemovedMember(t *testing.T) {
 
 	old := b.cluster.Self()
 	reg.Remove(old.ID)
-	waitFor(t, func() bool { return a.q.SystemBlocked(old.SystemID) }, "a to quarantine b's actor system")
-	if !a.q.AddressBlocked(old.Address) {
+	waitFor(t, func() bool { return membership.SystemBlocked(a.q, old.SystemID) }, "a to quarantine b's actor system")
+	if !membership.AddressBlocked(a.q, old.Address) {
 		t.Fatal("b's address is not blocked")
 	}
 	// a's connection to b ends (as it does when b's process dies, or the
@@ -153,7 +154,7 @@ func TestQuarantineOfARemovedMember(t *testing.T) {
 	}
 
 	waitFor(t, func() bool { return b.cluster.Self().ID != old.ID && len(a.cluster.Members()) == 2 }, "b to join again")
-	if a.q.SystemBlocked(old.SystemID) || a.q.AddressBlocked(old.Address) {
+	if membership.SystemBlocked(a.q, old.SystemID) || membership.AddressBlocked(a.q, old.Address) {
 		t.Fatal("the quarantine outlived the member's re-join")
 	}
 	waitFor(t, func() bool {
@@ -181,8 +182,8 @@ func TestQuarantineSparesALiveMemberOfTheSameAddressAndSystem(t *testing.T) {
 	}
 	waitFor(t, func() bool { return len(a.cluster.Members()) == 3 }, "a to see the new member")
 	reg.Remove(old.ID)
-	waitFor(t, func() bool { _, seen := a.cluster.Removal(old.ID); return seen }, "a to see the old member removed")
-	if a.q.SystemBlocked(old.SystemID) || a.q.AddressBlocked(old.Address) {
+	waitFor(t, func() bool { _, seen := membershiphook.Of(a.cluster).Removal(old.ID); return seen }, "a to see the old member removed")
+	if membership.SystemBlocked(a.q, old.SystemID) || membership.AddressBlocked(a.q, old.Address) {
 		t.Fatal("the live member that shares the removed one's address and actor system is quarantined")
 	}
 }
@@ -216,7 +217,7 @@ func TestQuarantinedAddressHoldsNothingUp(t *testing.T) {
 	if err := b.cluster.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return a.q.AddressBlocked(b.system.Address()) }, "a to quarantine b's address")
+	waitFor(t, func() bool { return membership.AddressBlocked(a.q, b.system.Address()) }, "a to quarantine b's address")
 	// a's endpoint to b ends; then b's actor stops, and its Terminated
 	// reaches a, whose remote opens an endpoint to b's address for it.
 	a.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: b.system.Address()})

@@ -117,7 +117,7 @@ type Settings struct {
 	// failed acquisition the shard tries again. Default 5s.
 	LeaseRetryInterval time.Duration
 	// MemberStale, when set, tells whether this node may have been removed
-	// from the cluster without knowing it yet (membership.Cluster.Stale:
+	// from the cluster without knowing it yet (its membership is stale:
 	// paused or cut off past its TTL). While it says so, the shard neither
 	// starts an entity, on any path (a remembered entity's restart
 	// back-off too: it is tried again after the back-off), nor hands one a

@@ -25,6 +25,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/ask"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/singleton"
@@ -169,7 +170,7 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, err)
 	}
 	d := &ShardedDaemonProcess{system: system, name: name, coordinator: coordinator}
-	if !cluster.HasConfiguredRole(s.Role) {
+	if !membershiphook.Of(cluster).HasConfiguredRole(s.Role) {
 		return d, nil // a member without the role only asks and changes
 	}
 	retry := sh.RetryInterval
@@ -200,7 +201,7 @@ func storeOf(sharding *actorsharding.Sharding, name string, st Store) (Store, er
 	if st != nil {
 		return st, nil
 	}
-	v, ok := sharding.Cluster().SharedValue("shardeddaemonprocess/store/"+name, func() any { return NewMemoryStore() })
+	v, ok := membershiphook.Of(sharding.Cluster()).SharedValue("shardeddaemonprocess/store/"+name, func() any { return NewMemoryStore() })
 	if !ok {
 		return nil, fmt.Errorf("shardeddaemonprocess: %q: %w", name, ErrNoStore)
 	}

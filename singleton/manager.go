@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/membership"
@@ -424,7 +425,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 		m.holding = m.holding.startedUnder(token)
 		m.setFencingToken(ctx, token)
 	}
-	pid, err := staleness.SpawnNamed(ctx, m.cluster.Stale, m.props, m.settings.SingletonName)
+	pid, err := staleness.SpawnNamed(ctx, membershiphook.Of(m.cluster).Stale, m.props, m.settings.SingletonName)
 	if err != nil {
 		m.clearFencingToken(ctx)
 		plan, _ := m.restarts.notStarted(time.Now(), err) // started above: cannot fail

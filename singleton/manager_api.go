@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -54,8 +55,8 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 		return nil, fmt.Errorf("singleton: manager %q: %w", name, err)
 	}
 	settings := o.manager.withDefaults()
-	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, cluster.DownRemovalMargin())
-	fence := &staleFence{stale: cluster.Stale, name: name}
+	settings.RemovalMargin = effectiveRemovalMargin(settings.RemovalMargin, membershiphook.Of(cluster).DownRemovalMargin())
+	fence := &staleFence{stale: membershiphook.Of(cluster).Stale, name: name}
 	props = props.Clone(actor.WithReceiverMiddleware(fence.middleware))
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		m := newManager(cluster, props, name, settings)

@@ -80,9 +80,9 @@ func WithMinNumberOfHandOverRetries(n int) Option {
 // oldest was removed by failure detection (not a graceful leave) before it
 // starts the singleton, so that the removed node has noticed its own
 // removal and stopped its singleton (Akka's down-removal-margin; manager).
-// Default: the cluster's margin, membership.Cluster.DownRemovalMargin
-// (membership.Config's DownRemovalMargin, else the provider's failure
-// detection timeout: Consul's check TTL; in-process membership: none).
+// Default: the cluster's margin (membership.Config's DownRemovalMargin,
+// else the provider's failure detection timeout: Consul's check TTL;
+// in-process membership: none).
 // Zero: no margin. A longer margin means a slower failover after a crash;
 // a margin shorter than the failure detection timeout lets a node that is
 // only cut off run its singleton next to the new one (unless a lease,

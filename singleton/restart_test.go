@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/singleton"
@@ -315,7 +316,7 @@ func TestSingletonRestartRefusedWhileMemberStale(t *testing.T) {
 	l.waitTerminated(t, 1)
 	stoppedAt := time.Now()
 	backend.Pause(paused)
-	testkit.WaitFor(t, deadline, paused.Membership.Stale, "the paused node's membership to be stale")
+	testkit.WaitFor(t, deadline, membershiphook.Of(paused.Membership).Stale, "the paused node's membership to be stale")
 	backend.RemovePaused(paused)
 	l.waitStarts(t, 2)
 	require.Equal(t, incarnation(next)+"#2", f.ledger.Active(key)[0], "the next oldest runs the singleton")
@@ -348,7 +349,7 @@ func TestSingletonRestartWaitsForConfirmedMembership(t *testing.T) {
 	l.waitTerminated(t, 1)
 	stoppedAt := time.Now()
 	backend.Pause(n)
-	testkit.WaitFor(t, deadline, n.Membership.Stale, "the paused node's membership to be stale")
+	testkit.WaitFor(t, deadline, membershiphook.Of(n.Membership).Stale, "the paused node's membership to be stale")
 	time.Sleep(time.Until(stoppedAt.Add(minBackoff*12/10 + time.Second)))
 	starts, _, _ := l.counts()
 	require.Equal(t, 1, starts, "no start while the membership is stale")
@@ -410,7 +411,7 @@ func TestSingletonDoesNoWorkWhileMemberStale(t *testing.T) {
 	testkit.WaitFor(t, deadline, func() bool { return ticks.Load() > 0 }, "the singleton to tick")
 
 	backend.Pause(n)
-	testkit.WaitFor(t, deadline, n.Membership.Stale, "the paused node's membership to be stale")
+	testkit.WaitFor(t, deadline, membershiphook.Of(n.Membership).Stale, "the paused node's membership to be stale")
 	testkit.WaitFor(t, deadline, func() bool { return len(f.ledger.Active(key)) == 0 },
 		"the singleton to stop at its first tick while stale (ticks: %d)", testkit.Lazy(func() any { return ticks.Load() }))
 	stale := ticks.Load()

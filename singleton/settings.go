@@ -35,8 +35,7 @@ type settings struct {
 	// was removed by failure detection (not a graceful leave) before it
 	// starts the singleton, so that the removed node has noticed its own
 	// removal and stopped its singleton (Akka's down-removal-margin). Zero
-	// (the default) takes the cluster's margin,
-	// membership.Cluster.DownRemovalMargin: membership.Config's
+	// (the default) takes the cluster's margin: membership.Config's
 	// DownRemovalMargin, else the provider's failure detection timeout
 	// (Consul: the check TTL; in-process membership: none). Negative: no
 	// margin. A longer margin means a slower failover after a crash; a

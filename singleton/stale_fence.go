@@ -10,7 +10,7 @@ import (
 )
 
 // staleFence keeps the singleton actor of a manager from working while its
-// node's membership is stale (membership.Cluster.Stale): the node was
+// node's membership is stale (membershiphook.Cluster.Stale): the node was
 // paused or cut off past its failure detection timeout, so the others may
 // have removed it and started their singleton already, and it has not
 // heard yet. A paused node's timers fire as it resumes, before its manager

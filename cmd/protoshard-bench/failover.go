@@ -118,7 +118,7 @@ func failoverOptions(client *api.Client, service string, kind failoverLease) ([]
 }
 
 // failoverProvider is the Consul membership of a failover member.
-func failoverProvider(client *api.Client, service string) (*consul.Provider, error) {
+func failoverProvider(client *api.Client, service string) (membership.Provider, error) {
 	p, err := consul.New(consul.WithClient(client), consul.WithServiceName(service), consul.WithTTL(failoverTTL),
 		consul.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 
 	statestore "github.com/protoshard/protoshard/durablestate/consul"
 	"github.com/protoshard/protoshard/internal/backoff"
-	"github.com/protoshard/protoshard/membership/consul"
+	"github.com/protoshard/protoshard/internal/consulmember"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
@@ -930,10 +930,10 @@ func (o *orchestrator) oldestNode() (*proc, error) {
 	)
 	for _, e := range entries {
 		s := e.Service
-		if s == nil || s.Meta[consul.MetaMemberID] != s.ID {
+		if s == nil || s.Meta[consulmember.MetaMemberID] != s.ID {
 			continue
 		}
-		roles := strings.Split(s.Meta[consul.MetaRoles], ",")
+		roles := strings.Split(s.Meta[consulmember.MetaRoles], ",")
 		if !slices.Contains(roles, nodeRole) {
 			continue
 		}

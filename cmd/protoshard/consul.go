@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/internal/consulmember"
 	"github.com/protoshard/protoshard/internal/coordinator"
-	consulmembership "github.com/protoshard/protoshard/membership/consul"
 )
 
 // consulSource is the tool's only door to Consul: every read is consistent
@@ -33,7 +33,7 @@ func (c *consulSource) members(ctx context.Context, service string) ([]memberInf
 	}
 	out := make([]memberInfo, 0, len(entries))
 	for _, e := range entries {
-		m, ok := consulmembership.MemberOf(e)
+		m, ok := consulmember.MemberOf(e)
 		if !ok {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/internal/consulmember"
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/membership"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
@@ -40,13 +41,13 @@ func startCluster(t *testing.T) *cluster {
 // join registers a member of the service testService through the
 // membership provider and returns the provider (its TTL is refreshed until
 // the test ends).
-func (c *cluster) join(id, addr string) *consulmembership.Provider {
+func (c *cluster) join(id, addr string) membership.Provider {
 	c.t.Helper()
 	return c.joinAs(testService, id, addr)
 }
 
 // joinAs is join as a member of service.
-func (c *cluster) joinAs(service, id, addr string) *consulmembership.Provider {
+func (c *cluster) joinAs(service, id, addr string) membership.Provider {
 	c.t.Helper()
 	p, err := consulmembership.New(consulmembership.WithClient(c.client), consulmembership.WithServiceName(service),
 		consulmembership.WithTTL(10*time.Second), consulmembership.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -66,7 +67,7 @@ func (c *cluster) crashed(id, host string, port int) {
 	c.t.Helper()
 	err := c.client.Agent().ServiceRegister(&api.AgentServiceRegistration{
 		ID: id, Name: testService, Address: host, Port: port,
-		Meta:  map[string]string{consulmembership.MetaMemberID: id, consulmembership.MetaStatus: consulmembership.StatusUp},
+		Meta:  map[string]string{consulmember.MetaMemberID: id, consulmember.MetaStatus: consulmember.StatusUp},
 		Check: &api.AgentServiceCheck{CheckID: "ttl-" + id, TTL: "10s", Status: api.HealthCritical},
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/rebalance"
 	"github.com/protoshard/protoshard/internal/throttle"
@@ -446,8 +447,8 @@ func (c *coordinator) shardHomeRefused(shard string, requester *actor.PID) func(
 // once) and still run those shards, and their removal margin must pass
 // first, as for any removed member (see removalWait).
 func (c *coordinator) rejoinHold() time.Duration {
-	rm, seen := c.cluster.SelfRemoval()
-	return removalWait(rm, seen, c.cluster.DownRemovalMargin(), time.Now())
+	rm, seen := membershiphook.Of(c.cluster).SelfRemoval()
+	return removalWait(rm, seen, membershiphook.Of(c.cluster).DownRemovalMargin(), time.Now())
 }
 
 // tellShardHome tells to that region hosts shard, at this coordinator's
@@ -634,7 +635,7 @@ func (c *coordinator) terminateGoneMembers(ctx actor.Context) {
 	if c.stateName != StateActive {
 		return // done on activation
 	}
-	for _, step := range c.regions.goneMembers(c.state, c.cluster.Removal, c.cluster.DownRemovalMargin(), time.Now()) {
+	for _, step := range c.regions.goneMembers(c.state, membershiphook.Of(c.cluster).Removal, membershiphook.Of(c.cluster).DownRemovalMargin(), time.Now()) {
 		switch {
 		case step.wait > 0:
 			c.log.Info("shard coordinator: a region's member was removed without leaving; its shards move after the removal margin", slog.String("region", RegionKey(step.region)), slog.Duration("wait", step.wait))

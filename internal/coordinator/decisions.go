@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -184,7 +185,7 @@ func adoptions(st State, region *actor.PID, hosted []string, inProgress map[stri
 // so that a member that is only cut off has noticed its own removal and
 // stopped its shards; a graceful leave, or a removal this node never saw
 // (before it joined), waits nothing.
-func removalWait(rm membership.Removal, seen bool, margin time.Duration, now time.Time) time.Duration {
+func removalWait(rm membershiphook.Removal, seen bool, margin time.Duration, now time.Time) time.Duration {
 	if !seen || rm.Graceful || margin <= 0 {
 		return 0
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -112,15 +113,15 @@ func TestRemovalWait(t *testing.T) {
 	margin := 5 * time.Second
 	cases := []struct {
 		name string
-		rm   membership.Removal
+		rm   membershiphook.Removal
 		seen bool
 		want time.Duration
 	}{
-		{"a crash just now waits the margin", membership.Removal{At: now}, true, margin},
-		{"a crash 2s ago waits the rest", membership.Removal{At: now.Add(-2 * time.Second)}, true, 3 * time.Second},
-		{"a crash long ago waits nothing", membership.Removal{At: now.Add(-time.Minute)}, true, 0},
-		{"a graceful leave waits nothing", membership.Removal{At: now, Graceful: true}, true, 0},
-		{"a removal never seen waits nothing", membership.Removal{}, false, 0},
+		{"a crash just now waits the margin", membershiphook.Removal{At: now}, true, margin},
+		{"a crash 2s ago waits the rest", membershiphook.Removal{At: now.Add(-2 * time.Second)}, true, 3 * time.Second},
+		{"a crash long ago waits nothing", membershiphook.Removal{At: now.Add(-time.Minute)}, true, 0},
+		{"a graceful leave waits nothing", membershiphook.Removal{At: now, Graceful: true}, true, 0},
+		{"a removal never seen waits nothing", membershiphook.Removal{}, false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,7 +130,7 @@ func TestRemovalWait(t *testing.T) {
 			}
 		})
 	}
-	if got := removalWait(membership.Removal{At: now}, true, 0, now); got != 0 {
+	if got := removalWait(membershiphook.Removal{At: now}, true, 0, now); got != 0 {
 		t.Fatalf("no margin: %v", got)
 	}
 }

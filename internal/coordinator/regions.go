@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -137,8 +138,8 @@ type goneStep struct {
 	wait   time.Duration
 }
 
-// removals tells whether and how a member was removed (membership.Cluster.Removal).
-type removals func(id string) (membership.Removal, bool)
+// removals tells whether and how a member was removed (membershiphook.Cluster.Removal).
+type removals func(id string) (membershiphook.Removal, bool)
 
 // goneMembers lists, in order, what to do with the regions and proxies
 // of st whose member is not live. The regions of a member removed

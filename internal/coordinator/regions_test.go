@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -42,11 +43,11 @@ func TestRegionBookGoneMembers(t *testing.T) {
 	now := time.Unix(100, 0)
 	const margin = 10 * time.Second
 	// m2 was removed 4s ago without leaving; m3 left gracefully.
-	removed := map[string]membership.Removal{
+	removed := map[string]membershiphook.Removal{
 		"m2": {At: now.Add(-4 * time.Second)},
 		"m3": {At: now, Graceful: true},
 	}
-	removal := func(id string) (membership.Removal, bool) { r, ok := removed[id]; return r, ok }
+	removal := func(id string) (membershiphook.Removal, bool) { r, ok := removed[id]; return r, ok }
 	type step struct {
 		msg       any
 		handled   bool

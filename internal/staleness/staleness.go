@@ -1,7 +1,7 @@
 // Package staleness tells the actors of an actor system whether its node's
 // membership is stale: the node was paused or cut off past its failure
 // detection timeout, so the others may have removed it and started its
-// entities elsewhere, while it does not know yet (membership.Cluster.Stale).
+// entities elsewhere, while it does not know yet (membershiphook.Cluster.Stale).
 // The sharding of the system sets it; what runs on the system asks. And
 // SpawnNamed is the one start of a singleton, a shard and an entity, which
 // it refuses while the check says stale.
@@ -24,7 +24,7 @@ var ErrStale = fmt.Errorf("this node's membership is stale: it was removed from 
 
 // SpawnNamed is the start of every singleton, shard and entity actor: it
 // spawns props as the child name of parent, unless stale says that this
-// node's membership is stale (membership.Cluster.Stale); then it spawns
+// node's membership is stale (membershiphook.Cluster.Stale); then it spawns
 // nothing and returns an error wrapping ErrStale. A start refused is the
 // caller's to retry or to drop: the node hears of its removal soon after,
 // or confirms its membership again. A nil stale is never stale (a node

@@ -6,16 +6,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/testkit"
 )
 
 // PausableBackend is a LocalBackend whose members confirm their membership
-// (membership.Confirmer, as Consul's TTL refresh), so that a test can pause
+// (membershiphook.Confirmer, as Consul's TTL refresh), so that a test can pause
 // a node as its membership sees a SIGSTOP: Pause stops the node's
 // confirmations (after FailureDetectionTimeout its membership is stale,
-// membership.Cluster.Stale) and holds back the member lists it would be
+// membershiphook.Cluster.Stale) and holds back the member lists it would be
 // told; RemovePaused is the others' failure detection giving up on it;
 // Resume lets it hear again (its own removal, if it was removed) and, if it
 // was not removed, confirm again. The node's actors run on while it is
@@ -39,7 +40,7 @@ func NewPausableBackend(timeout time.Duration) *PausableBackend {
 
 // NewProvider returns a pausable provider of the shared registry.
 func (b *PausableBackend) NewProvider() (membership.Provider, error) {
-	p := &pausableProvider{inner: b.Registry.Provider().(membership.InProcessProvider), registry: b.Registry, timeout: b.Timeout}
+	p := &pausableProvider{inner: b.Registry.Provider().(inProcessProvider), registry: b.Registry, timeout: b.Timeout}
 	b.mu.Lock()
 	b.providers = append(b.providers, p)
 	b.mu.Unlock()
@@ -81,10 +82,16 @@ func (b *PausableBackend) provider(n *testkit.Node) *pausableProvider {
 	panic("testkit: " + n.Name + " is no member of this PausableBackend")
 }
 
+// inProcessProvider is what a local provider is.
+type inProcessProvider interface {
+	membership.Provider
+	membershiphook.InProcessProvider
+}
+
 // pausableProvider is the provider of one node of a PausableBackend: the
 // local provider, plus confirmations and a watch that a pause holds.
 type pausableProvider struct {
-	inner    membership.InProcessProvider
+	inner    inProcessProvider
 	registry *local.Registry
 	timeout  time.Duration
 
@@ -95,8 +102,8 @@ type pausableProvider struct {
 	paused chan struct{} // non-nil while paused; closed at Resume
 }
 
-var _ membership.Confirmer = (*pausableProvider)(nil)
-var _ membership.InProcessProvider = (*pausableProvider)(nil)
+var _ membershiphook.Confirmer = (*pausableProvider)(nil)
+var _ membershiphook.InProcessProvider = (*pausableProvider)(nil)
 
 func (p *pausableProvider) FailureDetectionTimeout() time.Duration { return p.timeout }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -17,14 +18,14 @@ func TestPausedNodeIsRemovedAndHearsItOnResume(t *testing.T) {
 	n1, n2 := c.StartNode(), c.StartNode()
 	c.WaitConverged(t, timeout)
 	p1, p2 := subscribed(n1), subscribed(n2)
-	if n1.Membership.Stale() || n2.Membership.Stale() {
+	if membershiphook.Of(n1.Membership).Stale() || membershiphook.Of(n2.Membership).Stale() {
 		t.Fatal("stale while confirming")
 	}
 
 	paused := n1.MemberID()
 	b.Pause(n1)
-	testkit.WaitFor(t, timeout, n1.Membership.Stale, "the paused node's membership to be stale")
-	if n2.Membership.Stale() {
+	testkit.WaitFor(t, timeout, membershiphook.Of(n1.Membership).Stale, "the paused node's membership to be stale")
+	if membershiphook.Of(n2.Membership).Stale() {
 		t.Fatal("the other node is stale")
 	}
 	b.RemovePaused(n1)
@@ -36,7 +37,7 @@ func TestPausedNodeIsRemovedAndHearsItOnResume(t *testing.T) {
 
 	b.Resume(n1)
 	p1.Wait(t, timeout, "the resumed node hears of its own removal", removedOf(paused))
-	testkit.WaitFor(t, timeout, func() bool { return n1.MemberID() != paused && !n1.Membership.Stale() },
+	testkit.WaitFor(t, timeout, func() bool { return n1.MemberID() != paused && !membershiphook.Of(n1.Membership).Stale() },
 		"the resumed node to join again as a new member, not stale")
 	c.WaitConverged(t, timeout)
 }
@@ -48,9 +49,9 @@ func TestPausedNodeConfirmsAgainOnResume(t *testing.T) {
 	c := testkit.NewCluster(t, b)
 	n := c.StartNode()
 	b.Pause(n)
-	testkit.WaitFor(t, timeout, n.Membership.Stale, "the paused node's membership to be stale")
+	testkit.WaitFor(t, timeout, membershiphook.Of(n.Membership).Stale, "the paused node's membership to be stale")
 	b.Resume(n)
-	if n.Membership.Stale() {
+	if membershiphook.Of(n.Membership).Stale() {
 		t.Fatal("stale after it resumed without being removed")
 	}
 }

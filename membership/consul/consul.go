@@ -9,7 +9,7 @@
 // its TTL runs out.
 //
 // Self-fencing. Removal is final in this library (see membership.Cluster):
-// when a member can no longer be sure the others still see it, the Provider
+// when a member can no longer be sure the others still see it, the provider
 // reports the last known members without itself, which makes the Cluster
 // treat it as removed, and stops refreshing its check. That happens when
 //   - no TTL refresh has succeeded for longer than the TTL, or one came back
@@ -20,7 +20,7 @@
 //     the member, or contains it with another age (re-created).
 //
 // A fenced member re-joins (if the Cluster is configured to) with a new ID by
-// calling Register again on the same Provider.
+// calling Register again on the same provider.
 //
 // Graceful leave. SetLeaving sets the service's meta status to "leaving"
 // (Consul keeps the CreateIndex of a re-registered service, so the age does
@@ -55,29 +55,12 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/internal/consulmember"
 	"github.com/protoshard/protoshard/internal/expiring"
+	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/memberwatch"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/membership"
-)
-
-// Service meta keys. Consul allows letters, digits, '-' and '_' in keys.
-const (
-	// MetaMemberID holds the member id (also the service ID).
-	MetaMemberID = "protoshard_member_id"
-	// MetaRoles holds the member's roles, comma-joined.
-	MetaRoles = "protoshard_roles"
-	// MetaSystemID holds the member's actor system ID (Member.SystemID).
-	MetaSystemID = "protoshard_system_id"
-	// MetaStatus holds the member's status: StatusUp or StatusLeaving.
-	MetaStatus = "protoshard_status"
-)
-
-// Values of MetaStatus.
-const (
-	// StatusUp marks a member that is up.
-	StatusUp = "up"
-	// StatusLeaving marks a member that announced a graceful leave.
-	StatusLeaving = "leaving"
 )
 
 // DefaultServiceName is the Consul service the members register as when
@@ -103,7 +86,7 @@ const (
 	ttlOutput      = "protoshard member alive"
 )
 
-// ErrNotRegistered is returned by SetLeaving and Deregister when the Provider
+// ErrNotRegistered is returned by SetLeaving and Deregister when the provider
 // has no current registration.
 var ErrNotRegistered = errors.New("consul membership: not registered")
 
@@ -114,7 +97,7 @@ var ErrFenced = errors.New("consul membership: registration fenced (member consi
 // ErrClosed is returned by Register after Close.
 var ErrClosed = errors.New("consul membership: provider closed")
 
-// config configures a Provider; Options set it. The zero value is usable:
+// config configures a provider; Options set it. The zero value is usable:
 // it talks to the local agent as configured by the CONSUL_HTTP_*
 // environment variables.
 type config struct {
@@ -142,14 +125,14 @@ type config struct {
 	RetryBackoff time.Duration
 	// Logger receives the provider's logs. Default: the logger of the actor
 	// system whose membership.Cluster uses the provider (see
-	// membership.LoggingProvider), slog.Default() before that.
+	// its UseLogger), slog.Default() before that.
 	Logger *slog.Logger
 }
 
-// Provider is a membership.Provider backed by Consul. One Provider serves
+// provider is a membership.Provider backed by Consul. One provider serves
 // one node; Register may be called again after the previous registration was
 // fenced or deregistered (the Cluster re-joins as a new member that way).
-type Provider struct {
+type provider struct {
 	cfg    config
 	client *api.Client
 	// log is the provider's logger: cfg.Logger, else the one UseLogger
@@ -171,7 +154,7 @@ type Provider struct {
 
 	mu  sync.Mutex
 	reg *registration // the current (or last) registration, nil before the first
-	// gone: the member IDs this Provider fenced or deregistered, never
+	// gone: the member IDs this provider fenced or deregistered, never
 	// reported again while Consul may still report them live (see view).
 	gone   expiring.Set[struct{}]
 	closed bool
@@ -183,7 +166,7 @@ type registration struct {
 	service *api.AgentServiceRegistration
 	checkID string
 
-	// Guarded by Provider.mu.
+	// Guarded by provider.mu.
 	confirmed     bool // Register saw it in the catalog and returned it
 	leaving       bool
 	deregistering bool
@@ -197,12 +180,8 @@ type registration struct {
 	refreshDone chan struct{}
 }
 
-var _ membership.Confirmer = (*Provider)(nil)
-
 // Name implements membership.Provider: the service name.
-func (p *Provider) Name() string { return p.cfg.ServiceName }
-
-var _ membership.RegistrationLinger = (*Provider)(nil)
+func (p *provider) Name() string { return p.cfg.ServiceName }
 
 // A Consul agent deletes the services whose check stayed critical for
 // their DeregisterCriticalServiceAfter every reapInterval, and brings the
@@ -213,7 +192,7 @@ const (
 	antiEntropyInterval = time.Minute
 )
 
-// RegistrationLinger implements membership.RegistrationLinger: a member
+// RegistrationLinger implements membershiphook.RegistrationLinger: a member
 // stops refreshing its check once it fenced itself (after a TTL without a
 // successful refresh), but a refresh it sent before, handled late, passes
 // the check again for a TTL; once the check stayed critical for
@@ -221,34 +200,35 @@ const (
 // its next reaping, and the catalog follows at its next sync. A later
 // refresh then finds no check, and the member never registers the ID
 // again.
-func (p *Provider) RegistrationLinger() time.Duration { return registrationLinger(p.cfg) }
+func (p *provider) RegistrationLinger() time.Duration { return registrationLinger(p.cfg) }
 
 func registrationLinger(cfg config) time.Duration {
 	return cfg.TTL + cfg.DeregisterCriticalServiceAfter + reapInterval + antiEntropyInterval
 }
 
-// LastConfirmed implements membership.Confirmer: when the current
+// LastConfirmed implements membershiphook.Confirmer: when the current
 // registration last refreshed its TTL check successfully (when the refresh
 // was sent).
-func (p *Provider) LastConfirmed() (time.Time, bool) {
+func (p *provider) LastConfirmed() (time.Time, bool) {
 	if t := p.lastOK.Load(); t != nil {
 		return *t, true
 	}
 	return time.Time{}, false
 }
 
-// FailureDetectionTimeout implements membership.FailureDetector: the TTL.
+// FailureDetectionTimeout implements membershiphook.FailureDetector: the TTL.
 // The others remove a silent member once its check has been critical for
 // a TTL, and the member fences itself after a TTL without a successful
 // refresh.
-func (p *Provider) FailureDetectionTimeout() time.Duration { return p.cfg.TTL }
+func (p *provider) FailureDetectionTimeout() time.Duration { return p.cfg.TTL }
 
-// New returns a Provider with opts over the defaults: it talks to the
+// New returns the Consul membership of one node, with opts over the
+// defaults: it talks to the
 // local agent as configured by the CONSUL_HTTP_* environment variables
 // unless WithClient says otherwise. It checks the options together and
 // fails with an error that names what does not fit (ErrInvalidOption for
 // a value no configuration accepts).
-func New(opts ...Option) (*Provider, error) {
+func New(opts ...Option) (membership.Provider, error) {
 	var cfg config
 	if err := option.Apply(&cfg, opts, ErrInvalidOption); err != nil {
 		return nil, err
@@ -285,7 +265,7 @@ func New(opts ...Option) (*Provider, error) {
 		client = c
 	}
 	closeCtx, closeFn := context.WithCancel(context.Background())
-	p := &Provider{
+	p := &provider{
 		cfg:      cfg,
 		client:   client,
 		closeCtx: closeCtx,
@@ -300,29 +280,32 @@ func New(opts ...Option) (*Provider, error) {
 	return p, nil
 }
 
-var _ membership.LoggingProvider = (*Provider)(nil)
-
-// UseLogger implements membership.LoggingProvider: the provider logs to
+// UseLogger implements membershiphook.LoggingProvider: the provider logs to
 // logger unless WithLogger set one.
-func (p *Provider) UseLogger(logger *slog.Logger) {
+func (p *provider) UseLogger(logger *slog.Logger) {
 	if p.cfg.Logger == nil && logger != nil {
 		p.setLogger(logger)
 	}
 }
 
-func (p *Provider) setLogger(logger *slog.Logger) {
+func (p *provider) setLogger(logger *slog.Logger) {
 	p.log.Store(logger.With(slog.String("component", "consul-membership"), slog.String("service", p.cfg.ServiceName)))
 }
 
-func (p *Provider) logger() *slog.Logger { return p.log.Load() }
+func (p *provider) logger() *slog.Logger { return p.log.Load() }
 
-var _ membership.Provider = (*Provider)(nil)
+var (
+	_ membership.Provider               = (*provider)(nil)
+	_ membershiphook.Confirmer          = (*provider)(nil)
+	_ membershiphook.RegistrationLinger = (*provider)(nil)
+	_ membershiphook.LoggingProvider    = (*provider)(nil)
+)
 
 // Register registers self as a service instance with a passing TTL check,
 // waits until the catalog shows it (a consistent read) and returns self with
 // Age set to the registration's CreateIndex. It starts the TTL refreshes.
-// A previous registration of this Provider is ended first.
-func (p *Provider) Register(ctx context.Context, self membership.Member) (membership.Member, error) {
+// A previous registration of this provider is ended first.
+func (p *provider) Register(ctx context.Context, self membership.Member) (membership.Member, error) {
 	if err := validateID(self.ID); err != nil {
 		return membership.Member{}, err
 	}
@@ -363,10 +346,10 @@ func (p *Provider) Register(ctx context.Context, self membership.Member) (member
 		Address: host,
 		Port:    port,
 		Meta: map[string]string{
-			MetaMemberID: self.ID,
-			MetaRoles:    strings.Join(self.Roles, ","),
-			MetaStatus:   StatusUp,
-			MetaSystemID: self.SystemID,
+			consulmember.MetaMemberID: self.ID,
+			consulmember.MetaRoles:    strings.Join(self.Roles, ","),
+			consulmember.MetaStatus:   consulmember.StatusUp,
+			consulmember.MetaSystemID: self.SystemID,
 		},
 		Check: &api.AgentServiceCheck{
 			CheckID: checkID,
@@ -451,7 +434,7 @@ func validateID(id string) error {
 
 // waitVisible waits until the catalog (consistent reads) shows the service
 // instance id and returns its CreateIndex.
-func (p *Provider) waitVisible(ctx context.Context, id string) (uint64, error) {
+func (p *provider) waitVisible(ctx context.Context, id string) (uint64, error) {
 	var idx uint64
 	backoff := 50 * time.Millisecond
 	for {
@@ -484,7 +467,7 @@ func (p *Provider) waitVisible(ctx context.Context, id string) (uint64, error) {
 // refreshLoop keeps the TTL check passing until stopped, and fences the
 // registration when it cannot: after a TTL without a successful refresh, or
 // at once when Consul no longer knows the check.
-func (p *Provider) refreshLoop(ctx context.Context, reg *registration, lastOK time.Time) {
+func (p *provider) refreshLoop(ctx context.Context, reg *registration, lastOK time.Time) {
 	defer close(reg.refreshDone)
 	ticker := time.NewTicker(p.cfg.RefreshInterval)
 	defer ticker.Stop()
@@ -546,7 +529,7 @@ func (p *Provider) refreshLoop(ctx context.Context, reg *registration, lastOK ti
 
 // renewLeaveSession keeps the leaving marker alive while the member lives;
 // once refreshes stop (Deregister, Close, fencing), it expires on its own.
-func (p *Provider) renewLeaveSession(ctx context.Context, reg *registration) {
+func (p *provider) renewLeaveSession(ctx context.Context, reg *registration) {
 	p.mu.Lock()
 	sid := reg.leaveSession
 	p.mu.Unlock()
@@ -565,13 +548,13 @@ func (p *Provider) renewLeaveSession(ctx context.Context, reg *registration) {
 }
 
 // leavingKey is the KV key of a member's leaving marker.
-func (p *Provider) leavingKey(id string) string {
+func (p *provider) leavingKey(id string) string {
 	return consulkey.Prefix(p.cfg.ServiceName) + "membership/leaving/" + id
 }
 
 // writeLeavingMarker creates the leaving marker of reg: a key held by a
 // session with a TTL, deleted when the session expires.
-func (p *Provider) writeLeavingMarker(ctx context.Context, reg *registration) error {
+func (p *provider) writeLeavingMarker(ctx context.Context, reg *registration) error {
 	ttl := max(minSessionTTL, 2*p.cfg.TTL)
 	sid, _, err := p.client.Session().CreateNoChecks(&api.SessionEntry{
 		Name:     "protoshard-leaving-" + reg.self.ID,
@@ -601,7 +584,7 @@ func (p *Provider) writeLeavingMarker(ctx context.Context, reg *registration) er
 // leftGracefully tells whether the member left a leaving marker. Any doubt
 // (Consul unreachable) answers no: a removal that is not graceful is the
 // cautious reading.
-func (p *Provider) leftGracefully(ctx context.Context, id string) bool {
+func (p *provider) leftGracefully(ctx context.Context, id string) bool {
 	pair, _, err := p.client.KV().Get(p.leavingKey(id), (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		p.logger().Debug("reading a leaving marker failed", slog.String("member", id), slog.Any("error", err))
@@ -632,7 +615,7 @@ func isUnknownService(err error) bool {
 // fenceReg marks reg as no longer trustworthy: its member is reported as
 // gone (by the watch) and its check is not refreshed any more. A member that
 // is deregistering is leaving of its own will and is not fenced.
-func (p *Provider) fenceReg(reg *registration, reason string) {
+func (p *provider) fenceReg(reg *registration, reason string) {
 	p.mu.Lock()
 	if reg.fenced || reg.deregistering {
 		p.mu.Unlock()
@@ -643,7 +626,7 @@ func (p *Provider) fenceReg(reg *registration, reason string) {
 	p.logger().Warn("member fenced: reporting itself removed", slog.String("member", reg.self.ID), slog.String("reason", reason))
 }
 
-func (p *Provider) fenceLocked(reg *registration) {
+func (p *provider) fenceLocked(reg *registration) {
 	reg.fenced = true
 	p.gone.Put(reg.self.ID, struct{}{}, time.Now())
 	reg.stopRefresh()
@@ -655,7 +638,7 @@ func (p *Provider) fenceLocked(reg *registration) {
 // best effort (if that fails, its TTL runs out). In the background when
 // async, so that a failing Register does not outlast its context; otherwise
 // within ctx.
-func (p *Provider) retire(ctx context.Context, reg *registration, async bool) {
+func (p *provider) retire(ctx context.Context, reg *registration, async bool) {
 	p.mu.Lock()
 	p.gone.Put(reg.self.ID, struct{}{}, time.Now())
 	alreadyDeregistered := reg.deregistering
@@ -692,7 +675,7 @@ func (p *Provider) retire(ctx context.Context, reg *registration, async bool) {
 // see the removal as graceful even if they miss the "leaving" status. A
 // marker that cannot be written is logged, not returned: the status alone
 // still announces the leave.
-func (p *Provider) SetLeaving(ctx context.Context) error {
+func (p *provider) SetLeaving(ctx context.Context) error {
 	p.opMu.Lock()
 	defer p.opMu.Unlock()
 	p.mu.Lock()
@@ -711,7 +694,7 @@ func (p *Provider) SetLeaving(ctx context.Context) error {
 	for k, v := range reg.service.Meta {
 		svc.Meta[k] = v
 	}
-	svc.Meta[MetaStatus] = StatusLeaving
+	svc.Meta[consulmember.MetaStatus] = consulmember.StatusLeaving
 	// Without Check, and without ReplaceExistingChecks, the agent keeps the
 	// running TTL check (and its state) as it is.
 	svc.Check = nil
@@ -735,7 +718,7 @@ func (p *Provider) SetLeaving(ctx context.Context) error {
 // its check) from Consul. The watch then reports the members without self,
 // which is no reason to fence: the member is leaving of its own will. A
 // registration that Consul already lost counts as deregistered.
-func (p *Provider) Deregister(ctx context.Context) error {
+func (p *provider) Deregister(ctx context.Context) error {
 	p.opMu.Lock()
 	defer p.opMu.Unlock()
 	p.mu.Lock()
@@ -760,8 +743,8 @@ func (p *Provider) Deregister(ctx context.Context) error {
 
 // Close stops the TTL refreshes and every Watch without deregistering: to
 // the others it looks like a crash (the check goes critical after the TTL
-// and the member is removed). The Provider cannot be used afterwards.
-func (p *Provider) Close() {
+// and the member is removed). The provider cannot be used afterwards.
+func (p *provider) Close() {
 	p.mu.Lock()
 	p.closed = true
 	reg := p.reg
@@ -775,12 +758,12 @@ func (p *Provider) Close() {
 
 // Watch reads the passing instances of the service with blocking queries and
 // calls onChange with the members, first with the initial result and then
-// after each change, until ctx is done or the Provider is closed.
+// after each change, until ctx is done or the provider is closed.
 //
 // When Consul cannot be read, it logs, backs off and keeps the last view:
 // an unreachable Consul is not an empty cluster. When the current
 // registration is fenced, it reports the last known members without self.
-func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)) {
+func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.closeCtx, cancel)()
@@ -870,7 +853,7 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 		if haveLast {
 			// Members that vanished while Up but had announced their leave:
 			// report them Leaving first, so that their removal is graceful.
-			left := membership.VanishedLeavers(last, members, func(id string) bool { return p.leftGracefully(ctx, id) })
+			left := memberwatch.VanishedLeavers(last, members, func(id string) bool { return p.leftGracefully(ctx, id) })
 			if len(left) > 0 {
 				last = membership.ByAge(append(slices.Clone(members), left...), "", true)
 				deliver()
@@ -887,11 +870,11 @@ func (p *Provider) Watch(ctx context.Context, onChange func([]membership.Member)
 	}
 }
 
-// view filters out the member ids this Provider has fenced or deregistered:
+// view filters out the member ids this provider has fenced or deregistered:
 // they never come back, whatever Consul says later. An ID is kept ten
 // times the registration's linger (see RegistrationLinger): by then
 // Consul no longer has it.
-func (p *Provider) view(ms []membership.Member) []membership.Member {
+func (p *provider) view(ms []membership.Member) []membership.Member {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]membership.Member, 0, len(ms))
@@ -903,7 +886,7 @@ func (p *Provider) view(ms []membership.Member) []membership.Member {
 	return out
 }
 
-func (p *Provider) noteIndexReset(reg *registration) {
+func (p *provider) noteIndexReset(reg *registration) {
 	if reg == nil {
 		return
 	}
@@ -916,7 +899,7 @@ func (p *Provider) noteIndexReset(reg *registration) {
 // gone (or was re-created with another age) while we believe it is live.
 // Results older than the registration do not count: a stale read may
 // predate it. After an index reset, every result counts.
-func (p *Provider) checkSelf(reg *registration, members []membership.Member, index uint64) {
+func (p *provider) checkSelf(reg *registration, members []membership.Member, index uint64) {
 	p.mu.Lock()
 	if p.reg != reg || !reg.confirmed || reg.fenced || reg.deregistering {
 		p.mu.Unlock()
@@ -944,11 +927,11 @@ func (p *Provider) checkSelf(reg *registration, members []membership.Member, ind
 
 // toMembers converts health entries to members, oldest first. Entries that
 // do not describe a member are skipped: nothing Consul sends may panic.
-func (p *Provider) toMembers(entries []*api.ServiceEntry) []membership.Member {
+func (p *provider) toMembers(entries []*api.ServiceEntry) []membership.Member {
 	out := make([]membership.Member, 0, len(entries))
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		m, ok := MemberOf(e)
+		m, ok := consulmember.MemberOf(e)
 		if !ok {
 			p.logger().Debug("skipping a service entry that is not a member")
 			continue
@@ -966,44 +949,6 @@ func (p *Provider) toMembers(entries []*api.ServiceEntry) []membership.Member {
 		}
 	}
 	return dedup
-}
-
-// MemberOf returns the member that a health entry of the service describes,
-// as every member reads it (the age is the registration's CreateIndex, the
-// status Leaving once SetLeaving ran), and false for an entry that is not a
-// member registered by a Provider. It does not look at the entry's checks:
-// the members' watch asks Consul for passing instances only.
-func MemberOf(e *api.ServiceEntry) (membership.Member, bool) {
-	if e == nil || e.Service == nil || e.Service.ID == "" {
-		return membership.Member{}, false
-	}
-	s := e.Service
-	// Only instances this package registered are members: anything else
-	// registered under the same service name is ignored.
-	if s.Meta[MetaMemberID] != s.ID {
-		return membership.Member{}, false
-	}
-	host := s.Address
-	if host == "" && e.Node != nil {
-		host = e.Node.Address // Consul's fallback for services without an address
-	}
-	if host == "" || s.Port <= 0 || s.Port > 65535 {
-		return membership.Member{}, false
-	}
-	m := membership.Member{
-		ID:       s.ID,
-		Address:  net.JoinHostPort(host, strconv.Itoa(s.Port)),
-		Age:      s.CreateIndex,
-		Status:   membership.Up,
-		SystemID: s.Meta[MetaSystemID],
-	}
-	if roles := s.Meta[MetaRoles]; roles != "" {
-		m.Roles = strings.Split(roles, ",")
-	}
-	if s.Meta[MetaStatus] == StatusLeaving {
-		m.Status = membership.Leaving
-	}
-	return m, true
 }
 
 func sameMembers(a, b []membership.Member) bool {

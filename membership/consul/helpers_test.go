@@ -88,7 +88,7 @@ type node struct {
 	name     string
 	system   *actor.ActorSystem
 	remote   *remote.Remote
-	provider *consul.Provider
+	provider membership.Provider
 	cluster  *membership.Cluster
 	rec      *recorder
 }

@@ -84,7 +84,7 @@ func WithRetryBackoff(d time.Duration) Option {
 
 // WithLogger sets the provider's logger. Default: the logger of the actor
 // system whose membership.Cluster uses the provider (see
-// membership.LoggingProvider), slog.Default() before that.
+// membership.Provider), slog.Default() before that.
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) error {
 		c.Logger = logger

@@ -16,13 +16,14 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
 
+	"github.com/protoshard/protoshard/internal/consulmember"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // newProvider: client nil is the default client; extra options come last.
-func newProvider(t *testing.T, client *api.Client, extra ...consul.Option) *consul.Provider {
+func newProvider(t *testing.T, client *api.Client, extra ...consul.Option) membership.Provider {
 	t.Helper()
 	opts := []consul.Option{consul.WithServiceName("protoshard-test"), consul.WithTTL(testTTL),
 		consul.WithRetryBackoff(100 * time.Millisecond), consul.WithLogger(newTestLogger(t))}
@@ -37,7 +38,7 @@ func newProvider(t *testing.T, client *api.Client, extra ...consul.Option) *cons
 	return p
 }
 
-func register(t *testing.T, p *consul.Provider, id, addr string, roles ...string) membership.Member {
+func register(t *testing.T, p membership.Provider, id, addr string, roles ...string) membership.Member {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 	defer cancel()
@@ -76,7 +77,7 @@ func (s *snapshots) last() []membership.Member {
 }
 
 // watch runs p.Watch until the test ends.
-func watch(t *testing.T, p *consul.Provider) *snapshots {
+func watch(t *testing.T, p membership.Provider) *snapshots {
 	s := &snapshots{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -129,7 +130,7 @@ func TestSetLeavingKeepsAgeAndCheck(t *testing.T) {
 	if e.CreateIndex != self.Age {
 		t.Fatalf("SetLeaving changed the CreateIndex from %d to %d", self.Age, e.CreateIndex)
 	}
-	if e.ServiceMeta[consul.MetaStatus] != consul.StatusLeaving {
+	if e.ServiceMeta[consulmember.MetaStatus] != consulmember.StatusLeaving {
 		t.Fatalf("meta after SetLeaving: %v", e.ServiceMeta)
 	}
 	// The leaving marker lies under the cluster's (the service's) keys.
@@ -320,10 +321,10 @@ func TestWatchIgnoresForeignInstances(t *testing.T) {
 	a := agent.Client().Agent()
 	for _, s := range []*api.AgentServiceRegistration{
 		{ID: "no-meta", Name: "protoshard-test", Address: "127.0.0.1", Port: 1},
-		{ID: "wrong-id", Name: "protoshard-test", Address: "127.0.0.1", Port: 2, Meta: map[string]string{consul.MetaMemberID: "someone-else"}},
-		{ID: "no-port", Name: "protoshard-test", Meta: map[string]string{consul.MetaMemberID: "no-port"}},
+		{ID: "wrong-id", Name: "protoshard-test", Address: "127.0.0.1", Port: 2, Meta: map[string]string{consulmember.MetaMemberID: "someone-else"}},
+		{ID: "no-port", Name: "protoshard-test", Meta: map[string]string{consulmember.MetaMemberID: "no-port"}},
 		{ID: "odd-meta", Name: "protoshard-test", Address: "127.0.0.1", Port: 3, Meta: map[string]string{
-			consul.MetaMemberID: "odd-meta", consul.MetaRoles: ",,", consul.MetaStatus: "???"}},
+			consulmember.MetaMemberID: "odd-meta", consulmember.MetaRoles: ",,", consulmember.MetaStatus: "???"}},
 	} {
 		if err := a.ServiceRegister(s); err != nil {
 			t.Fatalf("register %s: %v", s.ID, err)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/memberwatch"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -46,19 +48,17 @@ func NewNamedRegistry(name string) *Registry {
 	return &Registry{name: name, members: map[string]membership.Member{}, watchers: map[int]chan struct{}{}}
 }
 
-// Name returns the name of the registry's cluster.
-func (r *Registry) Name() string { return r.name }
-
 // Provider returns a new backend for one node. Each node needs its own.
-// It is a membership.InProcessProvider.
+// Its nodes share the registry's values (such as sharding's default
+// coordinator state store).
 func (r *Registry) Provider() membership.Provider {
 	return &provider{reg: r}
 }
 
-// SharedValue returns the value stored under key in this registry, storing
+// sharedValue returns the value stored under key in this registry, storing
 // create's result first if there is none: state that every node of the
 // registry shares, such as sharding's default coordinator state store.
-func (r *Registry) SharedValue(key string, create func() any) any {
+func (r *Registry) sharedValue(key string, create func() any) any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if v, ok := r.shared[key]; ok {
@@ -132,14 +132,15 @@ type provider struct {
 
 var errNotRegistered = errors.New("local membership: not registered")
 
-var _ membership.InProcessProvider = (*provider)(nil)
+var _ membershiphook.InProcessProvider = (*provider)(nil)
 
 // Name implements membership.Provider: the registry's name.
 func (p *provider) Name() string { return p.reg.name }
 
-// SharedValue is the registry's SharedValue.
+// SharedValue implements membershiphook.InProcessProvider: the registry's
+// values.
 func (p *provider) SharedValue(key string, create func() any) any {
-	return p.reg.SharedValue(key, create)
+	return p.reg.sharedValue(key, create)
 }
 
 func (p *provider) Register(_ context.Context, self membership.Member) (membership.Member, error) {
@@ -223,7 +224,7 @@ func (p *provider) Watch(ctx context.Context, onChange func([]membership.Member)
 			return
 		case <-ch:
 			next := p.reg.Members()
-			if leavers := membership.VanishedLeavers(last, next, p.reg.leftGracefully); len(leavers) > 0 {
+			if leavers := memberwatch.VanishedLeavers(last, next, p.reg.leftGracefully); len(leavers) > 0 {
 				onChange(append(slices.Clone(next), leavers...))
 			}
 			onChange(next)
