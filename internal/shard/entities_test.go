@@ -860,13 +860,13 @@ func TestEntitiesKeyShared(t *testing.T) {
 }
 
 func TestWaitingMessages(t *testing.T) {
-	var w waitingMessages
+	w := newWaitingMessages(3)
 	for i, since := range []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)} {
-		if err := w.add(bufferedMessage{message: i, since: since}, 3); err != nil {
+		if err := w.add(bufferedMessage{message: i, since: since}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.add(bufferedMessage{message: 3}, 3); !errors.Is(err, errWaitingFull) {
+	if err := w.add(bufferedMessage{message: 3}); !errors.Is(err, errWaitingFull) {
 		t.Fatalf("fourth: %v", err)
 	}
 	cases := []struct {

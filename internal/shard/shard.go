@@ -82,6 +82,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings shardact
 			settings:    settings,
 			routes:      routes,
 			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
+			waiting:     newWaitingMessages(maxBufferedMessages),
 			automatic:   !settings.RememberEntities,
 			limit:       limit,
 			policyErr:   policyErr,
@@ -260,7 +261,7 @@ func (s *shard) becomeActive(ctx actor.Context) {
 // wait keeps the current message until the shard is ready.
 func (s *shard) wait(ctx actor.Context) {
 	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender(), since: time.Now()}
-	if err := s.waiting.add(m, maxBufferedMessages); err != nil {
+	if err := s.waiting.add(m); err != nil {
 		s.dropError(ctx, m.message, m.sender, fmt.Errorf("%w (%d, state %s)", err, maxBufferedMessages, s.states.Name()))
 	}
 }
