@@ -61,6 +61,7 @@ import (
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/internal/leaselog"
+	"github.com/protoshard/protoshard/lease/internal/loss"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -220,11 +221,9 @@ type Lease struct {
 
 // holding is one acquisition and its renewing goroutine.
 type holding struct {
-	token  uint64
-	cancel context.CancelFunc
-	done   chan struct{}
-	lost   bool           // guarded by Lease.mu
-	onLost lease.LostFunc // guarded by Lease.mu
+	token        uint64
+	done         chan struct{}
+	loss.Holding // guarded by Lease.mu
 }
 
 var _ lease.Lease = (*Lease)(nil)
@@ -264,9 +263,9 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 	defer l.opMu.Unlock()
 	l.mu.Lock()
 	h := l.cur
-	if h != nil && !h.lost {
+	if h != nil && !h.Ended() {
 		if l.st.heldAt(time.Now()) {
-			h.onLost = leaseLost
+			h.Notify(leaseLost)
 			l.mu.Unlock()
 			return h.token, true, nil
 		}
@@ -309,7 +308,7 @@ func (l *Lease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint64, 
 			l.name, time.Since(start), l.cfg.timing().HoldFor())
 	}
 	hctx, stop := context.WithCancel(context.Background())
-	h = &holding{token: d.Record.Token, cancel: stop, done: make(chan struct{}), onLost: leaseLost}
+	h = &holding{token: d.Record.Token, done: make(chan struct{}), Holding: loss.New(stop, leaseLost)}
 	l.cur = h
 	l.mu.Unlock()
 	l.log.Debug("cas lease acquired", slog.Uint64("token", h.token), slog.Uint64("version", version))
@@ -378,7 +377,7 @@ func (l *Lease) renew(ctx context.Context, h *holding) {
 // lease.ErrLost).
 func (l *Lease) renewOnce(ctx context.Context, h *holding, start time.Time) error {
 	l.mu.Lock()
-	if h.lost {
+	if h.Ended() {
 		l.mu.Unlock()
 		return nil
 	}
@@ -390,7 +389,7 @@ func (l *Lease) renewOnce(ctx context.Context, h *holding, start time.Time) erro
 	}
 	if ok {
 		l.mu.Lock()
-		if !h.lost {
+		if !h.Ended() {
 			l.st.renewedOK(d.Record, version, start)
 		}
 		l.mu.Unlock()
@@ -402,7 +401,7 @@ func (l *Lease) renewOnce(ctx context.Context, h *holding, start time.Time) erro
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h.lost {
+	if h.Ended() {
 		return nil
 	}
 	if c := l.st.conflict(view); c.Kind == kindLost {
@@ -420,7 +419,7 @@ func (l *Lease) untilLoss() time.Duration {
 // expire declares h lost if its time is up; it reports whether h is over.
 func (l *Lease) expire(h *holding) bool {
 	l.mu.Lock()
-	if l.cur != h || h.lost {
+	if l.cur != h || h.Ended() {
 		l.mu.Unlock()
 		return true
 	}
@@ -436,15 +435,12 @@ func (l *Lease) expire(h *holding) bool {
 // lose declares h lost, once, and runs its callback.
 func (l *Lease) lose(h *holding, reason error) {
 	l.mu.Lock()
-	if l.cur != h || h.lost {
+	if l.cur != h || h.Ended() {
 		l.mu.Unlock()
 		return
 	}
-	h.lost = true
+	cb := h.Lose()
 	l.st.held = false
-	cb := h.onLost
-	h.onLost = nil
-	h.cancel()
 	l.mu.Unlock()
 	l.log.Warn("cas lease lost", slog.Uint64("token", h.token), slog.Any("reason", reason))
 	if cb != nil {
@@ -466,10 +462,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 		l.mu.Unlock()
 		return false, nil
 	}
-	h.onLost = nil
-	h.cancel()
-	wasHeld := !h.lost && l.st.heldAt(time.Now())
-	h.lost = true
+	wasHeld := !h.End() && l.st.heldAt(time.Now())
 	d, _ := l.st.release()
 	l.mu.Unlock()
 	<-h.done // no renewal races the release
@@ -523,5 +516,5 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 func (l *Lease) CheckLease() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.cur != nil && !l.cur.lost && l.st.heldAt(time.Now())
+	return l.cur != nil && !l.cur.Ended() && l.st.heldAt(time.Now())
 }
