@@ -29,6 +29,9 @@ func (b *Buffer[K, M]) Len() int { return b.total }
 // Full reports whether Add would refuse a message.
 func (b *Buffer[K, M]) Full() bool { return b.total >= b.limit }
 
+// LenOf counts key's messages.
+func (b *Buffer[K, M]) LenOf(key K) int { return len(b.byKey[key]) }
+
 // Has reports whether key has messages waiting.
 func (b *Buffer[K, M]) Has(key K) bool { return len(b.byKey[key]) > 0 }
 

@@ -97,10 +97,15 @@ func TestBuffer(t *testing.T) {
 			if b.Len() != tc.wantLen {
 				t.Errorf("len %d, want %d", b.Len(), tc.wantLen)
 			}
+			sum := 0
 			for _, k := range b.Keys() {
 				if !b.Has(k) {
 					t.Errorf("key %s listed without messages", k)
 				}
+				sum += b.LenOf(k)
+			}
+			if sum != b.Len() {
+				t.Errorf("the keys hold %d messages, len %d", sum, b.Len())
 			}
 		})
 	}

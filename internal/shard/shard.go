@@ -81,7 +81,7 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings shardact
 			entityProps: entityProps,
 			settings:    settings,
 			routes:      routes,
-			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
+			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil, maxBufferedMessages),
 			waiting:     newWaitingMessages(maxBufferedMessages),
 			automatic:   !settings.RememberEntities,
 			limit:       limit,
@@ -444,7 +444,7 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 	if m.since.IsZero() {
 		m.since = time.Now() // a message held again keeps its first wait's start
 	}
-	decision, pid, err := s.entities.deliver(id, m, maxBufferedMessages)
+	decision, pid, err := s.entities.deliver(id, m)
 	switch {
 	case errors.Is(err, errHeldFull):
 		s.dropError(ctx, original, m.sender, fmt.Errorf("buffer for entities that cannot take messages yet is full (%d); entity %q (%s): %w",
