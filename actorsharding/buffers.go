@@ -3,8 +3,8 @@ package actorsharding
 import (
 	"fmt"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/msgbuffer"
 	"github.com/protoshard/protoshard/internal/shardproto"
-	"slices"
 
 	"github.com/protoshard/protoshard/deadletter"
 )
@@ -20,89 +20,45 @@ var errBufferFull = fmt.Errorf("Buffer is full, dropping message: %w", deadlette
 // unknown or not ready (Akka's shardBuffers, a MessageBufferMap): per
 // shard in arrival order, bounded in total by the region's buffer-size.
 type shardBuffers struct {
-	limit   int
-	byShard map[string][]bufferedMessage
-	order   []string // shards in the order their buffers were opened
-	total   int
+	msgbuffer.Buffer[string, bufferedMessage]
 }
 
 func newShardBuffers(limit int) shardBuffers {
-	return shardBuffers{limit: limit, byShard: map[string][]bufferedMessage{}}
+	return shardBuffers{msgbuffer.New[string, bufferedMessage](limit)}
 }
 
 // add appends m to shard's buffer; past the limit it fails with
 // errBufferFull and keeps nothing.
 func (b *shardBuffers) add(shard string, m bufferedMessage) error {
-	if b.total >= b.limit {
-		return fmt.Errorf("%w (shard %s, buffer size %d)", errBufferFull, shard, b.limit)
+	if !b.Add(shard, m) {
+		return fmt.Errorf("%w (shard %s, buffer size %d)", errBufferFull, shard, b.Limit())
 	}
-	if _, open := b.byShard[shard]; !open {
-		b.order = append(b.order, shard)
-	}
-	b.byShard[shard] = append(b.byShard[shard], m)
-	b.total++
 	return nil
 }
 
 // prepend puts msgs, in their order, before what shard's buffer holds:
 // messages older than all of it (a handed-off shard gives back what it
 // held). They were taken once already, so the limit does not refuse them.
-func (b *shardBuffers) prepend(shard string, msgs []bufferedMessage) {
-	if len(msgs) == 0 {
-		return
-	}
-	if _, open := b.byShard[shard]; !open {
-		b.order = append(b.order, shard)
-	}
-	b.byShard[shard] = append(slices.Clone(msgs), b.byShard[shard]...)
-	b.total += len(msgs)
-}
+func (b *shardBuffers) prepend(shard string, msgs []bufferedMessage) { b.Prepend(shard, msgs) }
 
 // has reports whether shard has buffered messages.
-func (b *shardBuffers) has(shard string) bool { return len(b.byShard[shard]) > 0 }
+func (b *shardBuffers) has(shard string) bool { return b.Has(shard) }
 
 // take returns shard's messages, oldest first, and forgets them.
-func (b *shardBuffers) take(shard string) []bufferedMessage {
-	msgs, ok := b.byShard[shard]
-	if !ok {
-		return nil
-	}
-	delete(b.byShard, shard)
-	b.order = slices.DeleteFunc(b.order, func(s string) bool { return s == shard })
-	b.total -= len(msgs)
-	return msgs
-}
+func (b *shardBuffers) take(shard string) []bufferedMessage { return b.Take(shard) }
 
 // takeForwarded returns shard's messages that other regions forwarded,
 // oldest first, and forgets them; the others stay in their order.
 func (b *shardBuffers) takeForwarded(shard string) []bufferedMessage {
-	var out []bufferedMessage
-	kept := b.byShard[shard][:0]
-	for _, m := range b.byShard[shard] {
-		if m.forwarded {
-			out = append(out, m)
-		} else {
-			kept = append(kept, m)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	if len(kept) == 0 {
-		b.take(shard)
-		return out
-	}
-	b.total -= len(out)
-	b.byShard[shard] = kept
-	return out
+	return b.TakeFunc(shard, func(m bufferedMessage) bool { return m.forwarded })
 }
 
 // shards lists the shards with buffered messages, in the order their
 // buffers were opened.
-func (b *shardBuffers) shards() []string { return slices.Clone(b.order) }
+func (b *shardBuffers) shards() []string { return b.Keys() }
 
 // len is the number of buffered messages, all shards together.
-func (b *shardBuffers) len() int { return b.total }
+func (b *shardBuffers) len() int { return b.Len() }
 
 type bufferedMessage struct {
 	entityID string

@@ -136,8 +136,8 @@ func (b *shardBuffers) releaseBuffered(shard string, awaiting, homeIsSelf bool) 
 // usageStep reports whether the buffer has just filled another tenth of
 // its limit: the region logs its usage then, not on every message.
 func (b *shardBuffers) usageStep() bool {
-	step := b.limit / 10
-	return step > 0 && b.total%step == 0
+	step := b.Limit() / 10
+	return step > 0 && b.Len()%step == 0
 }
 
 // routeState is how the router reaches shard: open, straight to the

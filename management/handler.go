@@ -83,6 +83,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
+	internalask "github.com/protoshard/protoshard/internal/ask"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -378,19 +379,15 @@ func (h *handler) shardMap(ctx context.Context, region actorsharding.RegionInfo)
 }
 
 // ask sends msg to pid and waits for an answer of type T, up to the
-// handler's time-out or the request's end, whichever comes first.
+// handler's time-out or the request's end, whichever comes first (a
+// client that goes away ends the wait).
 func ask[T any](ctx context.Context, h *handler, pid *actor.PID, msg any) (T, error) {
 	var zero T
-	timeout := h.timeout
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-		timeout = time.Until(d)
-	}
-	if timeout <= 0 {
-		return zero, fmt.Errorf("%w: %T: %w", errUnavailable, msg, context.DeadlineExceeded)
-	}
-	res, err := h.system.Root.RequestFuture(pid, msg, timeout).Result()
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	res, err := internalask.Request(ctx, h.system, pid, msg)
 	if err != nil {
-		return zero, fmt.Errorf("%w: %T to %s/%s (time-out %v): %w", errUnavailable, msg, pid.GetAddress(), pid.GetId(), timeout, err)
+		return zero, fmt.Errorf("%w: %T to %s/%s (time-out %v): %w", errUnavailable, msg, pid.GetAddress(), pid.GetId(), h.timeout, err)
 	}
 	v, ok := res.(T)
 	if !ok {

@@ -3,6 +3,7 @@ package management
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
+	"github.com/protoshard/protoshard/messages"
 )
 
 // oneNode is a one-member cluster with one remote (race-safe) and its
@@ -207,5 +209,23 @@ func TestRoutesUnavailable(t *testing.T) {
 			t.Errorf("%s took %v with a time-out of %v", path, took, timeout)
 		}
 		t.Logf("%s: %d in %v: %s", path, code, took.Round(time.Millisecond), e.Error)
+	}
+}
+
+// A request whose client went away (its context cancelled) stops waiting
+// for the region's answer at once, not after the handler's time-out.
+func TestAskEndsWithTheRequest(t *testing.T) {
+	s := oneNode(t)
+	h := silentHandler(s, time.Minute)
+	silent := s.System().Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := ask[*messages.CurrentRegions](ctx, h, silent, &messages.GetCurrentRegions{})
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, errUnavailable) {
+		t.Errorf("error %v, want it to wrap context.Canceled and errUnavailable", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the ask took %v after its request ended", took)
 	}
 }

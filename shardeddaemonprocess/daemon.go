@@ -215,12 +215,7 @@ func storeOf(sharding *actorsharding.Sharding, name string, st Store) (Store, er
 // request sends msg to the coordinator and waits for its answer, as
 // long as ctx allows (see package ask).
 func (d *ShardedDaemonProcess) request(ctx context.Context, msg any) (any, error) {
-	call, err := ask.Start(ctx, d.system)
-	if err != nil {
-		return nil, err
-	}
-	d.system.Root.RequestWithCustomSender(d.coordinator, msg, call.Future().PID())
-	return call.Result()
+	return ask.Request(ctx, d.system, d.coordinator, msg)
 }
 
 // ChangeNumberOfProcesses is Akka's ChangeNumberOfProcesses: it returns

@@ -7,10 +7,15 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/ask"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/membership"
 )
+
+// leaveHookTimeout bounds the wait for the hand-over before a graceful
+// Leave whose context has no deadline.
+const leaveHookTimeout = 60 * time.Second
 
 // State names of the ClusterSingletonManager, as in Akka; they appear in logs.
 const (
@@ -67,14 +72,9 @@ func StartManager(system *actor.ActorSystem, cluster *membership.Cluster, props 
 		return nil, fmt.Errorf("singleton: spawn manager %q: %w", name, err)
 	}
 	cluster.RegisterLeaveHook("singleton "+name, func(ctx context.Context) error {
-		timeout := 60 * time.Second
-		if d, ok := ctx.Deadline(); ok {
-			timeout = time.Until(d)
-		}
-		if timeout <= 0 {
-			return ctx.Err()
-		}
-		if _, err := system.Root.RequestFuture(pid, leaving{}, timeout).Result(); err != nil {
+		ctx, cancel := context.WithTimeout(ctx, leaveHookTimeout)
+		defer cancel()
+		if _, err := ask.Request(ctx, system, pid, leaving{}); err != nil {
 			return fmt.Errorf("singleton %s hand-over before leaving: %w", name, err)
 		}
 		return nil

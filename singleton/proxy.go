@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/msgbuffer"
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -32,7 +33,8 @@ func StartProxy(system *actor.ActorSystem, cluster *membership.Cluster, managerN
 	}
 	settings := o.proxy.withDefaults()
 	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &proxy{cluster: cluster, managerName: managerName, settings: settings}
+		return &proxy{cluster: cluster, managerName: managerName, settings: settings,
+			buffer: msgbuffer.New[struct{}, bufferedMessage](settings.BufferSize)}
 	}, guard.WithMailbox()))
 	return pid, nil
 }
@@ -45,8 +47,8 @@ type proxy struct {
 
 	tracker     *oldestTracker
 	singleton   *actor.PID
-	singletonOf string // member id that runs singleton
-	buffer      []bufferedMessage
+	singletonOf string                                      // member id that runs singleton
+	buffer      msgbuffer.Buffer[struct{}, bufferedMessage] // one queue: a single key
 	cancelTick  scheduler.CancelFunc
 }
 
@@ -69,10 +71,9 @@ func (p *proxy) Receive(ctx actor.Context) {
 		if p.cancelTick != nil {
 			p.cancelTick()
 		}
-		for _, b := range p.buffer {
+		for _, b := range p.buffer.Take(struct{}{}) {
 			deadletter.PublishError(ctx.ActorSystem(), nil, b.message, b.sender, fmt.Errorf("singleton proxy stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
 		}
-		p.buffer = nil
 	case *actor.Stopped, *actor.Restarting:
 	case *membership.CurrentClusterState:
 		p.tracker = newOldestTracker(p.settings.Role, msg)
@@ -89,6 +90,10 @@ func (p *proxy) Receive(ctx actor.Context) {
 		}
 	case *messages.SingletonIdentity:
 		p.onIdentity(ctx, msg)
+	case *actor.DeadLetterResponse:
+		// The answer to an identification of a manager that does not run
+		// (yet): identify again on the next tick. Buffered, it would take a
+		// slot from the users' messages and later reach the singleton.
 	case *actor.Terminated:
 		if p.singleton != nil && p.singleton.Equal(msg.Who) {
 			// Identify again on the next tick, not now: the manager may not
@@ -146,13 +151,10 @@ func (p *proxy) buffered(ctx actor.Context, b bufferedMessage) {
 		deadletter.Publish(ctx.ActorSystem(), nil, b.message, b.sender, "singleton proxy: singleton unknown and buffering is disabled")
 		return
 	}
-	if len(p.buffer) >= p.settings.BufferSize {
-		dropped := p.buffer[0]
-		p.buffer = p.buffer[1:]
+	if dropped, full := p.buffer.AddDroppingOldest(struct{}{}, b); full {
 		deadletter.PublishError(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
 			fmt.Errorf("singleton proxy: buffer is full (%d), dropping the oldest message: %w", p.settings.BufferSize, deadletter.ErrBufferFull))
 	}
-	p.buffer = append(p.buffer, b)
 }
 
 // forget drops the known singleton because the oldest changed: messages are
@@ -184,10 +186,8 @@ func (p *proxy) onIdentity(ctx actor.Context, msg *messages.SingletonIdentity) {
 	p.singletonOf = msg.MemberId
 	ctx.Watch(p.singleton)
 	ctx.Logger().Debug("singleton proxy: singleton identified", slog.String("pid", p.singleton.String()),
-		slog.Int("buffered", len(p.buffer)))
-	buffered := p.buffer
-	p.buffer = nil
-	for _, b := range buffered {
+		slog.Int("buffered", p.buffer.Len()))
+	for _, b := range p.buffer.Take(struct{}{}) {
 		p.deliver(ctx, b)
 	}
 }

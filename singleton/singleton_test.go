@@ -589,3 +589,45 @@ func TestSingletonLeaseCoversRemovalWithoutMargin(t *testing.T) {
 	f.requireTokensGrow()
 	f.allProxiesReach(nodes[1])
 }
+
+// A proxy that cannot find its singleton buffers up to its buffer size;
+// past it the oldest message is dropped (ErrBufferFull), and what it still
+// buffers when it stops is dropped too (ErrShuttingDown), each with an
+// event that names the message. The answers to its identifications of a
+// manager that does not run take no slot.
+func TestProxyBufferDropsOldestWhenFull(t *testing.T) {
+	f := newFixture(t, testkit.NewLocalBackend(), 0)
+	node := f.startNodes(1)[0]
+	events := make(chan *deadletter.Event, 10)
+	sub := node.System.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*deadletter.Event); ok {
+			events <- e
+		}
+	})
+	defer node.System.EventStream.Unsubscribe(sub)
+	// No manager has this name: the singleton is never identified.
+	proxy, err := singleton.StartProxy(node.System, node.Membership, "no-such-manager", singleton.WithBufferSize(2))
+	require.NoError(t, err)
+	for _, v := range []string{"m1", "m2", "m3"} {
+		node.System.Root.Send(proxy, wrapperspb.String(v))
+	}
+	next := func() *deadletter.Event {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(deadline):
+			t.Fatal("no dead-letter event")
+			return nil
+		}
+	}
+	e := next()
+	require.ErrorIs(t, e.Err, deadletter.ErrBufferFull)
+	require.Equal(t, "m1", e.Message.(*wrapperspb.StringValue).GetValue())
+	require.NoError(t, node.System.Root.StopFuture(proxy).Wait())
+	for _, want := range []string{"m2", "m3"} {
+		e := next()
+		require.ErrorIs(t, e.Err, deadletter.ErrShuttingDown)
+		require.Equal(t, want, e.Message.(*wrapperspb.StringValue).GetValue())
+	}
+}

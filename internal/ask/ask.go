@@ -107,3 +107,14 @@ func expired(cause error) error {
 	}
 	return cause
 }
+
+// Request sends msg to pid, with the call's future as the sender, and
+// waits for the answer as Start and Result do: the errors are theirs.
+func Request(ctx context.Context, system *actor.ActorSystem, pid *actor.PID, msg any) (any, error) {
+	call, err := Start(ctx, system)
+	if err != nil {
+		return nil, err
+	}
+	system.Root.RequestWithCustomSender(pid, msg, call.Future().PID())
+	return call.Result()
+}

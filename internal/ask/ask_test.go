@@ -64,13 +64,7 @@ func TestCall(t *testing.T) {
 			done := make(chan result, 1)
 			start := time.Now()
 			go func() {
-				call, err := ask.Start(ctx, system)
-				if err != nil {
-					done <- result{nil, err}
-					return
-				}
-				system.Root.RequestWithCustomSender(tc.to, tc.msg, call.Future().PID())
-				res, err := call.Result()
+				res, err := ask.Request(ctx, system, tc.to, tc.msg)
 				done <- result{res, err}
 			}()
 			if tc.cancelAfter > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/msgbuffer"
 	"github.com/protoshard/protoshard/internal/pidkey"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
@@ -198,9 +199,8 @@ type entities struct {
 	// message. There is no index by PID: an entity's actor is named after
 	// its ID (EntityName), which entityOf reads back.
 	byID    entityTable
-	heldFor map[string][]bufferedMessage // by entity, in arrival order; never empty
-	live    int                          // active and passivating
-	held    int                          // messages held, all entities together
+	heldFor msgbuffer.Buffer[string, bufferedMessage] // by entity, in arrival order
+	live    int                                       // active and passivating
 	// checks: the uses of the active entities and the idle checks, for
 	// idle passivation.
 	checks idleChecks
@@ -217,10 +217,12 @@ type entities struct {
 	unacked map[string]struct{}
 }
 
-func newEntities(remembering bool) *entities {
+// newEntities holds at most maxHeld messages for entities that cannot take
+// them yet.
+func newEntities(remembering bool, maxHeld int) *entities {
 	return &entities{
 		remembering: remembering,
-		heldFor:     map[string][]bufferedMessage{},
+		heldFor:     msgbuffer.New[string, bufferedMessage](maxHeld),
 		pending:     map[string]struct{}{},
 		unacked:     map[string]struct{}{},
 	}
@@ -275,7 +277,7 @@ func childName(pid *actor.PID) string {
 func (es *entities) liveCount() int { return es.live }
 
 // heldCount counts the messages held for entities.
-func (es *entities) heldCount() int { return es.held }
+func (es *entities) heldCount() int { return es.heldFor.Len() }
 
 // liveIDs lists the IDs of the entity actors alive, sorted.
 func (es *entities) liveIDs() []string {
@@ -305,8 +307,9 @@ func (es *entities) livePIDs() []*actor.PID {
 // id: sent to the running entity (its PID is returned), the entity started
 // first, or held. A message held for a remembered entity not yet written
 // queues its write. It fails with errHeldFull when m would have to be held
-// and maxHeld messages are held already (m is not held then).
-func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (deliveryDecision, *actor.PID, error) {
+// and as many messages as it may hold are held already (m is not held
+// then).
+func (es *entities) deliver(id string, m bufferedMessage) (deliveryDecision, *actor.PID, error) {
 	r := es.byID.get(id)
 	if r != nil && r.state == active {
 		return sendNow, r.pid, nil
@@ -318,7 +321,7 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 		if !es.remembering {
 			return startNow, nil, nil
 		}
-		if es.held >= maxHeld {
+		if es.heldFor.Full() {
 			return 0, nil, errHeldFull
 		}
 		es.byID.put(&entityRecord{id: id, state: rememberingStart})
@@ -330,7 +333,7 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 	case rememberedButNotCreated, waitingForRestart:
 		return startNow, nil, nil
 	case passivating, rememberingStart, rememberingStop:
-		if es.held >= maxHeld {
+		if es.heldFor.Full() {
 			return 0, nil, errHeldFull
 		}
 		es.hold(id, m)
@@ -345,8 +348,7 @@ func (es *entities) deliver(id string, m bufferedMessage, maxHeld int) (delivery
 }
 
 func (es *entities) hold(id string, m bufferedMessage) {
-	es.heldFor[id] = append(es.heldFor[id], m)
-	es.held++
+	es.heldFor.Add(id, m) // not full: deliver checked
 }
 
 // started records that entity id's actor pid, named EntityName(id), runs
@@ -408,10 +410,7 @@ func (es *entities) startFailed(id string, err error) (held []bufferedMessage, r
 }
 
 func (es *entities) takeHeld(id string) []bufferedMessage {
-	out := es.heldFor[id]
-	delete(es.heldFor, id)
-	es.held -= len(out)
-	return out
+	return es.heldFor.Take(id)
 }
 
 // markUsed records a use of the active entity id (a user message or a
@@ -518,7 +517,7 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 	case r.state == active:
 		es.forget(id)
 		return id, entityGone, nil, nil
-	case len(es.heldFor[id]) > 0:
+	case es.heldFor.Has(id):
 		// Passivating, with messages for the next incarnation. The ID
 		// stays remembered: its stop was never written.
 		msgs := es.takeHeld(id)
@@ -540,8 +539,7 @@ func (es *entities) terminated(pid *actor.PID) (string, terminatedDecision, []bu
 
 // forget drops the record of id (noState), with anything still held.
 func (es *entities) forget(id string) {
-	es.held -= len(es.heldFor[id])
-	delete(es.heldFor, id)
+	es.heldFor.Take(id)
 	es.byID.delete(id)
 	delete(es.pending, id)
 	delete(es.writing, id)
@@ -649,7 +647,7 @@ func (es *entities) written() (toStart []string, err error) {
 		case r.state == rememberingStart:
 			r.state = rememberedButNotCreated
 			toStart = append(toStart, id)
-		case len(es.heldFor[id]) > 0:
+		case es.heldFor.Has(id):
 			r.state = rememberingStart
 			es.pending[id] = struct{}{}
 		default:
@@ -719,19 +717,9 @@ func (es *entities) expire(now time.Time, bound time.Duration) []heldMessage {
 		if s := es.byID.get(id).state; s != rememberingStart && s != rememberingStop {
 			continue
 		}
-		msgs := es.heldFor[id]
-		n := 0
-		for n < len(msgs) && now.Sub(msgs[n].since) > bound {
-			out = append(out, heldMessage{id: id, m: msgs[n]})
-			n++
+		for _, m := range es.heldFor.TakeWhile(id, func(m bufferedMessage) bool { return now.Sub(m.since) > bound }) {
+			out = append(out, heldMessage{id: id, m: m})
 		}
-		switch {
-		case n == len(msgs):
-			delete(es.heldFor, id)
-		case n > 0:
-			es.heldFor[id] = slices.Delete(msgs, 0, n)
-		}
-		es.held -= n
 	}
 	return out
 }
@@ -775,10 +763,7 @@ func (es *entities) takeAllHeld() []heldMessage {
 
 // heldIDs lists the entities with messages held, sorted.
 func (es *entities) heldIDs() []string {
-	ids := make([]string, 0, len(es.heldFor))
-	for id := range es.heldFor {
-		ids = append(ids, id)
-	}
+	ids := es.heldFor.Keys()
 	slices.Sort(ids)
 	return ids
 }

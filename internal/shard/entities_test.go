@@ -35,10 +35,11 @@ func startMsg() bufferedMessage { return bufferedMessage{start: true, since: t0}
 func checkInvariants(t *testing.T, es *entities) {
 	t.Helper()
 	held, live := 0, 0
-	for id, msgs := range es.heldFor {
-		held += len(msgs)
-		if len(msgs) == 0 || es.byID.get(id) == nil {
-			t.Fatalf("entity %q: %d messages held, record %v", id, len(msgs), es.byID.get(id))
+	for _, id := range es.heldFor.Keys() {
+		n := es.heldFor.LenOf(id)
+		held += n
+		if n == 0 || es.byID.get(id) == nil {
+			t.Fatalf("entity %q: %d messages held, record %v", id, n, es.byID.get(id))
 		}
 	}
 	records := 0
@@ -61,7 +62,7 @@ func checkInvariants(t *testing.T, es *entities) {
 				t.Fatalf("entity %q is %s with a PID", id, r.state)
 			}
 		}
-		if n := len(es.heldFor[id]); n > 0 && r.state != passivating && r.state != rememberingStart && r.state != rememberingStop &&
+		if n := es.heldFor.LenOf(id); n > 0 && r.state != passivating && r.state != rememberingStart && r.state != rememberingStop &&
 			r.state != rememberedButNotCreated {
 			t.Fatalf("entity %q holds %d messages in state %s", id, n, r.state)
 		}
@@ -69,8 +70,8 @@ func checkInvariants(t *testing.T, es *entities) {
 	if records != es.byID.len() {
 		t.Fatalf("%d records, %d counted", records, es.byID.len())
 	}
-	if held != es.held || live != es.live || live != len(es.liveIDs()) {
-		t.Fatalf("counts: held %d (counted %d), live %d (counted %d, %d IDs)", es.held, held, es.live, live, len(es.liveIDs()))
+	if held != es.heldCount() || live != es.live || live != len(es.liveIDs()) {
+		t.Fatalf("counts: held %d (counted %d), live %d (counted %d, %d IDs)", es.heldCount(), held, es.live, live, len(es.liveIDs()))
 	}
 	for _, set := range []map[string]struct{}{es.pending, es.writing} {
 		for id := range set {
@@ -121,10 +122,10 @@ func setups() []setup {
 		{name: "RememberedButNotCreated", remembering: true, want: rememberedButNotCreated,
 			to: func(t *testing.T, es *entities) { must(t, es.recovered([]string{"e"})) }},
 		{name: "RememberingStart queued", remembering: true, want: rememberingStart,
-			to: func(t *testing.T, es *entities) { _, _, err := es.deliver("e", msg("m0"), 10); must(t, err) }},
+			to: func(t *testing.T, es *entities) { _, _, err := es.deliver("e", msg("m0")); must(t, err) }},
 		{name: "RememberingStart in flight", remembering: true, want: rememberingStart, inFlight: true,
 			to: func(t *testing.T, es *entities) {
-				_, _, err := es.deliver("e", msg("m0"), 10)
+				_, _, err := es.deliver("e", msg("m0"))
 				must(t, err)
 				es.nextWrite()
 			}},
@@ -153,7 +154,7 @@ func setups() []setup {
 				must(t, err)
 				_, err = es.passivate("e")
 				must(t, err)
-				_, _, err = es.deliver("e", msg("m0"), 10)
+				_, _, err = es.deliver("e", msg("m0"))
 				must(t, err)
 			}},
 		{name: "Passivating remembering holding", remembering: true, want: passivating,
@@ -161,7 +162,7 @@ func setups() []setup {
 				startRemembered(t, es)
 				_, err := es.passivate("e")
 				must(t, err)
-				_, _, err = es.deliver("e", msg("m0"), 10)
+				_, _, err = es.deliver("e", msg("m0"))
 				must(t, err)
 			}},
 		{name: "WaitingForRestart", remembering: true, want: waitingForRestart,
@@ -182,7 +183,7 @@ type event struct {
 func events() []event {
 	return []event{
 		{"deliver", func(es *entities) (string, error) {
-			d, _, err := es.deliver("e", msg("m"), 10)
+			d, _, err := es.deliver("e", msg("m"))
 			return decisionName(d), err
 		}},
 		{"started", func(es *entities) (string, error) {
@@ -416,7 +417,7 @@ func TestEntityTransitions(t *testing.T) {
 		}
 		for _, ev := range events() {
 			t.Run(su.name+"/"+ev.name, func(t *testing.T) {
-				es := newEntities(su.remembering)
+				es := newEntities(su.remembering, 100)
 				su.to(t, es)
 				checkInvariants(t, es)
 				if got := es.state("e"); got != su.want {
@@ -462,7 +463,7 @@ func TestEntityTransitions(t *testing.T) {
 // nothing.
 func snapshot(es *entities) string {
 	out := fmt.Sprintf("held %d live %d pending %v writing %v backingOff %v handingOff %v unacked %v\n",
-		es.held, es.live, es.pending, es.writing, es.backingOff, es.handingOff, es.unackedIDs())
+		es.heldCount(), es.live, es.pending, es.writing, es.backingOff, es.handingOff, es.unackedIDs())
 	var ids []string
 	for r := range es.byID.all() {
 		ids = append(ids, r.id)
@@ -470,7 +471,7 @@ func snapshot(es *entities) string {
 	slices.Sort(ids)
 	for _, id := range ids {
 		r := es.byID.get(id)
-		out += fmt.Sprintf("%s: %s %v mark %d uses %d, %d held\n", id, r.state, r.pid, r.mark, r.uses, len(es.heldFor[id]))
+		out += fmt.Sprintf("%s: %s %v mark %d uses %d, %d held\n", id, r.state, r.pid, r.mark, r.uses, es.heldFor.LenOf(id))
 	}
 	return out
 }
@@ -481,7 +482,7 @@ func snapshot(es *entities) string {
 func TestEntitiesPassivationKeepsMessagesForTheNextIncarnation(t *testing.T) {
 	for _, remembering := range []bool{false, true} {
 		t.Run(fmt.Sprint("remembering ", remembering), func(t *testing.T) {
-			es := newEntities(remembering)
+			es := newEntities(remembering, 100)
 			if remembering {
 				must(t, es.recovered([]string{"p"}))
 			}
@@ -493,7 +494,7 @@ func TestEntitiesPassivationKeepsMessagesForTheNextIncarnation(t *testing.T) {
 				t.Fatalf("passivate returned %v", pid)
 			}
 			for _, m := range []bufferedMessage{msg("m1"), startMsg(), msg("m2")} {
-				d, _, err := es.deliver("p", m, 10)
+				d, _, err := es.deliver("p", m)
 				must(t, err)
 				if d != held {
 					t.Fatalf("decision %s, want held", decisionName(d))
@@ -525,10 +526,10 @@ func TestEntitiesPassivationKeepsMessagesForTheNextIncarnation(t *testing.T) {
 // TestEntitiesRememberBatches: new entities wait for their IDs to be
 // written; what arrives while a write is in flight goes into the next one.
 func TestEntitiesRememberBatches(t *testing.T) {
-	es := newEntities(true)
+	es := newEntities(true, 100)
 	deliver := func(id string, m bufferedMessage) {
 		t.Helper()
-		d, _, err := es.deliver(id, m, 100)
+		d, _, err := es.deliver(id, m)
 		must(t, err)
 		if d != held {
 			t.Fatalf("%s: decision %s, want held", id, decisionName(d))
@@ -573,7 +574,7 @@ func TestEntitiesRememberBatches(t *testing.T) {
 // before the back-off is over; messages that waited longer than the bound
 // are taken out, in order, those for passivating entities never.
 func TestEntitiesWriteFailures(t *testing.T) {
-	es := newEntities(true)
+	es := newEntities(true, 100)
 	must(t, es.recovered([]string{"p"}))
 	_, err := es.started("p", pidOf("p"))
 	must(t, err)
@@ -584,7 +585,7 @@ func TestEntitiesWriteFailures(t *testing.T) {
 		{message: "new", since: t0.Add(5 * time.Second)},
 	} {
 		for _, id := range []string{"a", "p"} {
-			if _, _, err := es.deliver(id, m, 100); err != nil {
+			if _, _, err := es.deliver(id, m); err != nil {
 				t.Fatalf("message %d for %s: %v", i, id, err)
 			}
 		}
@@ -623,17 +624,17 @@ func TestEntitiesWriteFailures(t *testing.T) {
 }
 
 func TestEntitiesHeldBound(t *testing.T) {
-	es := newEntities(true)
-	if _, _, err := es.deliver("a", msg("1"), 1); err != nil {
+	es := newEntities(true, 1)
+	if _, _, err := es.deliver("a", msg("1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := es.deliver("b", msg("1"), 1); !errors.Is(err, errHeldFull) {
+	if _, _, err := es.deliver("b", msg("1")); !errors.Is(err, errHeldFull) {
 		t.Fatalf("second message: %v, want errHeldFull", err)
 	}
 	if es.state("b") != noState {
 		t.Fatalf("b is %s after its message was refused", es.state("b"))
 	}
-	if _, _, err := es.deliver("a", msg("2"), 1); !errors.Is(err, errHeldFull) {
+	if _, _, err := es.deliver("a", msg("2")); !errors.Is(err, errHeldFull) {
 		t.Fatalf("third message: %v, want errHeldFull", err)
 	}
 	checkInvariants(t, es)
@@ -643,7 +644,7 @@ func TestEntitiesHeldBound(t *testing.T) {
 // everything else is forgotten and every held message handed back; no
 // transition but termination is allowed after.
 func TestEntitiesHandOff(t *testing.T) {
-	es := newEntities(true)
+	es := newEntities(true, 100)
 	must(t, es.recovered([]string{"r", "p", "w"}))
 	for _, id := range []string{"p", "w"} {
 		_, err := es.started(id, pidOf(id))
@@ -656,7 +657,7 @@ func TestEntitiesHandOff(t *testing.T) {
 	_, err = es.started("w", pidOf("w"))
 	must(t, err)
 	for _, id := range []string{"p", "new"} {
-		_, _, err := es.deliver(id, msg("x"), 10)
+		_, _, err := es.deliver(id, msg("x"))
 		must(t, err)
 	}
 	es.nextWrite()
@@ -675,7 +676,7 @@ func TestEntitiesHandOff(t *testing.T) {
 			t.Fatalf("%s is %s after the hand-off", id, es.state(id))
 		}
 	}
-	if _, _, err := es.deliver("x", msg("late"), 10); !errors.Is(err, errHandingOff) {
+	if _, _, err := es.deliver("x", msg("late")); !errors.Is(err, errHandingOff) {
 		t.Fatalf("deliver during hand-off: %v", err)
 	}
 	if _, err := es.started("x", pidOf("x")); !errors.Is(err, errHandingOff) {
@@ -706,7 +707,7 @@ func TestEntitiesHandOff(t *testing.T) {
 // TestEntitiesRecoveryAcks: only the first ack of a StartEntity the shard
 // sent counts; an entity acked by another shard is forgotten here.
 func TestEntitiesRecoveryAcks(t *testing.T) {
-	es := newEntities(true)
+	es := newEntities(true, 100)
 	must(t, es.recovered([]string{"a", "b", "c"}))
 	if err := es.recovered([]string{"a"}); !errors.Is(err, errInvalidTransition) {
 		t.Fatalf("recovered twice: %v", err)
@@ -750,7 +751,7 @@ func TestEntitiesRecoveryAcks(t *testing.T) {
 // once the first check after its last use (its start included) ran the
 // timeout ago.
 func TestEntitiesIdle(t *testing.T) {
-	es := newEntities(false)
+	es := newEntities(false, 100)
 	for _, id := range []string{"a", "b", "c"} {
 		_, err := es.started(id, pidOf(id))
 		must(t, err)
@@ -793,7 +794,7 @@ func TestEntitiesIdle(t *testing.T) {
 // are numbered again in the order of their last use, and idle checks and
 // the order a replacement policy would be given stay as they were.
 func TestEntitiesMarksRunOut(t *testing.T) {
-	es := newEntities(false)
+	es := newEntities(false, 100)
 	es.checks.uses = math.MaxUint32 - 4
 	for _, id := range []string{"a", "b", "c", "d"} { // marks ...-3 to the last
 		_, err := es.started(id, pidOf(id))
@@ -829,7 +830,7 @@ func TestEntitiesMarksRunOut(t *testing.T) {
 // came in a message; an ID that needs escaping keeps its own. A PID is an
 // entity's only if it is the very actor of the entity its name stands for.
 func TestEntitiesKeyShared(t *testing.T) {
-	es := newEntities(false)
+	es := newEntities(false, 100)
 	pids := map[string]*actor.PID{}
 	for _, id := range []string{"plain", "a/b"} {
 		pids[id] = pidOf(id)
@@ -860,13 +861,13 @@ func TestEntitiesKeyShared(t *testing.T) {
 }
 
 func TestWaitingMessages(t *testing.T) {
-	var w waitingMessages
+	w := newWaitingMessages(3)
 	for i, since := range []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)} {
-		if err := w.add(bufferedMessage{message: i, since: since}, 3); err != nil {
+		if err := w.add(bufferedMessage{message: i, since: since}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.add(bufferedMessage{message: 3}, 3); !errors.Is(err, errWaitingFull) {
+	if err := w.add(bufferedMessage{message: 3}); !errors.Is(err, errWaitingFull) {
 		t.Fatalf("fourth: %v", err)
 	}
 	cases := []struct {

@@ -477,7 +477,7 @@ func TestTrackMatchesAPolicyThatSawEveryUse(t *testing.T) {
 			for round := range 50 {
 				seen, err := NewReplacementPolicy(name, 0)
 				require.NoError(t, err)
-				es := newEntities(false)
+				es := newEntities(false, 100)
 				for range rng.IntN(200) {
 					id := fmt.Sprint(rng.IntN(20))
 					if es.state(id) == noState {
@@ -499,7 +499,7 @@ func TestTrackMatchesAPolicyThatSawEveryUse(t *testing.T) {
 }
 
 func TestActiveEntityLimit(t *testing.T) {
-	es := newEntities(false)
+	es := newEntities(false, 100)
 	for _, id := range []string{"a", "b", "c"} {
 		_, err := es.started(id, actor.NewPID("nonhost", "shard/"+id))
 		require.NoError(t, err)

@@ -81,7 +81,8 @@ func Props(typeName, shardID string, entityProps *actor.Props, settings shardact
 			entityProps: entityProps,
 			settings:    settings,
 			routes:      routes,
-			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil),
+			entities:    newEntities(settings.RememberEntities && settings.RememberEntitiesStore != nil, maxBufferedMessages),
+			waiting:     newWaitingMessages(maxBufferedMessages),
 			automatic:   !settings.RememberEntities,
 			limit:       limit,
 			policyErr:   policyErr,
@@ -260,7 +261,7 @@ func (s *shard) becomeActive(ctx actor.Context) {
 // wait keeps the current message until the shard is ready.
 func (s *shard) wait(ctx actor.Context) {
 	m := bufferedMessage{message: ctx.Message(), sender: ctx.Sender(), since: time.Now()}
-	if err := s.waiting.add(m, maxBufferedMessages); err != nil {
+	if err := s.waiting.add(m); err != nil {
 		s.dropError(ctx, m.message, m.sender, fmt.Errorf("%w (%d, state %s)", err, maxBufferedMessages, s.states.Name()))
 	}
 }
@@ -443,7 +444,7 @@ func (s *shard) deliver(ctx actor.Context, id string, m bufferedMessage, origina
 	if m.since.IsZero() {
 		m.since = time.Now() // a message held again keeps its first wait's start
 	}
-	decision, pid, err := s.entities.deliver(id, m, maxBufferedMessages)
+	decision, pid, err := s.entities.deliver(id, m)
 	switch {
 	case errors.Is(err, errHeldFull):
 		s.dropError(ctx, original, m.sender, fmt.Errorf("buffer for entities that cannot take messages yet is full (%d); entity %q (%s): %w",

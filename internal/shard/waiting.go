@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/msgbuffer"
 )
 
 // errWaitingFull: the shard holds as many waiting messages as it may.
@@ -15,40 +16,31 @@ var errWaitingFull = fmt.Errorf("too many messages wait for the shard to be read
 // handled in the same order once it is. proto.actor's ctx.Stash would only
 // give them back after a restart.
 type waitingMessages struct {
-	msgs []bufferedMessage
+	buf msgbuffer.Buffer[struct{}, bufferedMessage] // one queue: a single key
 }
 
-// add keeps m unless max messages wait already (errWaitingFull).
-func (w *waitingMessages) add(m bufferedMessage, max int) error {
-	if len(w.msgs) >= max {
+// newWaitingMessages holds at most max messages.
+func newWaitingMessages(max int) waitingMessages {
+	return waitingMessages{buf: msgbuffer.New[struct{}, bufferedMessage](max)}
+}
+
+// add keeps m unless as many messages as it may hold wait already
+// (errWaitingFull).
+func (w *waitingMessages) add(m bufferedMessage) error {
+	if !w.buf.Add(struct{}{}, m) {
 		return errWaitingFull
 	}
-	w.msgs = append(w.msgs, m)
 	return nil
 }
 
 // expire takes the messages that have waited longer than bound at now, the
 // oldest first, to drop.
 func (w *waitingMessages) expire(now time.Time, bound time.Duration) []bufferedMessage {
-	n := 0
-	for n < len(w.msgs) && now.Sub(w.msgs[n].since) > bound {
-		n++
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]bufferedMessage, n)
-	copy(out, w.msgs[:n])
-	w.msgs = append(w.msgs[:0], w.msgs[n:]...)
-	return out
+	return w.buf.TakeWhile(struct{}{}, func(m bufferedMessage) bool { return now.Sub(m.since) > bound })
 }
 
 // take hands back every waiting message, in order, and holds none after.
-func (w *waitingMessages) take() []bufferedMessage {
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
+func (w *waitingMessages) take() []bufferedMessage { return w.buf.Take(struct{}{}) }
 
 // len counts the waiting messages.
-func (w *waitingMessages) len() int { return len(w.msgs) }
+func (w *waitingMessages) len() int { return w.buf.Len() }

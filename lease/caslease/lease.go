@@ -61,6 +61,7 @@ import (
 	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/loss"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -199,11 +200,9 @@ type casLease struct {
 
 // holding is one acquisition and its renewing goroutine.
 type holding struct {
-	token  uint64
-	cancel context.CancelFunc
-	done   chan struct{}
-	lost   bool           // guarded by casLease.mu
-	onLost lease.LostFunc // guarded by casLease.mu
+	token        uint64
+	done         chan struct{}
+	loss.Holding // guarded by casLease.mu
 }
 
 var _ lease.Lease = (*casLease)(nil)
@@ -244,9 +243,9 @@ func (l *casLease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint6
 	defer l.opMu.Unlock()
 	l.mu.Lock()
 	h := l.cur
-	if h != nil && !h.lost {
+	if h != nil && !h.Ended() {
 		if l.st.heldAt(time.Now()) {
-			h.onLost = leaseLost
+			h.Notify(leaseLost)
 			l.mu.Unlock()
 			return h.token, true, nil
 		}
@@ -289,7 +288,7 @@ func (l *casLease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (uint6
 			l.name, time.Since(start), l.cfg.timing().holdFor())
 	}
 	hctx, stop := context.WithCancel(context.Background())
-	h = &holding{token: d.leaseRecord.Token, cancel: stop, done: make(chan struct{}), onLost: leaseLost}
+	h = &holding{token: d.leaseRecord.Token, done: make(chan struct{}), Holding: loss.New(stop, leaseLost)}
 	l.cur = h
 	l.mu.Unlock()
 	l.log.Debug("cas lease acquired", slog.Uint64("token", h.token), slog.Uint64("version", version))
@@ -358,7 +357,7 @@ func (l *casLease) renew(ctx context.Context, h *holding) {
 // lease.ErrLost).
 func (l *casLease) renewOnce(ctx context.Context, h *holding, start time.Time) error {
 	l.mu.Lock()
-	if h.lost {
+	if h.Ended() {
 		l.mu.Unlock()
 		return nil
 	}
@@ -370,7 +369,7 @@ func (l *casLease) renewOnce(ctx context.Context, h *holding, start time.Time) e
 	}
 	if ok {
 		l.mu.Lock()
-		if !h.lost {
+		if !h.Ended() {
 			l.st.renewedOK(d.leaseRecord, version, start)
 		}
 		l.mu.Unlock()
@@ -382,7 +381,7 @@ func (l *casLease) renewOnce(ctx context.Context, h *holding, start time.Time) e
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h.lost {
+	if h.Ended() {
 		return nil
 	}
 	if c := l.st.conflict(view); c.Kind == kindLost {
@@ -400,7 +399,7 @@ func (l *casLease) untilLoss() time.Duration {
 // expire declares h lost if its time is up; it reports whether h is over.
 func (l *casLease) expire(h *holding) bool {
 	l.mu.Lock()
-	if l.cur != h || h.lost {
+	if l.cur != h || h.Ended() {
 		l.mu.Unlock()
 		return true
 	}
@@ -416,15 +415,12 @@ func (l *casLease) expire(h *holding) bool {
 // lose declares h lost, once, and runs its callback.
 func (l *casLease) lose(h *holding, reason error) {
 	l.mu.Lock()
-	if l.cur != h || h.lost {
+	if l.cur != h || h.Ended() {
 		l.mu.Unlock()
 		return
 	}
-	h.lost = true
+	cb := h.Lose()
 	l.st.held = false
-	cb := h.onLost
-	h.onLost = nil
-	h.cancel()
 	l.mu.Unlock()
 	l.log.Warn("cas lease lost", slog.Uint64("token", h.token), slog.Any("reason", reason))
 	if cb != nil {
@@ -446,10 +442,7 @@ func (l *casLease) Release(ctx context.Context) (bool, error) {
 		l.mu.Unlock()
 		return false, nil
 	}
-	h.onLost = nil
-	h.cancel()
-	wasHeld := !h.lost && l.st.heldAt(time.Now())
-	h.lost = true
+	wasHeld := !h.End() && l.st.heldAt(time.Now())
 	d, _ := l.st.release()
 	l.mu.Unlock()
 	<-h.done // no renewal races the release
@@ -503,5 +496,5 @@ func (l *casLease) Release(ctx context.Context) (bool, error) {
 func (l *casLease) CheckLease() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.cur != nil && !l.cur.lost && l.st.heldAt(time.Now())
+	return l.cur != nil && !l.cur.Ended() && l.st.heldAt(time.Now())
 }

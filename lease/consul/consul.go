@@ -59,6 +59,7 @@ import (
 	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/lease"
+	"github.com/protoshard/protoshard/lease/internal/loss"
 	"github.com/protoshard/protoshard/lease/internal/renewloop"
 )
 
@@ -233,12 +234,10 @@ type consulLease struct {
 type holding struct {
 	session string
 	token   uint64
-	cancel  context.CancelFunc // stops the heartbeats
 
 	// Guarded by consulLease.mu.
-	lastRenew time.Time // start of the last successful renewal (or of the session's creation)
-	lost      bool
-	onLost    lease.LostFunc
+	lastRenew    time.Time // start of the last successful renewal (or of the session's creation)
+	loss.Holding           // its cancel stops the heartbeats
 }
 
 var _ lease.Lease = (*consulLease)(nil)
@@ -258,9 +257,9 @@ func (l *consulLease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (ui
 	defer l.opMu.Unlock()
 	l.mu.Lock()
 	h := l.cur
-	if h != nil && !h.lost {
+	if h != nil && !h.Ended() {
 		if time.Since(h.lastRenew) < l.lossAfter() {
-			h.onLost = leaseLost
+			h.Notify(leaseLost)
 			token := h.token
 			l.mu.Unlock()
 			return token, true, nil
@@ -299,7 +298,7 @@ func (l *consulLease) Acquire(ctx context.Context, leaseLost lease.LostFunc) (ui
 		return 0, false, err
 	}
 	hctx, stop := context.WithCancel(context.Background())
-	h = &holding{session: session, token: token, cancel: stop, lastRenew: start, onLost: leaseLost}
+	h = &holding{session: session, token: token, lastRenew: start, Holding: loss.New(stop, leaseLost)}
 	l.mu.Lock()
 	l.cur = h
 	l.mu.Unlock()
@@ -424,14 +423,11 @@ func (l *consulLease) renew(ctx context.Context, session string) error {
 // without waiting for the session's TTL.
 func (l *consulLease) lose(h *holding, reason error) {
 	l.mu.Lock()
-	if l.cur != h || h.lost {
+	if l.cur != h || h.Ended() {
 		l.mu.Unlock()
 		return
 	}
-	h.lost = true
-	cb := h.onLost
-	h.onLost = nil
-	h.cancel()
+	cb := h.Lose()
 	l.mu.Unlock()
 	l.log.Warn("consul lease lost", slog.Uint64("token", h.token), slog.Any("reason", reason))
 	if cb != nil {
@@ -458,11 +454,7 @@ func (l *consulLease) Release(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	h := l.cur
 	l.cur = nil
-	lost := h == nil || h.lost
-	if h != nil {
-		h.cancel()
-		h.onLost = nil
-	}
+	lost := h == nil || h.End()
 	l.mu.Unlock()
 	if lost {
 		return false, nil // its session is destroyed already (or being)
@@ -494,7 +486,7 @@ func (l *consulLease) CheckLease() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.cur
-	return h != nil && !h.lost && time.Since(h.lastRenew) < l.lossAfter()
+	return h != nil && !h.Ended() && time.Since(h.lastRenew) < l.lossAfter()
 }
 
 func txnErrors(resp *api.TxnResponse) []string {

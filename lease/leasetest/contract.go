@@ -6,10 +6,10 @@ package leasetest
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 )
@@ -48,15 +48,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.run(t, h, leaseName(t))
+			tc.run(t, h, testsupport.NameOf(t))
 		})
 	}
-}
-
-// leaseName derives a lease name from the test's name, so that subtests
-// sharing one lease store do not meet.
-func leaseName(t *testing.T) string {
-	return strings.NewReplacer("/", "-", " ", "-").Replace(strings.ToLower(t.Name()))
 }
 
 func opCtx(t *testing.T, h Harness) context.Context {

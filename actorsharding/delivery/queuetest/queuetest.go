@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -52,15 +53,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.run(t, h, queueName(t))
+			tc.run(t, h, testsupport.NameOf(t))
 		})
 	}
-}
-
-// queueName derives a queue name from the test's name, so that subtests
-// sharing one store do not meet.
-func queueName(t *testing.T) string {
-	return strings.NewReplacer("/", "-", " ", "-").Replace(strings.ToLower(t.Name()))
 }
 
 // Sent is a MessageSent of entity with a string payload.
