@@ -17,9 +17,9 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/membership"
 	consulmembership "github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 const testService = "cli-test"
