@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/shard"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/messages"
@@ -102,7 +103,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 	w.waitRegistered(2)
 	onA := w.entityOn(a, a)
 	oldest := w.cluster.Oldest("")
-	manager := actorsharding.CoordinatorManagerName(typeName)
+	manager := shardingadmin.CoordinatorManagerName(typeName)
 	shardID := actorsharding.NewHashCodeMessageExtractor(w.shards).ShardID(onA)
 	targets := []struct {
 		kind string
@@ -111,7 +112,7 @@ func TestNilToEveryLibraryActor(t *testing.T) {
 	}{
 		{"shard region", a, w.region(a)},
 		{"shard region proxy", proxy, w.region(proxy)},
-		{"shard", a, a.System.NewLocalPID(actorsharding.RegionName(typeName) + "/" + shard.EntityName(shardID))},
+		{"shard", a, a.System.NewLocalPID(shardingadmin.RegionName(typeName) + "/" + shard.EntityName(shardID))},
 		{"singleton manager", b, b.System.NewLocalPID(manager)},
 		{"coordinator supervisor (the singleton)", oldest, oldest.System.NewLocalPID(manager + "/singleton")},
 		{"coordinator", oldest, oldest.System.NewLocalPID(manager + "/singleton/coordinator")},

@@ -15,11 +15,11 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/internal/testpb"
 	leaseconsul "github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/membership/consul"
 	"github.com/protoshard/protoshard/singleton"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // Two applications on one Consul, each a cluster of its own service with

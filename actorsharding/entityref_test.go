@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -300,7 +301,7 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	}
 	// And one at b's region rather than its entry, which names the
 	// incarnation the type ID belongs to.
-	region := actor.NewPID(b.Address(), actorsharding.RegionName(typeName))
+	region := actor.NewPID(b.Address(), shardingadmin.RegionName(typeName))
 	for _, bad := range []struct {
 		to   *actor.PID
 		m    *messages.EntityMessage

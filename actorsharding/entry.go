@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -34,14 +35,14 @@ import (
 // process has that name, and the message becomes a dead letter with the
 // reason (undeliveredReason).
 func regionEntryName(typeName, memberID string) string {
-	return RegionName(typeName) + entryInfix + memberID
+	return shardingadmin.RegionName(typeName) + entryInfix + memberID
 }
 
 const entryInfix = "/from-regions/"
 
 // isRegionEntry tells whether id names a region's entry.
 func isRegionEntry(id string) bool {
-	return strings.HasPrefix(id, RegionName("")) && strings.Contains(id, entryInfix)
+	return strings.HasPrefix(id, shardingadmin.RegionName("")) && strings.Contains(id, entryInfix)
 }
 
 // regionEntry is the process of a region's entry for member incarnation

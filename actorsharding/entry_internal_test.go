@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
@@ -45,7 +46,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	system := actor.NewActorSystem()
 	table := newRouteTable(system, "T", &typeIDs{})
 	home, entry := &recordingProcess{}, &recordingProcess{}
-	homePID, _ := system.ProcessRegistry.Add(home, RegionName("T"))
+	homePID, _ := system.ProcessRegistry.Add(home, shardingadmin.RegionName("T"))
 	system.ProcessRegistry.Add(entry, regionEntryName("T", "m1"))
 	sr := table.shard("7")
 	sr.setRemote(homePID, "m1")
@@ -61,7 +62,7 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	if len(got) != 1 || !ok || env.GetKnownTypeAckTo() != system.Address() || env.GetToMemberId() != "m1" || env.GetShardId() != "7" {
 		t.Fatalf("home got %v, want one envelope asking %s to confirm the type", got, system.Address())
 	}
-	if m, err := UnpackEnvelope(env); err != nil || !proto.Equal(m.(proto.Message), ping) {
+	if m, err := unpackEnvelope(env); err != nil || !proto.Equal(m.(proto.Message), ping) {
 		t.Fatalf("payload %v (%v), want %v", m, err, ping)
 	}
 

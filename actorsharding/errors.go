@@ -8,9 +8,9 @@ import "github.com/protoshard/protoshard/deadletter"
 var (
 	// ErrNilMessage: a nil message, which proto.actor's mailbox cannot take.
 	ErrNilMessage = deadletter.ErrNilMessage
-	// ErrMessageTooLarge: over Settings.MaxMessageSize, for another node.
+	// ErrMessageTooLarge: over WithMaxMessageSize, for another node.
 	ErrMessageTooLarge = deadletter.ErrMessageTooLarge
-	// ErrBufferFull: the region's buffer (Settings.BufferSize) is full.
+	// ErrBufferFull: the region's buffer (WithBufferSize) is full.
 	ErrBufferFull = deadletter.ErrBufferFull
 	// ErrShuttingDown: the region, shard or whole cluster is stopping.
 	ErrShuttingDown = deadletter.ErrShuttingDown

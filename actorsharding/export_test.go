@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -21,7 +22,7 @@ const (
 // RegionKnowsType reports whether the region of typeName on system has
 // heard that member memberID knows the message type name.
 func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string) bool {
-	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	p, ok := system.ProcessRegistry.GetLocal(shardingadmin.RegionName(typeName))
 	if !ok {
 		return false
 	}
@@ -32,7 +33,7 @@ func RegionKnowsType(system *actor.ActorSystem, typeName, memberID, name string)
 // RegionTypeID is the ID member memberID gave the message type name for
 // EntityMessage, as the region of typeName on system heard it (0: none).
 func RegionTypeID(system *actor.ActorSystem, typeName, memberID, name string) uint32 {
-	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	p, ok := system.ProcessRegistry.GetLocal(shardingadmin.RegionName(typeName))
 	if !ok {
 		return 0
 	}
@@ -50,7 +51,7 @@ func EntityRefCached(ref EntityRef) bool { return ref.cache != nil && ref.cache.
 // id as the router does once its checks passed: forwarded to member
 // incarnation to ("": from a sender of this node).
 func SendRouted(system *actor.ActorSystem, typeName, id string, msg any, to string) bool {
-	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	p, ok := system.ProcessRegistry.GetLocal(shardingadmin.RegionName(typeName))
 	if !ok {
 		return false
 	}
@@ -68,7 +69,7 @@ func SendRouted(system *actor.ActorSystem, typeName, id string, msg any, to stri
 // many entities take messages directly and how many shards have a home on
 // another node that senders send to directly.
 func DirectRoutes(system *actor.ActorSystem, typeName string) (entities, remoteHomes int) {
-	p, ok := system.ProcessRegistry.GetLocal(RegionName(typeName))
+	p, ok := system.ProcessRegistry.GetLocal(shardingadmin.RegionName(typeName))
 	if !ok {
 		return 0, 0
 	}
@@ -98,7 +99,7 @@ func pendingMark(t *routeTable, shard string) *shardproto.Pending {
 // RouteCounts asks the region of typeName on system how many shard routes
 // and entity routes its router has, and how many shard homes it knows.
 func RouteCounts(system *actor.ActorSystem, typeName string) (routes, entities, homes int, err error) {
-	res, err := system.Root.RequestFuture(actor.NewPID(system.Address(), RegionName(typeName)), getRouteCounts{}, 10*time.Second).Result()
+	res, err := system.Root.RequestFuture(actor.NewPID(system.Address(), shardingadmin.RegionName(typeName)), getRouteCounts{}, 10*time.Second).Result()
 	if err != nil {
 		return 0, 0, 0, err
 	}

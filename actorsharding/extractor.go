@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// DefaultNumberOfShards is Akka typed's number-of-shards default. The rule
+// defaultNumberOfShards is Akka typed's number-of-shards default. The rule
 // of thumb is ten times the planned maximum number of nodes.
-const DefaultNumberOfShards = 1000
+const defaultNumberOfShards = 1000
 
 // ErrNoEntityID: the extractor cannot tell which entity a message is for.
 var ErrNoEntityID = errors.New("actorsharding: message has no entity id")
@@ -90,9 +90,9 @@ func identityOf(e MessageExtractor) (coordinator.ExtractorIdentity, error) {
 	return coordinator.ExtractorIdentity{Name: name, NumberOfShards: n}, nil
 }
 
-// EntityIDMessage is a message that names its entity: every protobuf
+// entityIDMessage is a message that names its entity: every protobuf
 // message with a string `entity_id` field is one.
-type EntityIDMessage interface {
+type entityIDMessage interface {
 	GetEntityId() string
 }
 
@@ -114,10 +114,11 @@ type HashCodeMessageExtractor struct {
 }
 
 // NewHashCodeMessageExtractor returns the default extractor with n shards
-// (DefaultNumberOfShards when n < 1).
+// (1000, Akka typed's number-of-shards default, when n < 1; the
+// rule of thumb is ten times the planned maximum number of nodes).
 func NewHashCodeMessageExtractor(n int) HashCodeMessageExtractor {
 	if n < 1 {
-		n = DefaultNumberOfShards
+		n = defaultNumberOfShards
 	}
 	return HashCodeMessageExtractor{NumberOfShards: n}
 }
@@ -130,7 +131,7 @@ func (e HashCodeMessageExtractor) EntityID(message any) (string, error) {
 			return "", fmt.Errorf("ShardingEnvelope with an empty entity_id: %w", ErrNoEntityID)
 		}
 		return m.GetEntityId(), nil
-	case EntityIDMessage:
+	case entityIDMessage:
 		if m.GetEntityId() == "" {
 			return "", fmt.Errorf("%T with an empty entity_id: %w", message, ErrNoEntityID)
 		}
@@ -157,7 +158,7 @@ func entityIDOf(ex MessageExtractor, msg any) (string, bool) {
 		switch m := msg.(type) {
 		case *messages.ShardingEnvelope:
 			id = m.GetEntityId()
-		case EntityIDMessage:
+		case entityIDMessage:
 			id = m.GetEntityId()
 		}
 		return id, id != ""
@@ -176,10 +177,10 @@ func (e HashCodeMessageExtractor) ShardID(entityID string) string {
 }
 
 // numberOfShards is the number of shards it maps to: NumberOfShards, or
-// DefaultNumberOfShards for a value below 1.
+// defaultNumberOfShards for a value below 1.
 func (e HashCodeMessageExtractor) numberOfShards() int {
 	if e.NumberOfShards < 1 {
-		return DefaultNumberOfShards
+		return defaultNumberOfShards
 	}
 	return e.NumberOfShards
 }
@@ -188,15 +189,15 @@ func (e HashCodeMessageExtractor) numberOfShards() int {
 // is unpacked, anything else is the entity's message as is.
 func (e HashCodeMessageExtractor) UnwrapMessage(message any) (any, error) {
 	if env, ok := message.(*messages.ShardingEnvelope); ok {
-		return UnpackEnvelope(env)
+		return unpackEnvelope(env)
 	}
 	return message, nil
 }
 
-// UnpackEnvelope returns a ShardingEnvelope's payload. It fails (instead of
+// unpackEnvelope returns a ShardingEnvelope's payload. It fails (instead of
 // crashing) when the payload is missing or its type is not linked into
 // this program.
-func UnpackEnvelope(env *messages.ShardingEnvelope) (any, error) {
+func unpackEnvelope(env *messages.ShardingEnvelope) (any, error) {
 	if env.GetMessage() == nil {
 		return nil, fmt.Errorf("ShardingEnvelope for entity %q has no message", env.GetEntityId())
 	}

@@ -392,7 +392,7 @@ func isPing(m any) bool {
 	case *shardproto.Deliver:
 		m = d.Message
 	case *messages.ShardingEnvelope:
-		m, _ = actorsharding.UnpackEnvelope(d)
+		m, _ = d.GetMessage().UnmarshalNew()
 	}
 	_, ok := m.(*testpb.Ping)
 	return ok

@@ -16,7 +16,9 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
+	"github.com/protoshard/protoshard/internal/testwait"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -98,7 +100,7 @@ func (w *world) entityOn(via, node *testkit.Node) string {
 }
 
 func (w *world) coordinatorPID(n *testkit.Node) *actor.PID {
-	return actor.NewPID(n.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
+	return actor.NewPID(n.Address(), shardingadmin.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 }
 
 // An entity that takes longer than the hand-off timeout to stop: the
@@ -290,7 +292,7 @@ func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 	askEventually(t, a, w.region(a), "e-1", 0)
 	before := w.coordinatorState()
 	coord := w.coordinatorPID(w.cluster.Oldest(""))
-	probe := testkit.NewProbe(a.System)
+	probe := testwait.NewProbe(a.System)
 	cases := []struct {
 		name   string
 		msg    any
@@ -379,7 +381,7 @@ func TestRemovedNodeFailsFastThenRejoins(t *testing.T) {
 	w.nodeOpts = []testkit.NodeOption{testkit.WithMembershipConfig(func(c *membership.Config) { c.RejoinBackoff = 2 * time.Second })}
 	a, b := w.twoNodes()
 	onA, onB := w.entityOn(a, a), w.entityOn(a, b)
-	reg := w.cluster.Backend().(*testkit.LocalBackend).Registry
+	reg := w.local.Registry
 	oldB := b.MemberID()
 	since := len(w.dropped())
 	reg.Remove(oldB)
@@ -526,7 +528,7 @@ func TestMessagesToACrashedNodeAreReported(t *testing.T) {
 	w := newLocalWorld(t)
 	a, b := w.twoNodes()
 	id := w.entityOn(a, b)
-	w.cluster.Backend().(*testkit.LocalBackend).FailureDetectionDelay = 3 * time.Second
+	w.local.FailureDetectionDelay = 3 * time.Second
 	since := len(w.dropped())
 	b.Crash()
 	for seq := int64(1); seq <= 20; seq++ {

@@ -17,6 +17,8 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/raceflag"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/membership/consul"
@@ -35,6 +37,7 @@ type world struct {
 	cluster  *testkit.Cluster
 	consul   bool
 	backend  *testkit.ConsulBackend      // consul worlds only
+	local    *testkit.LocalBackend       // local worlds only
 	store    coordinatoractor.StateStore // nil: the default (no WithStateStore)
 	ledger   *testkit.Ledger
 	received *received
@@ -57,14 +60,15 @@ type world struct {
 
 func skipUnderRace(t *testing.T) {
 	t.Helper()
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 }
 
 func newLocalWorld(t *testing.T, opts ...actorsharding.Option) *world {
 	skipUnderRace(t)
-	w := &world{t: t, cluster: testkit.NewCluster(t, testkit.NewLocalBackend()), store: coordinatoractor.NewMemoryStore()}
+	b := testkit.NewLocalBackend()
+	w := &world{t: t, cluster: testkit.NewCluster(t, b), local: b, store: coordinatoractor.NewMemoryStore()}
 	return w.init(opts)
 }
 
@@ -357,7 +361,7 @@ func (w *world) coordinatorState() *coordinator.CurrentCoordinatorState {
 	if oldest == nil {
 		w.t.Fatal("no oldest node")
 	}
-	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
+	pid := actor.NewPID(oldest.Address(), shardingadmin.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	res, err := oldest.System.Root.RequestFuture(pid, &coordinator.GetCoordinatorState{}, 10*time.Second).Result()
 	if err != nil {
 		return nil

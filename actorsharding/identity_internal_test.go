@@ -29,7 +29,7 @@ func TestIdentityOf(t *testing.T) {
 	}{
 		{"hash-code", NewHashCodeMessageExtractor(100), coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: 100}, ""},
 		{"hash-code, pointer", &HashCodeMessageExtractor{NumberOfShards: 7}, coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: 7}, ""},
-		{"hash-code with no number: the default it maps to", HashCodeMessageExtractor{}, coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: DefaultNumberOfShards}, ""},
+		{"hash-code with no number: the default it maps to", HashCodeMessageExtractor{}, coordinator.ExtractorIdentity{Name: "hash-code", NumberOfShards: defaultNumberOfShards}, ""},
 		{"a user type that embeds hash-code is its own", userExtractor{NewHashCodeMessageExtractor(100)},
 			coordinator.ExtractorIdentity{Name: "actorsharding.userExtractor"}, ""},
 		{"a user type that names itself", namedExtractor{name: "orders-v2", shards: 64},

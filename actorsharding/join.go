@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
 )
@@ -48,7 +49,7 @@ func WithMembership(provider membership.Provider) JoinOption {
 // starts: remote.WithAdvertisedHost (the host:port other nodes dial, behind
 // NAT or in a container), remote.WithServerOptions (TLS credentials,
 // grpc.MaxRecvMsgSize), remote.WithDialOptions, the endpoint batch and
-// queue sizes (Join's queue is EndpointWriterQueueSize slots unless
+// queue sizes (Join's queue starts at 4096 slots, not proto.actor's million, unless
 // remote.WithEndpointWriterQueueSize says otherwise; both sizes must be at
 // least 1)... Join applies them in order, then the quarantine's option,
 // which adds its gRPC interceptors to the server and dial options they
@@ -72,18 +73,6 @@ func WithMembershipConfig(cfg membership.Config) JoinOption {
 func WithTracing(opts ...TracingOption) JoinOption {
 	return func(c *joinConfig) { c.tracing = append(c.tracing, opts...) }
 }
-
-// EndpointWriterQueueSize is the initial size, in messages, of the queue
-// of the remote Join starts to each node it sends to. proto.actor's
-// default, 1,000,000 slots, is a 16 MB ring per peer from its first
-// message on: 800 MB of heap on a node of a 51-node cluster, which the
-// garbage collector scans at every cycle and the process touches as the
-// ring wraps. The ring doubles whenever it is full, without bound and
-// without losing a message, and never shrinks, so the initial size only
-// saves the first doublings: 4096 slots (64 KB) hold four of the remote's
-// batches (1000 messages by default) before the first, and a peer that
-// needs more grows its own queue to its own peak.
-const EndpointWriterQueueSize = 4096
 
 // noHost is proto.actor's address of a system whose remote has not
 // started.
@@ -163,7 +152,7 @@ func Join(ctx context.Context, system *actor.ActorSystem, opts ...JoinOption) (*
 // remoteConfig is the config of the remote Join starts: its defaults, then
 // the user's options, which may override them, then the quarantine's.
 func (c joinConfig) remoteConfig(q *membership.Quarantine) (*remote.Config, error) {
-	opts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(EndpointWriterQueueSize)}, c.remote...)
+	opts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(shardingconfig.EndpointWriterQueueSize)}, c.remote...)
 	rcfg := remote.Configure(c.host, c.port, append(opts, q.RemoteOption())...)
 	// proto.actor's endpoint writer divides by the queue size and spins on
 	// empty batches.

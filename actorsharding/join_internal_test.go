@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -55,10 +56,10 @@ func TestJoinRemoteConfig(t *testing.T) {
 		wantQueue int
 		wantErr   bool
 	}{
-		{"default", nil, EndpointWriterQueueSize, false},
+		{"default", nil, shardingconfig.EndpointWriterQueueSize, false},
 		{"user's size", []remote.ConfigOption{remote.WithEndpointWriterQueueSize(123)}, 123, false},
 		{"proto.actor's size", []remote.ConfigOption{remote.WithEndpointWriterQueueSize(1_000_000)}, 1_000_000, false},
-		{"other options only", []remote.ConfigOption{remote.WithEndpointWriterBatchSize(10)}, EndpointWriterQueueSize, false},
+		{"other options only", []remote.ConfigOption{remote.WithEndpointWriterBatchSize(10)}, shardingconfig.EndpointWriterQueueSize, false},
 		{"empty queue", []remote.ConfigOption{remote.WithEndpointWriterQueueSize(0)}, 0, true},
 		{"empty batch", []remote.ConfigOption{remote.WithEndpointWriterBatchSize(0)}, 0, true},
 	} {

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/testkit"
@@ -42,7 +43,7 @@ func histogramCount(t *testing.T, reader *sdkmetric.ManualReader, name string) u
 // node), and the first node's leave hands the coordinator singleton over
 // (timed on the second).
 func TestHandOffMetrics(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("two remotes in one process race on grpc's global logger")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

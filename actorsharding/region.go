@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shard"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/throttle"
@@ -30,7 +31,7 @@ type region struct {
 	typeName    string
 	entityProps *actor.Props // nil: proxy only
 	extractor   MessageExtractor
-	settings    Settings
+	settings    shardingconfig.Settings
 	cluster     *membership.Cluster
 	// coordinatorProxy is the singleton proxy to the coordinator; Register
 	// goes through it, everything else straight to the coordinator.
@@ -285,7 +286,7 @@ func (r *region) onRetryTick(ctx actor.Context) {
 
 // homeIdleSweeps is how many whole sweep intervals a home on another node
 // goes unused before the region forgets it; the interval is half the
-// idle timeout (Settings.homeIdleTimeout), so a home goes between one and
+// idle timeout (shardingconfig.Settings.HomeIdleTimeout), so a home goes between one and
 // one and a half timeouts after its last use, as an idle entity does.
 const homeIdleSweeps = 2
 
@@ -297,7 +298,7 @@ const homeIdleSweeps = 2
 // pending message, no hand-off. A shard's next message asks the
 // coordinator for its home again, as its first did.
 func (r *region) sweepRoutes(ctx actor.Context, now time.Time) {
-	idle := r.settings.homeIdleTimeout()
+	idle := r.settings.HomeIdleTimeout()
 	if r.lastSweep.IsZero() {
 		r.lastSweep = now
 	}

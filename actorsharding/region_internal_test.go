@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 )
@@ -87,7 +89,7 @@ func TestRegionForgetsIdleHomesAndRoutes(t *testing.T) {
 	defer system.Shutdown()
 	const shards = 5000
 	const otherAddr = "10.0.0.2:7000"
-	other := actor.NewPID(otherAddr, RegionName("T"))
+	other := actor.NewPID(otherAddr, shardingadmin.RegionName("T"))
 	type figures struct{ homesBefore, routesBefore, homesAfter, routesAfter int }
 	done := make(chan figures, 1)
 	errs := make(chan string, 16)
@@ -95,7 +97,7 @@ func TestRegionForgetsIdleHomesAndRoutes(t *testing.T) {
 		if _, ok := ctx.Message().(*actor.Started); !ok {
 			return
 		}
-		settings := DefaultSettings()
+		settings := shardingconfig.Default()
 		settings.Shard.PassivationIdleTimeout = 40 * time.Second
 		r := &region{typeName: "T", settings: settings, table: newShardTable(ctx.Self()), entityProps: actor.PropsFromFunc(func(actor.Context) {}),
 			members: map[string]membership.Member{otherAddr: {ID: "m2", Address: otherAddr, Status: membership.Up}},

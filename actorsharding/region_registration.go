@@ -8,6 +8,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/throttle"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -149,7 +151,7 @@ func (r *region) obeys(ctx actor.Context, msg proto.Message, epoch uint64) bool 
 // member runs it: the child of the coordinator's singleton (see
 // coordinator.SupervisorProps).
 func (r *region) coordinatorID() string {
-	return CoordinatorManagerName(r.typeName) + "/" + coordinatorSingletonName + "/" + coordinator.CoordinatorName
+	return shardingadmin.CoordinatorManagerName(r.typeName) + "/" + shardingconfig.CoordinatorSingletonName + "/" + coordinator.CoordinatorName
 }
 
 // oldestOfRole is the ID of the oldest member with the region's role,

@@ -33,7 +33,7 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 			env.GetShardId(), id, shard))
 		return
 	}
-	m, err := UnpackEnvelope(env)
+	m, err := unpackEnvelope(env)
 	if err != nil {
 		r.drop(ctx, env, err.Error())
 		return

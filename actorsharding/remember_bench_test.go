@@ -10,10 +10,11 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/internal/consulagent"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // BenchmarkRememberEntities10kConsul starts 10,000 remembered entities in
@@ -24,7 +25,7 @@ import (
 //
 //	go test -run '^$' -bench RememberEntities10k -benchtime 1x ./actorsharding
 func BenchmarkRememberEntities10kConsul(b *testing.B) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		b.Skip("several proto.actor remotes in one process race on grpc's global logger")
 	}
 	const entities = 10000

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -477,7 +478,7 @@ type regionProcess struct {
 	// hosting: a region that hosts shards; a proxy has no entities to
 	// look up, and only sends to other nodes directly.
 	hosting bool
-	// maxMessageSize: Settings.MaxMessageSize, for sends to another node.
+	// maxMessageSize: WithMaxMessageSize's, for sends to another node.
 	maxMessageSize int
 	stopped        atomic.Bool
 }
@@ -579,7 +580,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			to = t
 		}
 		var err error
-		if r.m, err = UnpackEnvelope(x); err != nil {
+		if r.m, err = unpackEnvelope(x); err != nil {
 			return false
 		}
 		r.packed = x.GetMessage()
@@ -701,7 +702,7 @@ func (p *regionProcess) ackKnownType(address string, m any) {
 	if !ok || self == nil || !slices.ContainsFunc(p.cluster.Members(), func(mb membership.Member) bool { return mb.Address == address }) {
 		return
 	}
-	p.table.system.Root.Send(actor.NewPID(address, RegionName(p.typeName)),
+	p.table.system.Root.Send(actor.NewPID(address, shardingadmin.RegionName(p.typeName)),
 		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self, EntityIdHeader: true,
 			TypeId: p.table.typeIDs.idOf(pm.ProtoReflect().Type())})
 }

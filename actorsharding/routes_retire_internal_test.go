@@ -53,7 +53,7 @@ func (h *homeProcess) SendUserMessage(_ *actor.PID, m any) {
 	if !ok {
 		panic(fmt.Sprintf("the home got %T", m))
 	}
-	p, err := UnpackEnvelope(env)
+	p, err := unpackEnvelope(env)
 	if err != nil {
 		panic(err)
 	}

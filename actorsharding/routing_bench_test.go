@@ -12,10 +12,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
-	"github.com/protoshard/protoshard/testkit"
 )
 
 const (
@@ -83,7 +83,7 @@ type benchNode struct {
 
 func newBenchNode(b *testing.B) *benchNode {
 	b.Helper()
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		b.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {

@@ -133,20 +133,20 @@ func TestStartRefusesAStoreOfAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	props := actor.PropsFromFunc(func(actor.Context) {})
-	for name, opt := range map[string]actorsharding.Option{
-		"state store of another cluster": actorsharding.WithStateStore(consulstore.NewStateStore(client, "app-b", "Counter")),
-		"state store of another type":    actorsharding.WithStateStore(consulstore.NewStateStore(client, "app-a", "Account")),
-		"state store, names swapped":     actorsharding.WithStateStore(consulstore.NewStateStore(client, "Counter", "app-a")),
-		"remember store of another cluster": func(st *actorsharding.Settings) {
-			actorsharding.WithRememberEntities(consulstore.NewRememberEntitiesStore(client, "app-b", "Counter"))(st)
-			st.StateStore = coordinatoractor.NewMemoryStore()
+	for name, opts := range map[string][]actorsharding.Option{
+		"state store of another cluster": {actorsharding.WithStateStore(consulstore.NewStateStore(client, "app-b", "Counter"))},
+		"state store of another type":    {actorsharding.WithStateStore(consulstore.NewStateStore(client, "app-a", "Account"))},
+		"state store, names swapped":     {actorsharding.WithStateStore(consulstore.NewStateStore(client, "Counter", "app-a"))},
+		"remember store of another cluster": {
+			actorsharding.WithRememberEntities(consulstore.NewRememberEntitiesStore(client, "app-b", "Counter")),
+			actorsharding.WithStateStore(coordinatoractor.NewMemoryStore()),
 		},
 	} {
-		if _, err := s.StartRegion("Counter", props, nil, opt); !errors.Is(err, actorsharding.ErrStoreMismatch) ||
+		if _, err := s.StartRegion("Counter", props, nil, opts...); !errors.Is(err, actorsharding.ErrStoreMismatch) ||
 			!strings.Contains(err.Error(), `this is cluster "app-a", entity type "Counter"`) {
 			t.Errorf("StartRegion with a %s: %v, want ErrStoreMismatch", name, err)
 		}
-		if _, err := s.StartProxy("Counter", nil, opt); !errors.Is(err, actorsharding.ErrStoreMismatch) {
+		if _, err := s.StartProxy("Counter", nil, opts...); !errors.Is(err, actorsharding.ErrStoreMismatch) {
 			t.Errorf("StartProxy with a %s: %v, want ErrStoreMismatch", name, err)
 		}
 	}

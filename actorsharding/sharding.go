@@ -26,6 +26,8 @@ import (
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/storescope"
@@ -65,11 +67,15 @@ type startedRegion struct {
 	// What it was started with, to tell a second start that differs.
 	entityProps *actor.Props
 	extractor   MessageExtractor
-	settings    Settings
+	settings    shardingconfig.Settings
 }
 
-// ExtensionID implements proto.actor's extensions.Extension.
-func (s *Sharding) ExtensionID() extensions.ExtensionID { return extensionID }
+// extension is the Sharding as proto.actor's extensions.Extension of its
+// system (the method it needs stays off Sharding's API).
+type extension struct{ *Sharding }
+
+// ExtensionID implements extensions.Extension.
+func (extension) ExtensionID() extensions.ExtensionID { return extensionID }
 
 // New returns the Sharding of system, creating it on first use. cluster is
 // the node's membership; it must be the same on every call for a system.
@@ -94,8 +100,8 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...Tracing
 	if system == nil || cluster == nil {
 		return nil, errors.New("actorsharding: New needs an actor system and a membership cluster")
 	}
-	if ext := system.Extensions.Get(extensionID); ext != nil {
-		s := ext.(*Sharding)
+	if ext, ok := system.Extensions.Get(extensionID).(extension); ok {
+		s := ext.Sharding
 		if s.cluster != cluster {
 			return nil, errors.New("actorsharding: this actor system already has a Sharding with another membership cluster")
 		}
@@ -110,7 +116,7 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...Tracing
 		return nil, fmt.Errorf("actorsharding: New: %w", err)
 	}
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}, tracing: newTracing(opts)}
-	system.Extensions.Register(s)
+	system.Extensions.Register(extension{s})
 	staleness.Set(system, membershiphook.Of(cluster).Stale)
 	deadletter.ReportUndelivered(system, undeliveredReason(system))
 	system.EventStream.Subscribe(releaseUndelivered)
@@ -167,7 +173,7 @@ var ErrNotJoined = errors.New("the cluster has not joined yet: call membership.C
 
 // ErrNoStateStore is returned by StartRegion and StartProxy when the
 // coordinator needs a state store and there is no safe default: see
-// Settings.StateStore.
+// WithStateStore.
 var ErrNoStateStore = errors.New("no coordinator StateStore: with membership whose nodes may run in other processes, " +
 	"give every node the same store (WithStateStore(consulstore.NewStateStore(client, sharding.Cluster().Name(), typeName)))")
 
@@ -192,13 +198,6 @@ func (s *Sharding) defaultStateStore(typeName string) (coordinatoractor.StateSto
 	}
 	return store, nil
 }
-
-// RegionName is the actor name of the region (or proxy) of typeName.
-func RegionName(typeName string) string { return "sharding/" + typeName }
-
-// CoordinatorManagerName is the actor name of the singleton manager that
-// runs typeName's coordinator.
-func CoordinatorManagerName(typeName string) string { return "sharding/" + typeName + "Coordinator" }
 
 // StartRegion starts the ShardRegion of typeName on this node and returns
 // its PID. Entities are created from entityProps, on demand, as children
@@ -230,18 +229,18 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		return nil, fmt.Errorf("actorsharding: type name %q holds a '/'", typeName)
 	}
 	if extractor == nil {
-		extractor = NewHashCodeMessageExtractor(DefaultNumberOfShards)
+		extractor = NewHashCodeMessageExtractor(defaultNumberOfShards)
 	}
 	identity, err := identityOf(extractor)
 	if err != nil {
 		return nil, fmt.Errorf("actorsharding: %q: %w", typeName, err)
 	}
 	requestedProps := entityProps
-	settings := DefaultSettings()
+	settings := shardingconfig.Default()
 	for _, o := range opts {
 		o(&settings)
 	}
-	settings = settings.withDefaults()
+	settings = settings.WithDefaults()
 	asked := settings
 	settings.Shard.MemberStale = membershiphook.Of(s.cluster).Stale
 	if settings.Coordinator.Tracer == nil {
@@ -281,12 +280,12 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		props := coordinator.SupervisorProps(
 			coordinator.Props(typeName, s.cluster, settings.Coordinator, settings.AllocationStrategy, settings.StateStore),
 			settings.Coordinator.CoordinatorFailureBackoff)
-		if _, err := singleton.StartManager(s.system, s.cluster, props, CoordinatorManagerName(typeName), coordinatorSingletonOptions(settings)...); err != nil {
+		if _, err := singleton.StartManager(s.system, s.cluster, props, shardingadmin.CoordinatorManagerName(typeName), coordinatorSingletonOptions(settings)...); err != nil {
 			return nil, fmt.Errorf("actorsharding: start coordinator of %q: %w", typeName, err)
 		}
 	}
-	proxy, err := singleton.StartProxy(s.system, s.cluster, CoordinatorManagerName(typeName),
-		singleton.WithSingletonName(coordinatorSingletonName), singleton.WithRole(settings.Role))
+	proxy, err := singleton.StartProxy(s.system, s.cluster, shardingadmin.CoordinatorManagerName(typeName),
+		singleton.WithSingletonName(shardingconfig.CoordinatorSingletonName), singleton.WithRole(settings.Role))
 	if err != nil {
 		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
 	}
@@ -307,7 +306,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 			routes:           routes,
 			router:           router,
 		}
-	}, guard.WithMailbox()), RegionName(typeName))
+	}, guard.WithMailbox()), shardingadmin.RegionName(typeName))
 	if err != nil {
 		s.system.Root.Stop(proxy)
 		return nil, fmt.Errorf("actorsharding: start region %q: %w", typeName, err)
@@ -336,9 +335,9 @@ func hasConfiguredRole(c *membership.Cluster, role string) bool {
 
 // coordinatorSingletonOptions are the options of the coordinator's
 // singleton managers: the user's, then the name and role they must have.
-func coordinatorSingletonOptions(settings Settings) []singleton.Option {
+func coordinatorSingletonOptions(settings shardingconfig.Settings) []singleton.Option {
 	return append(append([]singleton.Option{}, settings.Singleton.Options...),
-		singleton.WithSingletonName(coordinatorSingletonName), singleton.WithRole(settings.Role))
+		singleton.WithSingletonName(shardingconfig.CoordinatorSingletonName), singleton.WithRole(settings.Role))
 }
 
 // gracefulShutdown hands off the region's shards and waits until it has
@@ -369,26 +368,26 @@ func (s *Sharding) Region(typeName string) (*actor.PID, bool) {
 	return r.pid, true
 }
 
-// RegionInfo is a region (or proxy) started on this system, as Regions
-// lists it.
-type RegionInfo struct {
-	TypeName string
-	PID      *actor.PID
-	Proxy    bool   // it hosts no shards
-	Role     string // the role whose members host the type's shards and coordinator
-}
-
-// Regions lists the regions and proxies started on this system, by type
+// regionList lists the regions and proxies started on this system, by type
 // name: what admin tools (package management) report on.
-func (s *Sharding) Regions() []RegionInfo {
+func (s *Sharding) regionList() []shardingadmin.Region {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]RegionInfo, 0, len(s.regions))
+	out := make([]shardingadmin.Region, 0, len(s.regions))
 	for name, r := range s.regions {
-		out = append(out, RegionInfo{TypeName: name, PID: r.pid, Proxy: r.proxy, Role: r.role})
+		out = append(out, shardingadmin.Region{TypeName: name, PID: r.pid, Proxy: r.proxy, Role: r.role})
 	}
-	slices.SortFunc(out, func(a, b RegionInfo) int { return strings.Compare(a.TypeName, b.TypeName) })
+	slices.SortFunc(out, func(a, b shardingadmin.Region) int { return strings.Compare(a.TypeName, b.TypeName) })
 	return out
+}
+
+func init() {
+	shardingadmin.Regions = func(system *actor.ActorSystem) []shardingadmin.Region {
+		if s, ok := system.Extensions.Get(extensionID).(extension); ok {
+			return s.regionList()
+		}
+		return nil
+	}
 }
 
 // System returns the actor system the Sharding belongs to.

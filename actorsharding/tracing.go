@@ -96,7 +96,7 @@ func TraceContext(ctx actor.Context) context.Context {
 
 // propagatorOf is the propagator of system's Sharding, or the default.
 func propagatorOf(system *actor.ActorSystem) propagation.TextMapPropagator {
-	if s, ok := system.Extensions.Get(extensionID).(*Sharding); ok && s.tracing != nil {
+	if s, ok := system.Extensions.Get(extensionID).(extension); ok && s.tracing != nil {
 		return s.tracing.propagator
 	}
 	return propagation.TraceContext{}

@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/durablestate"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
@@ -25,7 +26,7 @@ import (
 // pause, cannot overwrite the balance the second one saved: its save is
 // refused with ErrFenced, and it stops.
 func TestIncarnationOnAPausedNodeIsFenced(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 	backend := testsupport.NewPausableBackend(300 * time.Millisecond)

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/management"
 	"github.com/protoshard/protoshard/singleton"
@@ -106,7 +107,7 @@ func coordinatorHomes(c *testkit.Cluster) (map[string]string, []string, bool) {
 	if oldest == nil {
 		return nil, nil, false
 	}
-	pid := actor.NewPID(oldest.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
+	pid := actor.NewPID(oldest.Address(), shardingadmin.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	res, err := oldest.System.Root.RequestFuture(pid, &coordinator.GetCoordinatorState{}, 5*time.Second).Result()
 	st, ok := res.(*coordinator.CurrentCoordinatorState)
 	if err != nil || !ok || st.Name != coordinator.StateActive {

@@ -84,6 +84,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	internalask "github.com/protoshard/protoshard/internal/ask"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -136,7 +137,7 @@ type handler struct {
 	system  *actor.ActorSystem
 	cluster *membership.Cluster
 	// regions lists the regions started on this node (Sharding.Regions).
-	regions func() []actorsharding.RegionInfo
+	regions func() []shardingadmin.Region
 	config
 	mux *http.ServeMux
 }
@@ -147,10 +148,16 @@ type handler struct {
 //
 //	mux.Handle("/admin/", http.StripPrefix("/admin", management.NewHandler(sharding)))
 func NewHandler(sharding *actorsharding.Sharding, opts ...Option) http.Handler {
-	return newHandler(sharding.System(), sharding.Cluster(), sharding.Regions, opts)
+	return newHandler(sharding.System(), sharding.Cluster(), regionsOf(sharding), opts)
 }
 
-func newHandler(system *actor.ActorSystem, cluster *membership.Cluster, regions func() []actorsharding.RegionInfo, opts []Option) *handler {
+// regionsOf lists the regions and proxies started on sharding's node.
+func regionsOf(sharding *actorsharding.Sharding) func() []shardingadmin.Region {
+	system := sharding.System()
+	return func() []shardingadmin.Region { return shardingadmin.Regions(system) }
+}
+
+func newHandler(system *actor.ActorSystem, cluster *membership.Cluster, regions func() []shardingadmin.Region, opts []Option) *handler {
 	h := &handler{system: system, cluster: cluster, regions: regions, config: config{timeout: DefaultTimeout}, mux: http.NewServeMux()}
 	for _, o := range opts {
 		o(&h.config)
@@ -203,7 +210,7 @@ func (h *handler) types(w http.ResponseWriter, _ *http.Request) {
 func (h *handler) singletons(w http.ResponseWriter, _ *http.Request) {
 	var specs []singletonSpec
 	for _, r := range h.regions() {
-		specs = append(specs, singletonSpec{name: actorsharding.CoordinatorManagerName(r.TypeName), role: r.Role})
+		specs = append(specs, singletonSpec{name: shardingadmin.CoordinatorManagerName(r.TypeName), role: r.Role})
 	}
 	specs = append(specs, h.config.singletons...)
 	writeJSON(w, http.StatusOK, buildSingletons(specs, h.cluster.Members(), h.cluster.Self().ID))
@@ -211,7 +218,7 @@ func (h *handler) singletons(w http.ResponseWriter, _ *http.Request) {
 
 // typeRoute finds the region of the path's type and hands it to route,
 // which answers with a value to encode or an error.
-func (h *handler) typeRoute(route func(ctx context.Context, region actorsharding.RegionInfo) (any, error)) http.HandlerFunc {
+func (h *handler) typeRoute(route func(ctx context.Context, region shardingadmin.Region) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("type")
 		for _, region := range h.regions() {
@@ -237,7 +244,7 @@ type regionsView struct {
 
 // currentRegions: the region answers an empty list while it has no
 // coordinator, as Akka's does.
-func (h *handler) currentRegions(ctx context.Context, region actorsharding.RegionInfo) (any, error) {
+func (h *handler) currentRegions(ctx context.Context, region shardingadmin.Region) (any, error) {
 	res, err := ask[*messages.CurrentRegions](ctx, h, region.PID, &messages.GetCurrentRegions{})
 	if err != nil {
 		return nil, err
@@ -256,7 +263,7 @@ type regionStatsView struct {
 	Failed []string         `json:"failed"` // shards that did not answer in time
 }
 
-func (h *handler) stats(ctx context.Context, region actorsharding.RegionInfo) (any, error) {
+func (h *handler) stats(ctx context.Context, region shardingadmin.Region) (any, error) {
 	st, err := h.askStats(ctx, region)
 	if err != nil {
 		return nil, err
@@ -278,14 +285,14 @@ func (h *handler) stats(ctx context.Context, region actorsharding.RegionInfo) (a
 // askStats gives the coordinator part of the time-out to ask the regions,
 // so that its answer, with the slow regions' shards as failed, still
 // arrives in time.
-func (h *handler) askStats(ctx context.Context, region actorsharding.RegionInfo) (*messages.ClusterShardingStats, error) {
+func (h *handler) askStats(ctx context.Context, region shardingadmin.Region) (*messages.ClusterShardingStats, error) {
 	return ask[*messages.ClusterShardingStats](ctx, h, region.PID,
 		&messages.GetClusterShardingStats{TimeoutMillis: (h.timeout * 2 / 3).Milliseconds()})
 }
 
 // askCoordinator asks the coordinator through the region; a region with no
 // coordinator answers with none.
-func (h *handler) askCoordinator(ctx context.Context, region actorsharding.RegionInfo) (*messages.ShardCoordinatorState, error) {
+func (h *handler) askCoordinator(ctx context.Context, region shardingadmin.Region) (*messages.ShardCoordinatorState, error) {
 	st, err := ask[*messages.ShardCoordinatorState](ctx, h, region.PID, &messages.GetShardCoordinatorState{})
 	if err != nil {
 		return nil, err
@@ -315,7 +322,7 @@ type regionRecordView struct {
 	Shards   []string `json:"shards"` // in allocation order
 }
 
-func (h *handler) coordinator(ctx context.Context, region actorsharding.RegionInfo) (any, error) {
+func (h *handler) coordinator(ctx context.Context, region shardingadmin.Region) (any, error) {
 	st, err := h.askCoordinator(ctx, region)
 	if err != nil {
 		return nil, err
@@ -355,7 +362,7 @@ func buildCoordinatorState(typeName string, st *messages.ShardCoordinatorState) 
 }
 
 // shardMap asks for the coordinator's state and the stats at once.
-func (h *handler) shardMap(ctx context.Context, region actorsharding.RegionInfo) (any, error) {
+func (h *handler) shardMap(ctx context.Context, region shardingadmin.Region) (any, error) {
 	type statsAnswer struct {
 		st  *messages.ClusterShardingStats
 		err error

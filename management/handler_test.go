@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -62,8 +63,8 @@ func echo() *actor.Props {
 // more region, "Silent", which never answers.
 func silentHandler(s *actorsharding.Sharding, timeout time.Duration) *handler {
 	silent := s.System().Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	return newHandler(s.System(), s.Cluster(), func() []actorsharding.RegionInfo {
-		return append(s.Regions(), actorsharding.RegionInfo{TypeName: "Silent", PID: silent})
+	return newHandler(s.System(), s.Cluster(), func() []shardingadmin.Region {
+		return append(shardingadmin.Regions(s.System()), shardingadmin.Region{TypeName: "Silent", PID: silent})
 	}, []Option{WithTimeout(timeout)})
 }
 
@@ -117,7 +118,7 @@ func TestRoutesOneNode(t *testing.T) {
 	}
 	var singletons []singletonView
 	if code := get(t, srv, "/cluster/singletons", &singletons); code != http.StatusOK || len(singletons) != 2 ||
-		singletons[0].Name != actorsharding.CoordinatorManagerName("Counter") || singletons[1].Name != "scheduler" ||
+		singletons[0].Name != shardingadmin.CoordinatorManagerName("Counter") || singletons[1].Name != "scheduler" ||
 		singletons[0].Owner == nil || singletons[0].Owner.ID != self.ID {
 		t.Errorf("singletons: %d %+v", code, singletons)
 	}

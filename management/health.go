@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -26,14 +27,14 @@ func WithReadinessTypes(typeNames ...string) Option {
 // Kubernetes readiness probe: what NewHandler serves at /ready, to mount
 // on its own (it answers GET and HEAD). See the package documentation.
 func ReadinessHandler(sharding *actorsharding.Sharding, opts ...Option) http.Handler {
-	return readOnly(newHandler(sharding.System(), sharding.Cluster(), sharding.Regions, opts).ready)
+	return readOnly(newHandler(sharding.System(), sharding.Cluster(), regionsOf(sharding), opts).ready)
 }
 
 // LivenessHandler returns the liveness check of sharding's node, for a
 // Kubernetes liveness probe: what NewHandler serves at /alive, to mount
 // on its own (it answers GET and HEAD). See the package documentation.
 func LivenessHandler(sharding *actorsharding.Sharding, opts ...Option) http.Handler {
-	return readOnly(newHandler(sharding.System(), sharding.Cluster(), sharding.Regions, opts).alive)
+	return readOnly(newHandler(sharding.System(), sharding.Cluster(), regionsOf(sharding), opts).alive)
 }
 
 // readOnly answers GET and HEAD with f, other methods with 405, as the
@@ -88,14 +89,14 @@ func statusCode(ok bool) int {
 // checkedRegions are the regions readiness checks: those of
 // WithReadinessTypes (one not started has no PID), else every region and
 // proxy started.
-func (h *handler) checkedRegions() []actorsharding.RegionInfo {
+func (h *handler) checkedRegions() []shardingadmin.Region {
 	started := h.regions()
 	if len(h.readinessTypes) == 0 {
 		return started
 	}
-	out := make([]actorsharding.RegionInfo, 0, len(h.readinessTypes))
+	out := make([]shardingadmin.Region, 0, len(h.readinessTypes))
 	for _, name := range h.readinessTypes {
-		info := actorsharding.RegionInfo{TypeName: name}
+		info := shardingadmin.Region{TypeName: name}
 		for _, r := range started {
 			if r.TypeName == name {
 				info = r
@@ -110,7 +111,7 @@ func (h *handler) checkedRegions() []actorsharding.RegionInfo {
 // and hands answer each one's answer or error, on the caller's goroutine
 // after all have answered or timed out. A region without a PID (not
 // started) gets neither.
-func (h *handler) askEach(ctx context.Context, regions []actorsharding.RegionInfo, answer func(i int, st *messages.ShardRegionStatus, err error)) {
+func (h *handler) askEach(ctx context.Context, regions []shardingadmin.Region, answer func(i int, st *messages.ShardRegionStatus, err error)) {
 	type result struct {
 		st  *messages.ShardRegionStatus
 		err error

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/singleton"
 	"github.com/protoshard/protoshard/testkit"
@@ -303,7 +304,7 @@ func TestHealthUnresponsive(t *testing.T) {
 
 	stopped := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	stopped.Shutdown()
-	code, v = aliveOf(t, newHandler(stopped, s.Cluster(), func() []actorsharding.RegionInfo { return nil }, nil))
+	code, v = aliveOf(t, newHandler(stopped, s.Cluster(), func() []shardingadmin.Region { return nil }, nil))
 	if code != http.StatusServiceUnavailable || v.ActorSystem.Status != unresponsiveStatus || !strings.Contains(v.ActorSystem.Error, "stopped") ||
 		!strings.Contains(v.Reason, "the actor system") {
 		t.Errorf("a stopped actor system: liveness %d %+v, want 503", code, v)

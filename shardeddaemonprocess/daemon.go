@@ -27,6 +27,7 @@ import (
 	"github.com/protoshard/protoshard/internal/ask"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/option"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -154,7 +155,7 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 		return nil, err
 	}
 	system, cluster := sharding.System(), sharding.Cluster()
-	sh := actorsharding.DefaultSettings()
+	sh := shardingconfig.Default()
 	shardingOpts := append(append([]actorsharding.Option{}, s.ShardingSettings...),
 		actorsharding.WithRole(s.Role), actorsharding.WithPassivationIdleTimeout(-1),
 		// The worker, not the system, stops its behavior at hand-off, so
@@ -175,7 +176,7 @@ func Init(sharding *actorsharding.Sharding, name string, numberOfInstances int, 
 	}
 	retry := sh.RetryInterval
 	if retry <= 0 {
-		retry = actorsharding.DefaultSettings().RetryInterval
+		retry = shardingconfig.Default().RetryInterval
 	}
 	workerProps := actor.PropsFromProducer(func() actor.Actor {
 		return &worker{coordinator: coordinator, factory: behaviorFactory, retryInterval: retry, stopMessage: s.StopMessage}

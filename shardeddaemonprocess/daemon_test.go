@@ -17,6 +17,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding"
 	shardingconsulstore "github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/shardeddaemonprocess"
 	"github.com/protoshard/protoshard/shardeddaemonprocess/consulstore"
@@ -86,7 +87,7 @@ func newDaemonWorld(t *testing.T) *daemonWorld {
 }
 
 func skipUnderRace(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 }

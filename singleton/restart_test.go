@@ -157,7 +157,7 @@ func (l *life) waitTerminated(t *testing.T, n int) {
 // waitStarts waits until n incarnations have started and one of them runs.
 func (l *life) waitStarts(t *testing.T, n int) {
 	t.Helper()
-	l.f.ledger.WaitFor(t, deadline, func() bool {
+	testkit.WaitFor(t, deadline, func() bool {
 		starts, _, _ := l.counts()
 		return starts >= n && len(l.f.ledger.Active(key)) == 1
 	}, "%d singleton incarnation(s) to have started, one running (active: %v)", n, func() []string { return l.f.ledger.Active(key) })
@@ -248,7 +248,7 @@ func TestSingletonFailingPastItsSupervisorIsStartedAgain(t *testing.T) {
 	l.mu.Unlock()
 	require.GreaterOrEqual(t, restartedAfter, minBackoff+2*minBackoff, "two back-offs, the second twice the first")
 	f.allProxiesReach(nodes[0])
-	require.Empty(t, f.ledger.Overlaps())
+	f.ledger.AssertNoOverlap(t)
 }
 
 // WithoutSingletonRestart the manager keeps Akka's
@@ -330,7 +330,7 @@ func TestSingletonRestartRefusedWhileMemberStale(t *testing.T) {
 		"the paused node to join again as a younger member (state %s)", func() string { return f.managerState(paused) })
 	starts, _, _ := l.counts()
 	require.Equal(t, 2, starts, "the paused node never started the singleton again")
-	require.Empty(t, f.ledger.Overlaps())
+	f.ledger.AssertNoOverlap(t)
 	f.allProxiesReach(next)
 }
 

@@ -237,7 +237,7 @@ func runsOn(inc string, n *testkit.Node) bool {
 func (f *fixture) waitSingletonOn(n *testkit.Node) {
 	f.t.Helper()
 	want := incarnation(n)
-	f.ledger.WaitFor(f.t, deadline, func() bool {
+	testkit.WaitFor(f.t, deadline, func() bool {
 		a := f.ledger.Active(key)
 		return len(a) == 1 && runsOn(a[0], n)
 	}, "singleton to run on %s only (active: %v)", want, func() []string { return f.ledger.Active(key) })
@@ -528,7 +528,7 @@ func TestSingletonLeaseLost(t *testing.T) {
 		first := f.ledger.Active(key)[0]
 
 		f.leases.lose(t, singleton.LeaseName(manager))
-		f.ledger.WaitFor(t, deadline, func() bool {
+		testkit.WaitFor(t, deadline, func() bool {
 			a := f.ledger.Active(key)
 			return len(a) == 1 && a[0] != first && runsOn(a[0], oldest)
 		}, "the singleton to stop and start again under a new holding on %s (active: %v)", oldest.Name,

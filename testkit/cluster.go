@@ -18,6 +18,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -49,7 +50,7 @@ type Cluster struct {
 // documentation).
 func NewCluster(t testing.TB, backend Backend) *Cluster {
 	t.Helper()
-	if RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("multi-node test skipped under -race: each proto.actor Remote.Start replaces grpc's global logger")
 	}
 	return newCluster(t, backend, "")
@@ -68,10 +69,6 @@ func newCluster(t testing.TB, backend Backend, sole string) *Cluster {
 	})
 	return c
 }
-
-// Backend returns the cluster's backend (for example to reach the
-// LocalBackend's registry).
-func (c *Cluster) Backend() Backend { return c.backend }
 
 // NodeOption configures a node started by StartNode.
 type NodeOption func(*nodeConfig)
@@ -220,7 +217,7 @@ func (c *Cluster) Nodes() []*Node {
 func (c *Cluster) Running() []*Node {
 	var out []*Node
 	for _, n := range c.Nodes() {
-		if !n.Stopped() {
+		if !n.isStopped() {
 			out = append(out, n)
 		}
 	}
@@ -304,14 +301,11 @@ func memberIDs(ms []membership.Member) []string {
 // the last one after it stopped).
 func (n *Node) MemberID() string { return n.Membership.Self().ID }
 
-// Member returns the node's current member as it registered.
-func (n *Node) Member() membership.Member { return n.Membership.Self() }
-
 // Address returns the node's remote address (host:port).
 func (n *Node) Address() string { return n.System.Address() }
 
-// Stopped reports whether Leave or Crash was called on the node.
-func (n *Node) Stopped() bool { return n.stopped.Load() }
+// isStopped reports whether Leave or Crash was called on the node.
+func (n *Node) isStopped() bool { return n.stopped.Load() }
 
 // String names the node with its member id and address, for messages.
 func (n *Node) String() string {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/raceflag"
+	"github.com/protoshard/protoshard/internal/testwait"
 	"github.com/protoshard/protoshard/messages"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,8 +28,8 @@ func leftOf(id string) func(any) bool {
 }
 
 // subscribed starts a probe on n subscribed to its membership events.
-func subscribed(n *Node) *Probe {
-	p := NewProbe(n.System)
+func subscribed(n *Node) *testwait.Probe {
+	p := testwait.NewProbe(n.System)
 	n.Membership.Subscribe(p.PID())
 	return p
 }
@@ -41,7 +43,7 @@ func TestClusterConverges(t *testing.T) {
 	n3 := c.StartNode(WithRoles("r", "s"))
 	c.WaitConverged(t, timeout)
 
-	want := memberIDs([]membership.Member{n1.Member(), n2.Member(), n3.Member()})
+	want := memberIDs([]membership.Member{n1.Membership.Self(), n2.Membership.Self(), n3.Membership.Self()})
 	for _, n := range c.Running() {
 		if got := memberIDsOf(n); !slices.Equal(got, want) {
 			t.Errorf("%s sees %v, want %v", n, got, want)
@@ -69,8 +71,8 @@ func TestClusterConverges(t *testing.T) {
 	if got := c.Oldest("none"); got != nil {
 		t.Errorf("Oldest(none) = %v, want nil", got)
 	}
-	if !slices.Equal(n3.Member().Roles, []string{"r", "s"}) {
-		t.Errorf("roles of n3 = %v", n3.Member().Roles)
+	if !slices.Equal(n3.Membership.Self().Roles, []string{"r", "s"}) {
+		t.Errorf("roles of n3 = %v", n3.Membership.Self().Roles)
 	}
 }
 
@@ -97,13 +99,13 @@ func TestCrashIsSeenByTheOthers(t *testing.T) {
 	crashed := n1.MemberID()
 	n1.Crash()
 	n1.Crash() // idempotent
-	if !n1.Stopped() || n2.Stopped() {
-		t.Fatalf("Stopped: n1 %v, n2 %v", n1.Stopped(), n2.Stopped())
+	if !n1.isStopped() || n2.isStopped() {
+		t.Fatalf("Stopped: n1 %v, n2 %v", n1.isStopped(), n2.isStopped())
 	}
 	if got := ledger.Active("victim"); len(got) != 0 {
 		t.Errorf("actors of the crashed node still active: %v", got)
 	}
-	for _, p := range []*Probe{p2, p3} {
+	for _, p := range []*testwait.Probe{p2, p3} {
 		_, ev := p.Wait(t, timeout, "the crash seen", removedOf(crashed))
 		if ev.(membership.MemberRemoved).Graceful {
 			t.Errorf("a crash was reported graceful: %+v", ev)
@@ -156,7 +158,7 @@ func TestGracefulLeaveIsSeen(t *testing.T) {
 	if err := n1.Leave(ctx); err == nil {
 		t.Error("second Leave succeeded")
 	}
-	for _, p := range []*Probe{p2, p3} {
+	for _, p := range []*testwait.Probe{p2, p3} {
 		r, ev := p.Wait(t, timeout, "the leave seen", removedOf(left))
 		if !ev.(membership.MemberRemoved).Graceful {
 			t.Errorf("a graceful leave was reported as a crash: %+v", ev)
@@ -169,7 +171,7 @@ func TestGracefulLeaveIsSeen(t *testing.T) {
 	if got := c.Oldest(""); got != n2 {
 		t.Errorf("Oldest = %v, want %v", got, n2)
 	}
-	if !n1.Stopped() || !n1.System.IsStopped() {
+	if !n1.isStopped() || !n1.System.IsStopped() {
 		t.Error("the node that left is not stopped")
 	}
 }
@@ -182,20 +184,20 @@ func TestRemovedNodeRejoinsOrStaysOut(t *testing.T) {
 	n3 := c.StartNode(WithStayOutAfterRemoval())
 	c.WaitConverged(t, timeout)
 
-	old2, old3 := n2.Member(), n3.MemberID()
+	old2, old3 := n2.Membership.Self(), n3.MemberID()
 	b.Registry.Remove(old2.ID)
 	b.Registry.Remove(old3)
 	// n2 comes back as a new, youngest member; n3 stays out and no longer
 	// counts, though its actor system still runs.
 	WaitFor(t, timeout, func() bool { return n2.MemberID() != old2.ID }, "n2 to re-join")
 	c.WaitConverged(t, timeout)
-	if got, want := memberIDsOf(n1), memberIDs([]membership.Member{n1.Member(), n2.Member()}); !slices.Equal(got, want) {
+	if got, want := memberIDsOf(n1), memberIDs([]membership.Member{n1.Membership.Self(), n2.Membership.Self()}); !slices.Equal(got, want) {
 		t.Errorf("n1 sees %v, want %v", got, want)
 	}
-	if n2.Member().Age <= old2.Age {
-		t.Errorf("re-joined age %d, want larger than %d", n2.Member().Age, old2.Age)
+	if n2.Membership.Self().Age <= old2.Age {
+		t.Errorf("re-joined age %d, want larger than %d", n2.Membership.Self().Age, old2.Age)
 	}
-	if n3.Stopped() || len(c.Running()) != 3 {
+	if n3.isStopped() || len(c.Running()) != 3 {
 		t.Error("n3 is still running, only out of the cluster")
 	}
 	n1.Crash()
@@ -206,7 +208,7 @@ func TestRemovedNodeRejoinsOrStaysOut(t *testing.T) {
 
 func TestWithBeforeJoinAndMembershipConfig(t *testing.T) {
 	c := NewCluster(t, nil)
-	var probe *Probe
+	var probe *testwait.Probe
 	var cfgSeen bool
 	n := c.StartNode(
 		WithMembershipConfig(func(cfg *membership.Config) { cfgSeen = cfg.RejoinBackoff > 0 }),
@@ -276,12 +278,12 @@ func TestCrashStopsRemotelyWatchedActors(t *testing.T) {
 // A crashed node sends nothing: not even the Terminated or goodbye messages
 // of the actors that Crash stops.
 func TestCrashSendsNothing(t *testing.T) {
-	if RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several remotes in one process race on grpc's global logger")
 	}
 	c := NewCluster(t, NewLocalBackend())
 	a, b := c.StartNode(), c.StartNode()
-	probe := NewProbe(a.System)
+	probe := testwait.NewProbe(a.System)
 	stopping := make(chan struct{})
 	pid := b.System.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch ctx.Message().(type) {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // defaultConsulTTL is short so that crash tests do not wait long for the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/membership"
 )
 
@@ -13,7 +14,7 @@ func TestConsulBackend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Consul agent")
 	}
-	if RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("multi-node test skipped under -race")
 	}
 	b := NewConsulBackend(t)

@@ -2,12 +2,13 @@ package testkit
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/protoshard/protoshard/internal/testwait"
 )
 
 // Ledger records when activations (a singleton's child, an entity) start
@@ -24,12 +25,12 @@ type Ledger struct {
 	mu       sync.Mutex
 	active   map[string][]string // key -> incarnations alive, in start order
 	starts   map[string]int
-	overlaps []Overlap
+	overlaps []overlap
 }
 
-// Overlap is one violation of at-most-one: Started came for Key while
+// overlap is one violation of at-most-one: Started came for Key while
 // Active, another incarnation of the same key, had not stopped.
-type Overlap struct {
+type overlap struct {
 	Key     string    // the entity (or singleton) key
 	Active  string    // the incarnation that was still running
 	Started string    // the incarnation that started meanwhile
@@ -37,7 +38,7 @@ type Overlap struct {
 }
 
 // String describes the overlap for a failure message.
-func (o Overlap) String() string {
+func (o overlap) String() string {
 	return fmt.Sprintf("%s: %s started at %s while %s was active",
 		o.Key, o.Started, o.At.Format("15:04:05.000000"), o.Active)
 }
@@ -48,7 +49,7 @@ func NewLedger() *Ledger {
 }
 
 // Started records that incarnation of key is now alive. If another
-// incarnation of key is alive, an Overlap is recorded for each. A repeated
+// incarnation of key is alive, an overlap is recorded for each. A repeated
 // Started of an incarnation already alive is counted but is not an overlap
 // (it is the same copy, reported twice).
 func (l *Ledger) Started(key, incarnation string) {
@@ -61,7 +62,7 @@ func (l *Ledger) Started(key, incarnation string) {
 		return
 	}
 	for _, other := range alive {
-		l.overlaps = append(l.overlaps, Overlap{Key: key, Active: other, Started: incarnation, At: now})
+		l.overlaps = append(l.overlaps, overlap{Key: key, Active: other, Started: incarnation, At: now})
 	}
 	l.active[key] = append(alive, incarnation)
 }
@@ -99,8 +100,8 @@ func (l *Ledger) Starts(key string) int {
 	return l.starts[key]
 }
 
-// Overlaps returns every overlap recorded so far, in order.
-func (l *Ledger) Overlaps() []Overlap {
+// overlapsSoFar returns every overlap recorded so far, in order.
+func (l *Ledger) overlapsSoFar() []overlap {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.overlaps)
@@ -110,7 +111,7 @@ func (l *Ledger) Overlaps() []Overlap {
 // recorded, listing them all.
 func (l *Ledger) AssertNoOverlap(t testing.TB) {
 	t.Helper()
-	overlaps := l.Overlaps()
+	overlaps := l.overlapsSoFar()
 	if len(overlaps) == 0 {
 		return
 	}
@@ -137,12 +138,6 @@ func (l *Ledger) WaitActive(t testing.TB, key string, timeout time.Duration) str
 	return got
 }
 
-// WaitFor is the package-level WaitFor, as a method for convenience.
-func (l *Ledger) WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	WaitFor(t, timeout, cond, msg, args...)
-}
-
 // WaitFor polls cond until it is true, and fails t (Fatal) with msg when
 // timeout passes first. msg is formatted with args; Lazy args, and funcs
 // with no parameters and one result, are evaluated at failure time.
@@ -154,26 +149,7 @@ func (l *Ledger) WaitFor(t testing.TB, timeout time.Duration, cond func() bool, 
 // It must be called from the test's goroutine, like t.Fatal.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// One last look: the condition may have become true while we slept.
-	if cond() {
-		return
-	}
-	vals := make([]any, 0, len(args)+1)
-	vals = append(vals, timeout)
-	for _, a := range args {
-		vals = append(vals, evalLazy(a))
-	}
-	t.Fatalf("timed out after %s waiting for "+msg, vals...)
+	testwait.For(t, timeout, cond, msg, args...)
 }
 
 // Lazy is a WaitFor message argument computed only when the message is
@@ -182,16 +158,3 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string, 
 // argument that is a func with no parameters and one result (such as
 // func() []string) is treated the same way.
 type Lazy func() any
-
-// evalLazy calls a, if it is a func() T, and returns its result; other
-// values are returned as they are.
-func evalLazy(a any) any {
-	if f, ok := a.(Lazy); ok {
-		return f()
-	}
-	v := reflect.ValueOf(a)
-	if v.Kind() == reflect.Func && !v.IsNil() && v.Type().NumIn() == 0 && v.Type().NumOut() == 1 {
-		return v.Call(nil)[0].Interface()
-	}
-	return a
-}

@@ -73,7 +73,7 @@ func TestLedgerStartStop(t *testing.T) {
 	if n := l.Starts("k"); n != 2 {
 		t.Errorf("Starts = %d, want 2", n)
 	}
-	if o := l.Overlaps(); len(o) != 0 {
+	if o := l.overlapsSoFar(); len(o) != 0 {
 		t.Errorf("Overlaps = %v, want none", o)
 	}
 	l.AssertNoOverlap(t)
@@ -84,7 +84,7 @@ func TestLedgerKeysAreIndependent(t *testing.T) {
 	l.Started("a", "i1")
 	l.Started("b", "i1")
 	l.Started("b", "i2")
-	if o := l.Overlaps(); len(o) != 1 || o[0].Key != "b" {
+	if o := l.overlapsSoFar(); len(o) != 1 || o[0].Key != "b" {
 		t.Errorf("Overlaps = %v, want one on b", o)
 	}
 	if n := l.Starts("a"); n != 1 {
@@ -102,7 +102,7 @@ func TestLedgerRecordsOverlapWhenItHappens(t *testing.T) {
 	l.Stopped("k", "old")
 	l.Stopped("k", "new")
 
-	o := l.Overlaps()
+	o := l.overlapsSoFar()
 	if len(o) != 1 {
 		t.Fatalf("Overlaps = %v, want 1", o)
 	}
@@ -128,7 +128,7 @@ func TestLedgerOverlapWithEachActive(t *testing.T) {
 	l.Started("k", "i2")
 	l.Started("k", "i3")
 	var got []string
-	for _, o := range l.Overlaps() {
+	for _, o := range l.overlapsSoFar() {
 		got = append(got, o.Active+"<"+o.Started)
 	}
 	if want := []string{"i1<i2", "i1<i3", "i2<i3"}; !slices.Equal(got, want) {
@@ -146,7 +146,7 @@ func TestLedgerRepeatedStartAndUnknownStop(t *testing.T) {
 	l.Started("k", "i1")
 	l.Stopped("k", "never-started")
 	l.Stopped("other", "i1")
-	if o := l.Overlaps(); len(o) != 0 {
+	if o := l.overlapsSoFar(); len(o) != 0 {
 		t.Errorf("the same incarnation twice is not an overlap: %v", o)
 	}
 	if got := l.Active("k"); !slices.Equal(got, []string{"i1"}) {
@@ -216,7 +216,6 @@ func TestWaitFor(t *testing.T) {
 	if msg := tb.messages(); !strings.Contains(msg, "[evaluated] 0x") {
 		t.Errorf("func() []string argument: %q", msg)
 	}
-	NewLedger().WaitFor(t, time.Second, func() bool { return true }, "method form")
 }
 
 // Many goroutines hand keys over one after the other (stop, then start the
@@ -242,7 +241,7 @@ func TestLedgerConcurrentHandOvers(t *testing.T) {
 					_ = l.Active(key)
 					_ = l.Starts(key)
 				}
-				_ = l.Overlaps()
+				_ = l.overlapsSoFar()
 			}
 		}()
 	}
@@ -287,7 +286,7 @@ func TestLedgerConcurrentStartsAllOverlap(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if got, want := len(l.Overlaps()), n*(n-1)/2; got != want {
+	if got, want := len(l.overlapsSoFar()), n*(n-1)/2; got != want {
 		t.Errorf("%d overlaps, want %d", got, want)
 	}
 	if got := len(l.Active("k")); got != n {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // errorRecorder is a testing.TB that records Errorf instead of failing,
@@ -45,7 +47,7 @@ func TestProcess(t *testing.T) {
 		{role: "race", want: "the race detector reported 1 data race(s)", race: true},
 	}
 	for _, tc := range cases {
-		if tc.race && !RaceEnabled {
+		if tc.race && !raceflag.Enabled {
 			continue
 		}
 		rec := &errorRecorder{TB: t}

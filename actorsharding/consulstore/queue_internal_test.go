@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/protoshard/protoshard/actorsharding/delivery/queuetest"
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // testCluster is the cluster name of the tests' queues.

@@ -11,8 +11,8 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/actorsharding/delivery/queuetest"
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/messages"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 func TestDurableProducerQueueContract(t *testing.T) {

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/shardactor/remembertest"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 func TestRememberEntitiesStore(t *testing.T) {

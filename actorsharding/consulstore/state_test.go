@@ -19,7 +19,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/coordinatoractor/storetest"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 func TestStateStore(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -80,7 +81,7 @@ func (e *heldEntity) Receive(ctx actor.Context) {
 // sharding and the processed record.
 func oneNode(t *testing.T, ctx context.Context) (*actorsharding.Sharding, *holds) {
 	t.Helper()
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
 	}
 	h := &holds{processed: map[string][]int64{}}
@@ -252,7 +253,7 @@ func TestProducerStopDropsUnconfirmed(t *testing.T) {
 // in the buffer; once a node of the role joins, every message arrives,
 // once and in order.
 func TestEntityGoneForLong(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several remotes in one process race on grpc's global logger")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -322,7 +323,7 @@ func TestEntityGoneForLong(t *testing.T) {
 // lost. A passivated entity acknowledges what it confirmed as it stops: the
 // producer learns it without waiting for its idle resend (a minute here).
 func TestReliableDeliveryAcrossPassivation(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
@@ -96,7 +97,7 @@ func (e *entity) Receive(ctx actor.Context) {
 // consumers discard (duplicates, out of order) the producer sent again.
 func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	t.Helper()
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several remotes in one process race on grpc's global logger")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -27,7 +28,7 @@ type queueCluster struct {
 
 func newQueueCluster(t *testing.T) *queueCluster {
 	t.Helper()
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several remotes in one process race on grpc's global logger")
 	}
 	l := newLedger()

@@ -10,6 +10,7 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/testkit"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -46,7 +47,7 @@ func collectInt64(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64
 // entities confirmed, and its gauges show what waits: messages held by an
 // entity that does not confirm, then nothing once it does.
 func TestDeliveryMetrics(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 // consulAgent is a throwaway Consul dev agent on free loopback ports
-// (testkit/consulagent's Launch), for the membership of the two processes
+// (internal/consulagent's Launch), for the membership of the two processes
 // of the remote, failover and grains-remote sections.
 type consulAgent struct {
 	addr   string

@@ -12,6 +12,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/membership/local"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -161,7 +162,7 @@ func rebalance(ctx context.Context, cfg config) (took, place time.Duration, err 
 	}
 	place = time.Since(t0)
 
-	coordPID := actor.NewPID(a.system.Address(), actorsharding.CoordinatorManagerName(typeName)+"/singleton/coordinator")
+	coordPID := actor.NewPID(a.system.Address(), shardingadmin.CoordinatorManagerName(typeName)+"/singleton/coordinator")
 	spread := func() ([]int, error) {
 		res, err := a.system.Root.RequestFuture(coordPID, &coordinator.GetCoordinatorState{}, 2*time.Second).Result()
 		if err != nil {

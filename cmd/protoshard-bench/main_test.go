@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/protoshard/protoshard/testkit"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestMain lets the test binary play the peer of the remote, failover and
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // TestShortRun runs the whole program in -short mode and checks that every
 // figure was produced (positive and finite), not how fast anything is.
 func TestShortRun(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 	jsonPath := filepath.Join(t.TempDir(), "out.json")

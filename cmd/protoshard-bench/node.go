@@ -13,6 +13,8 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -96,7 +98,7 @@ func startNodeOn(ctx context.Context, system *actor.ActorSystem, name string, pr
 	// layer (nothing a removed node still sends is processed).
 	quarantine := membership.NewQuarantine()
 	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0,
-		remote.WithEndpointWriterQueueSize(actorsharding.EndpointWriterQueueSize), quarantine.RemoteOption()))
+		remote.WithEndpointWriterQueueSize(shardingconfig.EndpointWriterQueueSize), quarantine.RemoteOption()))
 	r.Start() // before membership: a member is known by its address
 	c := membership.NewCluster(system, provider, membership.Config{Quarantine: quarantine})
 	n := &node{name: name, system: system, remote: r, cluster: c}
@@ -152,7 +154,7 @@ func stopActors(system *actor.ActorSystem) {
 	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		for id, p := range bucket.Items() {
 			_, isActor := p.(*actor.ActorProcess)
-			isActor = isActor || strings.HasPrefix(id, actorsharding.RegionName(""))
+			isActor = isActor || strings.HasPrefix(id, shardingadmin.RegionName(""))
 			if isActor && id != "activator" && id != "EndpointSupervisor" && !strings.HasPrefix(id, "EndpointSupervisor/") {
 				actors[id] = true
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/protoshard/protoshard/actorsharding"
+	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/testpb"
 )
 
@@ -69,7 +70,7 @@ func benchPeers(ctx context.Context, cfg config, rep *report) error {
 	if err := interleave(cfg.reps, sides...); err != nil {
 		return err
 	}
-	queue := fmt.Sprintf("Join's endpoint queue of %d messages", actorsharding.EndpointWriterQueueSize)
+	queue := fmt.Sprintf("Join's endpoint queue of %d messages", shardingconfig.EndpointWriterQueueSize)
 	if cfg.peersQueue > 0 {
 		queue = fmt.Sprintf("endpoint queue of %d messages", cfg.peersQueue)
 	}
@@ -112,7 +113,7 @@ func startEchoPeers(n int) (addrs []string, stop func(), err error) {
 	for i := range n {
 		system := newSystem(fmt.Sprintf("peers-%d", i))
 		r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0,
-			remote.WithEndpointWriterQueueSize(actorsharding.EndpointWriterQueueSize)))
+			remote.WithEndpointWriterQueueSize(shardingconfig.EndpointWriterQueueSize)))
 		r.Start()
 		systems, remotes = append(systems, system), append(remotes, r)
 		if _, err := system.Root.SpawnNamed(echo, "echo"); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -262,7 +263,7 @@ func scaleRound(ctx context.Context, cfg config, size scaleSize, failover bool) 
 	if err := waitRegions(ctx, first.system, regions[0], size.regions); err != nil {
 		return run, err
 	}
-	coordPID := actor.NewPID(first.system.Address(), actorsharding.CoordinatorManagerName(scaleType)+"/singleton/coordinator")
+	coordPID := actor.NewPID(first.system.Address(), shardingadmin.CoordinatorManagerName(scaleType)+"/singleton/coordinator")
 
 	// Allocation: one entity per shard, each sender region requesting its
 	// share at once.

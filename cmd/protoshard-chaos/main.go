@@ -2,7 +2,7 @@
 // and reports whether cluster sharding's and the cluster singleton's
 // promises held.
 //
-// It starts a Consul dev agent (testkit/consulagent; the binary from
+// It starts a Consul dev agent (internal/consulagent; the binary from
 // scripts/install-consul.sh or PROTOSHARD_CONSUL), several node processes
 // and one load generator process, all this program run again with a
 // -role flag:

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/protoshard/protoshard/testkit"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestMain lets the test binary play the processes of a run: the
@@ -99,7 +99,7 @@ func shortRun(t *testing.T, args ...string) *Report {
 	if testing.Short() {
 		t.Skip("a chaos run of one to three minutes with Consul and six processes")
 	}
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("the run's processes would be race-instrumented copies of this binary, too slow for its timing; runs in the non-race pass")
 	}
 	consulagent.RequireBinary(t)

@@ -283,7 +283,7 @@ func numbered(msg any, depth int) *testpb.Ping {
 	case *testpb.Ping:
 		return m
 	case *messages.ShardingEnvelope:
-		inner, err := actorsharding.UnpackEnvelope(m)
+		inner, err := m.GetMessage().UnmarshalNew()
 		if err != nil {
 			return nil
 		}

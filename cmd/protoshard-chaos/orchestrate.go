@@ -24,8 +24,8 @@ import (
 
 	statestore "github.com/protoshard/protoshard/durablestate/consul"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/internal/consulmember"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // Kinds of faults.

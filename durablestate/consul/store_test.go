@@ -12,7 +12,7 @@ import (
 	"github.com/protoshard/protoshard/durablestate"
 	"github.com/protoshard/protoshard/durablestate/consul"
 	"github.com/protoshard/protoshard/durablestate/storetest"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 func TestStore(t *testing.T) {

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestRun checks the story the example tells: the overdraft is refused,
 // and the node started after the first recovers the balance, under a
 // higher token.
 func TestRun(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("starts proto.actor remotes, which race on grpc's global logger; runs in the non-race pass")
 	}
 	var out, logs bytes.Buffer

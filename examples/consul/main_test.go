@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 // TestThreeProcesses runs the example as README.md tells: three node

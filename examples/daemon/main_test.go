@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestRun runs the example: three workers, then five.
 func TestRun(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("starts a proto.actor remote, which races on grpc's global logger under -race")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/examples/jobs/jobspb"
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestShortRun runs the example as `go run ./examples/jobs -short` does and
@@ -17,7 +17,7 @@ import (
 // was accepted, and every report the zombie sent after it woke up was
 // rejected.
 func TestShortRun(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

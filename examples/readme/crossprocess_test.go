@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/examples/sharding/counterpb"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 // TestConsulNodeSnippet runs the cross-process snippet of docs/sharding.md against a

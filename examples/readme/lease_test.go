@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 // TestLeasedSingletonSnippet runs the README's lease blocks against a real

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestShortRun runs the example as `go run ./examples/sharding -short`
 // does and checks the story it tells: the distributions before and after
 // the join and the leave, and the final line saying nothing was lost.
 func TestShortRun(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

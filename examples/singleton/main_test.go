@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/protoshard/protoshard/testkit"
+	"github.com/protoshard/protoshard/internal/raceflag"
 )
 
 // TestRun runs the example and checks its story: the singleton starts on
@@ -15,7 +15,7 @@ import (
 // (3 before, 3 sent during the hand-over, 2 after) is lost: node-a's
 // singleton and node-b's together counted all 8.
 func TestRun(t *testing.T) {
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		t.Skip("several proto.actor remotes in one process race on grpc's global logger; runs in the non-race pass")
 	}
 	var out bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/testwait"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/testkit"
 )
@@ -59,8 +60,8 @@ func TestPausedNodeConfirmsAgainOnResume(t *testing.T) {
 const timeout = 30 * time.Second
 
 // subscribed starts a probe on n subscribed to its membership events.
-func subscribed(n *testkit.Node) *testkit.Probe {
-	p := testkit.NewProbe(n.System)
+func subscribed(n *testkit.Node) *testwait.Probe {
+	p := testwait.NewProbe(n.System)
 	n.Membership.Subscribe(p.PID())
 	return p
 }

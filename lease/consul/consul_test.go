@@ -16,11 +16,11 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/consul"
 	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 	"github.com/protoshard/protoshard/lease/leasetest"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // Test timings: Consul's minimum TTL, a lock delay that still covers a

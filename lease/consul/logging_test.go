@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/internal/leaselog"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/lease/consul"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // A lease made with leaselog.NewLease, as the singleton manager and the shard

@@ -12,12 +12,12 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/lease/caslease"
 	"github.com/protoshard/protoshard/lease/consulcas"
 	"github.com/protoshard/protoshard/lease/internal/leasetesting"
 	"github.com/protoshard/protoshard/lease/leasetest"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // Test timings: the holder gives up 1.48 s after its last renewal started,

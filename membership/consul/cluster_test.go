@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/membership"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // Three nodes join one after the other: every node sees the same three

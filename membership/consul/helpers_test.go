@@ -15,10 +15,10 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/hashicorp/consul/api"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
+	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // Test timings: short TTLs keep the tests fast; every wait has a generous
@@ -106,7 +106,7 @@ type nodeOpts struct {
 // Cluster over a Consul provider talking to agent. It does not join.
 func newNode(t *testing.T, agent *consulagent.Agent, logger *slog.Logger, name string, o nodeOpts) *node {
 	t.Helper()
-	if testkit.RaceEnabled {
+	if raceflag.Enabled {
 		// Each Remote.Start replaces grpc's global logger: with several
 		// remotes in one process the race detector reports it.
 		t.Skip("multi-node test skipped under -race (proto.actor remotes share grpc's global logger)")

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // A provider without WithLogger logs through the actor system of the

@@ -16,10 +16,10 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/internal/consulmember"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/consul"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 // newProvider: client nil is the default client; extra options come last.

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/consulagent"
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/shardeddaemonprocess"
 	"github.com/protoshard/protoshard/shardeddaemonprocess/consulstore"
 	"github.com/protoshard/protoshard/shardeddaemonprocess/storetest"
-	"github.com/protoshard/protoshard/testkit/consulagent"
 )
 
 func TestStore(t *testing.T) {

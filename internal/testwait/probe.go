@@ -1,4 +1,4 @@
-package testkit
+package testwait
 
 import (
 	"fmt"
@@ -57,8 +57,8 @@ func (p *Probe) Index(pred func(any) bool) int {
 // message; it fails t (Fatal) after timeout, listing what was received.
 func (p *Probe) Wait(t testing.TB, timeout time.Duration, what string, pred func(any) bool) (int, any) {
 	t.Helper()
-	WaitFor(t, timeout, func() bool { return p.Index(pred) >= 0 }, "%s; probe received %s",
-		what, Lazy(func() any { return fmt.Sprintf("%+v", p.Messages()) }))
+	For(t, timeout, func() bool { return p.Index(pred) >= 0 }, "%s; probe received %s",
+		what, func() any { return fmt.Sprintf("%+v", p.Messages()) })
 	msgs := p.Messages()
 	i := slices.IndexFunc(msgs, pred)
 	return i, msgs[i]

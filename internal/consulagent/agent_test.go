@@ -5,7 +5,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/protoshard/protoshard/testkit/consulagent"
+	"github.com/protoshard/protoshard/internal/consulagent"
 )
 
 func TestStartKVRestartLosesData(t *testing.T) {

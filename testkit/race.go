@@ -1,6 +1,0 @@
-//go:build race
-
-package testkit
-
-// RaceEnabled reports whether the binary was built with -race.
-const RaceEnabled = true
