@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/protoshard/protoshard/coordinatoractor"
-	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/internal/wire"
 )
 
 type userExtractor struct{ HashCodeMessageExtractor }
@@ -36,7 +36,7 @@ func TestIdentityOf(t *testing.T) {
 			coordinatoractor.ExtractorIdentity{Name: "orders-v2", NumberOfShards: 64}, ""},
 		{"a user type that gives only its number of shards", namedExtractor{shards: 64},
 			coordinatoractor.ExtractorIdentity{Name: "actorsharding.namedExtractor", NumberOfShards: 64}, ""},
-		{"a name too long", namedExtractor{name: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, coordinatoractor.ExtractorIdentity{}, "longer than"},
+		{"a name too long", namedExtractor{name: strings.Repeat("x", wire.MaxExtractorNameLength+1)}, coordinatoractor.ExtractorIdentity{}, "longer than"},
 		{"a negative number of shards", namedExtractor{name: "x", shards: -1}, coordinatoractor.ExtractorIdentity{}, "-1 shards"},
 	}
 	for _, tc := range cases {

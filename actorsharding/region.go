@@ -14,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/throttle"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -334,7 +335,7 @@ func (r *region) holdsShard(shard string) bool {
 // ShardHomes of the coordinator).
 func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard string, ref *actor.PID) {
 	defer r.updateRoute(shard)
-	if err := messages.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
+	if err := wire.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
 		r.drop(ctx, cmd, fmt.Sprintf("ShardHome with an invalid shard (%v) or region (%v)", err, ref))
 		return
 	}
@@ -417,7 +418,7 @@ func (r *region) ensureShard(ctx actor.Context, shard string) bool {
 func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 	shard := msg.GetShard()
 	defer r.updateRoute(shard)
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("HostShard: %v", err))
 		return
 	}

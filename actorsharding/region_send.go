@@ -8,6 +8,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -15,12 +16,12 @@ import (
 
 func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 	id := env.GetEntityId()
-	if err := messages.CheckEntityID(id); err != nil {
+	if err := wire.CheckEntityID(id); err != nil {
 		r.drop(ctx, env, fmt.Sprintf("ShardingEnvelope: %v", err))
 		return
 	}
 	shard := r.extractor.ShardID(id)
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, env, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
@@ -54,7 +55,7 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 		r.drop(ctx, msg, fmt.Sprintf("cannot route: %v", err))
 		return
 	}
-	if err := messages.CheckEntityID(id); err != nil {
+	if err := wire.CheckEntityID(id); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("cannot route: %v", err))
 		return
 	}
@@ -68,7 +69,7 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 		return
 	}
 	shard := r.extractor.ShardID(id)
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
@@ -82,12 +83,12 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 }
 
 func (r *region) onStartEntity(ctx actor.Context, msg *messages.StartEntity) {
-	if err := messages.CheckEntityID(msg.GetEntityId()); err != nil {
+	if err := wire.CheckEntityID(msg.GetEntityId()); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("StartEntity: %v", err))
 		return
 	}
 	shard := r.extractor.ShardID(msg.GetEntityId())
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", msg.GetEntityId(), err))
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -553,7 +554,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	if id, ok := carriedEntityID(env, to); ok {
 		// Another node's region sent an EntityRef's message: the entity
 		// receives it as it is, whatever its type.
-		if err := messages.CheckEntityID(id); err != nil {
+		if err := wire.CheckEntityID(id); err != nil {
 			deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: the %s header: %w", p.typeName, entityIDHeader, err))
 			return true
 		}
@@ -563,7 +564,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	switch x := msg.(type) {
 	case *messages.ShardingEnvelope:
 		r.id = x.GetEntityId()
-		if messages.CheckEntityID(r.id) != nil {
+		if wire.CheckEntityID(r.id) != nil {
 			return false
 		}
 		if x.GetShardId() != "" && x.GetShardId() != p.extractor.ShardID(r.id) {
@@ -595,7 +596,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			return false
 		}
 		var ok bool
-		if r.id, ok = entityIDOf(p.extractor, msg); !ok || messages.CheckEntityID(r.id) != nil {
+		if r.id, ok = entityIDOf(p.extractor, msg); !ok || wire.CheckEntityID(r.id) != nil {
 			return false
 		}
 		var err error
@@ -621,7 +622,7 @@ func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnv
 	id := em.GetEntityId()
 	m, err := p.table.typeIDs.decode(em)
 	if err == nil {
-		err = messages.CheckEntityID(id)
+		err = wire.CheckEntityID(id)
 	}
 	if err == nil && !p.routeTo(pid, env, sender, to, &routing{id: id, m: m}) {
 		err = fmt.Errorf("the extractor gives no valid shard for entity %q: %w", id, messages.ErrInvalidID)
@@ -662,7 +663,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 		}
 	}
 	shard := p.extractor.ShardID(r.id)
-	if messages.CheckShardID(shard) != nil {
+	if wire.CheckShardID(shard) != nil {
 		return false
 	}
 	sr := p.table.shard(shard)
@@ -722,7 +723,7 @@ func isRegionMessage(msg any) bool {
 		*membership.CurrentClusterState, membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
 		return true
 	}
-	return messages.IsProtocol(msg)
+	return wire.IsProtocol(msg)
 }
 
 // installRouter puts router in front of the region actor spawned as pid:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/internal/deliveryqueue"
 	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -68,7 +69,7 @@ func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string
 // new numbering, after deleting the keys of the one it replaces);
 // StoreMessageConfirmed sets the meta and deletes the keys of the messages
 // confirmed; Cleanup deletes the entity's keys. A write is checked against
-// the content the holder loaded and wrote (delivery.QueueContent) before
+// the content the holder loaded and wrote (a deliveryqueue.Content) before
 // anything is sent; a write of more than 64 operations or
 // DefaultRememberMaxTxnBytes is split over several transactions, each
 // checking the claim. A split write cut short leaves some of its keys
@@ -107,7 +108,7 @@ type DurableProducerQueue struct {
 
 	mu         sync.Mutex
 	ownerIndex uint64 // 0: not claimed
-	content    *delivery.QueueContent
+	content    *deliveryqueue.Content
 }
 
 // queueCloseTimeout bounds the owner key's deletion at Close; a claim
@@ -214,7 +215,7 @@ func (q *DurableProducerQueue) claim(ctx context.Context) (uint64, error) {
 }
 
 // read lists the prefix, consistently, into the queue's content.
-func (q *DurableProducerQueue) read(ctx context.Context) (*delivery.QueueContent, error) {
+func (q *DurableProducerQueue) read(ctx context.Context) (*deliveryqueue.Content, error) {
 	pairs, _, err := q.client.KV().List(q.prefix+"entities/", (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, consulPermanence(err)
@@ -266,12 +267,12 @@ func (q *DurableProducerQueue) read(ctx context.Context) (*delivery.QueueContent
 			}
 		}
 	}
-	return delivery.NewQueueContent(st)
+	return deliveryqueue.New(st)
 }
 
 // write runs the operations plan returns while the queue is claimed, in
 // transactions that each check the claim, and then commit.
-func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func(*delivery.QueueContent) (api.TxnOps, func(), error)) error {
+func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func(*deliveryqueue.Content) (api.TxnOps, func(), error)) error {
 	if err := ctx.Err(); err != nil {
 		return q.errorf("%s: %w", what, err)
 	}
@@ -339,7 +340,7 @@ func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*mes
 			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, MaxQueueMessageBytes, delivery.ErrMessageTooLarge)
 		}
 	}
-	return q.write(ctx, "store messages", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+	return q.write(ctx, "store messages", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		ch, ops, err := q.planSent(c, sent)
 		if err != nil {
 			return nil, nil, err
@@ -350,7 +351,7 @@ func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*mes
 
 // planSent checks a StoreMessageSent batch against c and returns the
 // change and the operations that write it, in the order they must go.
-func (q *DurableProducerQueue) planSent(c *delivery.QueueContent, sent []*messages.MessageSent) (delivery.QueueChange, api.TxnOps, error) {
+func (q *DurableProducerQueue) planSent(c *deliveryqueue.Content, sent []*messages.MessageSent) (deliveryqueue.Change, api.TxnOps, error) {
 	ch, err := c.PlanSent(sent)
 	if err != nil {
 		return ch, nil, err
@@ -383,7 +384,7 @@ func (q *DurableProducerQueue) planSent(c *delivery.QueueContent, sent []*messag
 
 // StoreMessageConfirmed implements delivery.DurableProducerQueue.
 func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
-	return q.write(ctx, "store confirmations", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+	return q.write(ctx, "store confirmations", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		ch, err := c.PlanConfirmed(confirmed)
 		if err != nil {
 			return nil, nil, err
@@ -413,7 +414,7 @@ func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confir
 
 // Cleanup implements delivery.DurableProducerQueue.
 func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) error {
-	return q.write(ctx, "cleanup", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+	return q.write(ctx, "cleanup", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		held := c.Held(entityIDs)
 		var ops api.TxnOps
 		for _, id := range held {

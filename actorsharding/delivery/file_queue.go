@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/protoshard/protoshard/internal/deliveryqueue"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/pathseg"
@@ -87,7 +88,7 @@ type FileQueue struct {
 	log       *os.File
 	size      int64 // bytes of the log
 	logEvents int   // events the log holds, its snapshot's included
-	state     *queueState
+	state     *deliveryqueue.Content
 	// broken: a failed write could not be undone; the log's tail is
 	// unknown, so nothing more is written until a new holder loads it.
 	broken error
@@ -221,7 +222,7 @@ func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQue
 		return nil, fmt.Errorf("delivery: file queue %s: %w", q.path, err)
 	}
 	q.lock = lock
-	return proto.Clone(q.state.snapshot()).(*messages.DurableProducerQueueState), nil
+	return proto.Clone(q.state.Snapshot()).(*messages.DurableProducerQueueState), nil
 }
 
 // load reads the log into q.state, creating it when there is none.
@@ -232,7 +233,7 @@ func (q *FileQueue) load() error {
 	}
 	data, err := os.ReadFile(q.path)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := q.writeSnapshot(newQueueState()); err != nil {
+		if err := q.writeSnapshot(deliveryqueue.Empty()); err != nil {
 			return err
 		}
 		if err := q.syncDir(q.dir); err != nil {
@@ -251,11 +252,11 @@ func (q *FileQueue) load() error {
 	if err := proto.Unmarshal(header, &snap); err != nil {
 		return fmt.Errorf("%w: snapshot: %w", errCorruptQueue, err)
 	}
-	state := newQueueState()
-	if err := state.restore(&snap); err != nil {
+	state, err := deliveryqueue.New(&snap)
+	if err != nil {
 		return fmt.Errorf("%w: snapshot: %w", errCorruptQueue, err)
 	}
-	events := state.events()
+	events := state.Events()
 	off := n
 	for off < len(data) {
 		payload, n, ok := nextRecord(data[off:])
@@ -292,7 +293,7 @@ func (q *FileQueue) load() error {
 }
 
 // replay applies the events of one record and returns how many it held.
-func replay(state *queueState, payload []byte) (int, error) {
+func replay(state *deliveryqueue.Content, payload []byte) (int, error) {
 	n := 0
 	for len(payload) > 0 {
 		event, ln := protowire.ConsumeBytes(payload)
@@ -307,11 +308,11 @@ func replay(state *queueState, payload []byte) (int, error) {
 		var err error
 		switch e := ev.GetEvent().(type) {
 		case *messages.DurableProducerQueueEvent_MessageSent:
-			_, err = state.storeSent([]*messages.MessageSent{e.MessageSent})
+			_, err = state.StoreSent([]*messages.MessageSent{e.MessageSent})
 		case *messages.DurableProducerQueueEvent_Confirmed:
-			_, err = state.storeConfirmed([]*messages.Confirmed{e.Confirmed})
+			_, err = state.StoreConfirmed([]*messages.Confirmed{e.Confirmed})
 		case *messages.DurableProducerQueueEvent_Cleanup:
-			state.cleanup(e.Cleanup.GetEntityIds())
+			state.Cleanup(e.Cleanup.GetEntityIds())
 		default:
 			err = fmt.Errorf("unknown event %T", e)
 		}
@@ -327,8 +328,8 @@ func replay(state *queueState, payload []byte) (int, error) {
 // written aside, fsynced and renamed over it, so that a crash leaves the
 // old log or the new one. The rename lasts once the caller fsynced the
 // directory.
-func (q *FileQueue) writeSnapshot(state *queueState) error {
-	payload, err := proto.Marshal(state.snapshot())
+func (q *FileQueue) writeSnapshot(state *deliveryqueue.Content) error {
+	payload, err := proto.Marshal(state.Snapshot())
 	if err != nil {
 		return err
 	}
@@ -395,7 +396,7 @@ func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit 
 	q.size += int64(len(record))
 	q.logEvents += len(events)
 	commit()
-	if q.logEvents > q.compactAfter && q.logEvents > 2*q.state.events() {
+	if q.logEvents > q.compactAfter && q.logEvents > 2*q.state.Events() {
 		// A compaction that fails leaves the log as it is; the next write
 		// tries again.
 		_ = q.compact()
@@ -423,7 +424,7 @@ func (q *FileQueue) compact() error {
 		return err
 	}
 	_ = q.log.Close()
-	q.log, q.size, q.logEvents = log, size, q.state.events()
+	q.log, q.size, q.logEvents = log, size, q.state.Events()
 	return nil
 }
 
@@ -459,44 +460,44 @@ func (q *FileQueue) StoreMessageSent(ctx context.Context, sent []*messages.Messa
 				m.GetEntityId(), m.GetSeqNr(), n, q.maxMessageBytes, ErrMessageTooLarge)
 		}
 	}
-	clones := cloneSent(sent)
+	clones := deliveryqueue.CloneSent(sent)
 	return q.write(ctx, func() error {
-		change, err := q.state.planSent(clones)
+		change, err := q.state.PlanSent(clones)
 		if err != nil {
 			return err
 		}
-		events := make([]*messages.DurableProducerQueueEvent, len(change.added))
-		for i, m := range change.added {
+		events := make([]*messages.DurableProducerQueueEvent, len(change.Added))
+		for i, m := range change.Added {
 			events[i] = &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_MessageSent{MessageSent: m}}
 		}
-		return q.append(events, func() { q.state.commit(change) })
+		return q.append(events, func() { q.state.Commit(change) })
 	})
 }
 
 // StoreMessageConfirmed implements DurableProducerQueue.
 func (q *FileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
 	return q.write(ctx, func() error {
-		change, err := q.state.planConfirmed(confirmed)
+		change, err := q.state.PlanConfirmed(confirmed)
 		if err != nil {
 			return err
 		}
-		events := make([]*messages.DurableProducerQueueEvent, len(change.confirmed))
-		for i, c := range change.confirmed {
+		events := make([]*messages.DurableProducerQueueEvent, len(change.Confirmed))
+		for i, c := range change.Confirmed {
 			events[i] = &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_Confirmed{Confirmed: c}}
 		}
-		return q.append(events, func() { q.state.commit(change) })
+		return q.append(events, func() { q.state.Commit(change) })
 	})
 }
 
 // Cleanup implements DurableProducerQueue.
 func (q *FileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 	return q.write(ctx, func() error {
-		held := (&QueueContent{state: q.state}).Held(entityIDs)
+		held := q.state.Held(entityIDs)
 		if len(held) == 0 {
 			return nil
 		}
 		ev := &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_Cleanup{Cleanup: &messages.Cleanup{EntityIds: held}}}
-		return q.append([]*messages.DurableProducerQueueEvent{ev}, func() { q.state.cleanup(held) })
+		return q.append([]*messages.DurableProducerQueueEvent{ev}, func() { q.state.Cleanup(held) })
 	})
 }
 

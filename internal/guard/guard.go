@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
 )
 
 // FrameLimit is the largest frame a node's gRPC server accepts: grpc-go's
@@ -231,7 +232,11 @@ type Notice interface {
 // letters (its loss was reported where it happened).
 func isNotice(msg any) bool {
 	switch msg.(type) {
-	case Notice, *actor.DeadLetterResponse:
+	case Notice, *actor.DeadLetterResponse,
+		// The hand-off protocol's messages: the rebalance worker that
+		// sends or awaits them ends on its time-out or on the region's
+		// Terminated when one is lost.
+		*messages.BeginHandOff, *messages.BeginHandOffAck, *messages.HandOff, *messages.ShardStopped:
 		return true
 	}
 	return false
