@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/wire"
@@ -26,7 +27,7 @@ func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 		return
 	}
 	if to := env.GetToMemberId(); to != "" && to != r.cluster.Self().ID {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env, ctx.Sender(), fmt.Errorf("shard region %s: entity %q: %w", r.typeName, id, earlierIncarnation(to)))
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), env, ctx.Sender(), fmt.Errorf("shard region %s: entity %q: %w", r.typeName, id, earlierIncarnation(to)))
 		return
 	}
 	if env.GetShardId() != "" && env.GetShardId() != shard {
@@ -154,7 +155,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	tooLarge := func(err error) {
 		m.pending.Release()
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
 	}
 	types := r.routes.types.of(member.ID)
@@ -219,10 +220,10 @@ func (r *region) dropBuffer(ctx actor.Context, shard string, reason error) {
 // dropBuffered reports m, a message for an entity of shard, as dropped.
 func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason error) {
 	m.pending.Release()
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 		fmt.Errorf("shard region %s: shard %s, entity %q: %w", r.typeName, shard, m.entityID, reason))
 }
 
 func (r *region) drop(ctx actor.Context, msg any, reason string) {
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), fmt.Sprintf("shard region %s: %s", r.typeName, reason))
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), fmt.Sprintf("shard region %s: %s", r.typeName, reason))
 }

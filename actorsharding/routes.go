@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/wire"
@@ -499,7 +500,7 @@ func (p *regionProcess) receive(pid *actor.PID, message any, to string) {
 	if err := guard.Check(message); err != nil {
 		// proto.actor's default mailbox counts a nil message and then
 		// cannot take it: the region would spin for ever.
-		deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
+		deadletters.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
 		return
 	}
 	if p.stopped.Load() {
@@ -510,7 +511,7 @@ func (p *regionProcess) receive(pid *actor.PID, message any, to string) {
 		// An entry of an earlier incarnation, closing as the region opens
 		// the next one: the region actor would take the message for one of
 		// this node's own senders.
-		deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, earlierIncarnation(to)))
+		deadletters.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, earlierIncarnation(to)))
 		return
 	}
 	if p.route(pid, env, msg, sender, to) {
@@ -555,7 +556,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		// Another node's region sent an EntityRef's message: the entity
 		// receives it as it is, whatever its type.
 		if err := wire.CheckEntityID(id); err != nil {
-			deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: the %s header: %w", p.typeName, entityIDHeader, err))
+			deadletters.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: the %s header: %w", p.typeName, entityIDHeader, err))
 			return true
 		}
 		return p.routeTo(pid, env, sender, to, &routing{id: id, m: msg})
@@ -614,7 +615,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 // entry of member incarnation to: its type ID is that incarnation's.
 func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnvelope, em *messages.EntityMessage, sender *actor.PID, to string) {
 	if to == "" {
-		deadletter.PublishError(p.table.system, pid, em, sender, fmt.Errorf(
+		deadletters.PublishError(p.table.system, pid, em, sender, fmt.Errorf(
 			"shard region %s: an EntityMessage for entity %q reached the region, not its entry, which names the member incarnation whose type IDs it uses: %w",
 			p.typeName, em.GetEntityId(), deadletter.ErrNotSerializable))
 		return
@@ -628,7 +629,7 @@ func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnv
 		err = fmt.Errorf("the extractor gives no valid shard for entity %q: %w", id, messages.ErrInvalidID)
 	}
 	if err != nil {
-		deadletter.PublishError(p.table.system, pid, em, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
+		deadletters.PublishError(p.table.system, pid, em, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
 	}
 }
 
@@ -646,7 +647,7 @@ func (p *regionProcess) sendFor(pid *actor.PID, env *actor.MessageEnvelope, id s
 		return
 	}
 	if !p.routeTo(pid, env, senderOf(env), "", &routing{id: id, m: msg, plain: msg, byRef: true, header: header}) {
-		deadletter.PublishError(p.table.system, pid, msg, senderOf(env),
+		deadletters.PublishError(p.table.system, pid, msg, senderOf(env),
 			fmt.Errorf("shard region %s: the extractor gives no valid shard for entity %q: %w", p.typeName, id, messages.ErrInvalidID))
 	}
 }

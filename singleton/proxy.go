@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/membership"
@@ -70,7 +71,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 			p.cancelTick()
 		}
 		for _, b := range p.buffer {
-			deadletter.PublishError(ctx.ActorSystem(), nil, b.message, b.sender, fmt.Errorf("singleton proxy stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
+			deadletters.PublishError(ctx.ActorSystem(), nil, b.message, b.sender, fmt.Errorf("singleton proxy stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
 		}
 		p.buffer = nil
 	case *actor.Stopped, *actor.Restarting:
@@ -97,12 +98,12 @@ func (p *proxy) Receive(ctx actor.Context) {
 			p.singleton = nil
 		}
 	case nil:
-		deadletter.Publish(ctx.ActorSystem(), nil, nil, ctx.Sender(), "singleton proxy: nil message")
+		deadletters.Publish(ctx.ActorSystem(), nil, nil, ctx.Sender(), "singleton proxy: nil message")
 	case proto.Message:
 		p.route(ctx, msg)
 	default:
 		// Checked before buffering, so a bad message never takes a buffer slot.
-		deadletter.Publish(ctx.ActorSystem(), nil, msg, ctx.Sender(),
+		deadletters.Publish(ctx.ActorSystem(), nil, msg, ctx.Sender(),
 			fmt.Sprintf("singleton proxy: %T is not a protobuf message, so it cannot reach a singleton on another node", msg))
 	}
 }
@@ -120,13 +121,13 @@ func (p *proxy) route(ctx actor.Context, msg any) {
 func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 	pm, isProto := b.message.(proto.Message)
 	if !isProto {
-		deadletter.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
+		deadletters.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
 			fmt.Sprintf("singleton proxy: %T is not a protobuf message, so it cannot reach a singleton on another node", b.message))
 		return
 	}
 	payload, err := anypb.New(pm)
 	if err != nil {
-		deadletter.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
+		deadletters.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
 			fmt.Sprintf("singleton proxy: cannot encode %T: %v", b.message, err))
 		return
 	}
@@ -135,7 +136,7 @@ func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 		// Checked here, not only by the size limit on sends, so that the
 		// event names the requester (the envelope carries it) and its
 		// future fails at once.
-		deadletter.PublishError(ctx.ActorSystem(), p.singleton, b.message, b.sender, fmt.Errorf("singleton proxy: %w", err))
+		deadletters.PublishError(ctx.ActorSystem(), p.singleton, b.message, b.sender, fmt.Errorf("singleton proxy: %w", err))
 		return
 	}
 	ctx.Send(actor.NewPID(p.singleton.Address, p.managerName), env)
@@ -143,13 +144,13 @@ func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 
 func (p *proxy) buffered(ctx actor.Context, b bufferedMessage) {
 	if p.settings.BufferSize == 0 {
-		deadletter.Publish(ctx.ActorSystem(), nil, b.message, b.sender, "singleton proxy: singleton unknown and buffering is disabled")
+		deadletters.Publish(ctx.ActorSystem(), nil, b.message, b.sender, "singleton proxy: singleton unknown and buffering is disabled")
 		return
 	}
 	if len(p.buffer) >= p.settings.BufferSize {
 		dropped := p.buffer[0]
 		p.buffer = p.buffer[1:]
-		deadletter.PublishError(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
+		deadletters.PublishError(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
 			fmt.Errorf("singleton proxy: buffer is full (%d), dropping the oldest message: %w", p.settings.BufferSize, deadletter.ErrBufferFull))
 	}
 	p.buffer = append(p.buffer, b)

@@ -18,8 +18,8 @@
 // share a key:
 //
 //	protoshard/<cluster>/sharding/<type>/coordinator-state      StateKey
-//	protoshard/<cluster>/sharding/<type>/entities/<shard>/<n>   RememberEntitiesPrefix
-//	protoshard/<cluster>/delivery/<type>/<producer>/...         DurableProducerQueuePrefix
+//	protoshard/<cluster>/sharding/<type>/entities/<shard>/<n>   RememberEntitiesStore
+//	protoshard/<cluster>/delivery/<type>/<producer>/...         DurableProducerQueue
 //	protoshard/<cluster>/lease/<lease name>                     package lease/consul
 //	protoshard/<cluster>/membership/leaving/<member id>         package membership/consul
 //

@@ -22,17 +22,17 @@ import (
 	"github.com/protoshard/protoshard/messages"
 )
 
-// MaxQueueMessageBytes is the largest encoded messages.MessageSent the
-// Consul durable producer queue stores: as DefaultRememberMaxBucketBytes,
+// maxQueueMessageBytes is the largest encoded messages.MessageSent the
+// Consul durable producer queue stores: as defaultRememberMaxBucketBytes,
 // a value base64 encoded in a transaction's JSON must fit Consul's
 // txn_max_req_len (512 KiB by default). A producer with this queue refuses
 // a larger message at Send (delivery.ErrMessageTooLarge).
-const MaxQueueMessageBytes = 360 << 10
+const maxQueueMessageBytes = 360 << 10
 
-// DurableProducerQueuePrefix is the KV prefix (ending in '/') under which
+// durableProducerQueuePrefix is the KV prefix (ending in '/') under which
 // the queue of producerID for the entities of typeName of the cluster
 // clusterName lives: protoshard/<cluster>/delivery/<type>/<producer>/.
-func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string {
+func durableProducerQueuePrefix(clusterName, typeName, producerID string) string {
 	return consulkey.Prefix(clusterName) + "delivery/" + typeName + "/" + pathseg.Escape(producerID) + "/"
 }
 
@@ -41,7 +41,7 @@ func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string
 //
 // # Key layout
 //
-// Under DurableProducerQueuePrefix(clusterName, typeName, producerID):
+// Under protoshard/<cluster>/delivery/<type>/<producer>/:
 //
 //	owner                                   the holder's random ID (the claim)
 //	entities/<escaped entity ID>/meta       messages.DurableProducerQueueEntity
@@ -71,7 +71,7 @@ func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string
 // confirmed; Cleanup deletes the entity's keys. A write is checked against
 // the content the holder loaded and wrote (a deliveryqueue.Content) before
 // anything is sent; a write of more than 64 operations or
-// DefaultRememberMaxTxnBytes is split over several transactions, each
+// defaultRememberMaxTxnBytes is split over several transactions, each
 // checking the claim. A split write cut short leaves some of its keys
 // written; the controller retries it, and writing a key again with the
 // same value changes nothing. A new numbering's meta goes before the
@@ -125,7 +125,7 @@ var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
 // clusterName not empty, as for NewRememberEntitiesStore.
 func NewDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) *DurableProducerQueue {
 	return &DurableProducerQueue{client: client, clusterName: clusterName, typeName: typeName, producerID: producerID,
-		prefix: DurableProducerQueuePrefix(clusterName, typeName, producerID), closeTimeout: queueCloseTimeout}
+		prefix: durableProducerQueuePrefix(clusterName, typeName, producerID), closeTimeout: queueCloseTimeout}
 }
 
 // ClusterName returns the name of the cluster whose producer the queue
@@ -135,8 +135,10 @@ func (q *DurableProducerQueue) ClusterName() string { return q.clusterName }
 // TypeName returns the entity type the queue's messages go to.
 func (q *DurableProducerQueue) TypeName() string { return q.typeName }
 
-// MaxMessageSentBytes is MaxQueueMessageBytes.
-func (q *DurableProducerQueue) MaxMessageSentBytes() int { return MaxQueueMessageBytes }
+// MaxMessageSentBytes is the largest encoded messages.MessageSent the
+// queue stores, 360 KiB: a producer with this queue refuses a larger
+// message at Send (delivery.ErrMessageTooLarge).
+func (q *DurableProducerQueue) MaxMessageSentBytes() int { return maxQueueMessageBytes }
 
 func (q *DurableProducerQueue) errorf(format string, args ...any) error {
 	return fmt.Errorf("consul durable producer queue %s: "+format, append([]any{q.prefix}, args...)...)
@@ -290,7 +292,7 @@ func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func
 		return nil
 	}
 	check := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: q.ownerKey(), Index: q.ownerIndex}}}
-	txns, err := packTxns(check, ops, DefaultRememberMaxTxnBytes)
+	txns, err := packTxns(check, ops, defaultRememberMaxTxnBytes)
 	if err != nil {
 		return q.errorf("%s: %w", what, err)
 	}
@@ -336,8 +338,8 @@ func (q *DurableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*
 // StoreMessageSent implements delivery.DurableProducerQueue.
 func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	for _, m := range sent {
-		if n := proto.Size(m); n > MaxQueueMessageBytes {
-			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, MaxQueueMessageBytes, delivery.ErrMessageTooLarge)
+		if n := proto.Size(m); n > maxQueueMessageBytes {
+			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, maxQueueMessageBytes, delivery.ErrMessageTooLarge)
 		}
 	}
 	return q.write(ctx, "store messages", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {

@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/behavior"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/dispatch"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
@@ -453,7 +453,7 @@ func (c *producerController) common(ctx actor.Context) bool {
 
 func (c *producerController) unknown(ctx actor.Context) {
 	msg := ctx.Message()
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
 		fmt.Sprintf("delivery producer %s: %T is no message of this controller (state %s)", c.producerID, msg, c.states.Name()))
 }
 
@@ -776,14 +776,14 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 	if !ok {
 		var err error
 		if ref, err = c.sharding.EntityRefFor(c.typeName, m.GetEntityId()); err != nil {
-			deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 				fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 			return
 		}
 		c.refs[m.GetEntityId()] = ref
 	}
 	if err := ref.Send(m); err != nil {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 			fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 	}
 }
@@ -794,7 +794,7 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 func (c *producerController) stop(ctx actor.Context) {
 	c.state.stop()
 	for _, m := range c.state.undelivered() {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 			fmt.Errorf("delivery producer %s: entity %q, seqNr %d: %w", c.producerID, m.GetEntityId(), m.GetSeqNr(), ErrProducerStopped))
 	}
 	for cf, done := range c.waiting {
@@ -816,7 +816,7 @@ func (c *producerController) finish(ctx actor.Context, err error) {
 }
 
 func (c *producerController) dropQueued(ctx actor.Context, s queuedSend, err error) {
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
 		fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, s.entityID, err))
 }
 

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -258,7 +259,7 @@ func (m *mailbox) refuse(msg any, err error) {
 		return
 	}
 	self := o.self()
-	deadletter.PublishError(o.system, self, payload, sender, fmt.Errorf("%s: %w", self.GetId(), err))
+	deadletters.PublishError(o.system, self, payload, sender, fmt.Errorf("%s: %w", self.GetId(), err))
 }
 
 // WithSizeLimit makes every message the actor sends to another node pass
@@ -294,7 +295,7 @@ func sizeLimit(limit int) actor.SenderMiddleware {
 				if err := CheckSize(env.Message, limit-headerSize(env.Header)); err != nil {
 					// The event answers a requester (the sender); an answer's
 					// asker is the target, and its future fails at once too.
-					deadletter.PublishError(c.ActorSystem(), target, env.Message, env.Sender, fmt.Errorf("to %s: %w", target, err))
+					deadletters.PublishError(c.ActorSystem(), target, env.Message, env.Sender, fmt.Errorf("to %s: %w", target, err))
 					if env.Sender == nil && isFuture(target) {
 						next(c, target, &actor.MessageEnvelope{Message: &actor.DeadLetterResponse{Target: target}})
 					}
