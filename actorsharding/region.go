@@ -111,6 +111,11 @@ type restartShard struct{ shard string }
 
 func (r *region) proxyOnly() bool { return r.entityProps == nil }
 
+// shardFailureBackoff is Akka's shard-failure-backoff, as the shards use it.
+func (r *region) shardFailureBackoff() time.Duration {
+	return shard.WithDefaults(r.settings.Shard).ShardFailureBackoff
+}
+
 func (r *region) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
@@ -513,7 +518,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	switch endOf(ended.state, r.settings.RememberEntities) {
 	case shardEndRestartLater:
-		backoff := r.settings.Shard.WithDefaults().ShardFailureBackoff
+		backoff := r.shardFailureBackoff()
 		ctx.Logger().Warn("shard stopped unexpectedly; it starts again after the shard-failure back-off, or on its next message",
 			slog.String("type", r.typeName), slog.String("shard", shard), slog.Duration("backoff", backoff))
 		r.timers.SendOnce(backoff, ctx.Self(), restartShard{shard: shard})
@@ -546,7 +551,7 @@ func (r *region) onRestartShard(ctx actor.Context, shard string) {
 		return
 	}
 	if !r.table.alive(shard) {
-		r.timers.SendOnce(r.settings.Shard.WithDefaults().ShardFailureBackoff, ctx.Self(), restartShard{shard: shard})
+		r.timers.SendOnce(r.shardFailureBackoff(), ctx.Self(), restartShard{shard: shard})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
@@ -87,7 +88,7 @@ func DefaultSettings() Settings {
 		ShardRegionQueryTimeout: 3 * time.Second,
 		MaxMessageSize:          guard.DefaultMaxMessageSize,
 		Coordinator:             coordinatoractor.DefaultSettings(),
-		Shard:                   shardactor.DefaultSettings(),
+		Shard:                   shard.DefaultSettings(),
 	}
 }
 
@@ -142,9 +143,9 @@ func (s Settings) withDefaults() Settings {
 // others used them), or its default when idle passivation is off, and
 // minHomeIdleTimeout at least.
 func (s Settings) homeIdleTimeout() time.Duration {
-	d := s.Shard.WithDefaults().PassivationIdleTimeout
+	d := shard.WithDefaults(s.Shard).PassivationIdleTimeout
 	if d <= 0 {
-		d = shardactor.DefaultSettings().PassivationIdleTimeout
+		d = shard.DefaultSettings().PassivationIdleTimeout
 	}
 	return max(d, minHomeIdleTimeout)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/pathseg"
+	"github.com/protoshard/protoshard/internal/rememberupdate"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 )
@@ -323,7 +324,7 @@ func (s *RememberEntitiesStore) GetEntities(ctx context.Context, shardID string)
 // Update implements shardactor.RememberEntitiesStore; see the type's documentation for
 // how it writes.
 func (s *RememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
-	if err := shardactor.ValidateUpdate(ctx, shardID, started, stopped); err != nil {
+	if err := rememberupdate.Validate(ctx, shardID, started, stopped, shardactor.ErrInvalidUpdate); err != nil {
 		return s.errorf(shardID, "update: %w", err)
 	}
 	if len(started) == 0 && len(stopped) == 0 {

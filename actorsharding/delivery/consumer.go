@@ -162,7 +162,7 @@ func (c *ShardingConsumerController) ProgressAfter(d Delivery) *messages.Consume
 func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOutput, now time.Time) {
 	for {
 		for _, d := range out.drops {
-			if errors.Is(d.err, ErrDuplicate) || errors.Is(d.err, ErrOutOfOrder) {
+			if errors.Is(d.err, errDuplicate) || errors.Is(d.err, errOutOfOrder) {
 				// Nothing is lost: the message was processed already, or
 				// the producer sends it again (Akka logs these at debug).
 				ctx.Logger().Debug("delivery consumer: message discarded", "reason", d.err)

@@ -66,7 +66,7 @@ const (
 // region send to running entities directly; nil: every message goes
 // through the shard.
 func Props(typeName, shardID string, entityProps *actor.Props, settings shardactor.Settings, routes shardproto.EntityRoutes) *actor.Props {
-	settings = settings.WithDefaults()
+	settings = WithDefaults(settings)
 	entityProps, reportsStopped := entityMailboxes(entityProps, &entityShard{typeName: typeName, shardID: shardID})
 	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
