@@ -36,7 +36,38 @@ func durableProducerQueuePrefix(clusterName, typeName, producerID string) string
 	return consulkey.Prefix(clusterName) + "delivery/" + typeName + "/" + pathseg.Escape(producerID) + "/"
 }
 
-// DurableProducerQueue is a delivery.DurableProducerQueue in Consul KV,
+// durableProducerQueue is the delivery.DurableProducerQueue of
+// NewDurableProducerQueue.
+type durableProducerQueue struct {
+	prefix      string
+	client      *api.Client
+	clusterName string
+	typeName    string
+	producerID  string
+
+	// closeTimeout bounds Close, which has no context of its own: a
+	// controller stopping must not hang on an unreachable Consul.
+	closeTimeout time.Duration
+
+	mu         sync.Mutex
+	ownerIndex uint64 // 0: not claimed
+	content    *deliveryqueue.Content
+}
+
+// queueCloseTimeout bounds the owner key's deletion at Close; a claim
+// left behind costs nothing, as the next holder takes it over.
+const queueCloseTimeout = 5 * time.Second
+
+var _ delivery.DurableProducerQueue = (*durableProducerQueue)(nil)
+
+// NewDurableProducerQueue returns the queue of producerID for the entities
+// of typeName of the cluster clusterName, in the Consul KV of client. Pass
+// the cluster's own name, sharding.Cluster().Name(): a producer controller
+// refuses a queue of another cluster or type
+// (actorsharding.ErrStoreMismatch). typeName must be a clean key path and
+// clusterName not empty, as for NewRememberEntitiesStore.
+//
+// The queue is a delivery.DurableProducerQueue in Consul KV,
 // so that what a producer accepted survives its node.
 //
 // # Key layout
@@ -95,67 +126,43 @@ func durableProducerQueuePrefix(clusterName, typeName, producerID string) string
 // messages sent again, or numberings forgotten later.
 //
 // It is safe for concurrent use.
-type DurableProducerQueue struct {
-	prefix      string
-	client      *api.Client
-	clusterName string
-	typeName    string
-	producerID  string
-
-	// closeTimeout bounds Close, which has no context of its own: a
-	// controller stopping must not hang on an unreachable Consul.
-	closeTimeout time.Duration
-
-	mu         sync.Mutex
-	ownerIndex uint64 // 0: not claimed
-	content    *deliveryqueue.Content
+func NewDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) delivery.DurableProducerQueue {
+	return newDurableProducerQueue(client, clusterName, typeName, producerID)
 }
 
-// queueCloseTimeout bounds the owner key's deletion at Close; a claim
-// left behind costs nothing, as the next holder takes it over.
-const queueCloseTimeout = 5 * time.Second
-
-var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
-
-// NewDurableProducerQueue returns the queue of producerID for the entities
-// of typeName of the cluster clusterName, in the Consul KV of client. Pass
-// the cluster's own name, sharding.Cluster().Name(): a producer controller
-// refuses a queue of another cluster or type
-// (actorsharding.ErrStoreMismatch). typeName must be a clean key path and
-// clusterName not empty, as for NewRememberEntitiesStore.
-func NewDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) *DurableProducerQueue {
-	return &DurableProducerQueue{client: client, clusterName: clusterName, typeName: typeName, producerID: producerID,
+func newDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) *durableProducerQueue {
+	return &durableProducerQueue{client: client, clusterName: clusterName, typeName: typeName, producerID: producerID,
 		prefix: durableProducerQueuePrefix(clusterName, typeName, producerID), closeTimeout: queueCloseTimeout}
 }
 
 // ClusterName returns the name of the cluster whose producer the queue
 // serves.
-func (q *DurableProducerQueue) ClusterName() string { return q.clusterName }
+func (q *durableProducerQueue) ClusterName() string { return q.clusterName }
 
 // TypeName returns the entity type the queue's messages go to.
-func (q *DurableProducerQueue) TypeName() string { return q.typeName }
+func (q *durableProducerQueue) TypeName() string { return q.typeName }
 
 // MaxMessageSentBytes is the largest encoded messages.MessageSent the
 // queue stores, 360 KiB: a producer with this queue refuses a larger
 // message at Send (delivery.ErrMessageTooLarge).
-func (q *DurableProducerQueue) MaxMessageSentBytes() int { return maxQueueMessageBytes }
+func (q *durableProducerQueue) MaxMessageSentBytes() int { return maxQueueMessageBytes }
 
-func (q *DurableProducerQueue) errorf(format string, args ...any) error {
+func (q *durableProducerQueue) errorf(format string, args ...any) error {
 	return fmt.Errorf("consul durable producer queue %s: "+format, append([]any{q.prefix}, args...)...)
 }
 
-func (q *DurableProducerQueue) ownerKey() string { return q.prefix + "owner" }
+func (q *durableProducerQueue) ownerKey() string { return q.prefix + "owner" }
 
-func (q *DurableProducerQueue) entityPrefix(entityID string) string {
+func (q *durableProducerQueue) entityPrefix(entityID string) string {
 	return q.prefix + "entities/" + pathseg.Escape(entityID) + "/"
 }
 
-func (q *DurableProducerQueue) msgKey(entityID string, seq int64) string {
+func (q *durableProducerQueue) msgKey(entityID string, seq int64) string {
 	return fmt.Sprintf("%smsg/%020d", q.entityPrefix(entityID), seq)
 }
 
 // LoadState implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+func (q *durableProducerQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := checkScope(q.clusterName, q.typeName); err != nil {
 		return nil, q.errorf("load: %w", err)
 	}
@@ -183,7 +190,7 @@ func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.Durable
 
 // claim writes a fresh holder ID to the owner key and returns the key's
 // ModifyIndex with it.
-func (q *DurableProducerQueue) claim(ctx context.Context) (uint64, error) {
+func (q *durableProducerQueue) claim(ctx context.Context) (uint64, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return 0, err
@@ -217,7 +224,7 @@ func (q *DurableProducerQueue) claim(ctx context.Context) (uint64, error) {
 }
 
 // read lists the prefix, consistently, into the queue's content.
-func (q *DurableProducerQueue) read(ctx context.Context) (*deliveryqueue.Content, error) {
+func (q *durableProducerQueue) read(ctx context.Context) (*deliveryqueue.Content, error) {
 	pairs, _, err := q.client.KV().List(q.prefix+"entities/", (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, consulPermanence(err)
@@ -274,7 +281,7 @@ func (q *DurableProducerQueue) read(ctx context.Context) (*deliveryqueue.Content
 
 // write runs the operations plan returns while the queue is claimed, in
 // transactions that each check the claim, and then commit.
-func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func(*deliveryqueue.Content) (api.TxnOps, func(), error)) error {
+func (q *durableProducerQueue) write(ctx context.Context, what string, plan func(*deliveryqueue.Content) (api.TxnOps, func(), error)) error {
 	if err := ctx.Err(); err != nil {
 		return q.errorf("%s: %w", what, err)
 	}
@@ -315,7 +322,7 @@ func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func
 
 // rolledBack explains a transaction that rolled back: fenced when the
 // owner key changed, else Consul's reasons.
-func (q *DurableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnErrors) error {
+func (q *durableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnErrors) error {
 	what := describeTxnErrors(txnErrs)
 	pair, _, err := q.client.KV().Get(q.ownerKey(), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
@@ -327,7 +334,7 @@ func (q *DurableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnEr
 	return fmt.Errorf("transaction rolled back: %s", what)
 }
 
-func (q *DurableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*api.TxnOp, error) {
+func (q *durableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*api.TxnOp, error) {
 	value, err := proto.Marshal(e)
 	if err != nil {
 		return nil, err
@@ -336,7 +343,7 @@ func (q *DurableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*
 }
 
 // StoreMessageSent implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+func (q *durableProducerQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	for _, m := range sent {
 		if n := proto.Size(m); n > maxQueueMessageBytes {
 			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, maxQueueMessageBytes, delivery.ErrMessageTooLarge)
@@ -353,7 +360,7 @@ func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*mes
 
 // planSent checks a StoreMessageSent batch against c and returns the
 // change and the operations that write it, in the order they must go.
-func (q *DurableProducerQueue) planSent(c *deliveryqueue.Content, sent []*messages.MessageSent) (deliveryqueue.Change, api.TxnOps, error) {
+func (q *durableProducerQueue) planSent(c *deliveryqueue.Content, sent []*messages.MessageSent) (deliveryqueue.Change, api.TxnOps, error) {
 	ch, err := c.PlanSent(sent)
 	if err != nil {
 		return ch, nil, err
@@ -385,7 +392,7 @@ func (q *DurableProducerQueue) planSent(c *deliveryqueue.Content, sent []*messag
 }
 
 // StoreMessageConfirmed implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+func (q *durableProducerQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
 	return q.write(ctx, "store confirmations", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		ch, err := c.PlanConfirmed(confirmed)
 		if err != nil {
@@ -415,7 +422,7 @@ func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confir
 }
 
 // Cleanup implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+func (q *durableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 	return q.write(ctx, "cleanup", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		held := c.Held(entityIDs)
 		var ops api.TxnOps
@@ -429,7 +436,7 @@ func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) 
 // Close implements delivery.DurableProducerQueue: it deletes the owner key
 // if this holder still has the claim, waiting for Consul at most 5
 // seconds; the claim is given up either way.
-func (q *DurableProducerQueue) Close() error {
+func (q *durableProducerQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ownerIndex == 0 {

@@ -42,7 +42,7 @@ type DurableProducerQueue interface {
 	LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error)
 	// StoreMessageSent stores a batch, all or none where the store allows:
 	// the memory and file queues always, the Consul queue
-	// (consulstore.DurableProducerQueue) for a batch that fits one Consul
+	// (consulstore.NewDurableProducerQueue) for a batch that fits one Consul
 	// transaction only. A larger one is split over several, and should it
 	// fail between them (the claim taken over: ErrQueueFenced), what went
 	// through stays, and the holder that loads next delivers it. So a Send
@@ -85,30 +85,32 @@ var ErrQueueFailed = errors.New("delivery: durable producer queue failed")
 // stores. It wraps deadletter.ErrMessageTooLarge.
 var ErrMessageTooLarge = fmt.Errorf("delivery: message too large: %w", deadletter.ErrMessageTooLarge)
 
-// MemoryQueue is a DurableProducerQueue in memory: it survives a
-// controller, not the process. For tests, and a controller restarted in
-// the same process. The one value is the queue and its holder: LoadState
-// claims it until Close, and a second LoadState meanwhile fails with
-// ErrQueueFenced and changes nothing. Close cannot tell who calls it, so
-// it releases the claim whoever does: a caller whose LoadState failed
-// must not close it, or it releases the holder's claim. It is safe for
-// concurrent use.
-type MemoryQueue struct {
+// memoryQueue is the DurableProducerQueue of NewMemoryQueue.
+type memoryQueue struct {
 	mu      sync.Mutex
 	state   *deliveryqueue.Content
 	claimed bool
 }
 
-var _ DurableProducerQueue = (*MemoryQueue)(nil)
+var _ DurableProducerQueue = (*memoryQueue)(nil)
 
-// NewMemoryQueue returns an empty queue.
-func NewMemoryQueue() *MemoryQueue { return &MemoryQueue{state: deliveryqueue.Empty()} }
+// NewMemoryQueue returns an empty DurableProducerQueue in memory: it
+// survives a controller, not the process. For tests, and a controller
+// restarted in the same process. The one value is the queue and its
+// holder: LoadState claims it until Close, and a second LoadState
+// meanwhile fails with ErrQueueFenced and changes nothing. Close cannot
+// tell who calls it, so it releases the claim whoever does: a caller whose
+// LoadState failed must not close it, or it releases the holder's claim.
+// It is safe for concurrent use.
+func NewMemoryQueue() DurableProducerQueue { return newMemoryQueue() }
+
+func newMemoryQueue() *memoryQueue { return &memoryQueue{state: deliveryqueue.Empty()} }
 
 // errQueueNotClaimed: a write before LoadState or after Close.
 var errQueueNotClaimed = errors.New("delivery: durable producer queue written without a claim (before LoadState or after Close)")
 
 // LoadState implements DurableProducerQueue.
-func (q *MemoryQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+func (q *memoryQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -122,7 +124,7 @@ func (q *MemoryQueue) LoadState(ctx context.Context) (*messages.DurableProducerQ
 }
 
 // write runs f on the content while the queue is claimed.
-func (q *MemoryQueue) write(ctx context.Context, f func() error) error {
+func (q *memoryQueue) write(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -136,7 +138,7 @@ func (q *MemoryQueue) write(ctx context.Context, f func() error) error {
 
 // StoreMessageSent implements DurableProducerQueue. The messages are kept
 // as clones.
-func (q *MemoryQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+func (q *memoryQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	clones := deliveryqueue.CloneSent(sent)
 	return q.write(ctx, func() error {
 		_, err := q.state.StoreSent(clones)
@@ -145,7 +147,7 @@ func (q *MemoryQueue) StoreMessageSent(ctx context.Context, sent []*messages.Mes
 }
 
 // StoreMessageConfirmed implements DurableProducerQueue.
-func (q *MemoryQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+func (q *memoryQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
 	return q.write(ctx, func() error {
 		_, err := q.state.StoreConfirmed(confirmed)
 		return err
@@ -153,7 +155,7 @@ func (q *MemoryQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*me
 }
 
 // Cleanup implements DurableProducerQueue.
-func (q *MemoryQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+func (q *memoryQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 	return q.write(ctx, func() error {
 		q.state.Cleanup(entityIDs)
 		return nil
@@ -162,7 +164,7 @@ func (q *MemoryQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 
 // Close implements DurableProducerQueue: it releases the claim and keeps
 // the content for the next LoadState.
-func (q *MemoryQueue) Close() error {
+func (q *memoryQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.claimed = false

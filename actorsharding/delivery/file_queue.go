@@ -50,7 +50,37 @@ func WithCompactAfterEvents(n int) FileQueueOption {
 	}
 }
 
-// FileQueue is a DurableProducerQueue in one local file: it survives the
+// fileQueue is the DurableProducerQueue of OpenFileQueue.
+type fileQueue struct {
+	dir, path, lockPath string
+	maxMessageBytes     int
+	compactAfter        int
+
+	// syncDir fsyncs a directory; a field so that a test can make it fail.
+	syncDir func(dir string) error
+
+	mu        sync.Mutex
+	lock      *os.File // the claim; nil before LoadState and after Close
+	log       *os.File
+	size      int64 // bytes of the log
+	logEvents int   // events the log holds, its snapshot's included
+	state     *deliveryqueue.Content
+	// broken: a failed write could not be undone; the log's tail is
+	// unknown, so nothing more is written until a new holder loads it.
+	broken error
+	// renameUnsynced: a compaction renamed its snapshot over the log but
+	// the directory's fsync failed, so a crash may bring the old log back.
+	// The old log holds everything acknowledged up to the compaction, so
+	// no write is acknowledged until the directory is synced.
+	renameUnsynced bool
+}
+
+var _ DurableProducerQueue = (*fileQueue)(nil)
+
+// OpenFileQueue returns the queue of producerID in dir, creating dir if
+// needed. The queue is claimed, and its file read, by LoadState. An
+// option with a value it does not accept fails with ErrInvalidOption.
+// It is a DurableProducerQueue in one local file: it survives the
 // process and the machine's crash, not the loss of its disk.
 //
 // The log <dir>/<producer ID>.queue (the ID escaped as one file name) is a
@@ -75,36 +105,15 @@ func WithCompactAfterEvents(n int) FileQueueOption {
 // held, another holder's LoadState fails with ErrQueueFenced, and so does
 // a second LoadState of the value that holds it. Close releases only the
 // flock this value's LoadState took. It is safe for concurrent use.
-type FileQueue struct {
-	dir, path, lockPath string
-	maxMessageBytes     int
-	compactAfter        int
-
-	// syncDir fsyncs a directory; a field so that a test can make it fail.
-	syncDir func(dir string) error
-
-	mu        sync.Mutex
-	lock      *os.File // the claim; nil before LoadState and after Close
-	log       *os.File
-	size      int64 // bytes of the log
-	logEvents int   // events the log holds, its snapshot's included
-	state     *deliveryqueue.Content
-	// broken: a failed write could not be undone; the log's tail is
-	// unknown, so nothing more is written until a new holder loads it.
-	broken error
-	// renameUnsynced: a compaction renamed its snapshot over the log but
-	// the directory's fsync failed, so a crash may bring the old log back.
-	// The old log holds everything acknowledged up to the compaction, so
-	// no write is acknowledged until the directory is synced.
-	renameUnsynced bool
+func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (DurableProducerQueue, error) {
+	q, err := openFileQueue(dir, producerID, opts...)
+	if err != nil {
+		return nil, err // not a nil *fileQueue in a non-nil interface
+	}
+	return q, nil
 }
 
-var _ DurableProducerQueue = (*FileQueue)(nil)
-
-// OpenFileQueue returns the queue of producerID in dir, creating dir if
-// needed. The queue is claimed, and its file read, by LoadState. An
-// option with a value it does not accept fails with ErrInvalidOption.
-func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue, error) {
+func openFileQueue(dir, producerID string, opts ...FileQueueOption) (*fileQueue, error) {
 	if producerID == "" {
 		return nil, errors.New("delivery: file queue: empty producer ID")
 	}
@@ -116,7 +125,7 @@ func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue,
 		return nil, fmt.Errorf("delivery: file queue of %q: %w", producerID, err)
 	}
 	name := pathseg.Escape(producerID)
-	return &FileQueue{
+	return &fileQueue{
 		dir:             dir,
 		path:            filepath.Join(dir, name+".queue"),
 		lockPath:        filepath.Join(dir, name+".lock"),
@@ -127,7 +136,7 @@ func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue,
 }
 
 // MaxMessageSentBytes is the largest encoded MessageSent the queue stores.
-func (q *FileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
+func (q *fileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
 
 // errCorruptQueue: a record whose CRC matches does not decode or does not
 // fit what came before, or a bad record is followed by whole ones: not a
@@ -201,7 +210,7 @@ func recordAfter(data []byte, from int) bool {
 // LoadState implements DurableProducerQueue: it takes the flock, reads the
 // log, and cuts a torn tail off it; a log damaged before its end is
 // refused.
-func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+func (q *fileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -226,7 +235,7 @@ func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQue
 }
 
 // load reads the log into q.state, creating it when there is none.
-func (q *FileQueue) load() error {
+func (q *fileQueue) load() error {
 	// A snapshot that was never renamed is a compaction cut short.
 	if err := os.Remove(q.path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -328,7 +337,7 @@ func replay(state *deliveryqueue.Content, payload []byte) (int, error) {
 // written aside, fsynced and renamed over it, so that a crash leaves the
 // old log or the new one. The rename lasts once the caller fsynced the
 // directory.
-func (q *FileQueue) writeSnapshot(state *deliveryqueue.Content) error {
+func (q *fileQueue) writeSnapshot(state *deliveryqueue.Content) error {
 	payload, err := proto.Marshal(state.Snapshot())
 	if err != nil {
 		return err
@@ -370,7 +379,7 @@ func syncDir(dir string) error {
 
 // append writes events as one record and fsyncs, then commit changes the
 // content; a failed append is cut off again, so the log's tail stays whole.
-func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit func()) error {
+func (q *fileQueue) append(events []*messages.DurableProducerQueueEvent, commit func()) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -407,7 +416,7 @@ func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit 
 // compact replaces the log by a snapshot of the content and reopens it.
 // Once the rename is done the old log is unlinked: whatever the
 // directory's fsync returns, later writes must go to the new one.
-func (q *FileQueue) compact() error {
+func (q *fileQueue) compact() error {
 	if err := q.writeSnapshot(q.state); err != nil {
 		return err
 	}
@@ -429,7 +438,7 @@ func (q *FileQueue) compact() error {
 }
 
 // write runs f while the queue is claimed and whole.
-func (q *FileQueue) write(ctx context.Context, f func() error) error {
+func (q *fileQueue) write(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -453,7 +462,7 @@ func (q *FileQueue) write(ctx context.Context, f func() error) error {
 }
 
 // StoreMessageSent implements DurableProducerQueue.
-func (q *FileQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+func (q *fileQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	for _, m := range sent {
 		if n := proto.Size(m); n > q.maxMessageBytes {
 			return fmt.Errorf("delivery: file queue %s: entity %q seqNr %d: %d bytes, over %d: %w", q.path,
@@ -475,7 +484,7 @@ func (q *FileQueue) StoreMessageSent(ctx context.Context, sent []*messages.Messa
 }
 
 // StoreMessageConfirmed implements DurableProducerQueue.
-func (q *FileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+func (q *fileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
 	return q.write(ctx, func() error {
 		change, err := q.state.PlanConfirmed(confirmed)
 		if err != nil {
@@ -490,7 +499,7 @@ func (q *FileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*mess
 }
 
 // Cleanup implements DurableProducerQueue.
-func (q *FileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+func (q *fileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 	return q.write(ctx, func() error {
 		held := q.state.Held(entityIDs)
 		if len(held) == 0 {
@@ -502,7 +511,7 @@ func (q *FileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 }
 
 // release closes the log.
-func (q *FileQueue) release() {
+func (q *fileQueue) release() {
 	if q.log != nil {
 		_ = q.log.Close()
 	}
@@ -511,7 +520,7 @@ func (q *FileQueue) release() {
 
 // Close implements DurableProducerQueue: it closes the log and releases
 // the flock, if this value's LoadState took it.
-func (q *FileQueue) Close() error {
+func (q *fileQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lock == nil {

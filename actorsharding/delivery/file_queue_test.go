@@ -22,9 +22,9 @@ func sentFor(entity string, seq int64) *messages.MessageSent {
 	return &messages.MessageSent{EntityId: entity, ProducerIncarnation: 5, SeqNr: seq, TimestampMs: seq, Message: a}
 }
 
-func openLoaded(t *testing.T, dir string, opts ...FileQueueOption) (*FileQueue, *messages.DurableProducerQueueState) {
+func openLoaded(t *testing.T, dir string, opts ...FileQueueOption) (*fileQueue, *messages.DurableProducerQueueState) {
 	t.Helper()
-	q, err := OpenFileQueue(dir, "p/1", opts...)
+	q, err := openFileQueue(dir, "p/1", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 			if err := os.WriteFile(q.path, log, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			q2, err := OpenFileQueue(dir, "p/1")
+			q2, err := openFileQueue(dir, "p/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +185,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 				t.Fatalf("the refused log changed: %d bytes, was %d (%v)", len(after), len(log), err)
 			}
 			// The failed load released the claim.
-			q3, err := OpenFileQueue(dir, "p/1")
+			q3, err := openFileQueue(dir, "p/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestFileQueueCorruptSnapshotIsRefused(t *testing.T) {
 	if err := os.WriteFile(q.path, []byte{0x05, 1, 2, 3}, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	q2, err := OpenFileQueue(dir, "p/1")
+	q2, err := openFileQueue(dir, "p/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestFileQueueClaim(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	first, _ := openLoaded(t, dir)
-	second, err := OpenFileQueue(dir, "p/1")
+	second, err := openFileQueue(dir, "p/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestFileQueueClaim(t *testing.T) {
 		t.Fatalf("second LoadState: %v, want ErrQueueFenced", err)
 	}
 	// Another producer ID is another queue.
-	other, err := OpenFileQueue(dir, "p/2")
+	other, err := openFileQueue(dir, "p/2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 type Harness struct {
 	// Open returns a new holder of the queue name: the same name is the
 	// same stored queue, each call a holder of its own (for a queue that is
-	// its own holder, such as delivery.MemoryQueue, the same value). It
+	// its own holder, such as NewMemoryQueue's, the same value). It
 	// may fail with delivery.ErrQueueFenced while another holder claims
 	// the queue; any other error fails the test.
 	Open func(t *testing.T, name string) (delivery.DurableProducerQueue, error)
