@@ -14,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/internal/testsupport"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/testkit"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -45,8 +46,8 @@ func TestBadInput(t *testing.T) {
 		{"no entity id", a, &testpb.NoEntity{Text: "x"}, "has no GetEntityId"},
 		{"empty entity id", a, &testpb.Ping{EntityId: ""}, "empty entity_id"},
 		{"envelope with empty id", a, &messages.ShardingEnvelope{Message: mustAny(t, &testpb.Ping{})}, "empty entity ID"},
-		{"entity id past the limit", a, &testpb.Ping{EntityId: strings.Repeat("x", messages.MaxEntityIDLength+1)}, "longer than the limit"},
-		{"envelope with an entity id past the limit", a, &messages.ShardingEnvelope{EntityId: strings.Repeat("x", messages.MaxEntityIDLength+1), Message: mustAny(t, &testpb.Ping{})}, "longer than the limit"},
+		{"entity id past the limit", a, &testpb.Ping{EntityId: strings.Repeat("x", wire.MaxEntityIDLength+1)}, "longer than the limit"},
+		{"envelope with an entity id past the limit", a, &messages.ShardingEnvelope{EntityId: strings.Repeat("x", wire.MaxEntityIDLength+1), Message: mustAny(t, &testpb.Ping{})}, "longer than the limit"},
 		{"envelope without payload", a, &messages.ShardingEnvelope{EntityId: "e-1"}, "has no message"},
 		{"envelope with unknown payload type", a, &messages.ShardingEnvelope{EntityId: "e-1", Message: unknown}, "cannot decode payload"},
 		{"envelope for an earlier incarnation of the node", a, &messages.ShardingEnvelope{EntityId: "e-1", ToMemberId: "an-earlier-incarnation", Message: mustAny(t, &testpb.Ping{EntityId: "e-1"})}, "earlier incarnation"},

@@ -13,6 +13,7 @@ import (
 	"github.com/protoshard/protoshard/internal/ask"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 )
@@ -66,7 +67,7 @@ var ErrNotStarted = errors.New("no region or proxy of the entity type runs on th
 // EntityRefFor returns a reference to entity entityID of typeName, whose
 // region or proxy was started on this node.
 func (s *Sharding) EntityRefFor(typeName, entityID string) (EntityRef, error) {
-	if err := messages.CheckEntityID(entityID); err != nil {
+	if err := wire.CheckEntityID(entityID); err != nil {
 		return EntityRef{}, fmt.Errorf("actorsharding: EntityRefFor %s %q: %w", typeName, entityID, err)
 	}
 	s.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/shard"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -57,7 +58,7 @@ type IdentifiedExtractor interface {
 	MessageExtractor
 	// ExtractorIdentity returns the name of the extractor's mapping from
 	// entity IDs to shards, which must change whenever the mapping does
-	// (give it a version; at most messages.MaxExtractorNameLength bytes,
+	// (give it a version; at most 256 bytes,
 	// "" means the Go type name), and its number of shards (0 if it has
 	// no fixed number).
 	ExtractorIdentity() (name string, numberOfShards int)
@@ -82,8 +83,8 @@ func identityOf(e MessageExtractor) (coordinator.ExtractorIdentity, error) {
 		name = fmt.Sprintf("%T", e)
 	}
 	switch {
-	case len(name) > messages.MaxExtractorNameLength:
-		return coordinator.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, messages.MaxExtractorNameLength)
+	case len(name) > wire.MaxExtractorNameLength:
+		return coordinator.ExtractorIdentity{}, fmt.Errorf("the extractor's identity %q is longer than %d bytes", name, wire.MaxExtractorNameLength)
 	case n < 0 || n > math.MaxInt32:
 		return coordinator.ExtractorIdentity{}, fmt.Errorf("the extractor %q says it has %d shards", name, n)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/internal/testwait"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/lease"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -301,8 +302,8 @@ func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 		{"Register with an empty region id", &messages.Register{ShardRegion: &actor.PID{Address: a.Address()}, MemberId: a.MemberID()}, "empty id"},
 		{"Register at another member's address", &messages.Register{ShardRegion: actor.NewPID(b.Address(), "fake"), MemberId: a.MemberID()}, "which runs at"},
 		{"Register of a member that is not live", &messages.Register{ShardRegion: w.region(a), MemberId: "gone"}, "not a live member"},
-		{"Register listing an oversized shard", &messages.Register{ShardRegion: w.region(a), MemberId: a.MemberID(), Shards: []string{strings.Repeat("s", messages.MaxShardIDLength+1)}}, "bad shard"},
-		{"GetShardHome of an oversized shard", &messages.GetShardHome{Shard: strings.Repeat("s", messages.MaxShardIDLength+1)}, "longer than the limit"},
+		{"Register listing an oversized shard", &messages.Register{ShardRegion: w.region(a), MemberId: a.MemberID(), Shards: []string{strings.Repeat("s", wire.MaxShardIDLength+1)}}, "bad shard"},
+		{"GetShardHome of an oversized shard", &messages.GetShardHome{Shard: strings.Repeat("s", wire.MaxShardIDLength+1)}, "longer than the limit"},
 		{"GetShardHome of an empty shard", &messages.GetShardHome{}, "empty shard"},
 		{"RegionStopped for another region", &messages.RegionStopped{ShardRegion: w.region(b)}, "not by the region itself"},
 		{"GracefulShutdownReq for another region", &messages.GracefulShutdownReq{ShardRegion: w.region(b)}, "not by the region itself"},

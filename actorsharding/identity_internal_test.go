@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/protoshard/protoshard/internal/coordinator"
-	"github.com/protoshard/protoshard/messages"
+	"github.com/protoshard/protoshard/internal/wire"
 )
 
 type userExtractor struct{ HashCodeMessageExtractor }
@@ -36,7 +36,7 @@ func TestIdentityOf(t *testing.T) {
 			coordinator.ExtractorIdentity{Name: "orders-v2", NumberOfShards: 64}, ""},
 		{"a user type that gives only its number of shards", namedExtractor{shards: 64},
 			coordinator.ExtractorIdentity{Name: "actorsharding.namedExtractor", NumberOfShards: 64}, ""},
-		{"a name too long", namedExtractor{name: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, coordinator.ExtractorIdentity{}, "longer than"},
+		{"a name too long", namedExtractor{name: strings.Repeat("x", wire.MaxExtractorNameLength+1)}, coordinator.ExtractorIdentity{}, "longer than"},
 		{"a negative number of shards", namedExtractor{name: "x", shards: -1}, coordinator.ExtractorIdentity{}, "-1 shards"},
 	}
 	for _, tc := range cases {

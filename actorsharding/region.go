@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/throttle"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -111,6 +112,11 @@ type routeCounts struct{ routes, entities, homes int }
 type restartShard struct{ shard string }
 
 func (r *region) proxyOnly() bool { return r.entityProps == nil }
+
+// shardFailureBackoff is Akka's shard-failure-backoff, as the shards use it.
+func (r *region) shardFailureBackoff() time.Duration {
+	return shard.WithDefaults(r.settings.Shard).ShardFailureBackoff
+}
 
 func (r *region) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
@@ -336,7 +342,7 @@ func (r *region) holdsShard(shard string) bool {
 // ShardHomes of the coordinator).
 func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard string, ref *actor.PID) {
 	defer r.updateRoute(shard)
-	if err := messages.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
+	if err := wire.CheckShardID(shard); err != nil || ref == nil || ref.GetId() == "" {
 		r.drop(ctx, cmd, fmt.Sprintf("ShardHome with an invalid shard (%v) or region (%v)", err, ref))
 		return
 	}
@@ -419,7 +425,7 @@ func (r *region) ensureShard(ctx actor.Context, shard string) bool {
 func (r *region) onHostShard(ctx actor.Context, msg *messages.HostShard) {
 	shard := msg.GetShard()
 	defer r.updateRoute(shard)
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("HostShard: %v", err))
 		return
 	}
@@ -514,7 +520,7 @@ func (r *region) onShardTerminated(ctx actor.Context, who *actor.PID) {
 	}
 	switch endOf(ended.state, r.settings.RememberEntities) {
 	case shardEndRestartLater:
-		backoff := r.settings.Shard.WithDefaults().ShardFailureBackoff
+		backoff := r.shardFailureBackoff()
 		ctx.Logger().Warn("shard stopped unexpectedly; it starts again after the shard-failure back-off, or on its next message",
 			slog.String("type", r.typeName), slog.String("shard", shard), slog.Duration("backoff", backoff))
 		r.timers.SendOnce(backoff, ctx.Self(), restartShard{shard: shard})
@@ -547,7 +553,7 @@ func (r *region) onRestartShard(ctx actor.Context, shard string) {
 		return
 	}
 	if !r.table.alive(shard) {
-		r.timers.SendOnce(r.settings.Shard.WithDefaults().ShardFailureBackoff, ctx.Self(), restartShard{shard: shard})
+		r.timers.SendOnce(r.shardFailureBackoff(), ctx.Self(), restartShard{shard: shard})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardingconfig"
 	"github.com/protoshard/protoshard/internal/throttle"
@@ -75,7 +76,7 @@ func (r *region) onRegisterRefused(ctx actor.Context, msg *messages.RegisterRefu
 	}
 	// No sender: proto.actor would answer the event with a
 	// DeadLetterResponse to it.
-	deadletter.PublishError(ctx.ActorSystem(), msg.GetCoordinator(), r.registration(ctx, r.cluster.Self().ID), nil,
+	deadletters.PublishError(ctx.ActorSystem(), msg.GetCoordinator(), r.registration(ctx, r.cluster.Self().ID), nil,
 		fmt.Errorf("shard region %s: the coordinator at %s refused the registration, %s: %w",
 			r.typeName, msg.GetCoordinator().GetAddress(), msg.GetReason(), deadletter.ErrIncompatibleExtractor))
 	if r.refusals == nil {

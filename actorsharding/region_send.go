@@ -6,8 +6,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -15,17 +17,17 @@ import (
 
 func (r *region) onEnvelope(ctx actor.Context, env *messages.ShardingEnvelope) {
 	id := env.GetEntityId()
-	if err := messages.CheckEntityID(id); err != nil {
+	if err := wire.CheckEntityID(id); err != nil {
 		r.drop(ctx, env, fmt.Sprintf("ShardingEnvelope: %v", err))
 		return
 	}
 	shard := r.extractor.ShardID(id)
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, env, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
 	if to := env.GetToMemberId(); to != "" && to != r.cluster.Self().ID {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env, ctx.Sender(), fmt.Errorf("shard region %s: entity %q: %w", r.typeName, id, earlierIncarnation(to)))
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), env, ctx.Sender(), fmt.Errorf("shard region %s: entity %q: %w", r.typeName, id, earlierIncarnation(to)))
 		return
 	}
 	if env.GetShardId() != "" && env.GetShardId() != shard {
@@ -54,7 +56,7 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 		r.drop(ctx, msg, fmt.Sprintf("cannot route: %v", err))
 		return
 	}
-	if err := messages.CheckEntityID(id); err != nil {
+	if err := wire.CheckEntityID(id); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("cannot route: %v", err))
 		return
 	}
@@ -68,7 +70,7 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 		return
 	}
 	shard := r.extractor.ShardID(id)
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", id, err))
 		return
 	}
@@ -82,12 +84,12 @@ func (r *region) onUserMessage(ctx actor.Context, msg any) {
 }
 
 func (r *region) onStartEntity(ctx actor.Context, msg *messages.StartEntity) {
-	if err := messages.CheckEntityID(msg.GetEntityId()); err != nil {
+	if err := wire.CheckEntityID(msg.GetEntityId()); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("StartEntity: %v", err))
 		return
 	}
 	shard := r.extractor.ShardID(msg.GetEntityId())
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		r.drop(ctx, msg, fmt.Sprintf("the extractor gives no valid shard for entity %q: %v", msg.GetEntityId(), err))
 		return
 	}
@@ -153,7 +155,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 	}
 	tooLarge := func(err error) {
 		m.pending.Release()
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 			fmt.Errorf("shard region %s: shard %s, entity %q, to %s: %w", r.typeName, shard, m.entityID, home.Address, err))
 	}
 	types := r.routes.types.of(member.ID)
@@ -218,10 +220,10 @@ func (r *region) dropBuffer(ctx actor.Context, shard string, reason error) {
 // dropBuffered reports m, a message for an entity of shard, as dropped.
 func (r *region) dropBuffered(ctx actor.Context, shard string, m bufferedMessage, reason error) {
 	m.pending.Release()
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m.message, m.sender,
 		fmt.Errorf("shard region %s: shard %s, entity %q: %w", r.typeName, shard, m.entityID, reason))
 }
 
 func (r *region) drop(ctx actor.Context, msg any, reason string) {
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), fmt.Sprintf("shard region %s: %s", r.typeName, reason))
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), fmt.Sprintf("shard region %s: %s", r.typeName, reason))
 }

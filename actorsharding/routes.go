@@ -9,10 +9,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
@@ -500,7 +502,7 @@ func (p *regionProcess) receive(pid *actor.PID, message any, to string) {
 	if err := guard.Check(message); err != nil {
 		// proto.actor's default mailbox counts a nil message and then
 		// cannot take it: the region would spin for ever.
-		deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
+		deadletters.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
 		return
 	}
 	if p.stopped.Load() {
@@ -511,7 +513,7 @@ func (p *regionProcess) receive(pid *actor.PID, message any, to string) {
 		// An entry of an earlier incarnation, closing as the region opens
 		// the next one: the region actor would take the message for one of
 		// this node's own senders.
-		deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, earlierIncarnation(to)))
+		deadletters.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: %w", p.typeName, earlierIncarnation(to)))
 		return
 	}
 	if p.route(pid, env, msg, sender, to) {
@@ -555,8 +557,8 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	if id, ok := carriedEntityID(env, to); ok {
 		// Another node's region sent an EntityRef's message: the entity
 		// receives it as it is, whatever its type.
-		if err := messages.CheckEntityID(id); err != nil {
-			deadletter.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: the %s header: %w", p.typeName, entityIDHeader, err))
+		if err := wire.CheckEntityID(id); err != nil {
+			deadletters.PublishError(p.table.system, pid, msg, sender, fmt.Errorf("shard region %s: the %s header: %w", p.typeName, entityIDHeader, err))
 			return true
 		}
 		return p.routeTo(pid, env, sender, to, &routing{id: id, m: msg})
@@ -565,7 +567,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	switch x := msg.(type) {
 	case *messages.ShardingEnvelope:
 		r.id = x.GetEntityId()
-		if messages.CheckEntityID(r.id) != nil {
+		if wire.CheckEntityID(r.id) != nil {
 			return false
 		}
 		if x.GetShardId() != "" && x.GetShardId() != p.extractor.ShardID(r.id) {
@@ -597,7 +599,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 			return false
 		}
 		var ok bool
-		if r.id, ok = entityIDOf(p.extractor, msg); !ok || messages.CheckEntityID(r.id) != nil {
+		if r.id, ok = entityIDOf(p.extractor, msg); !ok || wire.CheckEntityID(r.id) != nil {
 			return false
 		}
 		var err error
@@ -615,7 +617,7 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 // entry of member incarnation to: its type ID is that incarnation's.
 func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnvelope, em *messages.EntityMessage, sender *actor.PID, to string) {
 	if to == "" {
-		deadletter.PublishError(p.table.system, pid, em, sender, fmt.Errorf(
+		deadletters.PublishError(p.table.system, pid, em, sender, fmt.Errorf(
 			"shard region %s: an EntityMessage for entity %q reached the region, not its entry, which names the member incarnation whose type IDs it uses: %w",
 			p.typeName, em.GetEntityId(), deadletter.ErrNotSerializable))
 		return
@@ -623,13 +625,13 @@ func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnv
 	id := em.GetEntityId()
 	m, err := p.table.typeIDs.decode(em)
 	if err == nil {
-		err = messages.CheckEntityID(id)
+		err = wire.CheckEntityID(id)
 	}
 	if err == nil && !p.routeTo(pid, env, sender, to, &routing{id: id, m: m}) {
 		err = fmt.Errorf("the extractor gives no valid shard for entity %q: %w", id, messages.ErrInvalidID)
 	}
 	if err != nil {
-		deadletter.PublishError(p.table.system, pid, em, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
+		deadletters.PublishError(p.table.system, pid, em, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
 	}
 }
 
@@ -647,7 +649,7 @@ func (p *regionProcess) sendFor(pid *actor.PID, env *actor.MessageEnvelope, id s
 		return
 	}
 	if !p.routeTo(pid, env, senderOf(env), "", &routing{id: id, m: msg, plain: msg, byRef: true, header: header}) {
-		deadletter.PublishError(p.table.system, pid, msg, senderOf(env),
+		deadletters.PublishError(p.table.system, pid, msg, senderOf(env),
 			fmt.Errorf("shard region %s: the extractor gives no valid shard for entity %q: %w", p.typeName, id, messages.ErrInvalidID))
 	}
 }
@@ -664,7 +666,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 		}
 	}
 	shard := p.extractor.ShardID(r.id)
-	if messages.CheckShardID(shard) != nil {
+	if wire.CheckShardID(shard) != nil {
 		return false
 	}
 	sr := p.table.shard(shard)
@@ -724,7 +726,7 @@ func isRegionMessage(msg any) bool {
 		*membership.CurrentClusterState, membership.MemberUp, membership.MemberLeft, membership.MemberRemoved:
 		return true
 	}
-	return messages.IsProtocol(msg)
+	return wire.IsProtocol(msg)
 }
 
 // installRouter puts router in front of the region actor spawned as pid:

@@ -22,8 +22,8 @@ import (
 	"github.com/asynkron/protoactor-go/extensions"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/protoshard/protoshard/coordinatoractor"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/coordinator"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardingadmin"
@@ -118,7 +118,7 @@ func New(system *actor.ActorSystem, cluster *membership.Cluster, opts ...Tracing
 	s := &Sharding{system: system, cluster: cluster, regions: map[string]*startedRegion{}, tracing: newTracing(opts)}
 	system.Extensions.Register(extension{s})
 	staleness.Set(system, membershiphook.Of(cluster).Stale)
-	deadletter.ReportUndelivered(system, undeliveredReason(system))
+	deadletters.ReportUndelivered(system, undeliveredReason(system))
 	system.EventStream.Subscribe(releaseUndelivered)
 	system.EventStream.Subscribe(s.requests.observe)
 	return s, nil

@@ -16,11 +16,8 @@ package deadletter
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
-	"github.com/protoshard/protoshard/internal/metrics"
 )
 
 // Event is a message that was dropped, with the reason.
@@ -82,109 +79,7 @@ var ErrStopped = errors.New("actor stopped")
 // ErrStopped.
 var ErrEntityStopped = fmt.Errorf("entity stopped: %w", ErrStopped)
 
-// The reason classes: a fixed set, for metrics and the log's rate limit.
-const (
-	classNilMessage      = "nil_message"
-	classTooLarge        = "too_large"
-	classBufferFull      = "buffer_full"
-	classShuttingDown    = "shutting_down"
-	classMemberRemoved   = "member_removed"
-	classNotSerializable = "not_serializable"
-	// classIncompatibleExtractor: a region's registration refused.
-	classIncompatibleExtractor = "incompatible_extractor"
-	classEntityStopped         = "entity_stopped"
-	classStopped               = "stopped"
-	// classUndelivered: proto.actor could not deliver it (the target is
-	// gone or its node unreachable); see ReportUndelivered.
-	classUndelivered = "undelivered"
-	// classOther: a message the receiving actor does not act on (a
-	// protocol message out of place, an invalid ID, no sender to answer)
-	// or could not handle; the log line has the detail.
-	classOther = "other"
-)
-
-var classes = []struct {
-	err   error
-	class string
-}{
-	{ErrNilMessage, classNilMessage},
-	{ErrMessageTooLarge, classTooLarge},
-	{ErrBufferFull, classBufferFull},
-	{ErrShuttingDown, classShuttingDown},
-	{ErrMemberRemoved, classMemberRemoved},
-	{ErrNotSerializable, classNotSerializable},
-	{ErrIncompatibleExtractor, classIncompatibleExtractor},
-	{ErrEntityStopped, classEntityStopped}, // before ErrStopped, which it wraps
-	{ErrStopped, classStopped},
-}
-
-// classOf is err's reason class: the first typed reason err wraps.
-func classOf(err error) string {
-	if err == nil {
-		return classOther
-	}
-	for _, c := range classes {
-		if errors.Is(err, c.err) {
-			return c.class
-		}
-	}
-	return classOther
-}
-
 // String describes the drop in one line, for logs.
 func (e *Event) String() string {
 	return fmt.Sprintf("dropped %T to %v: %s", e.Message, e.Target, e.Reason)
-}
-
-// own holds the *actor.DeadLetterEvents that Publish is publishing right
-// now. EventStream.Publish calls subscribers synchronously, so a
-// ReportUndelivered subscriber can tell them from proto.actor's own.
-var own sync.Map
-
-// Publish reports a dropped message on system's EventStream and logs it.
-func Publish(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, reason string) {
-	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: reason}, classOther)
-}
-
-// PublishError is Publish with a typed reason: the Event's Err is err and
-// its Reason err's text.
-func PublishError(system *actor.ActorSystem, target *actor.PID, message any, sender *actor.PID, err error) {
-	publish(system, &Event{Target: target, Message: message, Sender: sender, Reason: err.Error(), Err: err}, classOf(err))
-}
-
-func publish(system *actor.ActorSystem, e *Event, class string) {
-	// The Event first: proto.actor answers the DeadLetterEvent of a
-	// request with a DeadLetterResponse, and whoever waits for that (see
-	// actorsharding.EntityRef) finds the reason already.
-	publishEvent(system, e, class)
-	dl := &actor.DeadLetterEvent{PID: e.Target, Message: e.Message, Sender: e.Sender}
-	own.Store(dl, struct{}{})
-	system.EventStream.Publish(dl)
-	own.Delete(dl)
-}
-
-func publishEvent(system *actor.ActorSystem, e *Event, class string) {
-	metrics.For(system).Dropped(class)
-	logsOf(system).warn(e, class)
-	system.EventStream.Publish(e)
-}
-
-// ReportUndelivered makes the messages that proto.actor itself could not
-// deliver, and reported only with its reasonless *actor.DeadLetterEvent (a
-// target actor that is gone, a node its remote cannot reach), reported as
-// Events too, with the reason reason gives; reason returns "" for the dead
-// letters it does not take. The returned subscription ends it.
-func ReportUndelivered(system *actor.ActorSystem, reason func(*actor.DeadLetterEvent) string) *eventstream.Subscription {
-	return system.EventStream.Subscribe(func(evt any) {
-		dl, ok := evt.(*actor.DeadLetterEvent)
-		if !ok {
-			return
-		}
-		if _, mine := own.Load(dl); mine {
-			return // Publish reports it with its own reason
-		}
-		if why := reason(dl); why != "" {
-			publishEvent(system, &Event{Target: dl.PID, Message: dl.Message, Sender: dl.Sender, Reason: why}, classUndelivered)
-		}
-	})
 }

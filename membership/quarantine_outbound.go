@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 )
 
 // This file is the quarantine's outbound side: nothing this node sends
@@ -165,7 +166,7 @@ func (q *Quarantine) drop(target *actor.PID, msg any, sender *actor.PID) {
 		// an endpoint it cannot reach, without a warning each.
 		q.system.EventStream.Publish(&actor.DeadLetterEvent{PID: target, Message: msg, Sender: sender})
 	default:
-		deadletter.PublishError(q.system, target, msg, sender,
+		deadletters.PublishError(q.system, target, msg, sender,
 			fmt.Errorf("quarantine: %s is the address of a member removed from the cluster: %w", target.GetAddress(), deadletter.ErrMemberRemoved))
 	}
 }

@@ -4,7 +4,7 @@
 // 	protoc        v3.21.12
 // source: delivery.proto
 
-// Not package protoshard: messages.IsProtocol takes that package for the
+// Not package protoshard: internal/wire.IsProtocol takes that package for the
 // region's own protocol, which a region never routes to an entity. Under
 // protoshard.delivery a SequencedMessage routes to its entity as the
 // application's messages do.

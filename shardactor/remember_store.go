@@ -7,7 +7,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
+
+	"github.com/protoshard/protoshard/internal/rememberupdate"
 )
 
 // RememberEntitiesStore keeps, per entity type and shard, the IDs of the
@@ -72,57 +73,9 @@ var ErrCorruptRememberedEntities error = &permanentError{"corrupt remembered ent
 
 // ErrInvalidUpdate is returned (wrapped) by a RememberEntitiesStore call
 // whose arguments are invalid: an empty shard ID, an empty or non-UTF-8
-// entity ID, an ID both started and stopped in one Update (see
-// ValidateUpdate). It is permanent (errors.Is(err, ErrPermanent)).
+// entity ID, an ID both started and stopped in one Update. It is
+// permanent (errors.Is(err, ErrPermanent)).
 var ErrInvalidUpdate error = &permanentError{"invalid remember-entities call"}
-
-// ValidateUpdate checks the arguments of RememberEntitiesStore.Update as
-// the interface requires: it returns ctx's error if ctx is done, and an
-// error wrapping ErrInvalidUpdate for an empty shard ID, an empty or
-// non-UTF-8 entity ID, or an ID both started and stopped. A store calls it
-// before anything is read or written, so that a bad batch never leaves
-// half of itself behind.
-func ValidateUpdate(ctx context.Context, shardID string, started, stopped []string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if shardID == "" {
-		return fmt.Errorf("%w: empty shard ID", ErrInvalidUpdate)
-	}
-	for _, id := range started {
-		if err := validateEntityID(id); err != nil {
-			return fmt.Errorf("started: %w", err)
-		}
-	}
-	if len(stopped) == 0 {
-		return nil
-	}
-	starting := make(map[string]struct{}, len(started))
-	for _, id := range started {
-		starting[id] = struct{}{}
-	}
-	for _, id := range stopped {
-		if err := validateEntityID(id); err != nil {
-			return fmt.Errorf("stopped: %w", err)
-		}
-		// The order of a start and a stop in one batch is lost, so which
-		// one wins would be a guess; the shard never sends both.
-		if _, ok := starting[id]; ok {
-			return fmt.Errorf("%w: entity ID %q is both started and stopped in one update", ErrInvalidUpdate, id)
-		}
-	}
-	return nil
-}
-
-func validateEntityID(id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty entity ID", ErrInvalidUpdate)
-	}
-	if !utf8.ValidString(id) {
-		return fmt.Errorf("%w: entity ID %q is not valid UTF-8", ErrInvalidUpdate, id)
-	}
-	return nil
-}
 
 // MemoryRememberEntitiesStore is a RememberEntitiesStore in memory. It
 // survives rebalances and crashes of nodes that live in the same process (one
@@ -167,7 +120,7 @@ func (s *MemoryRememberEntitiesStore) GetEntities(ctx context.Context, shardID s
 // Update implements RememberEntitiesStore. An Update that changes something
 // counts as one write (see Writes), like one Consul transaction.
 func (s *MemoryRememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
-	if err := ValidateUpdate(ctx, shardID, started, stopped); err != nil {
+	if err := rememberupdate.Validate(ctx, shardID, started, stopped, ErrInvalidUpdate); err != nil {
 		return fmt.Errorf("memory remember-entities store: shard %q: update: %w", shardID, err)
 	}
 	s.mu.Lock()

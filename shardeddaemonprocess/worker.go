@@ -6,8 +6,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/behavior"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -148,5 +148,5 @@ func (w *worker) unhandled(ctx actor.Context) {
 	case actor.SystemMessage, actor.AutoReceiveMessage, *actor.Stopped, *actor.Stopping, *actor.Restarting:
 		return
 	}
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), ctx.Message(), ctx.Sender(), "a sharded daemon process's worker takes no messages")
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), ctx.Message(), ctx.Sender(), "a sharded daemon process's worker takes no messages")
 }

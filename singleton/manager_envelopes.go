@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -66,5 +67,5 @@ func (m *manager) drop(ctx actor.Context, env *messages.SingletonEnvelope, reaso
 
 // dropError is drop with a typed reason (see deadletter's reason classes).
 func (m *manager) dropError(ctx actor.Context, env *messages.SingletonEnvelope, reason error) {
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env, env.GetSender(), fmt.Errorf("singleton manager: %w", reason))
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), env, env.GetSender(), fmt.Errorf("singleton manager: %w", reason))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/msgbuffer"
 	"github.com/protoshard/protoshard/internal/ticker"
@@ -72,7 +73,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 			p.cancelTick()
 		}
 		for _, b := range p.buffer.Take(struct{}{}) {
-			deadletter.PublishError(ctx.ActorSystem(), nil, b.message, b.sender, fmt.Errorf("singleton proxy stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
+			deadletters.PublishError(ctx.ActorSystem(), nil, b.message, b.sender, fmt.Errorf("singleton proxy stopped with the message still buffered: %w", deadletter.ErrShuttingDown))
 		}
 	case *actor.Stopped, *actor.Restarting:
 	case *membership.CurrentClusterState:
@@ -102,12 +103,12 @@ func (p *proxy) Receive(ctx actor.Context) {
 			p.singleton = nil
 		}
 	case nil:
-		deadletter.Publish(ctx.ActorSystem(), nil, nil, ctx.Sender(), "singleton proxy: nil message")
+		deadletters.Publish(ctx.ActorSystem(), nil, nil, ctx.Sender(), "singleton proxy: nil message")
 	case proto.Message:
 		p.route(ctx, msg)
 	default:
 		// Checked before buffering, so a bad message never takes a buffer slot.
-		deadletter.Publish(ctx.ActorSystem(), nil, msg, ctx.Sender(),
+		deadletters.Publish(ctx.ActorSystem(), nil, msg, ctx.Sender(),
 			fmt.Sprintf("singleton proxy: %T is not a protobuf message, so it cannot reach a singleton on another node", msg))
 	}
 }
@@ -125,13 +126,13 @@ func (p *proxy) route(ctx actor.Context, msg any) {
 func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 	pm, isProto := b.message.(proto.Message)
 	if !isProto {
-		deadletter.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
+		deadletters.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
 			fmt.Sprintf("singleton proxy: %T is not a protobuf message, so it cannot reach a singleton on another node", b.message))
 		return
 	}
 	payload, err := anypb.New(pm)
 	if err != nil {
-		deadletter.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
+		deadletters.Publish(ctx.ActorSystem(), p.singleton, b.message, b.sender,
 			fmt.Sprintf("singleton proxy: cannot encode %T: %v", b.message, err))
 		return
 	}
@@ -140,7 +141,7 @@ func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 		// Checked here, not only by the size limit on sends, so that the
 		// event names the requester (the envelope carries it) and its
 		// future fails at once.
-		deadletter.PublishError(ctx.ActorSystem(), p.singleton, b.message, b.sender, fmt.Errorf("singleton proxy: %w", err))
+		deadletters.PublishError(ctx.ActorSystem(), p.singleton, b.message, b.sender, fmt.Errorf("singleton proxy: %w", err))
 		return
 	}
 	ctx.Send(actor.NewPID(p.singleton.Address, p.managerName), env)
@@ -148,11 +149,11 @@ func (p *proxy) deliver(ctx actor.Context, b bufferedMessage) {
 
 func (p *proxy) buffered(ctx actor.Context, b bufferedMessage) {
 	if p.settings.BufferSize == 0 {
-		deadletter.Publish(ctx.ActorSystem(), nil, b.message, b.sender, "singleton proxy: singleton unknown and buffering is disabled")
+		deadletters.Publish(ctx.ActorSystem(), nil, b.message, b.sender, "singleton proxy: singleton unknown and buffering is disabled")
 		return
 	}
 	if dropped, full := p.buffer.AddDroppingOldest(struct{}{}, b); full {
-		deadletter.PublishError(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
+		deadletters.PublishError(ctx.ActorSystem(), nil, dropped.message, dropped.sender,
 			fmt.Errorf("singleton proxy: buffer is full (%d), dropping the oldest message: %w", p.settings.BufferSize, deadletter.ErrBufferFull))
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/staleness"
 )
 
@@ -41,7 +41,7 @@ func (f *staleFence) middleware(next actor.ReceiverFunc) actor.ReceiverFunc {
 			return
 		}
 		f.stopped.Store(true)
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), env.Message, env.Sender,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), env.Message, env.Sender,
 			fmt.Errorf("singleton %s: stopped instead of receiving the message: %w", f.name, staleness.ErrStale))
 		ctx.ActorSystem().Root.Stop(ctx.Self())
 	}

@@ -3,7 +3,7 @@
 // cluster: the coordinator's state (StateStore, a
 // coordinatoractor.StateStore) and the remembered entities of the shards
 // (RememberEntitiesStore, a shardactor.RememberEntitiesStore), and the
-// durable producer queue of reliable delivery (DurableProducerQueue, a
+// durable producer queue of reliable delivery (NewDurableProducerQueue, a
 // delivery.DurableProducerQueue).
 //
 // It is a package of its own so that users whose nodes all run in one
@@ -18,8 +18,8 @@
 // share a key:
 //
 //	protoshard/<cluster>/sharding/<type>/coordinator-state      StateKey
-//	protoshard/<cluster>/sharding/<type>/entities/<shard>/<n>   RememberEntitiesPrefix
-//	protoshard/<cluster>/delivery/<type>/<producer>/...         DurableProducerQueuePrefix
+//	protoshard/<cluster>/sharding/<type>/entities/<shard>/<n>   RememberEntitiesStore
+//	protoshard/<cluster>/delivery/<type>/<producer>/...         NewDurableProducerQueue
 //	protoshard/<cluster>/lease/<lease name>                     package lease/consul
 //	protoshard/<cluster>/membership/leaving/<member id>         package membership/consul
 //

@@ -11,11 +11,7 @@ import (
 func ExampleStateKey() {
 	fmt.Println(consulstore.StateKey("app-a", "Counter"))
 	fmt.Println(consulstore.StateKey("app-b", "Counter"))
-	fmt.Println(consulstore.RememberEntitiesPrefix("app-a", "Counter", "7"))
-	fmt.Println(consulstore.DurableProducerQueuePrefix("app-a", "Counter", "orders"))
 	// Output:
 	// protoshard/app-a/sharding/Counter/coordinator-state
 	// protoshard/app-b/sharding/Counter/coordinator-state
-	// protoshard/app-a/sharding/Counter/entities/7/
-	// protoshard/app-a/delivery/Counter/orders/
 }

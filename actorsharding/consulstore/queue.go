@@ -17,30 +17,62 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/consulkey"
+	"github.com/protoshard/protoshard/internal/deliveryqueue"
 	"github.com/protoshard/protoshard/internal/pathseg"
 	"github.com/protoshard/protoshard/messages"
 )
 
-// MaxQueueMessageBytes is the largest encoded messages.MessageSent the
-// Consul durable producer queue stores: as DefaultRememberMaxBucketBytes,
+// maxQueueMessageBytes is the largest encoded messages.MessageSent the
+// Consul durable producer queue stores: as defaultRememberMaxBucketBytes,
 // a value base64 encoded in a transaction's JSON must fit Consul's
 // txn_max_req_len (512 KiB by default). A producer with this queue refuses
 // a larger message at Send (delivery.ErrMessageTooLarge).
-const MaxQueueMessageBytes = 360 << 10
+const maxQueueMessageBytes = 360 << 10
 
-// DurableProducerQueuePrefix is the KV prefix (ending in '/') under which
+// durableProducerQueuePrefix is the KV prefix (ending in '/') under which
 // the queue of producerID for the entities of typeName of the cluster
 // clusterName lives: protoshard/<cluster>/delivery/<type>/<producer>/.
-func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string {
+func durableProducerQueuePrefix(clusterName, typeName, producerID string) string {
 	return consulkey.Prefix(clusterName) + "delivery/" + typeName + "/" + pathseg.Escape(producerID) + "/"
 }
 
-// DurableProducerQueue is a delivery.DurableProducerQueue in Consul KV,
+// durableProducerQueue is the delivery.DurableProducerQueue of
+// NewDurableProducerQueue.
+type durableProducerQueue struct {
+	prefix      string
+	client      *api.Client
+	clusterName string
+	typeName    string
+	producerID  string
+
+	// closeTimeout bounds Close, which has no context of its own: a
+	// controller stopping must not hang on an unreachable Consul.
+	closeTimeout time.Duration
+
+	mu         sync.Mutex
+	ownerIndex uint64 // 0: not claimed
+	content    *deliveryqueue.Content
+}
+
+// queueCloseTimeout bounds the owner key's deletion at Close; a claim
+// left behind costs nothing, as the next holder takes it over.
+const queueCloseTimeout = 5 * time.Second
+
+var _ delivery.DurableProducerQueue = (*durableProducerQueue)(nil)
+
+// NewDurableProducerQueue returns the queue of producerID for the entities
+// of typeName of the cluster clusterName, in the Consul KV of client. Pass
+// the cluster's own name, sharding.Cluster().Name(): a producer controller
+// refuses a queue of another cluster or type
+// (actorsharding.ErrStoreMismatch). typeName must be a clean key path and
+// clusterName not empty, as for NewRememberEntitiesStore.
+//
+// The queue is a delivery.DurableProducerQueue in Consul KV,
 // so that what a producer accepted survives its node.
 //
 // # Key layout
 //
-// Under DurableProducerQueuePrefix(clusterName, typeName, producerID):
+// Under protoshard/<cluster>/delivery/<type>/<producer>/:
 //
 //	owner                                   the holder's random ID (the claim)
 //	entities/<escaped entity ID>/meta       messages.DurableProducerQueueEntity
@@ -68,9 +100,9 @@ func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string
 // new numbering, after deleting the keys of the one it replaces);
 // StoreMessageConfirmed sets the meta and deletes the keys of the messages
 // confirmed; Cleanup deletes the entity's keys. A write is checked against
-// the content the holder loaded and wrote (delivery.QueueContent) before
+// the content the holder loaded and wrote (a deliveryqueue.Content) before
 // anything is sent; a write of more than 64 operations or
-// DefaultRememberMaxTxnBytes is split over several transactions, each
+// defaultRememberMaxTxnBytes is split over several transactions, each
 // checking the claim. A split write cut short leaves some of its keys
 // written; the controller retries it, and writing a key again with the
 // same value changes nothing. A new numbering's meta goes before the
@@ -94,65 +126,43 @@ func DurableProducerQueuePrefix(clusterName, typeName, producerID string) string
 // messages sent again, or numberings forgotten later.
 //
 // It is safe for concurrent use.
-type DurableProducerQueue struct {
-	prefix      string
-	client      *api.Client
-	clusterName string
-	typeName    string
-	producerID  string
-
-	// closeTimeout bounds Close, which has no context of its own: a
-	// controller stopping must not hang on an unreachable Consul.
-	closeTimeout time.Duration
-
-	mu         sync.Mutex
-	ownerIndex uint64 // 0: not claimed
-	content    *delivery.QueueContent
+func NewDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) delivery.DurableProducerQueue {
+	return newDurableProducerQueue(client, clusterName, typeName, producerID)
 }
 
-// queueCloseTimeout bounds the owner key's deletion at Close; a claim
-// left behind costs nothing, as the next holder takes it over.
-const queueCloseTimeout = 5 * time.Second
-
-var _ delivery.DurableProducerQueue = (*DurableProducerQueue)(nil)
-
-// NewDurableProducerQueue returns the queue of producerID for the entities
-// of typeName of the cluster clusterName, in the Consul KV of client. Pass
-// the cluster's own name, sharding.Cluster().Name(): a producer controller
-// refuses a queue of another cluster or type
-// (actorsharding.ErrStoreMismatch). typeName must be a clean key path and
-// clusterName not empty, as for NewRememberEntitiesStore.
-func NewDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) *DurableProducerQueue {
-	return &DurableProducerQueue{client: client, clusterName: clusterName, typeName: typeName, producerID: producerID,
-		prefix: DurableProducerQueuePrefix(clusterName, typeName, producerID), closeTimeout: queueCloseTimeout}
+func newDurableProducerQueue(client *api.Client, clusterName, typeName, producerID string) *durableProducerQueue {
+	return &durableProducerQueue{client: client, clusterName: clusterName, typeName: typeName, producerID: producerID,
+		prefix: durableProducerQueuePrefix(clusterName, typeName, producerID), closeTimeout: queueCloseTimeout}
 }
 
 // ClusterName returns the name of the cluster whose producer the queue
 // serves.
-func (q *DurableProducerQueue) ClusterName() string { return q.clusterName }
+func (q *durableProducerQueue) ClusterName() string { return q.clusterName }
 
 // TypeName returns the entity type the queue's messages go to.
-func (q *DurableProducerQueue) TypeName() string { return q.typeName }
+func (q *durableProducerQueue) TypeName() string { return q.typeName }
 
-// MaxMessageSentBytes is MaxQueueMessageBytes.
-func (q *DurableProducerQueue) MaxMessageSentBytes() int { return MaxQueueMessageBytes }
+// MaxMessageSentBytes is the largest encoded messages.MessageSent the
+// queue stores, 360 KiB: a producer with this queue refuses a larger
+// message at Send (delivery.ErrMessageTooLarge).
+func (q *durableProducerQueue) MaxMessageSentBytes() int { return maxQueueMessageBytes }
 
-func (q *DurableProducerQueue) errorf(format string, args ...any) error {
+func (q *durableProducerQueue) errorf(format string, args ...any) error {
 	return fmt.Errorf("consul durable producer queue %s: "+format, append([]any{q.prefix}, args...)...)
 }
 
-func (q *DurableProducerQueue) ownerKey() string { return q.prefix + "owner" }
+func (q *durableProducerQueue) ownerKey() string { return q.prefix + "owner" }
 
-func (q *DurableProducerQueue) entityPrefix(entityID string) string {
+func (q *durableProducerQueue) entityPrefix(entityID string) string {
 	return q.prefix + "entities/" + pathseg.Escape(entityID) + "/"
 }
 
-func (q *DurableProducerQueue) msgKey(entityID string, seq int64) string {
+func (q *durableProducerQueue) msgKey(entityID string, seq int64) string {
 	return fmt.Sprintf("%smsg/%020d", q.entityPrefix(entityID), seq)
 }
 
 // LoadState implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+func (q *durableProducerQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := checkScope(q.clusterName, q.typeName); err != nil {
 		return nil, q.errorf("load: %w", err)
 	}
@@ -180,7 +190,7 @@ func (q *DurableProducerQueue) LoadState(ctx context.Context) (*messages.Durable
 
 // claim writes a fresh holder ID to the owner key and returns the key's
 // ModifyIndex with it.
-func (q *DurableProducerQueue) claim(ctx context.Context) (uint64, error) {
+func (q *durableProducerQueue) claim(ctx context.Context) (uint64, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return 0, err
@@ -214,7 +224,7 @@ func (q *DurableProducerQueue) claim(ctx context.Context) (uint64, error) {
 }
 
 // read lists the prefix, consistently, into the queue's content.
-func (q *DurableProducerQueue) read(ctx context.Context) (*delivery.QueueContent, error) {
+func (q *durableProducerQueue) read(ctx context.Context) (*deliveryqueue.Content, error) {
 	pairs, _, err := q.client.KV().List(q.prefix+"entities/", (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, consulPermanence(err)
@@ -266,12 +276,12 @@ func (q *DurableProducerQueue) read(ctx context.Context) (*delivery.QueueContent
 			}
 		}
 	}
-	return delivery.NewQueueContent(st)
+	return deliveryqueue.New(st)
 }
 
 // write runs the operations plan returns while the queue is claimed, in
 // transactions that each check the claim, and then commit.
-func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func(*delivery.QueueContent) (api.TxnOps, func(), error)) error {
+func (q *durableProducerQueue) write(ctx context.Context, what string, plan func(*deliveryqueue.Content) (api.TxnOps, func(), error)) error {
 	if err := ctx.Err(); err != nil {
 		return q.errorf("%s: %w", what, err)
 	}
@@ -289,7 +299,7 @@ func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func
 		return nil
 	}
 	check := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: q.ownerKey(), Index: q.ownerIndex}}}
-	txns, err := packTxns(check, ops, DefaultRememberMaxTxnBytes)
+	txns, err := packTxns(check, ops, defaultRememberMaxTxnBytes)
 	if err != nil {
 		return q.errorf("%s: %w", what, err)
 	}
@@ -312,7 +322,7 @@ func (q *DurableProducerQueue) write(ctx context.Context, what string, plan func
 
 // rolledBack explains a transaction that rolled back: fenced when the
 // owner key changed, else Consul's reasons.
-func (q *DurableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnErrors) error {
+func (q *durableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnErrors) error {
 	what := describeTxnErrors(txnErrs)
 	pair, _, err := q.client.KV().Get(q.ownerKey(), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
@@ -324,7 +334,7 @@ func (q *DurableProducerQueue) rolledBack(ctx context.Context, txnErrs api.TxnEr
 	return fmt.Errorf("transaction rolled back: %s", what)
 }
 
-func (q *DurableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*api.TxnOp, error) {
+func (q *durableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*api.TxnOp, error) {
 	value, err := proto.Marshal(e)
 	if err != nil {
 		return nil, err
@@ -333,13 +343,13 @@ func (q *DurableProducerQueue) metaOp(e *messages.DurableProducerQueueEntity) (*
 }
 
 // StoreMessageSent implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+func (q *durableProducerQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	for _, m := range sent {
-		if n := proto.Size(m); n > MaxQueueMessageBytes {
-			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, MaxQueueMessageBytes, delivery.ErrMessageTooLarge)
+		if n := proto.Size(m); n > maxQueueMessageBytes {
+			return q.errorf("entity %q seqNr %d: %d bytes, over %d: %w", m.GetEntityId(), m.GetSeqNr(), n, maxQueueMessageBytes, delivery.ErrMessageTooLarge)
 		}
 	}
-	return q.write(ctx, "store messages", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+	return q.write(ctx, "store messages", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		ch, ops, err := q.planSent(c, sent)
 		if err != nil {
 			return nil, nil, err
@@ -350,7 +360,7 @@ func (q *DurableProducerQueue) StoreMessageSent(ctx context.Context, sent []*mes
 
 // planSent checks a StoreMessageSent batch against c and returns the
 // change and the operations that write it, in the order they must go.
-func (q *DurableProducerQueue) planSent(c *delivery.QueueContent, sent []*messages.MessageSent) (delivery.QueueChange, api.TxnOps, error) {
+func (q *durableProducerQueue) planSent(c *deliveryqueue.Content, sent []*messages.MessageSent) (deliveryqueue.Change, api.TxnOps, error) {
 	ch, err := c.PlanSent(sent)
 	if err != nil {
 		return ch, nil, err
@@ -382,8 +392,8 @@ func (q *DurableProducerQueue) planSent(c *delivery.QueueContent, sent []*messag
 }
 
 // StoreMessageConfirmed implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
-	return q.write(ctx, "store confirmations", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+func (q *durableProducerQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+	return q.write(ctx, "store confirmations", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		ch, err := c.PlanConfirmed(confirmed)
 		if err != nil {
 			return nil, nil, err
@@ -412,8 +422,8 @@ func (q *DurableProducerQueue) StoreMessageConfirmed(ctx context.Context, confir
 }
 
 // Cleanup implements delivery.DurableProducerQueue.
-func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) error {
-	return q.write(ctx, "cleanup", func(c *delivery.QueueContent) (api.TxnOps, func(), error) {
+func (q *durableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+	return q.write(ctx, "cleanup", func(c *deliveryqueue.Content) (api.TxnOps, func(), error) {
 		held := c.Held(entityIDs)
 		var ops api.TxnOps
 		for _, id := range held {
@@ -426,7 +436,7 @@ func (q *DurableProducerQueue) Cleanup(ctx context.Context, entityIDs []string) 
 // Close implements delivery.DurableProducerQueue: it deletes the owner key
 // if this holder still has the claim, waiting for Consul at most 5
 // seconds; the claim is given up either way.
-func (q *DurableProducerQueue) Close() error {
+func (q *durableProducerQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ownerIndex == 0 {

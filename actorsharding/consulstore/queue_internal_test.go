@@ -35,7 +35,7 @@ func TestDurableProducerQueueCloseIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := NewDurableProducerQueue(client, testCluster, "bounded", "p1")
+	q := newDurableProducerQueue(client, testCluster, "bounded", "p1")
 	if q.closeTimeout != queueCloseTimeout {
 		t.Fatalf("close timeout %v, want %v", q.closeTimeout, queueCloseTimeout)
 	}
@@ -69,7 +69,7 @@ func TestDurableProducerQueueSentCutShortLeavesNumberingsWhole(t *testing.T) {
 	batch := []*messages.MessageSent{queuetest.Sent("e", 8, 1, "new 1"), queuetest.Sent("e", 8, 2, "new 2"), queuetest.Sent("f", 9, 1, "f1")}
 	for cut := 0; ; cut++ {
 		producer := fmt.Sprintf("p%d", cut)
-		q := NewDurableProducerQueue(client, testCluster, "cut", producer)
+		q := newDurableProducerQueue(client, testCluster, "cut", producer)
 		if _, err := q.LoadState(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestDurableProducerQueueSentCutShortLeavesNumberingsWhole(t *testing.T) {
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
-		st, err := NewDurableProducerQueue(client, testCluster, "cut", producer).LoadState(ctx)
+		st, err := newDurableProducerQueue(client, testCluster, "cut", producer).LoadState(ctx)
 		if err != nil {
 			t.Fatalf("cut after %d of %d operations: %v", cut, len(ops), err)
 		}

@@ -26,8 +26,11 @@ func TestDurableProducerQueuePrefix(t *testing.T) {
 	if got, want := consulstore.DurableProducerQueuePrefix(testCluster, "a/b", ".p/1"), "protoshard/app/delivery/a/b/%2Ep%2F1/"; got != want {
 		t.Fatalf("prefix = %q, want %q", got, want)
 	}
-	q := consulstore.NewDurableProducerQueue(nil, "app-a", "Counter", "p")
-	if q.ClusterName() != "app-a" || q.TypeName() != "Counter" {
+	q, ok := consulstore.NewDurableProducerQueue(nil, "app-a", "Counter", "p").(interface {
+		ClusterName() string
+		TypeName() string
+	})
+	if !ok || q.ClusterName() != "app-a" || q.TypeName() != "Counter" {
 		t.Fatalf("queue of cluster %q, type %q", q.ClusterName(), q.TypeName())
 	}
 }

@@ -22,37 +22,38 @@ import (
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/consulkey"
 	"github.com/protoshard/protoshard/internal/pathseg"
+	"github.com/protoshard/protoshard/internal/rememberupdate"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 )
 
 // Defaults of the RememberEntitiesStore.
 const (
-	// DefaultRememberBuckets is the number of KV keys a shard's entity IDs
+	// defaultRememberBuckets is the number of KV keys a shard's entity IDs
 	// are spread over. Akka's ddata store uses 5 keys per shard; 16 keeps
 	// each value, and so each rewrite, small, and still lets one Consul
 	// transaction rewrite every bucket of a shard.
-	DefaultRememberBuckets = 16
-	// DefaultRememberMaxBucketBytes is the largest encoded bucket the store
+	defaultRememberBuckets = 16
+	// defaultRememberMaxBucketBytes is the largest encoded bucket the store
 	// writes: 360 KiB. A transaction carries the value base64-encoded in
 	// JSON (4/3 of its size), and Consul refuses a transaction body larger
 	// than txn_max_req_len (512 KiB by default), so a full bucket must fit
 	// one transaction with room for its key; it is also below Consul's
 	// kv_max_value_size (512 KiB by default).
-	DefaultRememberMaxBucketBytes = 360 << 10
-	// DefaultRememberMaxTxnBytes is the largest transaction body the store
+	defaultRememberMaxBucketBytes = 360 << 10
+	// defaultRememberMaxTxnBytes is the largest transaction body the store
 	// sends: 500 KB, below Consul's default txn_max_req_len of 512 KiB.
 	// Bodies are measured exactly (the JSON the client sends); the margin
 	// only guards against a proxy or client adding to them.
-	DefaultRememberMaxTxnBytes = 500_000
-	// DefaultRememberMaxAttempts bounds the read-modify-write rounds of one
+	defaultRememberMaxTxnBytes = 500_000
+	// defaultRememberMaxAttempts bounds the read-modify-write rounds of one
 	// Update that lost check-and-set races to another writer of the same
 	// shard. A lost race means the other writer progressed, so there is no
 	// livelock; but a writer that keeps writing can win round after round
 	// while this one backs off (up to 100ms a round). 10 rounds were seen
 	// to run out on a loaded machine under -race; 30 give a busy
 	// competitor about 2.5s to finish.
-	DefaultRememberMaxAttempts = 30
+	defaultRememberMaxAttempts = 30
 )
 
 // maxTxnOps is the operations per transaction. Consul refuses more
@@ -66,8 +67,7 @@ const maxTxnOps = 64
 //
 // # Key layout
 //
-// A shard's IDs live under RememberEntitiesPrefix(clusterName, typeName,
-// shardID):
+// A shard's IDs live under
 //
 //	protoshard/<cluster>/sharding/<typeName>/entities/<escaped shardID>/<bucket>
 //
@@ -89,7 +89,7 @@ const maxTxnOps = 64
 // read (a delete-cas for a bucket that becomes empty, a cas at index 0,
 // "create only", for a new one). A burst of any number of new IDs thus
 // costs one write request, as long as the touched buckets fit one
-// transaction (64 operations, DefaultRememberMaxTxnBytes); beyond that the
+// transaction (64 operations, defaultRememberMaxTxnBytes); beyond that the
 // buckets are split over several transactions, never one ID per write.
 // When another writer changed a bucket in between (two nodes writing the
 // same shard during a hand-off race), the transaction rolls back as a
@@ -105,7 +105,7 @@ const maxTxnOps = 64
 //
 // # Capacity
 //
-// A bucket holds at most DefaultRememberMaxBucketBytes (360 KiB) of
+// A bucket holds at most defaultRememberMaxBucketBytes (360 KiB) of
 // encoded IDs; an ID of n bytes (n < 128) takes n+2. That is about 9,700
 // UUID-sized (36-byte) IDs or 30,000 10-byte IDs per bucket, so with the
 // default 16 buckets about 150,000 UUIDs or 480,000 10-byte IDs per shard
@@ -152,7 +152,7 @@ type rememberConfig struct {
 type RememberOption func(*rememberConfig)
 
 // WithRememberBuckets sets the number of buckets (KV keys) per shard,
-// DefaultRememberBuckets by default; n < 1 keeps the default. More buckets
+// 16 by default; n < 1 keeps the default. More buckets
 // mean more capacity and smaller rewrites, but more keys to read.
 func WithRememberBuckets(n int) RememberOption {
 	return func(c *rememberConfig) {
@@ -163,7 +163,7 @@ func WithRememberBuckets(n int) RememberOption {
 }
 
 // WithRememberMaxBucketBytes sets the largest encoded bucket the store
-// writes, DefaultRememberMaxBucketBytes by default; n < 1 keeps the
+// writes, 360 KiB by default; n < 1 keeps the
 // default. Raise it only together with Consul's kv_max_value_size and
 // txn_max_req_len (and WithRememberMaxTxnBytes).
 func WithRememberMaxBucketBytes(n int) RememberOption {
@@ -175,7 +175,7 @@ func WithRememberMaxBucketBytes(n int) RememberOption {
 }
 
 // WithRememberMaxTxnBytes sets the largest transaction body the store
-// sends, DefaultRememberMaxTxnBytes by default; n < 1 keeps the default.
+// sends, 500 KB by default; n < 1 keeps the default.
 // It must not exceed the servers' txn_max_req_len.
 func WithRememberMaxTxnBytes(n int) RememberOption {
 	return func(c *rememberConfig) {
@@ -186,8 +186,7 @@ func WithRememberMaxTxnBytes(n int) RememberOption {
 }
 
 // WithRememberMaxAttempts sets how many read-modify-write rounds an Update
-// makes when it keeps losing check-and-set races, DefaultRememberMaxAttempts
-// by default; n < 1 keeps the default.
+// makes when it keeps losing check-and-set races, 30 by default; n < 1 keeps the default.
 func WithRememberMaxAttempts(n int) RememberOption {
 	return func(c *rememberConfig) {
 		if n >= 1 {
@@ -206,10 +205,10 @@ func WithRememberMaxAttempts(n int) RememberOption {
 // fails with an error.
 func NewRememberEntitiesStore(client *api.Client, clusterName, typeName string, opts ...RememberOption) *RememberEntitiesStore {
 	cfg := rememberConfig{
-		buckets:        DefaultRememberBuckets,
-		maxBucketBytes: DefaultRememberMaxBucketBytes,
-		maxTxnBytes:    DefaultRememberMaxTxnBytes,
-		maxAttempts:    DefaultRememberMaxAttempts,
+		buckets:        defaultRememberBuckets,
+		maxBucketBytes: defaultRememberMaxBucketBytes,
+		maxTxnBytes:    defaultRememberMaxTxnBytes,
+		maxAttempts:    defaultRememberMaxAttempts,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -226,10 +225,10 @@ func (s *RememberEntitiesStore) ClusterName() string { return s.clusterName }
 // TypeName returns the entity type whose entities the store remembers.
 func (s *RememberEntitiesStore) TypeName() string { return s.typeName }
 
-// RememberEntitiesPrefix returns the KV prefix (ending in '/') under
+// rememberEntitiesPrefix returns the KV prefix (ending in '/') under
 // which the Consul store of typeName in the cluster clusterName keeps the
 // buckets of shardID.
-func RememberEntitiesPrefix(clusterName, typeName, shardID string) string {
+func rememberEntitiesPrefix(clusterName, typeName, shardID string) string {
 	return rememberEntitiesTypePrefix(clusterName, typeName) + pathseg.Escape(shardID) + "/"
 }
 
@@ -325,7 +324,7 @@ func (s *RememberEntitiesStore) GetEntities(ctx context.Context, shardID string)
 // Update implements shardactor.RememberEntitiesStore; see the type's documentation for
 // how it writes.
 func (s *RememberEntitiesStore) Update(ctx context.Context, shardID string, started, stopped []string) error {
-	if err := shardactor.ValidateUpdate(ctx, shardID, started, stopped); err != nil {
+	if err := rememberupdate.Validate(ctx, shardID, started, stopped, shardactor.ErrInvalidUpdate); err != nil {
 		return s.errorf(shardID, "update: %w", err)
 	}
 	if len(started) == 0 && len(stopped) == 0 {
@@ -415,7 +414,7 @@ func (s *RememberEntitiesStore) read(ctx context.Context, shardID string) (map[s
 	if err := checkScope(s.clusterName, s.typeName); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardactor.ErrInvalidUpdate, err)
 	}
-	prefix := RememberEntitiesPrefix(s.clusterName, s.typeName, shardID)
+	prefix := rememberEntitiesPrefix(s.clusterName, s.typeName, shardID)
 	pairs, _, err := s.kv.List(prefix, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", prefix, consulPermanence(err))
@@ -492,7 +491,7 @@ func consulPermanence(err error) error {
 // nothing changes. It fails, before anything is written, when a bucket
 // would outgrow its capacity.
 func (s *RememberEntitiesStore) plan(shardID string, buckets map[string]*storedBucket, started, stopped []string) (api.TxnOps, error) {
-	prefix := RememberEntitiesPrefix(s.clusterName, s.typeName, shardID)
+	prefix := rememberEntitiesPrefix(s.clusterName, s.typeName, shardID)
 	// Visiting the home bucket first finds an ID at once in the usual case;
 	// the others matter only after the number of buckets changed.
 	ordered := make([]*storedBucket, 0, len(buckets))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/protoshard/protoshard/actorsharding/consulstore"
 	"github.com/protoshard/protoshard/internal/consulagent"
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/shardactor/remembertest"
@@ -78,7 +79,7 @@ func TestRememberKeyLayout(t *testing.T) {
 	require.Equal(t, "protoshard/app/sharding/layout/entities/%2E./", consulstore.RememberEntitiesPrefix(testCluster, "layout", ".."))
 	require.Equal(t, "protoshard/app/sharding/layout/entities/%25%20%C3%BC/", consulstore.RememberEntitiesPrefix(testCluster, "layout", "% ü"))
 
-	ids := remembertest.EntityIDs("k", 1000)
+	ids := testsupport.EntityIDs("k", 1000)
 	require.NoError(t, s.Update(ctx, "a/b", ids, nil))
 	prefix := consulstore.RememberEntitiesPrefix(testCluster, "layout", "a/b")
 	pairs, _, err := client.KV().List(prefix, nil)
@@ -163,7 +164,7 @@ func TestRememberCapacity(t *testing.T) {
 	}
 	require.Len(t, ids[0], 100)
 	require.NoError(t, s.Update(ctx, "0", ids, nil), "a bucket near its limit fits Consul's default request limits")
-	remembertest.RequireEntities(t, s, "0", ids...)
+	testsupport.RequireEntities(t, s, "0", ids...)
 
 	w := s.Writes()
 	var more []string
@@ -175,30 +176,30 @@ func TestRememberCapacity(t *testing.T) {
 	require.ErrorIs(t, err, shardactor.ErrPermanent)
 	t.Log(err)
 	require.Equal(t, w, s.Writes(), "nothing written beyond the capacity")
-	remembertest.RequireEntities(t, s, "0", ids...)
+	testsupport.RequireEntities(t, s, "0", ids...)
 
 	// Room again after some stop.
 	require.NoError(t, s.Update(ctx, "0", more, ids[:100]))
-	remembertest.RequireEntities(t, s, "0", append(slices.Clone(ids[100:]), more...)...)
+	testsupport.RequireEntities(t, s, "0", append(slices.Clone(ids[100:]), more...)...)
 }
 
 // Transactions are split at 64 operations and at the request size.
 func TestRememberTxnSplit(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
-	ids := remembertest.EntityIDs("split", 10_000)
+	ids := testsupport.EntityIDs("split", 10_000)
 
 	many := consulstore.NewRememberEntitiesStore(client, testCluster, "split-ops", consulstore.WithRememberBuckets(100))
 	require.NoError(t, many.Update(ctx, "0", ids, nil))
 	require.EqualValues(t, 2, many.Writes(), "100 buckets: 64 + 36 operations")
-	remembertest.RequireEntities(t, many, "0", ids...)
+	testsupport.RequireEntities(t, many, "0", ids...)
 
 	small := consulstore.NewRememberEntitiesStore(client, testCluster, "split-bytes", consulstore.WithRememberMaxTxnBytes(64<<10))
 	require.NoError(t, small.Update(ctx, "0", ids, nil))
 	// 10,000 IDs of 12 bytes: ~140 KB of values, ~190 KB as JSON.
 	require.Greater(t, small.Writes(), int64(1))
 	require.LessOrEqual(t, small.Writes(), int64(consulstore.DefaultRememberBuckets))
-	remembertest.RequireEntities(t, small, "0", ids...)
+	testsupport.RequireEntities(t, small, "0", ids...)
 
 	tiny := consulstore.NewRememberEntitiesStore(client, testCluster, "split-tiny", consulstore.WithRememberMaxTxnBytes(100))
 	require.ErrorIs(t, tiny.Update(ctx, "0", ids[:10], nil), shardactor.ErrTooManyRememberedEntities)
@@ -211,17 +212,17 @@ func TestRememberChangedBuckets(t *testing.T) {
 	client := consulagent.Start(t).Client()
 	ctx := context.Background()
 	old := consulstore.NewRememberEntitiesStore(client, testCluster, "rebucket", consulstore.WithRememberBuckets(5))
-	ids := remembertest.EntityIDs("r", 500)
+	ids := testsupport.EntityIDs("r", 500)
 	require.NoError(t, old.Update(ctx, "0", ids, nil))
 
 	s := consulstore.NewRememberEntitiesStore(client, testCluster, "rebucket")
-	remembertest.RequireEntities(t, s, "0", ids...)
+	testsupport.RequireEntities(t, s, "0", ids...)
 	require.NoError(t, s.Update(ctx, "0", ids[:300], nil))
 	require.Zero(t, s.Writes(), "IDs in a bucket of the old layout are remembered")
 	require.NoError(t, s.Update(ctx, "0", []string{"new"}, ids[:250]))
-	remembertest.RequireEntities(t, s, "0", append(slices.Clone(ids[250:]), "new")...)
+	testsupport.RequireEntities(t, s, "0", append(slices.Clone(ids[250:]), "new")...)
 	require.NoError(t, s.Update(ctx, "0", nil, append(slices.Clone(ids[250:]), "new")))
-	remembertest.RequireEntities(t, s, "0")
+	testsupport.RequireEntities(t, s, "0")
 	pairs, _, err := client.KV().List(consulstore.RememberEntitiesPrefix(testCluster, "rebucket", "0"), nil)
 	require.NoError(t, err)
 	require.Empty(t, pairs, "old buckets emptied and deleted")
@@ -256,9 +257,9 @@ func TestRememberCorruptValues(t *testing.T) {
 
 	// An empty value is an empty bucket (someone else wrote it empty).
 	put("empty-value", "3", nil)
-	remembertest.RequireEntities(t, s, "empty-value")
+	testsupport.RequireEntities(t, s, "empty-value")
 	require.NoError(t, s.Update(ctx, "empty-value", []string{"z"}, nil))
-	remembertest.RequireEntities(t, s, "empty-value", "z")
+	testsupport.RequireEntities(t, s, "empty-value", "z")
 }
 
 func TestRememberBadTypeName(t *testing.T) {
@@ -311,7 +312,7 @@ func TestRememberPermanentErrors(t *testing.T) {
 	err := s.Update(ctx, "0", []string{"small", huge}, nil)
 	require.ErrorIs(t, err, shardactor.ErrTooManyRememberedEntities)
 	require.ErrorIs(t, err, shardactor.ErrPermanent)
-	remembertest.RequireEntities(t, s, "0")
+	testsupport.RequireEntities(t, s, "0")
 
 	// Allowed by the store's own limits, refused by Consul's (413).
 	loose := consulstore.NewRememberEntitiesStore(client, testCluster, "permanent",
@@ -319,7 +320,7 @@ func TestRememberPermanentErrors(t *testing.T) {
 	err = loose.Update(ctx, "1", []string{strings.Repeat("y", 1<<20)}, nil)
 	require.ErrorIs(t, err, shardactor.ErrPermanent)
 	t.Log(err)
-	remembertest.RequireEntities(t, s, "1")
+	testsupport.RequireEntities(t, s, "1")
 
 	cfg := api.DefaultConfig()
 	cfg.Address = "127.0.0.1:1" // nothing listens there
@@ -356,7 +357,7 @@ func TestRememberRetryOnConflict(t *testing.T) {
 		if g%2 == 1 {
 			s = b
 		}
-		ids := remembertest.EntityIDs(fmt.Sprintf("w%d", g), 10)
+		ids := testsupport.EntityIDs(fmt.Sprintf("w%d", g), 10)
 		want = append(want, ids...)
 		wg.Add(1)
 		go func() {
@@ -371,7 +372,7 @@ func TestRememberRetryOnConflict(t *testing.T) {
 	}
 	wg.Wait()
 	require.Zero(t, failures.Load())
-	remembertest.RequireEntities(t, a, "0", append(want, "seed")...)
+	testsupport.RequireEntities(t, a, "0", append(want, "seed")...)
 	writes := a.Writes() + b.Writes()
 	t.Logf("80 single-ID updates from 8 writers took %d transactions (%d lost a race)", writes-1, writes-81)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/messages"
@@ -161,13 +162,13 @@ func (c *ShardingConsumerController) ProgressAfter(d Delivery) *messages.Consume
 func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOutput, now time.Time) {
 	for {
 		for _, d := range out.drops {
-			if errors.Is(d.err, ErrDuplicate) || errors.Is(d.err, ErrOutOfOrder) {
+			if errors.Is(d.err, errDuplicate) || errors.Is(d.err, errOutOfOrder) {
 				// Nothing is lost: the message was processed already, or
 				// the producer sends it again (Akka logs these at debug).
 				ctx.Logger().Debug("delivery consumer: message discarded", "reason", d.err)
 				continue
 			}
-			deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), d.msg, nil, fmt.Errorf("delivery consumer: %w", d.err))
+			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), d.msg, nil, fmt.Errorf("delivery consumer: %w", d.err))
 		}
 		if out.to != nil {
 			if out.request != nil {
@@ -187,7 +188,7 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 			// message. A message received before the pause must not be
 			// processed now; the entity stops, unconfirmed, and the
 			// producer resends to wherever the entity runs.
-			deadletter.Publish(ctx.ActorSystem(), ctx.Self(), out.deliver, nil, staleReason)
+			deadletters.Publish(ctx.ActorSystem(), ctx.Self(), out.deliver, nil, staleReason)
 			ctx.Stop(ctx.Self())
 			return
 		}
@@ -196,7 +197,7 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 			if err != nil {
 				// The producer's message type is not linked here: it can
 				// never be processed; confirm it so the rest can come.
-				deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), out.deliver, nil,
+				deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), out.deliver, nil,
 					fmt.Errorf("delivery consumer: producer %q seqNr %d: %w: %w", out.deliver.GetProducerId(), out.deliver.GetSeqNr(), deadletter.ErrNotSerializable, err))
 				c.confirms = append(c.confirms, Delivery{ProducerID: out.deliver.GetProducerId(), SeqNr: out.deliver.GetSeqNr()})
 			} else {

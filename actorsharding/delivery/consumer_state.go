@@ -13,19 +13,22 @@ import (
 	"github.com/protoshard/protoshard/messages"
 )
 
-// ErrDuplicate: a SequencedMessage at or below the last one received from its
+// errDuplicate: a SequencedMessage at or below the last one received from its
 // producer incarnation was dropped; it was delivered before, possibly by an
-// earlier incarnation of the entity whose progress was restored.
-var ErrDuplicate = errors.New("delivery: duplicate sequenced message")
+// earlier incarnation of the entity whose progress was restored. Nothing
+// is lost, so the consumer logs it at debug level rather than publishing
+// a dead letter.
+var errDuplicate = errors.New("delivery: duplicate sequenced message")
 
 // ErrUnexpectedProducer: a SequencedMessage of another incarnation of a
 // producer that is in contact was dropped because it does not start a
 // numbering (not first). Pekko discards it with a warning.
 var ErrUnexpectedProducer = errors.New("delivery: sequenced message from an unexpected producer incarnation")
 
-// ErrOutOfOrder: a SequencedMessage was dropped while the consumer waits for
-// the resend of a missing one; the producer resends it after that.
-var ErrOutOfOrder = errors.New("delivery: sequenced message out of order while resending")
+// errOutOfOrder: a SequencedMessage was dropped while the consumer waits for
+// the resend of a missing one; the producer resends it after that, so
+// it is logged at debug level, not published as a dead letter.
+var errOutOfOrder = errors.New("delivery: sequenced message out of order while resending")
 
 // ErrStashFull: a SequencedMessage arrived while FlowControlWindow messages of
 // its producer already waited for the one being processed; it was dropped and
@@ -148,7 +151,7 @@ func (s *consumerState) onSequenced(m *messages.SequencedMessage) consumerOutput
 		// Pekko clears the stash when it starts resending; what was in it
 		// comes again after the missing one.
 		for _, st := range s.stash {
-			out.dropped(st, ErrOutOfOrder)
+			out.dropped(st, errOutOfOrder)
 		}
 		s.stash = nil
 	}
@@ -161,7 +164,7 @@ func (s *consumerState) stashWhileDelivering(m *messages.SequencedMessage, out *
 	expected := s.delivering.GetSeqNr() + int64(len(s.stash)) + 1
 	switch {
 	case m.GetProducerIncarnation() == s.incarnation && m.GetSeqNr() < expected:
-		out.dropped(m, ErrDuplicate)
+		out.dropped(m, errDuplicate)
 	case len(s.stash) >= s.window:
 		out.dropped(m, ErrStashFull)
 	default:
@@ -192,7 +195,7 @@ func (s *consumerState) handle(m *messages.SequencedMessage, out *consumerOutput
 		}
 		s.deliver(m, out)
 	case s.resend != nil:
-		out.dropped(m, ErrOutOfOrder)
+		out.dropped(m, errOutOfOrder)
 		if m.GetFirst() {
 			out.request = s.retryRequest()
 		}
@@ -204,11 +207,11 @@ func (s *consumerState) handle(m *messages.SequencedMessage, out *consumerOutput
 	case seq > expected && s.supportResend():
 		s.resend = &messages.Resend{EntityId: s.entityID, ProducerIncarnation: s.incarnation, FromSeqNr: expected}
 		out.resend = proto.Clone(s.resend).(*messages.Resend)
-		out.dropped(m, ErrOutOfOrder)
+		out.dropped(m, errOutOfOrder)
 	case seq > expected:
 		s.deliver(m, out)
 	default:
-		out.dropped(m, ErrDuplicate)
+		out.dropped(m, errDuplicate)
 		if firstContact {
 			// After restore the producer has no demand from this consumer
 			// yet: a Request confirms what was processed before (Pekko's Ack)
@@ -239,7 +242,7 @@ func (s *consumerState) changedProducer(m *messages.SequencedMessage, out *consu
 			s.resend.GetProducerIncarnation() == m.GetProducerIncarnation() {
 			// Already asked this incarnation to start over; its messages in
 			// flight before that come again.
-			out.dropped(m, ErrOutOfOrder)
+			out.dropped(m, errOutOfOrder)
 			return
 		}
 		// "Needed for sharding": a new entity incarnation gets a numbering
@@ -248,7 +251,7 @@ func (s *consumerState) changedProducer(m *messages.SequencedMessage, out *consu
 		s.entityID = m.GetEntityId()
 		s.resend = &messages.Resend{EntityId: m.GetEntityId(), ProducerIncarnation: m.GetProducerIncarnation()}
 		out.resend = proto.Clone(s.resend).(*messages.Resend)
-		out.dropped(m, ErrOutOfOrder)
+		out.dropped(m, errOutOfOrder)
 	default:
 		out.to = s.producer
 		out.dropped(m, ErrUnexpectedProducer)
@@ -403,7 +406,7 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, now time.Time) con
 		out.dropped(m, ErrUnexpectedProducer)
 		return out
 	case m.GetSeqNr() < 1:
-		out.dropped(m, ErrOutOfOrder)
+		out.dropped(m, errOutOfOrder)
 		return out
 	case m.GetProducerController() == nil:
 		out.dropped(m, ErrNoProducerController)

@@ -84,7 +84,7 @@ func summary(o consumerOutput) string {
 		for _, e := range []struct {
 			err  error
 			name string
-		}{{ErrDuplicate, "duplicate"}, {ErrUnexpectedProducer, "unexpected"}, {ErrOutOfOrder, "outoforder"}, {ErrStashFull, "stashfull"}, {ErrNoProducerController, "nocontroller"}} {
+		}{{errDuplicate, "duplicate"}, {ErrUnexpectedProducer, "unexpected"}, {errOutOfOrder, "outoforder"}, {ErrStashFull, "stashfull"}, {ErrNoProducerController, "nocontroller"}} {
 			if errors.Is(d.err, e.err) {
 				reason = e.name
 			}

@@ -206,16 +206,16 @@ func TestDurableQueueTwoProducersOneID(t *testing.T) {
 	c.waitProcessed(t, 1, 1, 3)
 }
 
-// slowQueue is a MemoryQueue whose StoreMessageSent takes a while, as a
+// slowQueue is a queue whose StoreMessageSent takes a while, as a
 // Consul write that is retried does.
 type slowQueue struct {
-	*delivery.MemoryQueue
+	delivery.DurableProducerQueue
 	delay time.Duration
 }
 
 func (q slowQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	time.Sleep(q.delay)
-	return q.MemoryQueue.StoreMessageSent(ctx, sent)
+	return q.DurableProducerQueue.StoreMessageSent(ctx, sent)
 }
 
 // TestSendErrorMeansNotAccepted: a Send whose context ends while its
@@ -322,13 +322,13 @@ func TestProducerRefusesAQueueOfAnotherCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []*consulstore.DurableProducerQueue{
+	for i, q := range []delivery.DurableProducerQueue{
 		consulstore.NewDurableProducerQueue(client, s.Cluster().Name()+"-other", "Held", "p1"),
 		consulstore.NewDurableProducerQueue(client, s.Cluster().Name(), "Other", "p1"),
 	} {
 		_, err := delivery.StartShardingProducerController(s, "Held", "p1", delivery.WithDurableQueue(q))
 		if !errors.Is(err, actorsharding.ErrStoreMismatch) {
-			t.Errorf("queue of cluster %q, type %q: %v, want ErrStoreMismatch", q.ClusterName(), q.TypeName(), err)
+			t.Errorf("queue %d: %v, want ErrStoreMismatch", i, err)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 func TestMemoryQueueContract(t *testing.T) {
 	var mu sync.Mutex
-	queues := map[string]*delivery.MemoryQueue{}
+	queues := map[string]delivery.DurableProducerQueue{}
 	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, name string) (delivery.DurableProducerQueue, error) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/protoshard/protoshard/internal/deliveryqueue"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/option"
 	"github.com/protoshard/protoshard/internal/pathseg"
@@ -49,7 +50,37 @@ func WithCompactAfterEvents(n int) FileQueueOption {
 	}
 }
 
-// FileQueue is a DurableProducerQueue in one local file: it survives the
+// fileQueue is the DurableProducerQueue of OpenFileQueue.
+type fileQueue struct {
+	dir, path, lockPath string
+	maxMessageBytes     int
+	compactAfter        int
+
+	// syncDir fsyncs a directory; a field so that a test can make it fail.
+	syncDir func(dir string) error
+
+	mu        sync.Mutex
+	lock      *os.File // the claim; nil before LoadState and after Close
+	log       *os.File
+	size      int64 // bytes of the log
+	logEvents int   // events the log holds, its snapshot's included
+	state     *deliveryqueue.Content
+	// broken: a failed write could not be undone; the log's tail is
+	// unknown, so nothing more is written until a new holder loads it.
+	broken error
+	// renameUnsynced: a compaction renamed its snapshot over the log but
+	// the directory's fsync failed, so a crash may bring the old log back.
+	// The old log holds everything acknowledged up to the compaction, so
+	// no write is acknowledged until the directory is synced.
+	renameUnsynced bool
+}
+
+var _ DurableProducerQueue = (*fileQueue)(nil)
+
+// OpenFileQueue returns the queue of producerID in dir, creating dir if
+// needed. The queue is claimed, and its file read, by LoadState. An
+// option with a value it does not accept fails with ErrInvalidOption.
+// It is a DurableProducerQueue in one local file: it survives the
 // process and the machine's crash, not the loss of its disk.
 //
 // The log <dir>/<producer ID>.queue (the ID escaped as one file name) is a
@@ -74,36 +105,15 @@ func WithCompactAfterEvents(n int) FileQueueOption {
 // held, another holder's LoadState fails with ErrQueueFenced, and so does
 // a second LoadState of the value that holds it. Close releases only the
 // flock this value's LoadState took. It is safe for concurrent use.
-type FileQueue struct {
-	dir, path, lockPath string
-	maxMessageBytes     int
-	compactAfter        int
-
-	// syncDir fsyncs a directory; a field so that a test can make it fail.
-	syncDir func(dir string) error
-
-	mu        sync.Mutex
-	lock      *os.File // the claim; nil before LoadState and after Close
-	log       *os.File
-	size      int64 // bytes of the log
-	logEvents int   // events the log holds, its snapshot's included
-	state     *queueState
-	// broken: a failed write could not be undone; the log's tail is
-	// unknown, so nothing more is written until a new holder loads it.
-	broken error
-	// renameUnsynced: a compaction renamed its snapshot over the log but
-	// the directory's fsync failed, so a crash may bring the old log back.
-	// The old log holds everything acknowledged up to the compaction, so
-	// no write is acknowledged until the directory is synced.
-	renameUnsynced bool
+func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (DurableProducerQueue, error) {
+	q, err := openFileQueue(dir, producerID, opts...)
+	if err != nil {
+		return nil, err // not a nil *fileQueue in a non-nil interface
+	}
+	return q, nil
 }
 
-var _ DurableProducerQueue = (*FileQueue)(nil)
-
-// OpenFileQueue returns the queue of producerID in dir, creating dir if
-// needed. The queue is claimed, and its file read, by LoadState. An
-// option with a value it does not accept fails with ErrInvalidOption.
-func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue, error) {
+func openFileQueue(dir, producerID string, opts ...FileQueueOption) (*fileQueue, error) {
 	if producerID == "" {
 		return nil, errors.New("delivery: file queue: empty producer ID")
 	}
@@ -115,7 +125,7 @@ func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue,
 		return nil, fmt.Errorf("delivery: file queue of %q: %w", producerID, err)
 	}
 	name := pathseg.Escape(producerID)
-	return &FileQueue{
+	return &fileQueue{
 		dir:             dir,
 		path:            filepath.Join(dir, name+".queue"),
 		lockPath:        filepath.Join(dir, name+".lock"),
@@ -126,7 +136,7 @@ func OpenFileQueue(dir, producerID string, opts ...FileQueueOption) (*FileQueue,
 }
 
 // MaxMessageSentBytes is the largest encoded MessageSent the queue stores.
-func (q *FileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
+func (q *fileQueue) MaxMessageSentBytes() int { return q.maxMessageBytes }
 
 // errCorruptQueue: a record whose CRC matches does not decode or does not
 // fit what came before, or a bad record is followed by whole ones: not a
@@ -200,7 +210,7 @@ func recordAfter(data []byte, from int) bool {
 // LoadState implements DurableProducerQueue: it takes the flock, reads the
 // log, and cuts a torn tail off it; a log damaged before its end is
 // refused.
-func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
+func (q *fileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQueueState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -221,18 +231,18 @@ func (q *FileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQue
 		return nil, fmt.Errorf("delivery: file queue %s: %w", q.path, err)
 	}
 	q.lock = lock
-	return proto.Clone(q.state.snapshot()).(*messages.DurableProducerQueueState), nil
+	return proto.Clone(q.state.Snapshot()).(*messages.DurableProducerQueueState), nil
 }
 
 // load reads the log into q.state, creating it when there is none.
-func (q *FileQueue) load() error {
+func (q *fileQueue) load() error {
 	// A snapshot that was never renamed is a compaction cut short.
 	if err := os.Remove(q.path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	data, err := os.ReadFile(q.path)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := q.writeSnapshot(newQueueState()); err != nil {
+		if err := q.writeSnapshot(deliveryqueue.Empty()); err != nil {
 			return err
 		}
 		if err := q.syncDir(q.dir); err != nil {
@@ -251,11 +261,11 @@ func (q *FileQueue) load() error {
 	if err := proto.Unmarshal(header, &snap); err != nil {
 		return fmt.Errorf("%w: snapshot: %w", errCorruptQueue, err)
 	}
-	state := newQueueState()
-	if err := state.restore(&snap); err != nil {
+	state, err := deliveryqueue.New(&snap)
+	if err != nil {
 		return fmt.Errorf("%w: snapshot: %w", errCorruptQueue, err)
 	}
-	events := state.events()
+	events := state.Events()
 	off := n
 	for off < len(data) {
 		payload, n, ok := nextRecord(data[off:])
@@ -292,7 +302,7 @@ func (q *FileQueue) load() error {
 }
 
 // replay applies the events of one record and returns how many it held.
-func replay(state *queueState, payload []byte) (int, error) {
+func replay(state *deliveryqueue.Content, payload []byte) (int, error) {
 	n := 0
 	for len(payload) > 0 {
 		event, ln := protowire.ConsumeBytes(payload)
@@ -307,11 +317,11 @@ func replay(state *queueState, payload []byte) (int, error) {
 		var err error
 		switch e := ev.GetEvent().(type) {
 		case *messages.DurableProducerQueueEvent_MessageSent:
-			_, err = state.storeSent([]*messages.MessageSent{e.MessageSent})
+			_, err = state.StoreSent([]*messages.MessageSent{e.MessageSent})
 		case *messages.DurableProducerQueueEvent_Confirmed:
-			_, err = state.storeConfirmed([]*messages.Confirmed{e.Confirmed})
+			_, err = state.StoreConfirmed([]*messages.Confirmed{e.Confirmed})
 		case *messages.DurableProducerQueueEvent_Cleanup:
-			state.cleanup(e.Cleanup.GetEntityIds())
+			state.Cleanup(e.Cleanup.GetEntityIds())
 		default:
 			err = fmt.Errorf("unknown event %T", e)
 		}
@@ -327,8 +337,8 @@ func replay(state *queueState, payload []byte) (int, error) {
 // written aside, fsynced and renamed over it, so that a crash leaves the
 // old log or the new one. The rename lasts once the caller fsynced the
 // directory.
-func (q *FileQueue) writeSnapshot(state *queueState) error {
-	payload, err := proto.Marshal(state.snapshot())
+func (q *fileQueue) writeSnapshot(state *deliveryqueue.Content) error {
+	payload, err := proto.Marshal(state.Snapshot())
 	if err != nil {
 		return err
 	}
@@ -369,7 +379,7 @@ func syncDir(dir string) error {
 
 // append writes events as one record and fsyncs, then commit changes the
 // content; a failed append is cut off again, so the log's tail stays whole.
-func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit func()) error {
+func (q *fileQueue) append(events []*messages.DurableProducerQueueEvent, commit func()) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -395,7 +405,7 @@ func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit 
 	q.size += int64(len(record))
 	q.logEvents += len(events)
 	commit()
-	if q.logEvents > q.compactAfter && q.logEvents > 2*q.state.events() {
+	if q.logEvents > q.compactAfter && q.logEvents > 2*q.state.Events() {
 		// A compaction that fails leaves the log as it is; the next write
 		// tries again.
 		_ = q.compact()
@@ -406,7 +416,7 @@ func (q *FileQueue) append(events []*messages.DurableProducerQueueEvent, commit 
 // compact replaces the log by a snapshot of the content and reopens it.
 // Once the rename is done the old log is unlinked: whatever the
 // directory's fsync returns, later writes must go to the new one.
-func (q *FileQueue) compact() error {
+func (q *fileQueue) compact() error {
 	if err := q.writeSnapshot(q.state); err != nil {
 		return err
 	}
@@ -423,12 +433,12 @@ func (q *FileQueue) compact() error {
 		return err
 	}
 	_ = q.log.Close()
-	q.log, q.size, q.logEvents = log, size, q.state.events()
+	q.log, q.size, q.logEvents = log, size, q.state.Events()
 	return nil
 }
 
 // write runs f while the queue is claimed and whole.
-func (q *FileQueue) write(ctx context.Context, f func() error) error {
+func (q *fileQueue) write(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -452,56 +462,56 @@ func (q *FileQueue) write(ctx context.Context, f func() error) error {
 }
 
 // StoreMessageSent implements DurableProducerQueue.
-func (q *FileQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
+func (q *fileQueue) StoreMessageSent(ctx context.Context, sent []*messages.MessageSent) error {
 	for _, m := range sent {
 		if n := proto.Size(m); n > q.maxMessageBytes {
 			return fmt.Errorf("delivery: file queue %s: entity %q seqNr %d: %d bytes, over %d: %w", q.path,
 				m.GetEntityId(), m.GetSeqNr(), n, q.maxMessageBytes, ErrMessageTooLarge)
 		}
 	}
-	clones := cloneSent(sent)
+	clones := deliveryqueue.CloneSent(sent)
 	return q.write(ctx, func() error {
-		change, err := q.state.planSent(clones)
+		change, err := q.state.PlanSent(clones)
 		if err != nil {
 			return err
 		}
-		events := make([]*messages.DurableProducerQueueEvent, len(change.added))
-		for i, m := range change.added {
+		events := make([]*messages.DurableProducerQueueEvent, len(change.Added))
+		for i, m := range change.Added {
 			events[i] = &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_MessageSent{MessageSent: m}}
 		}
-		return q.append(events, func() { q.state.commit(change) })
+		return q.append(events, func() { q.state.Commit(change) })
 	})
 }
 
 // StoreMessageConfirmed implements DurableProducerQueue.
-func (q *FileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
+func (q *fileQueue) StoreMessageConfirmed(ctx context.Context, confirmed []*messages.Confirmed) error {
 	return q.write(ctx, func() error {
-		change, err := q.state.planConfirmed(confirmed)
+		change, err := q.state.PlanConfirmed(confirmed)
 		if err != nil {
 			return err
 		}
-		events := make([]*messages.DurableProducerQueueEvent, len(change.confirmed))
-		for i, c := range change.confirmed {
+		events := make([]*messages.DurableProducerQueueEvent, len(change.Confirmed))
+		for i, c := range change.Confirmed {
 			events[i] = &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_Confirmed{Confirmed: c}}
 		}
-		return q.append(events, func() { q.state.commit(change) })
+		return q.append(events, func() { q.state.Commit(change) })
 	})
 }
 
 // Cleanup implements DurableProducerQueue.
-func (q *FileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
+func (q *fileQueue) Cleanup(ctx context.Context, entityIDs []string) error {
 	return q.write(ctx, func() error {
-		held := (&QueueContent{state: q.state}).Held(entityIDs)
+		held := q.state.Held(entityIDs)
 		if len(held) == 0 {
 			return nil
 		}
 		ev := &messages.DurableProducerQueueEvent{Event: &messages.DurableProducerQueueEvent_Cleanup{Cleanup: &messages.Cleanup{EntityIds: held}}}
-		return q.append([]*messages.DurableProducerQueueEvent{ev}, func() { q.state.cleanup(held) })
+		return q.append([]*messages.DurableProducerQueueEvent{ev}, func() { q.state.Cleanup(held) })
 	})
 }
 
 // release closes the log.
-func (q *FileQueue) release() {
+func (q *fileQueue) release() {
 	if q.log != nil {
 		_ = q.log.Close()
 	}
@@ -510,7 +520,7 @@ func (q *FileQueue) release() {
 
 // Close implements DurableProducerQueue: it closes the log and releases
 // the flock, if this value's LoadState took it.
-func (q *FileQueue) Close() error {
+func (q *fileQueue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.lock == nil {

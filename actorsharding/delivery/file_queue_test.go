@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/protoshard/protoshard/internal/deliveryqueue"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -21,9 +22,9 @@ func sentFor(entity string, seq int64) *messages.MessageSent {
 	return &messages.MessageSent{EntityId: entity, ProducerIncarnation: 5, SeqNr: seq, TimestampMs: seq, Message: a}
 }
 
-func openLoaded(t *testing.T, dir string, opts ...FileQueueOption) (*FileQueue, *messages.DurableProducerQueueState) {
+func openLoaded(t *testing.T, dir string, opts ...FileQueueOption) (*fileQueue, *messages.DurableProducerQueueState) {
 	t.Helper()
-	q, err := OpenFileQueue(dir, "p/1", opts...)
+	q, err := openFileQueue(dir, "p/1", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 			if err := os.WriteFile(q.path, log, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			q2, err := OpenFileQueue(dir, "p/1")
+			q2, err := openFileQueue(dir, "p/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +185,7 @@ func TestFileQueueDamageBeforeTheEndIsRefused(t *testing.T) {
 				t.Fatalf("the refused log changed: %d bytes, was %d (%v)", len(after), len(log), err)
 			}
 			// The failed load released the claim.
-			q3, err := OpenFileQueue(dir, "p/1")
+			q3, err := openFileQueue(dir, "p/1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +204,7 @@ func TestFileQueueCorruptSnapshotIsRefused(t *testing.T) {
 	if err := os.WriteFile(q.path, []byte{0x05, 1, 2, 3}, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	q2, err := OpenFileQueue(dir, "p/1")
+	q2, err := openFileQueue(dir, "p/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +241,8 @@ func TestFileQueueCompaction(t *testing.T) {
 	}
 	// Live: a/200 and b/1..200 = 203 events; the log never holds much more
 	// than twice that.
-	if q.logEvents > 2*q.state.events()+3 {
-		t.Fatalf("log holds %d events for %d live", q.logEvents, q.state.events())
+	if q.logEvents > 2*q.state.Events()+3 {
+		t.Fatalf("log holds %d events for %d live", q.logEvents, q.state.Events())
 	}
 	one := int64(proto.Size(sentFor("b", 100)))
 	if maxSize > 3*203*(one+8) {
@@ -270,7 +271,7 @@ func TestFileQueueClaim(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	first, _ := openLoaded(t, dir)
-	second, err := OpenFileQueue(dir, "p/1")
+	second, err := openFileQueue(dir, "p/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestFileQueueClaim(t *testing.T) {
 		t.Fatalf("second LoadState: %v, want ErrQueueFenced", err)
 	}
 	// Another producer ID is another queue.
-	other, err := OpenFileQueue(dir, "p/2")
+	other, err := openFileQueue(dir, "p/2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,14 +326,14 @@ func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
 				}
 				return syncDir(dir)
 			}
-			acked := newQueueState()
+			acked := deliveryqueue.Empty()
 			refused := 0
 			sent := func(batch ...*messages.MessageSent) {
 				if err := q.StoreMessageSent(ctx, batch); err != nil {
 					refused++
 					return
 				}
-				if _, err := acked.storeSent(batch); err != nil {
+				if _, err := acked.StoreSent(batch); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -341,7 +342,7 @@ func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
 					refused++
 					return
 				}
-				if _, err := acked.storeConfirmed([]*messages.Confirmed{c}); err != nil {
+				if _, err := acked.StoreConfirmed([]*messages.Confirmed{c}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -369,14 +370,14 @@ func TestFileQueueCompactionWithFailingDirectorySync(t *testing.T) {
 			if err := q.StoreMessageSent(ctx, all); err != nil {
 				t.Fatalf("write after the directory synced again: %v", err)
 			}
-			if _, err := acked.storeSent(all); err != nil {
+			if _, err := acked.StoreSent(all); err != nil {
 				t.Fatal(err)
 			}
 			if err := q.Close(); err != nil {
 				t.Fatal(err)
 			}
 			_, st := openLoaded(t, dir, WithCompactAfterEvents(4))
-			if want := acked.snapshot(); !proto.Equal(st, want) {
+			if want := acked.Snapshot(); !proto.Equal(st, want) {
 				t.Fatalf("loaded %v, want what was acknowledged: %v", seqsOf(st), seqsOf(want))
 			}
 		})

@@ -16,7 +16,7 @@ func TestProducerOptions(t *testing.T) {
 	require.NoError(t, option.Apply(&s, []ProducerOption{}, ErrInvalidOption))
 	assert.Equal(t, defaultProducerSettings(), s.withDefaults(), "no option: Pekko's defaults")
 
-	q := NewMemoryQueue()
+	q := newMemoryQueue()
 	require.NoError(t, option.Apply(&s, []ProducerOption{
 		WithBufferSize(3), WithCleanupUnusedAfter(time.Minute), WithResendFirstUnconfirmedIdleTimeout(time.Hour),
 		WithResendFirstInterval(2 * time.Second), WithMaxMessageSize(100), WithDurableQueue(q),
@@ -86,12 +86,12 @@ func TestInvalidFileQueueOptionsFailOpen(t *testing.T) {
 		"zero compaction":    WithCompactAfterEvents(0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := OpenFileQueue(t.TempDir(), "p1", opt)
+			_, err := openFileQueue(t.TempDir(), "p1", opt)
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, ErrInvalidOption), "%v", err)
 		})
 	}
-	q, err := OpenFileQueue(t.TempDir(), "p1")
+	q, err := openFileQueue(t.TempDir(), "p1")
 	require.NoError(t, err)
 	assert.Equal(t, 4<<20-64<<10, q.MaxMessageSentBytes(), "the default")
 	assert.Equal(t, 1000, q.compactAfter, "Akka's snapshot-every")

@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/actorsharding"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/behavior"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/dispatch"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
@@ -27,14 +27,14 @@ import (
 
 // The producer controller's states; they appear in logs.
 const (
-	// StateLoading: the controller claims and reads its durable queue;
+	// stateLoading: the controller claims and reads its durable queue;
 	// Sends wait.
-	StateLoading = "loading"
-	// StateActive: the controller sends.
-	StateActive = "active"
-	// StateStopping: the controller stopped accepting and finishes its
+	stateLoading = "loading"
+	// stateActive: the controller sends.
+	stateActive = "active"
+	// stateStopping: the controller stopped accepting and finishes its
 	// writes to the durable queue before it closes it.
-	StateStopping = "stopping"
+	stateStopping = "stopping"
 )
 
 // ShardingProducerController sends one producer's messages to the entities
@@ -407,10 +407,10 @@ func (c *producerController) common(ctx actor.Context) bool {
 			ticker.SendRepeatedly(ctx, c.settings.ResendFirstUnconfirmedIdleTimeout/2, c.settings.ResendFirstUnconfirmedIdleTimeout/2, ctx.Self(), idleCheckTick{}),
 			ticker.SendRepeatedly(ctx, c.settings.CleanupUnusedAfter, c.settings.CleanupUnusedAfter, ctx.Self(), cleanupTick{}))
 		if c.settings.DurableQueue != nil {
-			c.become(ctx, StateLoading, c.loadingState)
+			c.become(ctx, stateLoading, c.loadingState)
 			c.load(ctx, 0)
 		} else {
-			c.become(ctx, StateActive, c.active)
+			c.become(ctx, stateActive, c.active)
 		}
 		ctx.Logger().Debug("delivery: producer controller started", append(c.attrs(), slog.Bool("durable", c.settings.DurableQueue != nil))...)
 	case *actor.Stopping:
@@ -453,7 +453,7 @@ func (c *producerController) common(ctx actor.Context) bool {
 
 func (c *producerController) unknown(ctx actor.Context) {
 	msg := ctx.Message()
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
 		fmt.Sprintf("delivery producer %s: %T is no message of this controller (state %s)", c.producerID, msg, c.states.Name()))
 }
 
@@ -472,7 +472,7 @@ func (c *producerController) loadingState(ctx actor.Context) {
 		c.onLoaded(ctx, msg)
 	case *stopProducer:
 		c.stopErr = ErrProducerStopped
-		c.become(ctx, StateStopping, c.stopping)
+		c.become(ctx, stateStopping, c.stopping)
 		c.failHeld(ErrProducerStopped)
 	case *messages.Request, *messages.Ack, *messages.Resend:
 	default:
@@ -527,7 +527,7 @@ func (c *producerController) onLoaded(ctx actor.Context, r *loadResult) {
 	}
 	ctx.Logger().Debug("delivery: durable queue loaded", append(c.attrs(), slog.Int("entities", len(r.state.GetEntities())),
 		slog.Int("unconfirmed", len(r.state.GetUnconfirmed())))...)
-	c.become(ctx, StateActive, c.active)
+	c.become(ctx, stateActive, c.active)
 	c.carryOut(ctx, out, nil, nil)
 	held := c.held
 	c.held = nil
@@ -576,7 +576,7 @@ func (c *producerController) active(ctx actor.Context) {
 		}
 		c.state.stop()
 		c.stopErr = ErrProducerStopped
-		c.become(ctx, StateStopping, c.stopping)
+		c.become(ctx, stateStopping, c.stopping)
 		c.closeWhenIdle(ctx)
 		return
 	default:
@@ -693,7 +693,7 @@ func (c *producerController) onStored(ctx actor.Context, r *storeResult) {
 	for _, reply := range so.stored {
 		reply.done <- nil
 	}
-	if c.states.Name() == StateActive {
+	if c.states.Name() == stateActive {
 		c.carryOut(ctx, so.out, nil, nil)
 	}
 	if so.failed != nil {
@@ -708,7 +708,7 @@ func (c *producerController) onStored(ctx actor.Context, r *storeResult) {
 			slog.Int("attempt", r.write.attempt-1), slog.Duration("delay", r.write.delay), slog.Any("error", r.err))...)
 	}
 	c.writes(ctx)
-	if c.states.Name() == StateStopping {
+	if c.states.Name() == stateStopping {
 		c.closeWhenIdle(ctx)
 	}
 }
@@ -720,7 +720,7 @@ func (c *producerController) fail(ctx actor.Context, err error) {
 	c.state.stop()
 	c.failHeld(err)
 	c.stopErr = err
-	c.become(ctx, StateStopping, c.stopping)
+	c.become(ctx, stateStopping, c.stopping)
 	c.closeWhenIdle(ctx)
 }
 
@@ -776,14 +776,14 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 	if !ok {
 		var err error
 		if ref, err = c.sharding.EntityRefFor(c.typeName, m.GetEntityId()); err != nil {
-			deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 				fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 			return
 		}
 		c.refs[m.GetEntityId()] = ref
 	}
 	if err := ref.Send(m); err != nil {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 			fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 	}
 }
@@ -794,7 +794,7 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 func (c *producerController) stop(ctx actor.Context) {
 	c.state.stop()
 	for _, m := range c.state.undelivered() {
-		deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 			fmt.Errorf("delivery producer %s: entity %q, seqNr %d: %w", c.producerID, m.GetEntityId(), m.GetSeqNr(), ErrProducerStopped))
 	}
 	for cf, done := range c.waiting {
@@ -816,7 +816,7 @@ func (c *producerController) finish(ctx actor.Context, err error) {
 }
 
 func (c *producerController) dropQueued(ctx actor.Context, s queuedSend, err error) {
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
 		fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, s.entityID, err))
 }
 

@@ -134,7 +134,7 @@ func (h *storeHarness) render(rs []*sendRequest) []string {
 func runStoreSteps(t *testing.T, settings producerSettings, steps []storeStep) *storeHarness {
 	t.Helper()
 	if settings.DurableQueue == nil {
-		settings.DurableQueue = NewMemoryQueue()
+		settings.DurableQueue = newMemoryQueue()
 	}
 	h := &storeHarness{harness: newHarness(settings), labels: map[*sendRequest]string{}}
 	for i, s := range steps {
@@ -324,14 +324,14 @@ func TestProducerStoreSteps(t *testing.T) {
 
 // limitedQueue is a queue with a size limit of its own.
 type limitedQueue struct {
-	*MemoryQueue
+	*memoryQueue
 	limit int
 }
 
 func (q limitedQueue) MaxMessageSentBytes() int { return q.limit }
 
 func TestProducerRefusesWhatTheQueueCannotStore(t *testing.T) {
-	h := newHarness(producerSettings{DurableQueue: limitedQueue{MemoryQueue: NewMemoryQueue(), limit: 200}})
+	h := newHarness(producerSettings{DurableQueue: limitedQueue{memoryQueue: newMemoryQueue(), limit: 200}})
 	if _, err := h.p.accept(&sendRequest{entityID: "a", msg: &testpb.Ping{From: strings.Repeat("x", 200)}}, h.now); !errors.Is(err, ErrMessageTooLarge) {
 		t.Fatalf("accept over the limit: %v, want ErrMessageTooLarge", err)
 	}
@@ -357,7 +357,7 @@ func TestProducerLoadRefusesABrokenState(t *testing.T) {
 		"entity twice":   {Entities: []*messages.DurableProducerQueueEntity{{EntityId: "e", ProducerIncarnation: 1}, {EntityId: "e", ProducerIncarnation: 1}}},
 		"no incarnation": {Entities: []*messages.DurableProducerQueueEntity{{EntityId: "e"}}},
 	} {
-		h := newHarness(producerSettings{DurableQueue: NewMemoryQueue()})
+		h := newHarness(producerSettings{DurableQueue: newMemoryQueue()})
 		if _, err := h.p.load(st, h.now); err == nil {
 			t.Errorf("%s: loaded", name)
 		}

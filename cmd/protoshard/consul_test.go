@@ -313,7 +313,7 @@ func TestRemoveDataCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		"-force: refusing", "would delete 101 keys (the coordinator state, 100 remembered-entity buckets of 100 shards):",
-		"  " + stateKey + " (modify index ", "  " + consulstore.RememberEntitiesPrefix(testService, "counter", "99"),
+		"  " + stateKey + " (modify index ", "  " + "protoshard/" + testService + "/sharding/counter/entities/99/",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run misses %q:\n%s", want, out)
@@ -480,7 +480,7 @@ func TestRemoveDataLosesToAWritingCoordinator(t *testing.T) {
 	}
 	left := len(c.keys("protoshard/cli-test/sharding/written/"))
 	deleted, err := source.apply(ctx, p.transactions())
-	if err == nil || deleted != 0 || !strings.Contains(err.Error(), consulstore.RememberEntitiesPrefix(testService, "written", "0")) {
+	if err == nil || deleted != 0 || !strings.Contains(err.Error(), "protoshard/"+testService+"/sharding/written/entities/0/") {
 		t.Fatalf("deleted %d, err %v", deleted, err)
 	}
 	if n := len(c.keys("protoshard/cli-test/sharding/written/")); n != left {

@@ -20,11 +20,11 @@ import (
 	"github.com/protoshard/protoshard/internal/pathseg"
 )
 
-// MaxPayloadBytes is the largest payload a Store writes: Consul's default
+// maxPayloadBytes is the largest payload a Store writes (380 KiB): Consul's default
 // txn_max_req_len of 512 KiB holds the value base64 encoded (4/3 of it)
 // inside the transaction's JSON, with room left for the rest of the
 // request and the record's header.
-const MaxPayloadBytes = 380 * 1024
+const maxPayloadBytes = 380 * 1024
 
 // recordFormat is the first byte of every stored value: the layout of
 // what follows (the token as 8 bytes big-endian, then the payload).
@@ -33,7 +33,10 @@ const (
 	headerBytes  = 1 + 8
 )
 
-// Store is a durablestate.Store in Consul KV. The revision of an entity's
+// Store is a durablestate.Store in Consul KV, an entity's record at
+// protoshard/<cluster>/durable-state/<type>/<entity> (type and entity ID
+// escaped as one path segment each), a payload of at most 380 KiB (a
+// larger one fails Save: Consul's transaction must hold it). The revision of an entity's
 // record is its key's ModifyIndex, and every save is a check-and-set on
 // it. Consul keeps a key's ModifyIndex when a write leaves value and flags
 // as they were, so a save writes the revision it replaces into the key's
@@ -55,19 +58,19 @@ var _ durablestate.Store = (*Store)(nil)
 func New(client *api.Client, clusterName, typeName string) *Store {
 	s := &Store{kv: client.KV(), clusterName: clusterName}
 	if typeName != "" {
-		s.prefix = Prefix(clusterName, typeName)
+		s.prefix = prefix(clusterName, typeName)
 	}
 	return s
 }
 
-// Prefix returns the prefix, ending in '/', of the keys of the durable
+// prefix returns the prefix, ending in '/', of the keys of the durable
 // state of typeName's entities in the cluster clusterName.
-func Prefix(clusterName, typeName string) string {
+func prefix(clusterName, typeName string) string {
 	return consulkey.Prefix(clusterName) + "durable-state/" + pathseg.Escape(typeName) + "/"
 }
 
-// Key returns the Consul KV key of entityID's record.
-func (s *Store) Key(entityID string) string {
+// key returns the Consul KV key of entityID's record.
+func (s *Store) key(entityID string) string {
 	return s.prefix + pathseg.Escape(entityID)
 }
 
@@ -78,7 +81,7 @@ func (s *Store) Load(ctx context.Context, entityID string) (durablestate.Record,
 	}
 	r, err := s.get(ctx, entityID)
 	if err != nil {
-		return durablestate.Record{}, fmt.Errorf("consul durable state %s: load: %w", s.Key(entityID), err)
+		return durablestate.Record{}, fmt.Errorf("consul durable state %s: load: %w", s.key(entityID), err)
 	}
 	return r, nil
 }
@@ -93,9 +96,9 @@ func (s *Store) Save(ctx context.Context, entityID string, payload []byte, expec
 	if err := s.check(entityID); err != nil {
 		return 0, fmt.Errorf("consul durable state: save: %w", err)
 	}
-	key := s.Key(entityID)
-	if len(payload) > MaxPayloadBytes {
-		return 0, fmt.Errorf("consul durable state %s: save: the payload is %d bytes, Consul's transaction holds at most %d", key, len(payload), MaxPayloadBytes)
+	key := s.key(entityID)
+	if len(payload) > maxPayloadBytes {
+		return 0, fmt.Errorf("consul durable state %s: save: the payload is %d bytes, Consul's transaction holds at most %d", key, len(payload), maxPayloadBytes)
 	}
 	stored, err := s.get(ctx, entityID)
 	if err != nil {
@@ -133,7 +136,7 @@ func (s *Store) Save(ctx context.Context, entityID string, payload []byte, expec
 // hand out an old revision, and the save that follows would fail as a
 // conflict.
 func (s *Store) get(ctx context.Context, entityID string) (durablestate.Record, error) {
-	pair, _, err := s.kv.Get(s.Key(entityID), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	pair, _, err := s.kv.Get(s.key(entityID), (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	if err != nil || pair == nil {
 		return durablestate.Record{}, err
 	}

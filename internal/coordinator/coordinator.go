@@ -10,7 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/coordinatoractor"
-	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/metrics"
@@ -270,7 +270,7 @@ func (c *coordinator) reject(ctx actor.Context, msg any, why string) {
 
 // drop drops msg from sender with a dead-letter event that says why.
 func (c *coordinator) drop(ctx actor.Context, msg any, sender *actor.PID, why string) {
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Sprintf("shard coordinator %s: %s", c.typeName, why))
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Sprintf("shard coordinator %s: %s", c.typeName, why))
 }
 
 // active is Akka's ShardCoordinator.active.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -50,7 +51,7 @@ func checkRegistration(what string, region *actor.PID, memberID string, shards [
 		return invalid("%s of %s without a member id", what, RegionKey(region))
 	}
 	for _, s := range shards {
-		if err := messages.CheckShardID(s); err != nil {
+		if err := wire.CheckShardID(s); err != nil {
 			return invalid("%s of %s lists a bad shard: %v", what, RegionKey(region), err)
 		}
 	}
@@ -68,9 +69,9 @@ func checkRegistration(what string, region *actor.PID, memberID string, shards [
 // region names.
 func extractorIdentity(what string, region *actor.PID, name string, numberOfShards uint32) (ExtractorIdentity, error) {
 	switch {
-	case len(name) > messages.MaxExtractorNameLength:
+	case len(name) > wire.MaxExtractorNameLength:
 		return ExtractorIdentity{}, invalid("%s of %s names an extractor of %d bytes, longer than the limit of %d",
-			what, RegionKey(region), len(name), messages.MaxExtractorNameLength)
+			what, RegionKey(region), len(name), wire.MaxExtractorNameLength)
 	case numberOfShards > math.MaxInt32:
 		return ExtractorIdentity{}, invalid("%s of %s names an extractor with %d shards", what, RegionKey(region), numberOfShards)
 	case name == "":
@@ -117,7 +118,7 @@ func listSome(items []string, n int) string {
 
 // checkShard validates a shard ID a message names.
 func checkShard(what, shard string) error {
-	if err := messages.CheckShardID(shard); err != nil {
+	if err := wire.CheckShardID(shard); err != nil {
 		return invalid("%s: %v", what, err)
 	}
 	return nil

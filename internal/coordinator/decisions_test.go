@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/membershiphook"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
-	"github.com/protoshard/protoshard/messages"
 )
 
 func TestCheckRegistration(t *testing.T) {
@@ -35,7 +35,7 @@ func TestCheckRegistration(t *testing.T) {
 		{"not a live member", region, "m9", nil, "not a live member"},
 		{"address of another member", region, "m2", nil, "runs at 127.0.0.1:2"},
 		{"an empty shard", region, "m1", []string{"1", ""}, "bad shard"},
-		{"a shard id past the limit", region, "m1", []string{strings.Repeat("s", messages.MaxShardIDLength+1)}, "bad shard"},
+		{"a shard id past the limit", region, "m1", []string{strings.Repeat("s", wire.MaxShardIDLength+1)}, "bad shard"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,8 +249,8 @@ func TestExtractorIdentityOfARegistration(t *testing.T) {
 		{"a user extractor without a number", "main.orders", 0, ExtractorIdentity{Name: "main.orders"}, false},
 		{"an older version says nothing", "", 0, ExtractorIdentity{}, false},
 		{"a number without a name is unknown", "", 100, ExtractorIdentity{}, false},
-		{"a name at the limit", strings.Repeat("x", messages.MaxExtractorNameLength), 1, ExtractorIdentity{Name: strings.Repeat("x", messages.MaxExtractorNameLength), NumberOfShards: 1}, false},
-		{"a name past the limit", strings.Repeat("x", messages.MaxExtractorNameLength+1), 1, ExtractorIdentity{}, true},
+		{"a name at the limit", strings.Repeat("x", wire.MaxExtractorNameLength), 1, ExtractorIdentity{Name: strings.Repeat("x", wire.MaxExtractorNameLength), NumberOfShards: 1}, false},
+		{"a name past the limit", strings.Repeat("x", wire.MaxExtractorNameLength+1), 1, ExtractorIdentity{}, true},
 		{"a number past int32", "hash-code", 1 << 31, ExtractorIdentity{}, true},
 	}
 	for _, tc := range cases {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
 )
@@ -20,7 +21,7 @@ func TestRegistrantOf(t *testing.T) {
 		{"a RegisterProxy", &messages.RegisterProxy{ShardRegionProxy: stProxy(1), MemberId: "m1"}, "RegisterProxy\x00" + RegionKey(stProxy(1)) + "\x00m1"},
 		{"a Register of a member not live", &messages.Register{ShardRegion: stRegion(1), MemberId: "m2"}, "not a live member"},
 		{"a RegisterProxy with a bad extractor", &messages.RegisterProxy{ShardRegionProxy: stProxy(1), MemberId: "m1",
-			Extractor: strings.Repeat("x", messages.MaxExtractorNameLength+1)}, "longer than the limit"},
+			Extractor: strings.Repeat("x", wire.MaxExtractorNameLength+1)}, "longer than the limit"},
 		{"no registration", &messages.GetShardHome{Shard: "a"}, "no registration"},
 	}
 	for _, tc := range cases {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/backoff"
 	"github.com/protoshard/protoshard/internal/behavior"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/staleness"
 )
@@ -121,7 +121,7 @@ func (s *supervisor) waiting(ctx actor.Context) {
 		s.start(ctx)
 	case *actor.Terminated:
 	default:
-		deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
+		deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(),
 			fmt.Sprintf("shard coordinator supervisor: %T arrived while the coordinator restarts after a failure", msg))
 	}
 }

@@ -29,6 +29,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
+	"github.com/protoshard/protoshard/messages"
 )
 
 // FrameLimit is the largest frame a node's gRPC server accepts: grpc-go's
@@ -231,7 +233,11 @@ type Notice interface {
 // letters (its loss was reported where it happened).
 func isNotice(msg any) bool {
 	switch msg.(type) {
-	case Notice, *actor.DeadLetterResponse:
+	case Notice, *actor.DeadLetterResponse,
+		// The hand-off protocol's messages: the rebalance worker that
+		// sends or awaits them ends on its time-out or on the region's
+		// Terminated when one is lost.
+		*messages.BeginHandOff, *messages.BeginHandOffAck, *messages.HandOff, *messages.ShardStopped:
 		return true
 	}
 	return false
@@ -253,7 +259,7 @@ func (m *mailbox) refuse(msg any, err error) {
 		return
 	}
 	self := o.self()
-	deadletter.PublishError(o.system, self, payload, sender, fmt.Errorf("%s: %w", self.GetId(), err))
+	deadletters.PublishError(o.system, self, payload, sender, fmt.Errorf("%s: %w", self.GetId(), err))
 }
 
 // WithSizeLimit makes every message the actor sends to another node pass
@@ -289,7 +295,7 @@ func sizeLimit(limit int) actor.SenderMiddleware {
 				if err := CheckSize(env.Message, limit-headerSize(env.Header)); err != nil {
 					// The event answers a requester (the sender); an answer's
 					// asker is the target, and its future fails at once too.
-					deadletter.PublishError(c.ActorSystem(), target, env.Message, env.Sender, fmt.Errorf("to %s: %w", target, err))
+					deadletters.PublishError(c.ActorSystem(), target, env.Message, env.Sender, fmt.Errorf("to %s: %w", target, err))
 					if env.Sender == nil && isFuture(target) {
 						next(c, target, &actor.MessageEnvelope{Message: &actor.DeadLetterResponse{Target: target}})
 					}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/behavior"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/handoff"
 	"github.com/protoshard/protoshard/internal/pidkey"
@@ -379,7 +379,7 @@ func (w *worker) done(ctx actor.Context, ok bool) {
 		// only from the shard's worker.
 		ctx.Request(parent, result)
 	} else {
-		deadletter.Publish(ctx.ActorSystem(), nil, result, ctx.Self(), w.reason("the worker has no parent (coordinator) to report to"))
+		deadletters.Publish(ctx.ActorSystem(), nil, result, ctx.Self(), w.reason("the worker has no parent (coordinator) to report to"))
 	}
 	ctx.Stop(ctx.Self())
 }
@@ -408,7 +408,7 @@ func (w *worker) unwatched(pid *actor.PID) {
 }
 
 func (w *worker) drop(ctx actor.Context, msg any, reason string) {
-	deadletter.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), w.reason(reason))
+	deadletters.Publish(ctx.ActorSystem(), ctx.Self(), msg, ctx.Sender(), w.reason(reason))
 }
 
 func (w *worker) reason(reason string) string {

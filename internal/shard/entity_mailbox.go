@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/dispatch"
 )
 
@@ -227,6 +228,6 @@ func (m *entityMailbox) drop(ctx actor.Context, msg any) {
 	if err != nil {
 		id = childName(self)
 	}
-	deadletter.PublishError(ctx.ActorSystem(), self, payload, sender, fmt.Errorf("shard %s/%s: entity %q had stopped when the message reached it: %w",
+	deadletters.PublishError(ctx.ActorSystem(), self, payload, sender, fmt.Errorf("shard %s/%s: entity %q had stopped when the message reached it: %w",
 		m.shard.typeName, m.shard.shardID, id, deadletter.ErrEntityStopped))
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 )
@@ -132,7 +133,7 @@ func countsAsActivity(msg any) bool {
 		*shardproto.GetPassivationState, shardproto.GetPassivationState, *shardproto.SetActiveEntityLimit, shardproto.SetActiveEntityLimit:
 		return false
 	}
-	return !messages.IsProtocol(msg)
+	return !wire.IsProtocol(msg)
 }
 
 // ReplacementPolicy tracks a shard's active entities and chooses which to

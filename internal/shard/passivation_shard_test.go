@@ -53,7 +53,7 @@ func (f *fixture) stoppingValues(id string) []string {
 }
 
 func TestDefaultPassivationSettings(t *testing.T) {
-	d := shardactor.DefaultSettings()
+	d := shard.DefaultSettings()
 	require.Equal(t, 120*time.Second, d.PassivationIdleTimeout, "Akka's default idle timeout")
 	require.Equal(t, 0, d.ActiveEntityLimit, "no limit by default")
 	require.Equal(t, shardactor.LeastRecentlyUsedPolicy, d.ReplacementPolicy)

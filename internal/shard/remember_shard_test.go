@@ -126,7 +126,7 @@ func newRegionFixture(t *testing.T, settings shardactor.Settings) *regionFixture
 	system, entityProps := f.system, f.entityProps()
 	r := &fakeRegion{
 		props:   shard.Props("Counter", shardID, entityProps, settings, nil),
-		backoff: settings.WithDefaults().ShardFailureBackoff,
+		backoff: shard.WithDefaults(settings).ShardFailureBackoff,
 		spawned: make(chan *actor.PID, 10),
 		stopped: make(chan struct{}, 10),
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/behavior"
+	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/shardproto"
@@ -65,7 +66,7 @@ const (
 // region send to running entities directly; nil: every message goes
 // through the shard.
 func Props(typeName, shardID string, entityProps *actor.Props, settings shardactor.Settings, routes shardproto.EntityRoutes) *actor.Props {
-	settings = settings.WithDefaults()
+	settings = WithDefaults(settings)
 	entityProps, reportsStopped := entityMailboxes(entityProps, &entityShard{typeName: typeName, shardID: shardID})
 	opts := []actor.PropsOption{guard.WithMailbox()}
 	if settings.EntitySupervisorStrategy != nil {
@@ -669,7 +670,7 @@ func (s *shard) finishHandOff(ctx actor.Context) {
 	ctx.Logger().Debug("shard: hand-off done; all entities stopped", s.attrs()...)
 	s.metrics.HandOff(time.Since(s.handOffStarted))
 	if len(s.handOffReplyTo) == 0 {
-		deadletter.Publish(ctx.ActorSystem(), nil, &messages.ShardStopped{Shard: s.shardID}, ctx.Self(), s.reason("HandOff had no sender to answer ShardStopped to"))
+		deadletters.Publish(ctx.ActorSystem(), nil, &messages.ShardStopped{Shard: s.shardID}, ctx.Self(), s.reason("HandOff had no sender to answer ShardStopped to"))
 	}
 	s.answerHandOff(ctx)
 	s.stopNow(ctx, "")
@@ -894,7 +895,7 @@ func (s *shard) dropError(ctx actor.Context, msg any, sender *actor.PID, reason 
 	if d, ok := msg.(*shardproto.Deliver); ok && d != nil {
 		d.Pending.Release()
 	}
-	deadletter.PublishError(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Errorf("shard %s/%s: %w", s.typeName, s.shardID, reason))
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), msg, sender, fmt.Errorf("shard %s/%s: %w", s.typeName, s.shardID, reason))
 }
 
 func (s *shard) reason(reason string) string {

@@ -284,7 +284,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 func TestEntitiesStartedOnDemandOnePerID(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 
 	require.Equal(t, 0, f.stats().EntityCount)
 	f.deliver("a", wrapperspb.String("1"), nil)
@@ -329,7 +329,7 @@ func TestEntitiesStartedOnDemandOnePerID(t *testing.T) {
 }
 
 func TestStartEntityAck(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 
 	res := f.ask(&messages.StartEntity{EntityId: "x"})
 	require.IsType(t, &messages.StartEntityAck{}, res)
@@ -351,7 +351,7 @@ func TestStartEntityAck(t *testing.T) {
 }
 
 func TestHandOffStopsEntities(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 	for _, id := range []string{"a", "b", "c"} {
 		f.deliver(id, wrapperspb.String("hello"), nil)
 	}
@@ -408,7 +408,7 @@ func TestHandOffForceStopsEntitiesIgnoringTheStopMessage(t *testing.T) {
 }
 
 func TestHandOffWithNoEntities(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 	stopped := f.watchStopped(f.shard)
 	res := f.ask(&messages.HandOff{Shard: shardID})
 	require.Equal(t, &messages.ShardStopped{Shard: shardID}, res)
@@ -416,7 +416,7 @@ func TestHandOffWithNoEntities(t *testing.T) {
 }
 
 func TestHandOffForAnotherShardIsDropped(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 	f.deliver("a", wrapperspb.String("hello"), nil)
 	f.system.Root.Send(f.shard, &messages.HandOff{Shard: "other"})
 	f.waitDeadLetter(`HandOff for shard "other"`)
@@ -424,7 +424,7 @@ func TestHandOffForAnotherShardIsDropped(t *testing.T) {
 }
 
 func TestPassivateBuffersUntilTerminatedThenRestarts(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 	f.deliver("p", wrapperspb.String("m0"), nil)
 	f.waitEvents("received", "p", 1)
 
@@ -467,7 +467,7 @@ func TestPassivateBuffersUntilTerminatedThenRestarts(t *testing.T) {
 }
 
 func TestPassivateWithoutStopMessagePoisons(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 	for _, cmd := range []string{"passivate-poison", "passivate-unknown"} {
 		id := "e-" + cmd
 		f.deliver(id, wrapperspb.String("hello"), nil)
@@ -482,7 +482,7 @@ func TestPassivateWithoutStopMessagePoisons(t *testing.T) {
 }
 
 func TestBadInputIsDroppedWithAReason(t *testing.T) {
-	f := newFixture(t, shardactor.DefaultSettings())
+	f := newFixture(t, shard.DefaultSettings())
 
 	f.deliver("", wrapperspb.String("x"), nil)
 	f.waitDeadLetter("empty entity ID")
@@ -529,7 +529,7 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 		}
 	})
 	props := actor.PropsFromProducer(func() actor.Actor { panic("bad entity") })
-	shard := system.Root.Spawn(shard.Props("T", "1", props, shardactor.DefaultSettings(), nil))
+	shard := system.Root.Spawn(shard.Props("T", "1", props, shard.DefaultSettings(), nil))
 	system.Root.Send(shard, &shardproto.Deliver{EntityID: "a", Message: wrapperspb.String("x")})
 	waitFor(t, "drop", func() bool {
 		mu.Lock()
@@ -549,7 +549,7 @@ func TestEntityProducerPanicIsDropped(t *testing.T) {
 // mailbox neither starts an entity nor reaches a running one; each is a
 // dead letter with the reason. Once the node knows again, delivery goes on.
 func TestMemberStaleDeliversNothing(t *testing.T) {
-	settings := shardactor.DefaultSettings()
+	settings := shard.DefaultSettings()
 	stale := staleCheck(&settings)
 	f := newFixture(t, settings)
 	f.deliver("a", wrapperspb.String("1"), nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/messages"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/stretchr/testify/require"
@@ -105,7 +106,7 @@ func TestMemberStaleStartsNoEntityAfterItsWrite(t *testing.T) {
 // entity does not start, and the messages are dead letters for a removed
 // member.
 func TestMemberStaleStartsNoEntityForMessagesHeldWhilePassivating(t *testing.T) {
-	settings := shardactor.DefaultSettings()
+	settings := shard.DefaultSettings()
 	stale := staleCheck(&settings)
 	f := newFixture(t, settings)
 	f.deliver("p", wrapperspb.String("passivate"), nil)

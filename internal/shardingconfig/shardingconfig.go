@@ -8,6 +8,7 @@ import (
 	"github.com/protoshard/protoshard/coordinatoractor"
 	"github.com/protoshard/protoshard/internal/coordinator"
 	"github.com/protoshard/protoshard/internal/guard"
+	"github.com/protoshard/protoshard/internal/shard"
 	"github.com/protoshard/protoshard/shardactor"
 	"github.com/protoshard/protoshard/singleton"
 )
@@ -89,7 +90,7 @@ func Default() Settings {
 		ShardRegionQueryTimeout: 3 * time.Second,
 		MaxMessageSize:          guard.DefaultMaxMessageSize,
 		Coordinator:             coordinator.DefaultSettings(),
-		Shard:                   shardactor.DefaultSettings(),
+		Shard:                   shard.DefaultSettings(),
 	}
 }
 
@@ -146,9 +147,9 @@ func (s Settings) WithDefaults() Settings {
 // others used them), or its default when idle passivation is off, and
 // minHomeIdleTimeout at least.
 func (s Settings) HomeIdleTimeout() time.Duration {
-	d := s.Shard.WithDefaults().PassivationIdleTimeout
+	d := shard.WithDefaults(s.Shard).PassivationIdleTimeout
 	if d <= 0 {
-		d = shardactor.DefaultSettings().PassivationIdleTimeout
+		d = shard.DefaultSettings().PassivationIdleTimeout
 	}
 	return max(d, minHomeIdleTimeout)
 }

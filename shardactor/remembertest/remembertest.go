@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/protoshard/protoshard/internal/testsupport"
 	"github.com/protoshard/protoshard/shardactor"
 )
 
@@ -55,13 +56,13 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RememberAddRemove", func(t *testing.T) {
 		s := h.NewStore(t)
 		require.NoError(t, s.Update(ctx, "7", []string{"c", "a", "b"}, nil))
-		RequireEntities(t, s, "7", "a", "b", "c")
+		testsupport.RequireEntities(t, s, "7", "a", "b", "c")
 		require.NoError(t, s.Update(ctx, "7", []string{"d"}, []string{"b"}))
-		RequireEntities(t, s, "7", "a", "c", "d")
+		testsupport.RequireEntities(t, s, "7", "a", "c", "d")
 		require.NoError(t, s.Update(ctx, "7", nil, []string{"a", "c", "d"}))
-		RequireEntities(t, s, "7")
+		testsupport.RequireEntities(t, s, "7")
 		require.NoError(t, s.Update(ctx, "7", []string{"b"}, nil))
-		RequireEntities(t, s, "7", "b")
+		testsupport.RequireEntities(t, s, "7", "b")
 	})
 
 	t.Run("RememberIdempotent", func(t *testing.T) {
@@ -72,23 +73,23 @@ func Run(t *testing.T, h Harness) {
 		require.NoError(t, s.Update(ctx, "1", nil, []string{"unknown"}), "removing an unknown ID")
 		require.NoError(t, s.Update(ctx, "other", nil, []string{"x"}), "removing from an empty shard")
 		require.Equal(t, w, s.Writes(), "updates that change nothing write nothing")
-		RequireEntities(t, s, "1", "x", "y")
+		testsupport.RequireEntities(t, s, "1", "x", "y")
 		require.NoError(t, s.Update(ctx, "1", nil, []string{"x"}))
 		require.NoError(t, s.Update(ctx, "1", nil, []string{"x"}))
-		RequireEntities(t, s, "1", "y")
+		testsupport.RequireEntities(t, s, "1", "y")
 	})
 
 	t.Run("RememberBurst10k", func(t *testing.T) {
 		s := h.NewStore(t)
-		ids := EntityIDs("burst", 10_000)
+		ids := testsupport.EntityIDs("burst", 10_000)
 		require.NoError(t, s.Update(ctx, "3", ids, nil))
 		require.LessOrEqual(t, s.Writes(), h.MaxBurstWrites, "10,000 new IDs in one update")
-		RequireEntities(t, s, "3", ids...)
+		testsupport.RequireEntities(t, s, "3", ids...)
 		// Removing them all is a burst too.
 		w := s.Writes()
 		require.NoError(t, s.Update(ctx, "3", nil, ids))
 		require.LessOrEqual(t, s.Writes()-w, h.MaxBurstWrites, "10,000 stopped IDs in one update")
-		RequireEntities(t, s, "3")
+		testsupport.RequireEntities(t, s, "3")
 	})
 
 	t.Run("RememberOddIDs", func(t *testing.T) {
@@ -103,11 +104,11 @@ func Run(t *testing.T, h Harness) {
 			require.NoError(t, s.Update(ctx, sh, append([]string{"shard:" + sh}, odd...), nil), "shard %q", sh)
 		}
 		for _, sh := range shards {
-			RequireEntities(t, s, sh, append([]string{"shard:" + sh}, odd...)...)
+			testsupport.RequireEntities(t, s, sh, append([]string{"shard:" + sh}, odd...)...)
 		}
 		require.NoError(t, s.Update(ctx, "a/b", nil, odd))
-		RequireEntities(t, s, "a/b", "shard:a/b")
-		RequireEntities(t, s, "%2F", append([]string{"shard:%2F"}, odd...)...)
+		testsupport.RequireEntities(t, s, "a/b", "shard:a/b")
+		testsupport.RequireEntities(t, s, "%2F", append([]string{"shard:%2F"}, odd...)...)
 	})
 
 	t.Run("RememberShardsIndependent", func(t *testing.T) {
@@ -118,10 +119,10 @@ func Run(t *testing.T, h Harness) {
 		require.NoError(t, s.Update(ctx, "10", []string{"b", "c"}, nil))
 		require.NoError(t, s.Update(ctx, "1/0", []string{"d"}, nil))
 		require.NoError(t, s.Update(ctx, "1", nil, []string{"b"}))
-		RequireEntities(t, s, "1", "a")
-		RequireEntities(t, s, "10", "b", "c")
-		RequireEntities(t, s, "1/0", "d")
-		RequireEntities(t, s, "2")
+		testsupport.RequireEntities(t, s, "1", "a")
+		testsupport.RequireEntities(t, s, "10", "b", "c")
+		testsupport.RequireEntities(t, s, "1/0", "d")
+		testsupport.RequireEntities(t, s, "2")
 	})
 
 	t.Run("RememberConcurrentUpdates", func(t *testing.T) {
@@ -177,7 +178,7 @@ func Run(t *testing.T, h Harness) {
 			require.NoError(t, err)
 		}
 		slices.Sort(want)
-		RequireEntities(t, s, "hot", want...)
+		testsupport.RequireEntities(t, s, "hot", want...)
 	})
 
 	t.Run("RememberCorruptBucket", func(t *testing.T) {
@@ -185,19 +186,19 @@ func Run(t *testing.T, h Harness) {
 			t.Skip("the store keeps nothing serialised")
 		}
 		s := h.NewStore(t)
-		require.NoError(t, s.Update(ctx, "9", EntityIDs("c", 100), nil))
+		require.NoError(t, s.Update(ctx, "9", testsupport.EntityIDs("c", 100), nil))
 		h.Corrupt(t, s, "9")
 		_, err := s.GetEntities(ctx, "9")
 		require.ErrorIs(t, err, shardactor.ErrCorruptRememberedEntities)
 		require.ErrorIs(t, err, shardactor.ErrPermanent, "reading it again finds the same damage")
 		require.Contains(t, err.Error(), `shard "9"`)
 		w := s.Writes()
-		err = s.Update(ctx, "9", EntityIDs("more", 100), nil)
+		err = s.Update(ctx, "9", testsupport.EntityIDs("more", 100), nil)
 		require.ErrorIs(t, err, shardactor.ErrCorruptRememberedEntities)
 		require.Equal(t, w, s.Writes(), "nothing written over a damaged bucket")
 		_, err = s.GetEntities(ctx, "9")
 		require.ErrorIs(t, err, shardactor.ErrCorruptRememberedEntities, "still damaged, not overwritten")
-		RequireEntities(t, s, "8") // other shards unaffected
+		testsupport.RequireEntities(t, s, "8") // other shards unaffected
 	})
 
 	t.Run("RememberCancelledContext", func(t *testing.T) {
@@ -211,7 +212,7 @@ func Run(t *testing.T, h Harness) {
 		err = s.Update(cctx, "5", []string{"b"}, nil)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, shardactor.ErrPermanent)
-		RequireEntities(t, s, "5", "a")
+		testsupport.RequireEntities(t, s, "5", "a")
 	})
 
 	t.Run("RememberInvalidUpdates", func(t *testing.T) {
@@ -224,32 +225,6 @@ func Run(t *testing.T, h Harness) {
 		require.ErrorIs(t, s.Update(ctx, "1", []string{"a", "\xff"}, nil), shardactor.ErrPermanent, "invalid UTF-8")
 		require.ErrorIs(t, s.Update(ctx, "1", []string{"a", "b"}, []string{"b"}), shardactor.ErrPermanent, "started and stopped")
 		require.Zero(t, s.Writes())
-		RequireEntities(t, s, "1")
+		testsupport.RequireEntities(t, s, "1")
 	})
-}
-
-// RequireEntities fails t unless s remembers exactly want (in any order,
-// repeats ignored) for shardID.
-func RequireEntities(t *testing.T, s shardactor.RememberEntitiesStore, shardID string, want ...string) {
-	t.Helper()
-	got, err := s.GetEntities(context.Background(), shardID)
-	require.NoError(t, err)
-	want = slices.Clone(want)
-	slices.Sort(want)
-	want = slices.Compact(want)
-	if len(want) == 0 {
-		require.Empty(t, got, "shard %q", shardID)
-		return
-	}
-	require.Equal(t, want, got, "shard %q", shardID)
-}
-
-// EntityIDs returns n distinct entity IDs, prefix-000000 onwards, in
-// sorted order.
-func EntityIDs(prefix string, n int) []string {
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%06d", prefix, i)
-	}
-	return ids
 }

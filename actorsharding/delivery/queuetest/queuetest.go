@@ -24,7 +24,7 @@ import (
 type Harness struct {
 	// Open returns a new holder of the queue name: the same name is the
 	// same stored queue, each call a holder of its own (for a queue that is
-	// its own holder, such as delivery.MemoryQueue, the same value). It
+	// its own holder, such as NewMemoryQueue's, the same value). It
 	// may fail with delivery.ErrQueueFenced while another holder claims
 	// the queue; any other error fails the test.
 	Open func(t *testing.T, name string) (delivery.DurableProducerQueue, error)
@@ -105,8 +105,8 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-// Entity is a DurableProducerQueueEntity, for expected states.
-func Entity(id string, incarnation uint64, confirmed int64) *messages.DurableProducerQueueEntity {
+// entityState is a DurableProducerQueueEntity, for expected states.
+func entityState(id string, incarnation uint64, confirmed int64) *messages.DurableProducerQueueEntity {
 	var at int64
 	if confirmed > 0 {
 		at = Confirmed(id, incarnation, confirmed).GetTimestampMs()
@@ -114,9 +114,9 @@ func Entity(id string, incarnation uint64, confirmed int64) *messages.DurablePro
 	return &messages.DurableProducerQueueEntity{EntityId: id, ProducerIncarnation: incarnation, ConfirmedSeqNr: confirmed, ConfirmedTimestampMs: at}
 }
 
-// AssertState fails t unless got holds exactly the entities and the
+// assertState fails t unless got holds exactly the entities and the
 // unconfirmed messages of want, in order.
-func AssertState(t *testing.T, want, got *messages.DurableProducerQueueState) {
+func assertState(t *testing.T, want, got *messages.DurableProducerQueueState) {
 	t.Helper()
 	if len(got.GetEntities()) != len(want.GetEntities()) || len(got.GetUnconfirmed()) != len(want.GetUnconfirmed()) {
 		t.Fatalf("state:\n got  %v\n want %v", describe(got), describe(want))
@@ -150,7 +150,7 @@ func state(entities []*messages.DurableProducerQueueEntity, unconfirmed ...*mess
 
 func loadEmpty(t *testing.T, h Harness, name string) {
 	_, st := open(t, h, name)
-	AssertState(t, state(nil), st)
+	assertState(t, state(nil), st)
 }
 
 func sentThenLoad(t *testing.T, h Harness, name string) {
@@ -161,7 +161,7 @@ func sentThenLoad(t *testing.T, h Harness, name string) {
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent(a, 7, 1, "a1"), Sent(b, 9, 1, "b1"), Sent(a, 7, 2, "a2")}))
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent(a, 7, 3, "a3")}))
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity(b, 9, 0), Entity(a, 7, 0)},
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState(b, 9, 0), entityState(a, 7, 0)},
 		Sent(b, 9, 1, "b1"), Sent(a, 7, 1, "a1"), Sent(a, 7, 2, "a2"), Sent(a, 7, 3, "a3")), st)
 }
 
@@ -171,13 +171,13 @@ func confirmedTrims(t *testing.T, h Harness, name string) {
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2"), Sent("e1", 7, 3, "3"), Sent("e2", 8, 1, "x")}))
 	must(t, "StoreMessageConfirmed", q.StoreMessageConfirmed(ctx, []*messages.Confirmed{Confirmed("e1", 7, 2)}))
 	q, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 2), Entity("e2", 8, 0)},
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 2), entityState("e2", 8, 0)},
 		Sent("e1", 7, 3, "3"), Sent("e2", 8, 1, "x")), st)
 	// Confirming everything keeps the entity: its numbering continues.
 	must(t, "StoreMessageConfirmed", q.StoreMessageConfirmed(ctx, []*messages.Confirmed{Confirmed("e1", 7, 3), Confirmed("e2", 8, 1)}))
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 4, "4")}))
 	_, st = reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 3), Entity("e2", 8, 1)}, Sent("e1", 7, 4, "4")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 3), entityState("e2", 8, 1)}, Sent("e1", 7, 4, "4")), st)
 }
 
 func retriedWrites(t *testing.T, h Harness, name string) {
@@ -195,7 +195,7 @@ func retriedWrites(t *testing.T, h Harness, name string) {
 	// The first batch once more, after it was confirmed.
 	must(t, "StoreMessageSent of confirmed messages", q.StoreMessageSent(ctx, batch))
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 2)}, Sent("e1", 7, 3, "3")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 2)}, Sent("e1", 7, 3, "3")), st)
 }
 
 func refusedWrite(t *testing.T, h Harness, name string) {
@@ -218,7 +218,7 @@ func refusedWrite(t *testing.T, h Harness, name string) {
 		t.Errorf("StoreMessageConfirmed beyond what is stored: no error")
 	}
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 0)}, Sent("e1", 7, 1, "1")), st)
 }
 
 func newIncarnation(t *testing.T, h Harness, name string) {
@@ -228,7 +228,7 @@ func newIncarnation(t *testing.T, h Harness, name string) {
 	must(t, "StoreMessageConfirmed", q.StoreMessageConfirmed(ctx, []*messages.Confirmed{Confirmed("e1", 7, 1)}))
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 8, 1, "new")}))
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 8, 0)}, Sent("e1", 8, 1, "new")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 8, 0)}, Sent("e1", 8, 1, "new")), st)
 }
 
 func otherIncarnation(t *testing.T, h Harness, name string) {
@@ -237,7 +237,7 @@ func otherIncarnation(t *testing.T, h Harness, name string) {
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 1, "1")}))
 	must(t, "StoreMessageConfirmed", q.StoreMessageConfirmed(ctx, []*messages.Confirmed{Confirmed("e1", 6, 1), Confirmed("e9", 6, 3)}))
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 0)}, Sent("e1", 7, 1, "1")), st)
 }
 
 func cleanup(t *testing.T, h Harness, name string) {
@@ -248,11 +248,11 @@ func cleanup(t *testing.T, h Harness, name string) {
 	must(t, "Cleanup", q.Cleanup(ctx, []string{"e1", "e2", "never"}))
 	must(t, "Cleanup again", q.Cleanup(ctx, []string{"e1"}))
 	q, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e3", 9, 0)}, Sent("e3", 9, 1, "1")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e3", 9, 0)}, Sent("e3", 9, 1, "1")), st)
 	// A forgotten entity starts again with a new incarnation.
 	must(t, "StoreMessageSent", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 10, 1, "again")}))
 	_, st = reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 10, 0), Entity("e3", 9, 0)},
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 10, 0), entityState("e3", 9, 0)},
 		Sent("e1", 10, 1, "again"), Sent("e3", 9, 1, "1")), st)
 }
 
@@ -293,7 +293,7 @@ func secondHolder(t *testing.T, h Harness, name string) {
 		must(t, "Close", second.Close())
 	}
 	_, st := open(t, h, name)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "two")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "two")), st)
 }
 
 // secondLoadState: a holder that has the claim and loads again is
@@ -307,7 +307,7 @@ func secondLoadState(t *testing.T, h Harness, name string) {
 	}
 	must(t, "the holder's StoreMessageSent after its second LoadState", q.StoreMessageSent(ctx, []*messages.MessageSent{Sent("e1", 7, 2, "2")}))
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2")), st)
 }
 
 // closeAfterFailedLoad: a holder whose LoadState was fenced holds no
@@ -343,7 +343,7 @@ func closeAfterFailedLoad(t *testing.T, h Harness, name string) {
 		t.Fatalf("a third holder after the fenced one closed: %v, want ErrQueueFenced", err)
 	}
 	_, st := reload(t, h, name, first)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2")), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e1", 7, 0)}, Sent("e1", 7, 1, "1"), Sent("e1", 7, 2, "2")), st)
 }
 
 // oversize: a queue with a size limit refuses a batch holding a message
@@ -372,7 +372,7 @@ func oversize(t *testing.T, h Harness, name string) {
 	}
 	must(t, "StoreMessageSent at the limit", q.StoreMessageSent(ctx, []*messages.MessageSent{fits}))
 	_, st := reload(t, h, name, q)
-	AssertState(t, state([]*messages.DurableProducerQueueEntity{Entity("e2", 8, 0)}, fits), st)
+	assertState(t, state([]*messages.DurableProducerQueueEntity{entityState("e2", 8, 0)}, fits), st)
 }
 
 func canceledContext(t *testing.T, h Harness, name string) {
@@ -383,5 +383,5 @@ func canceledContext(t *testing.T, h Harness, name string) {
 		t.Errorf("StoreMessageSent with a canceled context: no error")
 	}
 	_, st := reload(t, h, name, q)
-	AssertState(t, state(nil), st)
+	assertState(t, state(nil), st)
 }

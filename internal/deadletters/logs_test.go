@@ -1,4 +1,4 @@
-package deadletter
+package deadletters
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/deadletter"
 )
 
 func lines(b *bytes.Buffer) []string {
@@ -23,13 +25,13 @@ func TestClassOf(t *testing.T) {
 	}{
 		{nil, classOther},
 		{errors.New("free text"), classOther},
-		{ErrNilMessage, classNilMessage},
-		{fmt.Errorf("shard region t: %w", ErrMessageTooLarge), classTooLarge},
-		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", ErrBufferFull)), classBufferFull},
-		{fmt.Errorf("x: %w", ErrShuttingDown), classShuttingDown},
-		{fmt.Errorf("x: %w", ErrMemberRemoved), classMemberRemoved},
-		{fmt.Errorf("x: %w", ErrNotSerializable), classNotSerializable},
-		{fmt.Errorf("x: %w", ErrEntityStopped), classEntityStopped},
+		{deadletter.ErrNilMessage, classNilMessage},
+		{fmt.Errorf("shard region t: %w", deadletter.ErrMessageTooLarge), classTooLarge},
+		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", deadletter.ErrBufferFull)), classBufferFull},
+		{fmt.Errorf("x: %w", deadletter.ErrShuttingDown), classShuttingDown},
+		{fmt.Errorf("x: %w", deadletter.ErrMemberRemoved), classMemberRemoved},
+		{fmt.Errorf("x: %w", deadletter.ErrNotSerializable), classNotSerializable},
+		{fmt.Errorf("x: %w", deadletter.ErrEntityStopped), classEntityStopped},
 	}
 	for _, tt := range tests {
 		if got := classOf(tt.err); got != tt.want {
@@ -51,8 +53,8 @@ func TestDropWarningsAreRateLimitedPerClass(t *testing.T) {
 	l := newLogs(system, 10*time.Second, func() time.Time { return now },
 		func(d time.Duration, f func()) { armed = append(armed, d); flushes = append(flushes, f) })
 
-	full := &Event{Message: "m", Reason: "buffer full", Err: ErrBufferFull}
-	other := &Event{Message: "m", Reason: "unexpected"}
+	full := &deadletter.Event{Message: "m", Reason: "buffer full", Err: deadletter.ErrBufferFull}
+	other := &deadletter.Event{Message: "m", Reason: "unexpected"}
 	for range 5 {
 		l.warn(full, classBufferFull)
 		now = now.Add(time.Second)

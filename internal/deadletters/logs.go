@@ -1,4 +1,4 @@
-package deadletter
+package deadletters
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/extensions"
+	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/sysext"
 	"github.com/protoshard/protoshard/internal/throttle"
 )
@@ -45,7 +46,7 @@ func newLogs(system *actor.ActorSystem, interval time.Duration, now func() time.
 // warn logs e, unless a drop of its class was logged less than the
 // interval ago; then it is counted, and the count logged when the
 // interval ends.
-func (l *logs) warn(e *Event, class string) {
+func (l *logs) warn(e *deadletter.Event, class string) {
 	l.mu.Lock()
 	now := l.now()
 	d := l.limiter.Allow(class, now)

@@ -1,4 +1,4 @@
-package deadletter
+package deadletters
 
 import (
 	"io"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/protoshard/protoshard/deadletter"
 )
 
 type undeliverable struct{ n int }
@@ -18,9 +20,9 @@ func TestReportUndelivered(t *testing.T) {
 	}))
 	defer system.Shutdown()
 	var mu sync.Mutex
-	var events []*Event
+	var events []*deadletter.Event
 	system.EventStream.Subscribe(func(e any) {
-		if ev, ok := e.(*Event); ok {
+		if ev, ok := e.(*deadletter.Event); ok {
 			mu.Lock()
 			events = append(events, ev)
 			mu.Unlock()

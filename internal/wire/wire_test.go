@@ -1,9 +1,13 @@
-package messages
+package wire
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/protoshard/protoshard/messages"
 )
 
 func TestCheckIDs(t *testing.T) {
@@ -27,9 +31,30 @@ func TestCheckIDs(t *testing.T) {
 			if tc.ok != (err == nil) {
 				t.Fatalf("check(%d bytes) = %v, want ok=%v", len(tc.id), err, tc.ok)
 			}
-			if err != nil && !errors.Is(err, ErrInvalidID) {
-				t.Fatalf("error %v does not wrap ErrInvalidID", err)
+			if err != nil && !errors.Is(err, messages.ErrInvalidID) {
+				t.Fatalf("error %v does not wrap messages.ErrInvalidID", err)
 			}
 		})
+	}
+}
+
+func TestIsProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		msg  any
+		want bool
+	}{
+		{&messages.StartEntity{}, true},
+		{&messages.ShardingEnvelope{}, true},
+		{&messages.HandOverToMe{}, true}, // singleton.proto, same package
+		// Reliable delivery's messages go to entities: not the region's.
+		{&messages.SequencedMessage{}, false},
+		{&messages.Request{}, false},
+		{wrapperspb.String("x"), false},
+		{"not proto", false},
+		{nil, false},
+	} {
+		if got := IsProtocol(tc.msg); got != tc.want {
+			t.Errorf("IsProtocol(%T) = %v, want %v", tc.msg, got, tc.want)
+		}
 	}
 }
