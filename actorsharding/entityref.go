@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/ask"
-	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
@@ -123,7 +122,7 @@ func (e EntityRef) SendContext(ctx context.Context, msg any) error {
 // and none of the shard's messages is still on the slow way.
 func (e EntityRef) direct(env *actor.MessageEnvelope, m any, own bool) bool {
 	r := e.cache.route.Load()
-	if r == nil || !e.hosted() || !r.shard.open.Load() || !r.shard.drained() || membershiphook.Of(e.router.cluster).Stale() {
+	if r == nil || !e.hosted() || !r.shard.open.Load() || !r.shard.drained() || e.router.stale() {
 		return false
 	}
 	um := m

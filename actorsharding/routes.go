@@ -11,7 +11,6 @@ import (
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/guard"
-	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/wire"
@@ -476,7 +475,10 @@ type regionProcess struct {
 	table     *routeTable
 	extractor MessageExtractor
 	cluster   *membership.Cluster
-	typeName  string
+	// stale is the cluster's membershiphook Stale, resolved once: the
+	// routes ask it on every message.
+	stale    func() bool
+	typeName string
 	// hosting: a region that hosts shards; a proxy has no entities to
 	// look up, and only sends to other nodes directly.
 	hosting bool
@@ -660,7 +662,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 	// The hot path: one lookup, and the entity's shard says whether it
 	// may go directly. Nothing runs in a proxy.
 	if p.hosting {
-		if e := p.table.entities.get(r.id); e != nil && e.shard.open.Load() && e.shard.drained() && !membershiphook.Of(p.cluster).Stale() &&
+		if e := p.table.entities.get(r.id); e != nil && e.shard.open.Load() && e.shard.drained() && !p.stale() &&
 			e.send(p.table.system.Root, env, r.m) {
 			return true
 		}
@@ -670,7 +672,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 		return false
 	}
 	sr := p.table.shard(shard)
-	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !membershiphook.Of(p.cluster).Stale() {
+	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !p.stale() {
 		// Its home is another node: one hop there, as a raw remote send.
 		// Not forwarded: r is the sender's own message (or envelope).
 		if pm, ok := r.m.(proto.Message); ok && h.send(p.table.system.Root, env, shard, pm, r, p.maxMessageSize) {

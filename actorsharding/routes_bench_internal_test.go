@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -21,7 +22,7 @@ func BenchmarkRouteDirect(b *testing.B) {
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	table := newRouteTable(system, "T", &typeIDs{})
 	ext := NewHashCodeMessageExtractor(100)
-	p := &regionProcess{table: table, extractor: ext, cluster: cl, hosting: true, region: &nopProcess{}}
+	p := &regionProcess{table: table, extractor: ext, cluster: cl, stale: membershiphook.Of(cl).Stale, hosting: true, region: &nopProcess{}}
 	target := &nopProcess{}
 	msgs := make([]*testpb.Ping, 1000)
 	for i := range msgs {
@@ -79,6 +80,6 @@ func newHostingRouter() (*regionProcess, *nopProcess) {
 	system := actor.NewActorSystem()
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	region := &nopProcess{}
-	return &regionProcess{table: newRouteTable(system, "T", &typeIDs{}), extractor: NewHashCodeMessageExtractor(100), cluster: cl,
+	return &regionProcess{table: newRouteTable(system, "T", &typeIDs{}), extractor: NewHashCodeMessageExtractor(100), cluster: cl, stale: membershiphook.Of(cl).Stale,
 		hosting: true, region: region}, region
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -84,8 +85,9 @@ func TestRouterKeepsOrderWhileRoutesRetire(t *testing.T) {
 	home := &homeProcess{arrivals: arrived}
 	homePID, _ := system.ProcessRegistry.Add(home, "home")
 	mailbox := make(chanProcess, 1<<16)
+	cluster := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	router := &regionProcess{region: mailbox, table: table, extractor: NewHashCodeMessageExtractor(1), typeName: "T",
-		cluster: membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{}), maxMessageSize: 1 << 20}
+		cluster: cluster, stale: membershiphook.Of(cluster).Stale, maxMessageSize: 1 << 20}
 	shard := router.extractor.ShardID("any")
 
 	done := make(chan struct{})

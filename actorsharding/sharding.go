@@ -291,7 +291,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 	}
 	stopped := make(chan struct{})
 	routes := newRouteTable(s.system, typeName, &s.typeIDs)
-	router := &regionProcess{table: routes, extractor: extractor, cluster: s.cluster, typeName: typeName, hosting: entityProps != nil,
+	router := &regionProcess{table: routes, extractor: extractor, cluster: s.cluster, stale: membershiphook.Of(s.cluster).Stale, typeName: typeName, hosting: entityProps != nil,
 		maxMessageSize: settings.MaxMessageSize}
 	spawned, err := s.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &region{

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/membership/local"
@@ -97,7 +98,7 @@ func directRef() (EntityRef, *nopProcess) {
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	table := newRouteTable(system, "T", &typeIDs{})
 	ext := NewHashCodeMessageExtractor(100)
-	p := &regionProcess{table: table, extractor: ext, cluster: cl, hosting: true, region: &nopProcess{}}
+	p := &regionProcess{table: table, extractor: ext, cluster: cl, stale: membershiphook.Of(cl).Stale, hosting: true, region: &nopProcess{}}
 	target := &nopProcess{}
 	sr := table.shard(ext.ShardID("e"))
 	sr.open.Store(true)
