@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/protoshard/protoshard/deadletter"
-	"github.com/protoshard/protoshard/messages"
 )
 
 // envelopeRoute is where a proxied message (a SingletonEnvelope) goes, as
@@ -84,32 +83,7 @@ func decidePassOn(knownOther bool, hops int32) passOnDecision {
 	}
 }
 
-// heldEnvelopes are the proxied messages a manager holds until a singleton
-// runs here, at most a buffer size of them (the oldest make way).
-type heldEnvelopes struct {
-	envs []*messages.SingletonEnvelope
-}
-
 // errHeldEnvelopesFull is the reason of a held message that made way.
 func errHeldEnvelopesFull(size int) error {
 	return fmt.Errorf("buffer is full (%d), dropping the oldest message: %w", size, deadletter.ErrBufferFull)
 }
-
-// hold adds env; when size are held already, the oldest one makes way and
-// is returned as dropped.
-func (h heldEnvelopes) hold(env *messages.SingletonEnvelope, size int) (next heldEnvelopes, dropped *messages.SingletonEnvelope) {
-	if len(h.envs) >= size && len(h.envs) > 0 {
-		dropped = h.envs[0]
-		h.envs = h.envs[1:]
-	}
-	h.envs = append(h.envs, env)
-	return h, dropped
-}
-
-// take returns every held message, oldest first, and holds none any more.
-func (h heldEnvelopes) take() (heldEnvelopes, []*messages.SingletonEnvelope) {
-	return heldEnvelopes{}, h.envs
-}
-
-// len is the number of held messages.
-func (h heldEnvelopes) len() int { return len(h.envs) }

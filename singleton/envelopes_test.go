@@ -3,8 +3,6 @@ package singleton
 import (
 	"fmt"
 	"testing"
-
-	"github.com/protoshard/protoshard/messages"
 )
 
 func TestRouteEnvelope(t *testing.T) {
@@ -55,41 +53,5 @@ func TestDecidePassOn(t *testing.T) {
 				t.Fatalf("decided %v, want %v", got, c.want)
 			}
 		})
-	}
-}
-
-// TestHeldEnvelopes drives a buffer of two input by input.
-func TestHeldEnvelopes(t *testing.T) {
-	env := func(hops int32) *messages.SingletonEnvelope { return &messages.SingletonEnvelope{Hops: hops} }
-	e1, e2, e3, e4 := env(1), env(2), env(3), env(4)
-	steps := []struct {
-		name        string
-		hold        *messages.SingletonEnvelope // nil: take
-		wantDropped *messages.SingletonEnvelope
-		wantTaken   []*messages.SingletonEnvelope
-		wantHeld    []*messages.SingletonEnvelope
-	}{
-		{"hold 1", e1, nil, nil, []*messages.SingletonEnvelope{e1}},
-		{"hold 2", e2, nil, nil, []*messages.SingletonEnvelope{e1, e2}},
-		{"hold 3: the oldest makes way", e3, e1, nil, []*messages.SingletonEnvelope{e2, e3}},
-		{"take", nil, nil, []*messages.SingletonEnvelope{e2, e3}, nil},
-		{"take none", nil, nil, nil, nil},
-		{"hold 4", e4, nil, nil, []*messages.SingletonEnvelope{e4}},
-	}
-	var h heldEnvelopes
-	for _, s := range steps {
-		var taken []*messages.SingletonEnvelope
-		var dropped *messages.SingletonEnvelope
-		if s.hold != nil {
-			h, dropped = h.hold(s.hold, 2)
-		} else {
-			h, taken = h.take()
-		}
-		if dropped != s.wantDropped {
-			t.Fatalf("%s: dropped %v, want %v", s.name, dropped, s.wantDropped)
-		}
-		if fmt.Sprint(taken) != fmt.Sprint(s.wantTaken) || fmt.Sprint(h.envs) != fmt.Sprint(s.wantHeld) || h.len() != len(s.wantHeld) {
-			t.Fatalf("%s: took %v holding %v, want %v holding %v", s.name, taken, h.envs, s.wantTaken, s.wantHeld)
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/internal/msgbuffer"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -41,8 +42,8 @@ type manager struct {
 	managerStopping bool
 
 	leaveWaiters []*actor.PID
-	envelopes    heldEnvelopes // proxied messages waiting for a singleton
-	awaitingNext bool          // a getNext is out: the buffer owes one change
+	envelopes    msgbuffer.Buffer[struct{}, *messages.SingletonEnvelope] // proxied messages waiting for a singleton here, the oldest making way
+	awaitingNext bool                                                    // a getNext is out: the buffer owes one change
 	// identifyWaiters: proxies told that no singleton runs here, to be
 	// told when it starts.
 	identifyWaiters identifyWaiters
@@ -62,6 +63,7 @@ func newManager(cluster *membership.Cluster, props *actor.Props, name string, se
 		stateData: stateData{settings: settings, history: newOldestHistory()},
 		restarts:  newSingletonRestarts(settings),
 		leases:    newLeaseRunner(),
+		envelopes: msgbuffer.New[struct{}, *messages.SingletonEnvelope](settings.BufferSize),
 	}
 }
 
@@ -448,8 +450,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 	}
 	m.become(ctx, stateOldest, m.oldest)
 	m.askNext(ctx)
-	var held []*messages.SingletonEnvelope
-	m.envelopes, held = m.envelopes.take()
+	held := m.envelopes.Take(struct{}{})
 	for _, env := range held {
 		m.onEnvelope(ctx, env)
 	}
@@ -459,8 +460,7 @@ func (m *manager) gotoOldest(ctx actor.Context, token uint64, leased bool) {
 // singleton has terminated.
 func (m *manager) handOverDone(ctx actor.Context, to *actor.PID) {
 	ctx.Logger().Debug("singleton terminated, hand-over done", slog.Any("to", to))
-	var held []*messages.SingletonEnvelope
-	m.envelopes, held = m.envelopes.take()
+	held := m.envelopes.Take(struct{}{})
 	// The held messages travel with the hand-over, so the new oldest
 	// hands them to its singleton before anything sent later.
 	m.offer = m.offer.handedOver(to, &messages.HandOverDone{FromMemberId: m.self.ID, Buffered: held})
@@ -499,8 +499,7 @@ func (m *manager) sendHandOverDone(ctx actor.Context) {
 // are dropped (this member was removed before a singleton ran here again),
 // the lease is given back, and the quiet period starts.
 func (m *manager) closeHandOver(ctx actor.Context) {
-	var held []*messages.SingletonEnvelope
-	m.envelopes, held = m.envelopes.take()
+	held := m.envelopes.Take(struct{}{})
 	for _, env := range held {
 		m.dropError(ctx, env, fmt.Errorf("this member was removed from the cluster before the singleton ran here: %w", deadletter.ErrMemberRemoved))
 	}

@@ -29,8 +29,7 @@ func (m *manager) onEnvelope(ctx actor.Context, env *messages.SingletonEnvelope)
 		}
 		ctx.Send(m.singleton, msg)
 	case holdEnvelope:
-		var dropped *messages.SingletonEnvelope
-		if m.envelopes, dropped = m.envelopes.hold(env, m.settings.BufferSize); dropped != nil {
+		if dropped, ok := m.envelopes.AddDroppingOldest(struct{}{}, env); ok {
 			m.dropError(ctx, dropped, errHeldEnvelopesFull(m.settings.BufferSize))
 		}
 	case dropNotRestarted:
