@@ -10,14 +10,40 @@ import "slices"
 // Buffer holds nothing; make one with New.
 type Buffer[K comparable, M any] struct {
 	limit int
-	byKey map[K][]M // never an empty slice
-	order []K       // keys in the order their messages began to wait
+	byKey map[K]*waiting[M] // never an empty queue
+	// order lists the keys in the order their messages began to wait. A
+	// key that lost its last message stays in it, stale, until the next
+	// compaction: taking every key one by one (a shard starting its
+	// entities) would otherwise cost a scan of order per key.
+	order []turn[K]
+	stale int // entries of order that are stale
+	turns uint64
 	total int
+}
+
+// waiting is one key's messages, oldest first, and the turn they began
+// to wait in.
+type waiting[M any] struct {
+	msgs []M
+	turn uint64
+}
+
+// turn is an entry of Buffer.order: key began to wait in turn.
+type turn[K comparable] struct {
+	key  K
+	turn uint64
 }
 
 // New returns an empty Buffer that holds at most limit messages.
 func New[K comparable, M any](limit int) Buffer[K, M] {
-	return Buffer[K, M]{limit: limit, byKey: map[K][]M{}}
+	return Buffer[K, M]{limit: limit, byKey: map[K]*waiting[M]{}}
+}
+
+// current reports whether t is the turn key's messages wait in now (not
+// a turn whose messages were all taken since).
+func (b *Buffer[K, M]) current(t turn[K]) bool {
+	w, ok := b.byKey[t.key]
+	return ok && w.turn == t.turn
 }
 
 // Limit is the most messages the buffer holds.
@@ -30,14 +56,30 @@ func (b *Buffer[K, M]) Len() int { return b.total }
 func (b *Buffer[K, M]) Full() bool { return b.total >= b.limit }
 
 // LenOf counts key's messages.
-func (b *Buffer[K, M]) LenOf(key K) int { return len(b.byKey[key]) }
+func (b *Buffer[K, M]) LenOf(key K) int { return len(b.msgsOf(key)) }
 
 // Has reports whether key has messages waiting.
-func (b *Buffer[K, M]) Has(key K) bool { return len(b.byKey[key]) > 0 }
+func (b *Buffer[K, M]) Has(key K) bool { return b.byKey[key] != nil }
+
+// msgsOf is key's messages, oldest first (nil for none).
+func (b *Buffer[K, M]) msgsOf(key K) []M {
+	if w := b.byKey[key]; w != nil {
+		return w.msgs
+	}
+	return nil
+}
 
 // Keys lists the keys with messages waiting, in the order their messages
 // began to wait.
-func (b *Buffer[K, M]) Keys() []K { return slices.Clone(b.order) }
+func (b *Buffer[K, M]) Keys() []K {
+	keys := make([]K, 0, len(b.byKey))
+	for _, t := range b.order {
+		if b.current(t) {
+			keys = append(keys, t.key)
+		}
+	}
+	return keys
+}
 
 // Add appends m to key's messages and reports true, or, when the buffer is
 // full, keeps nothing and reports false.
@@ -58,20 +100,34 @@ func (b *Buffer[K, M]) AddDroppingOldest(key K, m M) (dropped M, ok bool) {
 		return m, true
 	}
 	if b.Full() {
-		first := b.order[0]
-		dropped, ok = b.byKey[first][0], true
-		b.set(first, b.byKey[first][1:], 1)
+		for !b.current(b.order[0]) {
+			b.order = b.order[1:]
+			b.stale--
+		}
+		first := b.byKey[b.order[0].key]
+		dropped, ok = first.msgs[0], true
+		b.set(b.order[0].key, first.msgs[1:], 1)
 	}
 	b.append(key, m)
 	return dropped, ok
 }
 
 func (b *Buffer[K, M]) append(key K, m M) {
-	if _, open := b.byKey[key]; !open {
-		b.order = append(b.order, key)
-	}
-	b.byKey[key] = append(b.byKey[key], m)
+	w := b.open(key)
+	w.msgs = append(w.msgs, m)
 	b.total++
+}
+
+// open returns key's queue, begun in a new turn if key had no messages.
+func (b *Buffer[K, M]) open(key K) *waiting[M] {
+	w := b.byKey[key]
+	if w == nil {
+		b.turns++
+		w = &waiting[M]{turn: b.turns}
+		b.byKey[key] = w
+		b.order = append(b.order, turn[K]{key: key, turn: b.turns})
+	}
+	return w
 }
 
 // Prepend puts msgs, in their order, before key's messages: they are older
@@ -81,16 +137,14 @@ func (b *Buffer[K, M]) Prepend(key K, msgs []M) {
 	if len(msgs) == 0 {
 		return
 	}
-	if _, open := b.byKey[key]; !open {
-		b.order = append(b.order, key)
-	}
-	b.byKey[key] = append(slices.Clone(msgs), b.byKey[key]...)
+	w := b.open(key)
+	w.msgs = append(slices.Clone(msgs), w.msgs...)
 	b.total += len(msgs)
 }
 
 // Take returns key's messages, oldest first, and forgets them.
 func (b *Buffer[K, M]) Take(key K) []M {
-	msgs := b.byKey[key]
+	msgs := b.msgsOf(key)
 	b.set(key, nil, len(msgs))
 	return msgs
 }
@@ -99,7 +153,7 @@ func (b *Buffer[K, M]) Take(key K) []M {
 // first, and forgets them; the others stay in their order.
 func (b *Buffer[K, M]) TakeFunc(key K, take func(M) bool) []M {
 	var out []M
-	msgs := b.byKey[key]
+	msgs := b.msgsOf(key)
 	kept := make([]M, 0, len(msgs))
 	for _, m := range msgs {
 		if take(m) {
@@ -116,7 +170,7 @@ func (b *Buffer[K, M]) TakeFunc(key K, take func(M) bool) []M {
 // reports false for, and forgets them (to expire messages that have
 // waited too long: the oldest go first).
 func (b *Buffer[K, M]) TakeWhile(key K, take func(M) bool) []M {
-	msgs := b.byKey[key]
+	msgs := b.msgsOf(key)
 	n := 0
 	for n < len(msgs) && take(msgs[n]) {
 		n++
@@ -132,13 +186,20 @@ func (b *Buffer[K, M]) TakeWhile(key K, take func(M) bool) []M {
 // set makes rest key's messages after removed of them were taken.
 func (b *Buffer[K, M]) set(key K, rest []M, removed int) {
 	b.total -= removed
-	if len(rest) > 0 {
-		b.byKey[key] = rest
+	w := b.byKey[key]
+	if w == nil {
 		return
 	}
-	if _, open := b.byKey[key]; !open {
+	if len(rest) > 0 {
+		w.msgs = rest
 		return
 	}
 	delete(b.byKey, key)
-	b.order = slices.DeleteFunc(b.order, func(k K) bool { return k == key })
+	b.stale++
+	if b.stale > len(b.byKey) {
+		// Compacted when stale entries outnumber the current ones: each
+		// entry is dropped once, so taking n keys costs O(n) in all.
+		b.order = slices.DeleteFunc(b.order, func(t turn[K]) bool { return !b.current(t) })
+		b.stale = 0
+	}
 }

@@ -110,3 +110,58 @@ func TestBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestBufferOrderAcrossManyTakes takes keys in another order than they
+// came, adds some again, and checks that Keys and the drop of the oldest
+// follow the order in which each key's current messages began to wait.
+func TestBufferOrderAcrossManyTakes(t *testing.T) {
+	const n = 1000
+	b := New[int, int](n)
+	for k := range n {
+		b.Add(k, k)
+	}
+	for k := n - 1; k >= 0; k -= 2 { // the odd keys, newest first
+		if got := b.Take(k); len(got) != 1 || got[0] != k {
+			t.Fatalf("Take(%d) = %v", k, got)
+		}
+	}
+	b.Add(1, 1001) // began to wait after every even key
+	var want []int
+	for k := 0; k < n; k += 2 {
+		want = append(want, k)
+	}
+	want = append(want, 1)
+	if got := b.Keys(); !slices.Equal(got, want) {
+		t.Fatalf("Keys() = %v..., want %v...", got[:min(5, len(got))], want[:5])
+	}
+	if b.Len() != n/2+1 || !b.Has(1) || b.Has(3) {
+		t.Fatalf("Len %d, Has(1) %v, Has(3) %v", b.Len(), b.Has(1), b.Has(3))
+	}
+	for _, k := range want[:len(want)-1] {
+		b.Take(k)
+	}
+	for k := range n - 1 { // fill it up behind key 1
+		b.Add(n+k, k)
+	}
+	if dropped, ok := b.AddDroppingOldest(-1, -1); !ok || dropped != 1001 {
+		t.Fatalf("AddDroppingOldest dropped %v (%v), want key 1's 1001", dropped, ok)
+	}
+	if b.Has(1) || b.Len() != n {
+		t.Fatalf("after the drop: Has(1) %v, Len %d", b.Has(1), b.Len())
+	}
+}
+
+// BenchmarkTakeEveryKey: a shard starting n entities takes each one's
+// messages in turn.
+func BenchmarkTakeEveryKey(b *testing.B) {
+	const n = 10000
+	for b.Loop() {
+		buf := New[int, int](n)
+		for k := range n {
+			buf.Add(k, k)
+		}
+		for k := range n {
+			buf.Take(k)
+		}
+	}
+}
