@@ -30,7 +30,10 @@ func TestDurableProducerQueuePrefix(t *testing.T) {
 		ClusterName() string
 		TypeName() string
 	})
-	if !ok || q.ClusterName() != "app-a" || q.TypeName() != "Counter" {
+	if !ok {
+		t.Fatal("the queue does not say its cluster and entity type (ClusterName, TypeName)")
+	}
+	if q.ClusterName() != "app-a" || q.TypeName() != "Counter" {
 		t.Fatalf("queue of cluster %q, type %q", q.ClusterName(), q.TypeName())
 	}
 }

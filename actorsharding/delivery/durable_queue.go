@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/deliveryqueue"
 	"github.com/protoshard/protoshard/messages"
@@ -120,7 +118,7 @@ func (q *memoryQueue) LoadState(ctx context.Context) (*messages.DurableProducerQ
 		return nil, fmt.Errorf("memory queue: %w", ErrQueueFenced)
 	}
 	q.claimed = true
-	return proto.Clone(q.state.Snapshot()).(*messages.DurableProducerQueueState), nil
+	return q.state.State(), nil
 }
 
 // write runs f on the content while the queue is claimed.

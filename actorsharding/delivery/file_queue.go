@@ -231,7 +231,7 @@ func (q *fileQueue) LoadState(ctx context.Context) (*messages.DurableProducerQue
 		return nil, fmt.Errorf("delivery: file queue %s: %w", q.path, err)
 	}
 	q.lock = lock
-	return proto.Clone(q.state.Snapshot()).(*messages.DurableProducerQueueState), nil
+	return q.state.State(), nil
 }
 
 // load reads the log into q.state, creating it when there is none.
