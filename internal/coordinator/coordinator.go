@@ -460,7 +460,6 @@ func (c *coordinator) tellShardHome(ctx actor.Context, to *actor.PID, shard stri
 func (c *coordinator) sendHostShard(ctx actor.Context, shard string, region *actor.PID) {
 	// Request: the region answers ShardStarted to the sender.
 	ctx.Request(region, &messages.HostShard{Shard: shard, Epoch: c.epoch, ForwardingOldHome: c.forwards.oldHome(shard)})
-	c.hostShards.stop(shard)
 	c.hostShards.sent(shard, c.timers.SendOnce(c.settings.ShardStartTimeout, ctx.Self(), resendShardHost{shard: shard, region: region}))
 }
 

@@ -43,7 +43,7 @@ func (h *hostShardResends) stopAll() {
 // resends when sender is the shard's home in st, and reports whether it
 // was.
 func (h *hostShardResends) started(st *State, shard string, sender *actor.PID) bool {
-	if r, ok := st.RegionOf(shard); ok && sender != nil && RegionKey(r) == RegionKey(sender) {
+	if isHome(st, shard, sender) {
 		h.stop(shard)
 		return true
 	}

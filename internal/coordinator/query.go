@@ -36,7 +36,7 @@ func currentState(name string, writes *stateWrites, epoch uint64, handOffs *hand
 // see which node holds the coordinator and which shards move.
 func stateAnswer(cur *CurrentCoordinatorState, self *actor.PID, memberID string) *messages.ShardCoordinatorState {
 	return &messages.ShardCoordinatorState{
-		Coordinator:         &actor.PID{Address: self.Address, Id: self.Id},
+		Coordinator:         copyPID(self),
 		MemberId:            memberID,
 		StateName:           cur.Name,
 		Epoch:               cur.Epoch,
