@@ -27,7 +27,10 @@ func New(configured *slog.Logger, component, leaseName, ownerName string) Log {
 	l := Log{configured: configured != nil, attrs: []any{
 		slog.String("component", component), slog.String("lease", leaseName), slog.String("owner", ownerName),
 	}}
-	l.Logger = Choose(configured, nil).With(l.attrs...)
+	if configured == nil {
+		configured = slog.Default()
+	}
+	l.Logger = configured.With(l.attrs...)
 	return l
 }
 
@@ -35,19 +38,6 @@ func New(configured *slog.Logger, component, leaseName, ownerName string) Log {
 func (l *Log) Use(logger *slog.Logger) {
 	if !l.configured && logger != nil {
 		l.Logger = logger.With(l.attrs...)
-	}
-}
-
-// Choose is the logger a lease logs to: the provider's configured one,
-// else the one its holder gave (the actor system's), else slog.Default().
-func Choose(configured, given *slog.Logger) *slog.Logger {
-	switch {
-	case configured != nil:
-		return configured
-	case given != nil:
-		return given
-	default:
-		return slog.Default()
 	}
 }
 
