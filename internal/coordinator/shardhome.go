@@ -42,8 +42,6 @@ const (
 type shardHomeDecision struct {
 	step    shardHomeStep
 	region  *actor.PID                          // homeKnown
-	members []string                            // homeWaitForRegions: the members waited for
-	wait    time.Duration                       // homeRejoinHold
 	regions []coordinatoractor.RegionAllocation // homeAllocate
 	// why says why the request waits or is ignored, for the debug log,
 	// with attrs (after the type and the shard); "" to log nothing.
@@ -87,12 +85,12 @@ func shardHome(in shardHomeInput, shard string, requester *actor.PID) shardHomeD
 	}
 	if waiting := in.regions.waitingForRegions(in.now, in.registerWait, in.role); len(waiting) > 0 {
 		// One of them may host the shard already (see unregisteredMembers).
-		return shardHomeDecision{step: homeWaitForRegions, members: waiting,
+		return shardHomeDecision{step: homeWaitForRegions,
 			why:   "shard coordinator: GetShardHome for an unplaced shard held until the regions of live members register",
 			attrs: []any{slog.Any("members", waiting)}}
 	}
 	if wait := in.rejoinHold(); wait > 0 {
-		return shardHomeDecision{step: homeRejoinHold, wait: wait,
+		return shardHomeDecision{step: homeRejoinHold,
 			why:   "shard coordinator: GetShardHome for an unplaced shard held: this node re-joined after its removal, and the removal margin has not passed",
 			attrs: []any{slog.Duration("wait", wait)}}
 	}
