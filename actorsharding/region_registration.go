@@ -175,7 +175,7 @@ func (r *region) requestShardBufferHomes(ctx actor.Context) {
 		return
 	}
 	for _, shard := range r.buffers.shards() {
-		ctx.Request(r.link.coordinator, &messages.GetShardHome{Shard: shard})
+		r.askHome(ctx, shard)
 	}
 }
 
