@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/ask"
+	"github.com/protoshard/protoshard/internal/entityrefs"
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/messages"
@@ -95,20 +96,23 @@ func (e EntityRef) Send(msg any) error { return e.SendContext(context.Background
 // SendContext is Send with the trace context of ctx: the span in ctx, if
 // any, goes with msg to the entity, on any node, which reads it with
 // TraceContext.
-func (e EntityRef) SendContext(ctx context.Context, msg any) error {
+func (e EntityRef) SendContext(ctx context.Context, msg any) error { return e.send(ctx, msg, nil) }
+
+// send is SendContext with sender, if not nil, as the message's sender.
+func (e EntityRef) send(ctx context.Context, msg any, sender *actor.PID) error {
 	m, own, err := e.pack(msg)
 	if err != nil {
 		return err
 	}
 	var env *actor.MessageEnvelope
-	if h := e.sharding.tracing.header(ctx, nil); h != nil {
-		env = &actor.MessageEnvelope{Header: h}
+	if h := e.sharding.tracing.header(ctx, nil); h != nil || sender != nil {
+		env = &actor.MessageEnvelope{Header: h, Sender: sender}
 	}
 	if e.direct(env, m, own) {
 		return nil
 	}
 	if own {
-		shardproto.Tell(e.sharding.system.Root, e.region, m, nil, headerOf(env))
+		shardproto.Tell(e.sharding.system.Root, e.region, m, sender, headerOf(env))
 	} else {
 		e.router.sendFor(e.region, env, e.id, e.idHeader(), m.(proto.Message))
 	}
@@ -136,6 +140,33 @@ func (e EntityRef) direct(env *actor.MessageEnvelope, m any, own bool) bool {
 		}
 	}
 	return r.send(e.sharding.system.Root, env, um)
+}
+
+func init() {
+	entityrefs.RunsHere = func(ref any) bool {
+		e, ok := ref.(*EntityRef)
+		return ok && e != nil && e.runsHere()
+	}
+	entityrefs.SendFrom = func(ref any, msg any, sender *actor.PID) error {
+		e, ok := ref.(*EntityRef)
+		if !ok || e == nil {
+			return fmt.Errorf("actorsharding: %T is no *EntityRef: %w", ref, ErrNotStarted)
+		}
+		return e.send(context.Background(), msg, sender)
+	}
+}
+
+// runsHere: the entity runs on this node, its shard open.
+func (e EntityRef) runsHere() bool {
+	if e.cache == nil || !e.hosted() {
+		return false
+	}
+	r := e.cache.route.Load()
+	if r == nil {
+		e.cacheRoute()
+		r = e.cache.route.Load()
+	}
+	return r != nil && r.shard.open.Load()
 }
 
 // hosted: the ref's region hosts entities, so the entity may have a route.

@@ -43,11 +43,25 @@ type SequencedMessage struct {
 	First bool `protobuf:"varint,5,opt,name=first,proto3" json:"first,omitempty"`
 	// ack: the producer waits for this message's confirmation.
 	Ack bool `protobuf:"varint,6,opt,name=ack,proto3" json:"ack,omitempty"`
-	// producer_controller is where Request, Resend and Ack go.
+	// producer_controller is where Request, Resend and Ack go. A message in
+	// short form leaves it out: the remote's sender, which a batch carries
+	// once for all its messages, is the producer controller.
 	ProducerController *actor.PID `protobuf:"bytes,7,opt,name=producer_controller,json=producerController,proto3" json:"producer_controller,omitempty"`
-	Message            *anypb.Any `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// message is the application's message in full form: its type URL goes
+	// with it. Every first message, every resent one, and the first of each
+	// type in a numbering goes in full form.
+	Message *anypb.Any `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// type_id names the message's type within this numbering (from 1, in
+	// the order the producer first sent each type; 0: none). In full form it
+	// tells the consumer which type URL the ID stands for.
+	TypeId uint32 `protobuf:"varint,9,opt,name=type_id,json=typeId,proto3" json:"type_id,omitempty"`
+	// payload is the application's message in short form (message unset):
+	// its encoding alone, of the type type_id named in an earlier full-form
+	// message of this numbering. A consumer that never had that type named
+	// (it lost its state) asks for a resend, which comes in full form.
+	Payload       []byte `protobuf:"bytes,10,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SequencedMessage) Reset() {
@@ -132,6 +146,20 @@ func (x *SequencedMessage) GetProducerController() *actor.PID {
 func (x *SequencedMessage) GetMessage() *anypb.Any {
 	if x != nil {
 		return x.Message
+	}
+	return nil
+}
+
+func (x *SequencedMessage) GetTypeId() uint32 {
+	if x != nil {
+		return x.TypeId
+	}
+	return 0
+}
+
+func (x *SequencedMessage) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
 	}
 	return nil
 }
@@ -882,7 +910,7 @@ var File_delivery_proto protoreflect.FileDescriptor
 
 const file_delivery_proto_rawDesc = "" +
 	"\n" +
-	"\x0edelivery.proto\x12\x13protoshard.delivery\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"\xaf\x02\n" +
+	"\x0edelivery.proto\x12\x13protoshard.delivery\x1a\vactor.proto\x1a\x19google/protobuf/any.proto\"\xe2\x02\n" +
 	"\x10SequencedMessage\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\tR\n" +
@@ -893,7 +921,10 @@ const file_delivery_proto_rawDesc = "" +
 	"\x03ack\x18\x06 \x01(\bR\x03ack\x12;\n" +
 	"\x13producer_controller\x18\a \x01(\v2\n" +
 	".actor.PIDR\x12producerController\x12.\n" +
-	"\amessage\x18\b \x01(\v2\x14.google.protobuf.AnyR\amessage\"\xfb\x01\n" +
+	"\amessage\x18\b \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x17\n" +
+	"\atype_id\x18\t \x01(\rR\x06typeId\x12\x18\n" +
+	"\apayload\x18\n" +
+	" \x01(\fR\apayload\"\xfb\x01\n" +
 	"\aRequest\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x121\n" +
 	"\x14producer_incarnation\x18\x02 \x01(\x04R\x13producerIncarnation\x12(\n" +

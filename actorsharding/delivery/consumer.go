@@ -14,6 +14,7 @@ import (
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Delivery is one message a producer sent reliably, handed to the entity
@@ -100,7 +101,7 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 		if c.retries > 0 || c.interval == 0 {
 			c.retries, c.interval = 0, c.retryBackoff().Delay(0)
 		}
-		c.carryOut(ctx, c.state.onSequenced(m, c.heard), c.heard)
+		c.carryOut(ctx, c.state.onSequenced(m, ctx.Sender(), c.heard), c.heard)
 		c.arm(ctx, c.interval)
 		return true
 	case *actor.Stopping:
@@ -193,7 +194,7 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 			return
 		}
 		if out.deliver != nil {
-			msg, err := out.deliver.GetMessage().UnmarshalNew()
+			msg, err := payloadOf(out.deliver, out.payloadType)
 			if err != nil {
 				// The producer's message type is not linked here: it can
 				// never be processed; confirm it so the rest can come.
@@ -251,4 +252,21 @@ func (c *ShardingConsumerController) arm(ctx actor.Context, d time.Duration) {
 	}
 	c.cancelRetry = c.timers.SendOnce(d, ctx.Self(), retryTick{})
 	c.armed = true
+}
+
+// payloadOf is the application's message m carries: in full form, its
+// Any; in short form, its payload decoded as mt, the type its type_id
+// named (nil: none that this program links).
+func payloadOf(m *messages.SequencedMessage, mt protoreflect.MessageType) (proto.Message, error) {
+	if m.GetMessage() != nil {
+		return m.GetMessage().UnmarshalNew()
+	}
+	if mt == nil {
+		return nil, fmt.Errorf("type ID %d: no type of this program named", m.GetTypeId())
+	}
+	msg := mt.New().Interface()
+	if err := proto.Unmarshal(m.GetPayload(), msg); err != nil {
+		return nil, fmt.Errorf("%s: %w", mt.Descriptor().FullName(), err)
+	}
+	return msg, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/protoshard/protoshard/messages"
 )
@@ -35,9 +37,9 @@ var errOutOfOrder = errors.New("delivery: sequenced message out of order while r
 // the producer resends it.
 var ErrStashFull = errors.New("delivery: consumer stash full")
 
-// ErrNoProducerController: a SequencedMessage without its producer
-// controller, which every producer sends with each message; the consumer
-// could not confirm or ask for anything, so it was dropped.
+// ErrNoProducerController: a SequencedMessage that names no producer
+// controller, neither in full form nor, in short form, as its sender; the
+// consumer could not confirm or ask for anything, so it was dropped.
 var ErrNoProducerController = errors.New("delivery: sequenced message without its producer controller")
 
 // errNotDelivered: a confirmation of a seqNr that is not the one being
@@ -61,10 +63,14 @@ type drop struct {
 type consumerOutput struct {
 	to      *actor.PID
 	deliver *messages.SequencedMessage
-	request *messages.Request
-	resend  *messages.Resend
-	ack     *messages.Ack
-	drops   []drop
+	// payloadType is the type of deliver's payload if it is in short form
+	// (nil: a type ID this numbering did not name, or a type not linked
+	// into this program).
+	payloadType protoreflect.MessageType
+	request     *messages.Request
+	resend      *messages.Resend
+	ack         *messages.Ack
+	drops       []drop
 }
 
 // merge adds a later transition's output; the later request or resend
@@ -74,7 +80,7 @@ func (o *consumerOutput) merge(l consumerOutput) {
 		o.to = l.to
 	}
 	if l.deliver != nil {
-		o.deliver = l.deliver
+		o.deliver, o.payloadType = l.deliver, l.payloadType
 	}
 	if l.request != nil {
 		o.request = l.request
@@ -119,6 +125,10 @@ type consumerState struct {
 	stash       []*messages.SequencedMessage
 	confirmedAt time.Time
 	lastActive  time.Time
+	// types are the message types the incarnation's full-form messages
+	// named, by type_id, for its short-form ones (nil: a type URL not
+	// linked into this program).
+	types map[uint32]protoreflect.MessageType
 }
 
 func newConsumerState(producerID string, window int, onlyFlowControl bool) *consumerState {
@@ -187,6 +197,13 @@ func (s *consumerState) handle(m *messages.SequencedMessage, out *consumerOutput
 	out.to = s.producer
 	expected := s.receivedSeqNr + 1
 	switch {
+	case seq == expected && !s.readable(m) && s.supportResend():
+		// Short form of a type never named to this consumer: it lost the
+		// start of the numbering (its progress was restored). What is
+		// resent comes in full form.
+		s.resend = &messages.Resend{EntityId: s.entityID, ProducerIncarnation: s.incarnation, FromSeqNr: seq}
+		out.resend = proto.Clone(s.resend).(*messages.Resend)
+		out.dropped(m, errOutOfOrder)
 	case seq == expected:
 		if firstContact {
 			// After restore the producer has no demand from this consumer
@@ -263,6 +280,7 @@ func (s *consumerState) changedProducer(m *messages.SequencedMessage, out *consu
 func (s *consumerState) acceptFirst(m *messages.SequencedMessage, out *consumerOutput) {
 	if m.GetProducerIncarnation() != s.incarnation {
 		s.confirmedSeqNr = 0
+		s.types = nil
 	}
 	s.incarnation = m.GetProducerIncarnation()
 	s.producer = m.GetProducerController()
@@ -278,6 +296,30 @@ func (s *consumerState) deliver(m *messages.SequencedMessage, out *consumerOutpu
 	s.resend = nil
 	s.delivering = m
 	out.deliver = m
+	id := m.GetTypeId()
+	switch {
+	case id == 0:
+	case m.GetMessage() != nil:
+		if _, named := s.types[id]; !named {
+			if s.types == nil {
+				s.types = map[uint32]protoreflect.MessageType{}
+			}
+			mt, _ := protoregistry.GlobalTypes.FindMessageByURL(m.GetMessage().GetTypeUrl())
+			s.types[id] = mt
+		}
+	default:
+		out.payloadType = s.types[id]
+	}
+}
+
+// readable: m is not in short form, or its short form names a type this
+// numbering named before.
+func (s *consumerState) readable(m *messages.SequencedMessage) bool {
+	if m.GetMessage() != nil || m.GetTypeId() == 0 {
+		return true
+	}
+	_, named := s.types[m.GetTypeId()]
+	return named
 }
 
 // retryRequest is Pekko's retryRequest: the Request again, viaTimeout so
@@ -396,7 +438,7 @@ func (c *consumers) newState(producerID string) *consumerState {
 	return newConsumerState(producerID, c.settings.FlowControlWindow, c.settings.OnlyFlowControl)
 }
 
-func (c *consumers) onSequenced(m *messages.SequencedMessage, now time.Time) consumerOutput {
+func (c *consumers) onSequenced(m *messages.SequencedMessage, sender *actor.PID, now time.Time) consumerOutput {
 	var out consumerOutput
 	switch {
 	case m == nil:
@@ -408,9 +450,14 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, now time.Time) con
 	case m.GetSeqNr() < 1:
 		out.dropped(m, errOutOfOrder)
 		return out
-	case m.GetProducerController() == nil:
+	case m.GetProducerController() == nil && sender == nil:
 		out.dropped(m, ErrNoProducerController)
 		return out
+	case m.GetProducerController() == nil:
+		// Short form: its sender is the producer controller. The message
+		// is this consumer's own (decoded here, or made by the producer
+		// for this one send), so it takes the PID.
+		m.ProducerController = sender
 	}
 	s, ok := c.byProducer[m.GetProducerId()]
 	if !ok {

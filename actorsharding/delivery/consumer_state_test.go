@@ -9,7 +9,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protoshard/protoshard/internal/testpb"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -32,6 +34,15 @@ func seqMsg(inc uint64, seq int64, flags ...string) *messages.SequencedMessage {
 			m.Ack = true
 		case f == "nocontroller":
 			m.ProducerController = nil
+		case f == "ping":
+			// Full form, naming testpb.Ping type ID 1.
+			m.Message, _ = anypb.New(&testpb.Ping{Seq: seq})
+			m.TypeId = 1
+		case f == "short":
+			// Short form of type ID 1: no PID, no Any (see fromSender).
+			m.ProducerController = nil
+			m.TypeId = 1
+			m.Payload, _ = proto.Marshal(&testpb.Ping{Seq: seq})
 		case strings.HasPrefix(f, "producer="):
 			m.ProducerId = strings.TrimPrefix(f, "producer=")
 		}
@@ -46,6 +57,12 @@ type confirm struct {
 
 type retry struct{}
 
+// fromSender is m as the remote hands it over with its sender.
+type fromSender struct {
+	m    *messages.SequencedMessage
+	from *actor.PID
+}
+
 type forget struct{ after time.Duration }
 
 // summary renders an output as "deliver inc:seq; request inc:confirmed-upTo
@@ -57,8 +74,15 @@ func summary(o consumerOutput) string {
 		to = "@" + o.to.Id
 	}
 	if o.deliver != nil {
-		parts = append(parts, fmt.Sprintf("deliver %s%d:%d", producerPrefix(o.deliver.GetProducerId()),
-			o.deliver.GetProducerIncarnation(), o.deliver.GetSeqNr()))
+		s := fmt.Sprintf("deliver %s%d:%d", producerPrefix(o.deliver.GetProducerId()),
+			o.deliver.GetProducerIncarnation(), o.deliver.GetSeqNr())
+		if o.deliver.GetMessage() == nil && o.deliver.GetTypeId() != 0 {
+			s += " short"
+			if o.payloadType != nil {
+				s += " " + string(o.payloadType.Descriptor().FullName())
+			}
+		}
+		parts = append(parts, s)
 	}
 	if r := o.request; r != nil {
 		s := fmt.Sprintf("request %d:%d-%d", r.GetProducerIncarnation(), r.GetConfirmedSeqNr(), r.GetRequestUpToSeqNr())
@@ -116,7 +140,9 @@ func run(t *testing.T, c *consumers, steps []step) {
 		var got string
 		switch in := st.in.(type) {
 		case *messages.SequencedMessage:
-			got = summary(c.onSequenced(in, now))
+			got = summary(c.onSequenced(in, nil, now))
+		case fromSender:
+			got = summary(c.onSequenced(in.m, in.from, now))
 		case confirm:
 			out, err := c.onConfirmed(in.producer, in.seq, now)
 			got = summary(out)
@@ -372,12 +398,12 @@ func TestConsumersProgressRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := t0.Add(time.Minute)
-	c.onSequenced(seqMsg(3, 1, "first", "producer=q"), now)
-	c.onSequenced(seqMsg(2, 1, "first", "producer=a"), now)
+	c.onSequenced(seqMsg(3, 1, "first", "producer=q"), nil, now)
+	c.onSequenced(seqMsg(2, 1, "first", "producer=a"), nil, now)
 	if _, err := c.onConfirmed("a", 1, now); err != nil {
 		t.Fatal(err)
 	}
-	c.onSequenced(seqMsg(2, 2, "producer=a"), now)
+	c.onSequenced(seqMsg(2, 2, "producer=a"), nil, now)
 
 	got := c.progressAfter("q", 1, now.Add(time.Second))
 	want := restored(
@@ -491,5 +517,66 @@ func TestConsumersStoppingAcks(t *testing.T) {
 	// was never in contact.
 	if want := []string{"ack 1:2@pc1"}; strings.Join(got, " | ") != strings.Join(want, " | ") {
 		t.Fatalf("stopping: %q, want %q", got, want)
+	}
+}
+
+// TestConsumerShortForm: a message in short form is read with the type
+// its numbering named in full form, and answered at its sender; one the
+// consumer cannot read (it lost the numbering's start) is asked again, and
+// comes in full form.
+func TestConsumerShortForm(t *testing.T) {
+	short := func(inc uint64, seq int64) fromSender { return fromSender{seqMsg(inc, seq, "short"), pcPID(inc)} }
+	tests := []struct {
+		name     string
+		restored *messages.ConsumerProgress
+		steps    []step
+	}{
+		{"read with the type named before, answered at the sender", nil, []step{
+			{seqMsg(1, 1, "first", "ping"), "deliver 1:1; request 1:0-8@pc1"},
+			{c1("p", 1), "request 1:1-8@pc1"},
+			{short(1, 2), "deliver 1:2 short protoshard.testpb.Ping"},
+			{c1("p", 2), ""},
+			{short(1, 3), "deliver 1:3 short protoshard.testpb.Ping"},
+			{c1("p", 3), ""},
+			{short(1, 4), "deliver 1:4 short protoshard.testpb.Ping"},
+			{c1("p", 4), "request 1:4-12@pc1"},
+		}},
+		{"stashed in short form, read in order", nil, []step{
+			{seqMsg(1, 1, "first", "ping"), "deliver 1:1; request 1:0-8@pc1"},
+			{short(1, 2), ""},
+			{c1("p", 1), "deliver 1:2 short protoshard.testpb.Ping; request 1:1-8@pc1"},
+		}},
+		{"restored progress cannot read it: resend from there", restored(pp("p", 1, 5)), []step{
+			{short(1, 6), "resend 1:6@pc1; drop 1:6 outoforder"},
+			{short(1, 7), "drop 1:7 outoforder"},
+			{seqMsg(1, 6, "ping"), "deliver 1:6"},
+			{c1("p", 6), "request 1:6-14@pc1"},
+			{short(1, 7), "deliver 1:7 short protoshard.testpb.Ping"},
+		}},
+		{"a new entity incarnation in short form: resend all", nil, []step{
+			{short(1, 6), "resend 1:0@pc1; drop 1:6 outoforder"},
+			{seqMsg(1, 6, "first", "ping"), "deliver 1:6; request 1:0-13@pc1"},
+		}},
+		{"a new numbering forgets the types", nil, []step{
+			{seqMsg(1, 1, "first", "ping"), "deliver 1:1; request 1:0-8@pc1"},
+			{c1("p", 1), "request 1:1-8@pc1"},
+			{seqMsg(2, 1, "first"), "deliver 2:1; request 2:0-8@pc2"},
+			{c1("p", 1), "request 2:1-8@pc2"},
+			{short(2, 2), "resend 2:2@pc2; drop 2:2 outoforder"},
+		}},
+		{"neither PID nor sender: dropped", nil, []step{
+			{seqMsg(1, 1, "first", "ping"), "deliver 1:1; request 1:0-8@pc1"},
+			{c1("p", 1), "request 1:1-8@pc1"},
+			{seqMsg(1, 2, "short"), "drop 1:2 nocontroller"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := newConsumers(consumerSettings{FlowControlWindow: 8}, tt.restored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, c, tt.steps)
+		})
 	}
 }

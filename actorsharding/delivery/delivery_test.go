@@ -29,6 +29,7 @@ type ledger struct {
 	payloads  map[string][]int64 // entity -> the messages' values, in the same order
 	progress  map[string]*messages.ConsumerProgress
 	starts    int      // entity incarnations started
+	short     int      // messages that came in short form
 	dropped   []string // the dead letters' reasons
 }
 
@@ -84,6 +85,11 @@ func (e *entity) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		return
+	}
+	if m, ok := ctx.Message().(*messages.SequencedMessage); ok && m.GetMessage() == nil && m.GetTypeId() != 0 {
+		e.l.mu.Lock()
+		e.l.short++
+		e.l.mu.Unlock()
 	}
 	if e.consumer != nil {
 		e.consumer.Receive(ctx)
@@ -164,6 +170,9 @@ func runRebalance(t *testing.T, storeProgress bool, n, perEntity int) *ledger {
 	defer l.mu.Unlock()
 	if l.starts <= n {
 		t.Fatalf("%d entity incarnations for %d entities: no entity moved, the test shows nothing", l.starts, n)
+	}
+	if l.short == 0 {
+		t.Fatal("no message reached an entity on another node in short form")
 	}
 	t.Logf("%d entity incarnations for %d entities", l.starts, n)
 	if len(l.dropped) > 0 {

@@ -12,11 +12,13 @@ import (
 
 // BenchmarkReliablePath is one message's way through the value types, as
 // the bench's throughput workload drives them: accepted by the producer,
-// taken and unpacked by its entity's consumer, confirmed; the consumer's
+// taken and unpacked by its entity's consumer (in short form, as on
+// another node), confirmed; the consumer's
 // Requests go back to the producer. 100 entities, round robin.
 func BenchmarkReliablePath(b *testing.B) {
 	const entities = 100
-	p := newProducerState("bench", actor.NewPID("127.0.0.1:8090", "delivery/T/bench"), producerSettings{}, nil)
+	controller := actor.NewPID("127.0.0.1:8090", "delivery/T/bench")
+	p := newProducerState("bench", controller, producerSettings{}, nil)
 	cons := make([]*consumers, entities)
 	ids := make([]string, entities)
 	msgs := make([]*testpb.Ping, entities)
@@ -38,10 +40,13 @@ func BenchmarkReliablePath(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, m := range out.send {
-			co := cons[e].onSequenced(m, now)
+			if short := p.shortForm(m); short != nil {
+				m = short // as to an entity on another node
+			}
+			co := cons[e].onSequenced(m, controller, now)
 			for co.deliver != nil {
 				d := co.deliver
-				if _, err := d.GetMessage().UnmarshalNew(); err != nil {
+				if _, err := payloadOf(d, co.payloadType); err != nil {
 					b.Fatal(err)
 				}
 				if co.request != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/protoshard/protoshard/internal/behavior"
 	"github.com/protoshard/protoshard/internal/deadletters"
 	"github.com/protoshard/protoshard/internal/dispatch"
+	"github.com/protoshard/protoshard/internal/entityrefs"
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/metrics"
 	"github.com/protoshard/protoshard/internal/option"
@@ -86,7 +87,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		queue: newSendQueue(settings.BufferSize)}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings,
-			handle: p, refs: map[string]actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}}
+			handle: p, refs: map[string]*actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}}
 		return c
 	}, guard.WithMailbox(),
 		// A producer handed one Send at a time would otherwise start a
@@ -333,7 +334,7 @@ type producerController struct {
 
 	states  behavior.States
 	state   *producerState
-	refs    map[string]actorsharding.EntityRef
+	refs    map[string]*actorsharding.EntityRef
 	waiting map[confirmation]chan error // SendWithConfirmation by entity and seqNr, without a queue
 	timers  *scheduler.TimerScheduler
 	cancels []scheduler.CancelFunc
@@ -445,6 +446,9 @@ func (c *producerController) common(ctx actor.Context) bool {
 			c.dropQueued(ctx, s, err)
 		}
 	case *actor.Restarting, resendFirstTick, idleCheckTick, cleanupTick:
+	case *actor.DeadLetterResponse:
+		// A message sent with this controller as its sender became a dead
+		// letter, reported as such; it is resent as any lost one.
 	default:
 		return false
 	}
@@ -757,10 +761,10 @@ func (c *producerController) carryOut(ctx actor.Context, out outOutput, in any, 
 		return
 	}
 	for _, m := range out.resend {
-		c.deliver(ctx, m)
+		c.deliver(ctx, m, false)
 	}
 	for _, m := range out.send {
-		c.deliver(ctx, m)
+		c.deliver(ctx, m, true)
 	}
 	for _, cf := range out.confirmed {
 		if done, ok := c.waiting[cf]; ok {
@@ -770,20 +774,33 @@ func (c *producerController) carryOut(ctx actor.Context, out outOutput, in any, 
 	}
 }
 
-// deliver sends m to its entity through the entity's ref.
-func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage) {
+// deliver sends m to its entity through the entity's ref; if m is new
+// (not resent) and its entity runs on another node, in short form if it
+// may go so, with this controller as the sender. The short form leaves out
+// the type URL and the PID, which proto.actor's remote carries once per
+// batch for all the messages of one sender; on this node nothing is
+// encoded, and the full form is cheaper. Both forms go the same way, so
+// that they keep their order.
+func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool) {
 	ref, ok := c.refs[m.GetEntityId()]
 	if !ok {
-		var err error
-		if ref, err = c.sharding.EntityRefFor(c.typeName, m.GetEntityId()); err != nil {
+		r, err := c.sharding.EntityRefFor(c.typeName, m.GetEntityId())
+		if err != nil {
 			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 				fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 			return
 		}
+		ref = &r
 		c.refs[m.GetEntityId()] = ref
 	}
-	if err := ref.Send(m); err != nil {
-		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+	out, sender := m, (*actor.PID)(nil)
+	if isNew && !entityrefs.RunsHere(ref) {
+		if short := c.state.shortForm(m); short != nil {
+			out, sender = short, ctx.Self()
+		}
+	}
+	if err := entityrefs.SendFrom(ref, out, sender); err != nil {
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), out, nil,
 			fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 	}
 }

@@ -104,6 +104,40 @@ type outState struct {
 	loadedSeqNr int64
 	acks        []int64 // ack'ed seqNrs not yet confirmed, in order
 	usedAt      time.Time
+	types       numberedTypes
+}
+
+// numberedTypes are the message types of one numbering, by the ID that
+// names each in SequencedMessage.type_id, and the IDs the entity was sent
+// in full form since it last asked for a resend: a message of one of
+// those goes in short form (its encoding alone, no type URL, no producer
+// PID), which is most of a reliable message's cost to encode and decode
+// across processes.
+type numberedTypes struct {
+	ids   map[string]uint32 // type URL -> ID, from 1, for the numbering's life
+	named map[uint32]bool
+	// lastURL and lastID are the last idOf: a producer sends one type
+	// mostly, and its URL is one string (pack caches it), compared at once.
+	lastURL string
+	lastID  uint32
+}
+
+// idOf is url's ID, given on first use.
+func (t *numberedTypes) idOf(url string) uint32 {
+	if t.lastID != 0 && url == t.lastURL {
+		return t.lastID
+	}
+	if id, ok := t.ids[url]; ok {
+		t.lastURL, t.lastID = url, id
+		return id
+	}
+	if t.ids == nil {
+		t.ids = map[string]uint32{}
+	}
+	id := uint32(len(t.ids) + 1)
+	t.ids[url] = id
+	t.lastURL, t.lastID = url, id
+	return id
 }
 
 func newOutState(entityID, producerID string, controller *actor.PID, incarnation uint64, now time.Time) *outState {
@@ -152,7 +186,13 @@ func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput
 }
 
 // sequenced is message seqNr of this numbering, carrying payload.
+// It is in full form, as the producer keeps it for resending; wire makes
+// the short form.
 func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *messages.SequencedMessage {
+	var typeID uint32
+	if payload != nil {
+		typeID = o.types.idOf(payload.GetTypeUrl())
+	}
 	return &messages.SequencedMessage{
 		EntityId:            o.entityID,
 		ProducerId:          o.producerID,
@@ -162,6 +202,37 @@ func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *message
 		Ack:                 ack,
 		ProducerController:  o.controller,
 		Message:             payload,
+		TypeId:              typeID,
+	}
+}
+
+// shortForm is m, sent for the first time to an entity on another node,
+// in short form if it may go so: the entity had m's type named in this numbering and said it takes
+// resends (a consumer that cannot read the short form, having lost its
+// state, asks for a resend, and what is resent goes in full form). nil:
+// m goes in full form, which names its type; a first message always
+// does, as it may start the entity's numbering. Either form may go: the
+// full one names the type again.
+func (o *outState) shortForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+	id := m.GetTypeId()
+	switch {
+	case id == 0:
+		return nil
+	case m.GetFirst() || !o.requested || !o.supportResend || !o.types.named[id]:
+		if o.types.named == nil {
+			o.types.named = map[uint32]bool{}
+		}
+		o.types.named[id] = true
+		return nil
+	}
+	return &messages.SequencedMessage{
+		EntityId:            m.GetEntityId(),
+		ProducerId:          m.GetProducerId(),
+		ProducerIncarnation: m.GetProducerIncarnation(),
+		SeqNr:               m.GetSeqNr(),
+		Ack:                 m.GetAck(),
+		TypeId:              id,
+		Payload:             m.GetMessage().GetValue(),
 	}
 }
 
@@ -337,6 +408,10 @@ func (o *outState) onResend(r *messages.Resend) (outOutput, error) {
 	if from < 0 || from > o.sentSeqNr() {
 		return out, fmt.Errorf("%w: Resend from %d, only up to %d sent", errSeqNrOutOfRange, from, o.sentSeqNr())
 	}
+	// The entity may have lost the types named to it (from 0 it has, a
+	// gap it may have): what goes after the resent messages names them
+	// again.
+	clear(o.types.named)
 	// Pekko marks the head after resending it, so the entity takes it only
 	// at its next Resend(0); marking it first saves that round.
 	if from == 0 && len(o.unconfirmed) > 0 && !o.unconfirmed[0].GetFirst() {
@@ -362,6 +437,7 @@ func asFirst(m *messages.SequencedMessage) *messages.SequencedMessage {
 		Ack:                 m.GetAck(),
 		ProducerController:  m.GetProducerController(),
 		Message:             m.GetMessage(),
+		TypeId:              m.GetTypeId(),
 	}
 }
 
@@ -770,6 +846,16 @@ func (p *producerState) account(o *outState, bufferedBefore int, out outOutput) 
 // lookup finds the out-state a reply from an entity is for: a reply for an
 // unknown entity or another incarnation is from before a cleanup or a
 // restart of this producer, and is ignored.
+// shortForm is m, just sent for the first time (in send), in short form
+// if it may go so (see outState.shortForm); nil: in full form.
+func (p *producerState) shortForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+	o := p.outs[m.GetEntityId()]
+	if o == nil || o.incarnation != m.GetProducerIncarnation() {
+		return nil
+	}
+	return o.shortForm(m)
+}
+
 func (p *producerState) lookup(kind, entityID string, incarnation uint64) (*outState, error) {
 	o := p.outs[entityID]
 	if o == nil {

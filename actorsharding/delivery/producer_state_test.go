@@ -680,15 +680,16 @@ func TestOutStateReusesItsArrays(t *testing.T) {
 	for range 10 {
 		window()
 	}
-	// Per message: its SequencedMessage and the output's send slice.
-	// (AllocsPerRun truncates its average: ten windows a run.)
+	// Per message: its SequencedMessage, the short form it is sent in,
+	// and the output's send slice. (AllocsPerRun truncates its average:
+	// ten windows a run.)
 	allocs := testing.AllocsPerRun(20, func() {
 		for range 10 {
 			window()
 		}
 	})
-	if allocs > 500 {
-		t.Fatalf("%.0f allocations per 10 windows of 25 messages, want at most 500", allocs)
+	if allocs > 750 {
+		t.Fatalf("%.0f allocations per 10 windows of 25 messages, want at most 750", allocs)
 	}
 	if err := o.check(); err != nil {
 		t.Fatal(err)
@@ -712,4 +713,73 @@ func TestPackIsAnypbNew(t *testing.T) {
 			t.Fatalf("message %d: pack = %v, want %v", i, got, want)
 		}
 	}
+}
+
+// TestShortForm: a message goes in short form (no type URL, no producer
+// PID) only once its entity said it takes resends and had the type named
+// in full form; a Resend names the types again; resends go in full form.
+func TestShortForm(t *testing.T) {
+	h := newHarness(producerSettings{})
+	accept := func(msg proto.Message) *messages.SequencedMessage {
+		t.Helper()
+		out, err := h.p.accept(&sendRequest{entityID: "a", msg: msg}, h.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.send) != 1 {
+			t.Fatalf("send = %v, want one message", render(out.send))
+		}
+		return out.send[0]
+	}
+	request := func(confirmed, upTo int64, resend bool) {
+		t.Helper()
+		if _, err := h.p.onRequest(&messages.Request{EntityId: "a", ProducerIncarnation: incA,
+			ConfirmedSeqNr: confirmed, RequestUpToSeqNr: upTo, SupportResend: resend}, h.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := func(step string, m *messages.SequencedMessage, typeID uint32) {
+		t.Helper()
+		if s := h.p.shortForm(m); s != nil {
+			t.Fatalf("%s: short form %v, want the full form", step, s)
+		}
+		if m.GetMessage() == nil || m.GetProducerController() == nil || m.GetTypeId() != typeID {
+			t.Fatalf("%s: %v, want the full form with type ID %d", step, m, typeID)
+		}
+	}
+	short := func(step string, m *messages.SequencedMessage, typeID uint32) {
+		t.Helper()
+		s := h.p.shortForm(m)
+		if s == nil {
+			t.Fatalf("%s: no short form of %v", step, m)
+		}
+		want := &messages.SequencedMessage{EntityId: "a", ProducerId: "prod", ProducerIncarnation: incA,
+			SeqNr: m.GetSeqNr(), TypeId: typeID, Payload: m.GetMessage().GetValue()}
+		if !proto.Equal(s, want) {
+			t.Fatalf("%s: short form %v, want %v", step, s, want)
+		}
+		if m.GetMessage() == nil || m.GetProducerController() == nil {
+			t.Fatalf("%s: the message kept for resending lost its full form: %v", step, m)
+		}
+	}
+	full("first message", accept(&testpb.Ping{Seq: 1}), 1)
+	request(0, 20, true)
+	short("Ping, named by the first", accept(&testpb.Ping{Seq: 2}), 1)
+	short("Ping again", accept(&testpb.Ping{Seq: 3}), 1)
+	full("Pong, a new type", accept(&testpb.Pong{Seq: 4}), 2)
+	short("Pong, named", accept(&testpb.Pong{Seq: 5}), 2)
+	short("Ping again", accept(&testpb.Ping{Seq: 6}), 1)
+	re, err := h.p.onResend(&messages.Resend{EntityId: "a", ProducerIncarnation: incA, FromSeqNr: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range re.resend {
+		if m.GetMessage() == nil || m.GetProducerController() == nil {
+			t.Fatalf("resent %v: not in full form", m)
+		}
+	}
+	full("Ping after a Resend", accept(&testpb.Ping{Seq: 7}), 1)
+	short("Ping named again", accept(&testpb.Ping{Seq: 8}), 1)
+	request(1, 20, false)
+	full("Ping to an only-flow-control entity", accept(&testpb.Ping{Seq: 9}), 1)
 }

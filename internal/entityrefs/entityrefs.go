@@ -1,0 +1,26 @@
+// Package entityrefs gives this module's packages what an
+// actorsharding.EntityRef knows and its API does not show. Package
+// actorsharding sets it as it is initialized; it cannot be imported from
+// here, which would be a cycle.
+package entityrefs
+
+import (
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// RunsHere reports whether ref, an *actorsharding.EntityRef (a pointer:
+// a struct in an interface would be copied to the heap), has its
+// entity running on this node: a reliable-delivery producer then sends a
+// message's full form, which nothing encodes on the way. False for
+// anything else.
+var RunsHere = func(ref any) bool { return false }
+
+// SendFrom sends msg through ref, an *actorsharding.EntityRef, as its
+// Send does, with sender as the message's sender: the way every message
+// of a reliable-delivery producer goes, in short form or not, so that
+// they keep their order.
+var SendFrom = func(ref any, msg any, sender *actor.PID) error {
+	return errors.New("entityrefs: package actorsharding is not linked")
+}
