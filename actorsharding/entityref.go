@@ -106,14 +106,17 @@ func (e EntityRef) send(ctx context.Context, msg any, sender *actor.PID) error {
 	}
 	var env *actor.MessageEnvelope
 	if h := e.sharding.tracing.header(ctx, nil); h != nil || sender != nil {
-		env = &actor.MessageEnvelope{Header: h, Sender: sender}
+		env = &actor.MessageEnvelope{Header: h, Message: m, Sender: sender}
 	}
 	if e.direct(env, m, own) {
 		return nil
 	}
-	if own {
-		shardproto.Tell(e.sharding.system.Root, e.region, m, sender, headerOf(env))
-	} else {
+	switch {
+	case own && env != nil:
+		e.sharding.system.Root.Send(e.region, env) // m with its header and sender
+	case own:
+		e.sharding.system.Root.Send(e.region, m)
+	default:
 		e.router.sendFor(e.region, env, e.id, e.idHeader(), m.(proto.Message))
 	}
 	e.cacheRoute()

@@ -2,7 +2,6 @@ package actorsharding
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -80,10 +79,7 @@ func sendsAsItIs(ex MessageExtractor, id string, msg proto.Message) bool {
 	if err != nil {
 		return false
 	}
-	// The same pointer (a protobuf message is one), compared without ==,
-	// which panics on a value that is not comparable.
-	vu, vm := reflect.ValueOf(u), reflect.ValueOf(msg)
-	return vu.Kind() == reflect.Pointer && vm.Kind() == reflect.Pointer && vu.Type() == vm.Type() && vu.Pointer() == vm.Pointer()
+	return samePointer(u, msg) // a protobuf message is a pointer
 }
 
 // entityIDHeader is the remote header that carries the entity ID of a

@@ -265,3 +265,25 @@ func TestUndeliveredDeliverReleasesItsMark(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSamePointer: one pointer only, and no panic on values that == would
+// refuse (a struct holding a slice).
+func TestSamePointer(t *testing.T) {
+	type unhashable struct{ b []byte }
+	m := &messages.SequencedMessage{}
+	tests := []struct {
+		name string
+		a, b any
+		want bool
+	}{
+		{"one pointer", m, m, true},
+		{"two messages", m, &messages.SequencedMessage{}, false},
+		{"nil and a message", nil, m, false},
+		{"values that == panics on", unhashable{b: []byte{1}}, unhashable{b: []byte{1}}, false},
+	}
+	for _, tt := range tests {
+		if got := samePointer(tt.a, tt.b); got != tt.want {
+			t.Errorf("%s: samePointer = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

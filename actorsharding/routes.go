@@ -2,6 +2,7 @@ package actorsharding
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -181,7 +182,20 @@ func sendWithSender(root *actor.RootContext, pid *actor.PID, env *actor.MessageE
 		root.Send(pid, msg) // the hot path: a plain send
 		return
 	}
+	if len(env.Header) == 0 && env.Sender != nil && samePointer(env.Message, msg) {
+		// env is msg and its sender alone, used once (the remote's, or
+		// an EntityRef's): it goes on as it is, not copied into another.
+		root.Send(pid, env)
+		return
+	}
 	shardproto.Tell(root, pid, msg, env.Sender, headerOf(env))
+}
+
+// samePointer: a and b are one pointer (compared without ==, which
+// panics on a value that is not comparable).
+func samePointer(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.Kind() == reflect.Pointer && vb.Kind() == reflect.Pointer && va.Type() == vb.Type() && va.Pointer() == vb.Pointer()
 }
 
 // headerOf is env's header, if it has more than the entity ID another

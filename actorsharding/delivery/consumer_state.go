@@ -396,6 +396,22 @@ func (s *consumerState) idle() bool { return s.delivering == nil && len(s.stash)
 type consumers struct {
 	settings   consumerSettings
 	byProducer map[string]*consumerState
+	// last is the state looked up last: an entity mostly hears from one
+	// producer at a time, and a comparison of its ID is cheaper than the
+	// map.
+	last *consumerState
+}
+
+// state is producerID's state, if any.
+func (c *consumers) state(producerID string) (*consumerState, bool) {
+	if c.last != nil && c.last.producerID == producerID {
+		return c.last, true
+	}
+	s, ok := c.byProducer[producerID]
+	if ok {
+		c.last = s
+	}
+	return s, ok
 }
 
 // newConsumers restores stored progress (nil: none, Pekko's behaviour).
@@ -459,7 +475,7 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, sender *actor.PID,
 		// for this one send), so it takes the PID.
 		m.ProducerController = sender
 	}
-	s, ok := c.byProducer[m.GetProducerId()]
+	s, ok := c.state(m.GetProducerId())
 	if !ok {
 		s = c.newState(m.GetProducerId())
 		c.byProducer[m.GetProducerId()] = s
@@ -469,7 +485,7 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, sender *actor.PID,
 }
 
 func (c *consumers) onConfirmed(producerID string, seq int64, now time.Time) (consumerOutput, error) {
-	s, ok := c.byProducer[producerID]
+	s, ok := c.state(producerID)
 	if !ok {
 		return consumerOutput{}, fmt.Errorf("producer %q seqNr %d: %w", producerID, seq, errNotDelivered)
 	}
@@ -540,6 +556,9 @@ func (c *consumers) forgetIdle(now time.Time) []string {
 		s := c.byProducer[id]
 		if s.idle() && now.Sub(s.lastActive) >= c.settings.ProgressRetention {
 			delete(c.byProducer, id)
+			if c.last == s {
+				c.last = nil
+			}
 			forgotten = append(forgotten, id)
 		}
 	}

@@ -379,6 +379,8 @@ func TestConsumerState(t *testing.T) {
 				{c1("p", 1), "request 1:1-4@pc1"},
 				{forget{after: time.Hour - 2*time.Second}, "forgot "},
 				{forget{after: time.Hour}, "forgot p"},
+				// Forgotten: p's next message finds no numbering.
+				{seqMsg(1, 2), "resend 1:0@pc1; drop 1:2 outoforder"},
 			}},
 	}
 	for _, tt := range tests {
