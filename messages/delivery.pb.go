@@ -174,8 +174,13 @@ type Request struct {
 	RequestUpToSeqNr    int64                  `protobuf:"varint,4,opt,name=request_up_to_seq_nr,json=requestUpToSeqNr,proto3" json:"request_up_to_seq_nr,omitempty"`
 	SupportResend       bool                   `protobuf:"varint,5,opt,name=support_resend,json=supportResend,proto3" json:"support_resend,omitempty"`
 	ViaTimeout          bool                   `protobuf:"varint,6,opt,name=via_timeout,json=viaTimeout,proto3" json:"via_timeout,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// short_form: the consumer reads a SequencedMessage in short form
+	// (type_id and payload). A producer sends the short form only to a
+	// consumer that said so, so that one of an earlier version gets every
+	// message in full form.
+	ShortForm     bool `protobuf:"varint,7,opt,name=short_form,json=shortForm,proto3" json:"short_form,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -246,6 +251,13 @@ func (x *Request) GetSupportResend() bool {
 func (x *Request) GetViaTimeout() bool {
 	if x != nil {
 		return x.ViaTimeout
+	}
+	return false
+}
+
+func (x *Request) GetShortForm() bool {
+	if x != nil {
+		return x.ShortForm
 	}
 	return false
 }
@@ -924,7 +936,7 @@ const file_delivery_proto_rawDesc = "" +
 	"\amessage\x18\b \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x17\n" +
 	"\atype_id\x18\t \x01(\rR\x06typeId\x12\x18\n" +
 	"\apayload\x18\n" +
-	" \x01(\fR\apayload\"\xfb\x01\n" +
+	" \x01(\fR\apayload\"\x9a\x02\n" +
 	"\aRequest\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x121\n" +
 	"\x14producer_incarnation\x18\x02 \x01(\x04R\x13producerIncarnation\x12(\n" +
@@ -932,7 +944,9 @@ const file_delivery_proto_rawDesc = "" +
 	"\x14request_up_to_seq_nr\x18\x04 \x01(\x03R\x10requestUpToSeqNr\x12%\n" +
 	"\x0esupport_resend\x18\x05 \x01(\bR\rsupportResend\x12\x1f\n" +
 	"\vvia_timeout\x18\x06 \x01(\bR\n" +
-	"viaTimeout\"x\n" +
+	"viaTimeout\x12\x1d\n" +
+	"\n" +
+	"short_form\x18\a \x01(\bR\tshortForm\"x\n" +
 	"\x06Resend\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x121\n" +
 	"\x14producer_incarnation\x18\x02 \x01(\x04R\x13producerIncarnation\x12\x1e\n" +

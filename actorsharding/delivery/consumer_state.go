@@ -146,6 +146,7 @@ func (s *consumerState) request(confirmed, upTo int64, viaTimeout bool) *message
 		RequestUpToSeqNr:    upTo,
 		SupportResend:       s.supportResend(),
 		ViaTimeout:          viaTimeout,
+		ShortForm:           true,
 	}
 }
 

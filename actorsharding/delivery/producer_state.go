@@ -116,6 +116,9 @@ type outState struct {
 type numberedTypes struct {
 	ids   map[string]uint32 // type URL -> ID, from 1, for the numbering's life
 	named map[uint32]bool
+	// readsShort: the entity's last Request said it reads the short form
+	// (a consumer of an earlier version does not).
+	readsShort bool
 	// lastURL and lastID are the last idOf: a producer sends one type
 	// mostly, and its URL is one string (pack caches it), compared at once.
 	lastURL string
@@ -207,8 +210,9 @@ func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *message
 }
 
 // shortForm is m, sent for the first time to an entity on another node,
-// in short form if it may go so: the entity had m's type named in this numbering and said it takes
-// resends (a consumer that cannot read the short form, having lost its
+// in short form if it may go so: the entity had m's type named in this
+// numbering, and its last Request said it reads the short form and takes
+// resends (a consumer that cannot read a short form, having lost its
 // state, asks for a resend, and what is resent goes in full form). nil:
 // m goes in full form, which names its type; a first message always
 // does, as it may start the entity's numbering. Either form may go: the
@@ -218,7 +222,7 @@ func (o *outState) shortForm(m *messages.SequencedMessage) *messages.SequencedMe
 	switch {
 	case id == 0:
 		return nil
-	case m.GetFirst() || !o.requested || !o.supportResend || !o.types.named[id]:
+	case m.GetFirst() || !o.types.readsShort || !o.supportResend || !o.types.named[id]:
 		if o.types.named == nil {
 			o.types.named = map[uint32]bool{}
 		}
@@ -348,6 +352,7 @@ func (o *outState) onRequest(r *messages.Request, now time.Time) (outOutput, err
 	before := o.demand()
 	o.confirm(c, now, &out)
 	o.supportResend = r.GetSupportResend()
+	o.types.readsShort = r.GetShortForm()
 	if !o.supportResend {
 		o.unconfirmed = nil
 	}

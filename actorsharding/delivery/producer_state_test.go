@@ -716,8 +716,9 @@ func TestPackIsAnypbNew(t *testing.T) {
 }
 
 // TestShortForm: a message goes in short form (no type URL, no producer
-// PID) only once its entity said it takes resends and had the type named
-// in full form; a Resend names the types again; resends go in full form.
+// PID) only once its entity said it reads the short form and takes
+// resends, and had the type named in full form; a Resend names the types
+// again; resends go in full form.
 func TestShortForm(t *testing.T) {
 	h := newHarness(producerSettings{})
 	accept := func(msg proto.Message) *messages.SequencedMessage {
@@ -731,10 +732,10 @@ func TestShortForm(t *testing.T) {
 		}
 		return out.send[0]
 	}
-	request := func(confirmed, upTo int64, resend bool) {
+	request := func(confirmed, upTo int64, resend, short bool) {
 		t.Helper()
 		if _, err := h.p.onRequest(&messages.Request{EntityId: "a", ProducerIncarnation: incA,
-			ConfirmedSeqNr: confirmed, RequestUpToSeqNr: upTo, SupportResend: resend}, h.now); err != nil {
+			ConfirmedSeqNr: confirmed, RequestUpToSeqNr: upTo, SupportResend: resend, ShortForm: short}, h.now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -763,9 +764,10 @@ func TestShortForm(t *testing.T) {
 		}
 	}
 	full("first message", accept(&testpb.Ping{Seq: 1}), 1)
-	request(0, 20, true)
-	short("Ping, named by the first", accept(&testpb.Ping{Seq: 2}), 1)
-	short("Ping again", accept(&testpb.Ping{Seq: 3}), 1)
+	request(0, 20, true, false)
+	full("Ping to a consumer that does not read the short form", accept(&testpb.Ping{Seq: 2}), 1)
+	request(0, 20, true, true)
+	short("Ping, named", accept(&testpb.Ping{Seq: 3}), 1)
 	full("Pong, a new type", accept(&testpb.Pong{Seq: 4}), 2)
 	short("Pong, named", accept(&testpb.Pong{Seq: 5}), 2)
 	short("Ping again", accept(&testpb.Ping{Seq: 6}), 1)
@@ -780,6 +782,6 @@ func TestShortForm(t *testing.T) {
 	}
 	full("Ping after a Resend", accept(&testpb.Ping{Seq: 7}), 1)
 	short("Ping named again", accept(&testpb.Ping{Seq: 8}), 1)
-	request(1, 20, false)
+	request(1, 20, false, true)
 	full("Ping to an only-flow-control entity", accept(&testpb.Ping{Seq: 9}), 1)
 }
