@@ -348,7 +348,7 @@ func (r *region) receiveShardHome(ctx actor.Context, cmd proto.Message, shard st
 	}
 	isSelf := r.table.isSelf(ref)
 	_, live := r.members[ref.Address]
-	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
+	v, _ := r.viewOf(shard)
 	step, stopLocal := decideShardHome(v, isSelf, live)
 	switch step {
 	case homeIgnoreGone:
@@ -571,7 +571,7 @@ func (r *region) regionTerminated(ctx actor.Context, ref *actor.PID) {
 // the shard's buffer (asking the coordinator when the buffer opens); see
 // decideDelivery.
 func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessage) {
-	v, pid := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
+	v, pid := r.viewOf(shard)
 	switch decideDelivery(v, m.forwarded, membershiphook.Of(r.cluster).Stale) {
 	case deliverToShard:
 		r.sendToShard(ctx, pid, m)
@@ -597,6 +597,12 @@ func (r *region) deliverMessage(ctx actor.Context, shard string, m bufferedMessa
 	}
 }
 
+// viewOf is what the region's values say of shard now, and the shard's
+// local actor if it runs here.
+func (r *region) viewOf(shard string) (shardView, *actor.PID) {
+	return shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
+}
+
 // askHome asks the coordinator, if the region has one, where shard lives.
 func (r *region) askHome(ctx actor.Context, shard string) {
 	if r.link.registered() {
@@ -608,7 +614,7 @@ func (r *region) askHome(ctx actor.Context, shard string) {
 // shard without a route needs none to be closed: it has nothing open and
 // no remote home.
 func (r *region) updateRoute(shard string) {
-	v, _ := shardViewOf(&r.table, &r.buffers, &r.handOffs, shard, r.life.removed, r.life.gracefulShutdown)
+	v, _ := r.viewOf(shard)
 	home, _ := r.table.home(shard)
 	member, live := r.members[home.GetAddress()]
 	open, remote := routeState(v, r.proxyOnly(), live)
