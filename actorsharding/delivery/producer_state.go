@@ -648,12 +648,25 @@ func (l messageLimits) pack(entityID string, msg proto.Message) (*anypb.Any, err
 // sequencedSize is the encoded size of a SequencedMessage to entityID
 // carrying payload, with the largest numbers.
 func (l messageLimits) sequencedSize(entityID string, payload *anypb.Any) int {
-	return l.sequencedBase + fieldSize(len(entityID)) + fieldSize(proto.Size(payload))
+	return l.sequencedBase + fieldSize(len(entityID)) + fieldSize(anySize(payload))
 }
 
 // storedSize is the same for a MessageSent.
 func (l messageLimits) storedSize(entityID string, payload *anypb.Any) int {
-	return l.storedBase + fieldSize(len(entityID)) + fieldSize(proto.Size(payload))
+	return l.storedBase + fieldSize(len(entityID)) + fieldSize(anySize(payload))
+}
+
+// anySize is proto.Size(a), without walking a's descriptor: an Any has
+// two fields, type_url (1) and value (2), left out when empty.
+func anySize(a *anypb.Any) int {
+	n := 0
+	if u := a.GetTypeUrl(); u != "" {
+		n += protowire.SizeTag(1) + protowire.SizeBytes(len(u))
+	}
+	if v := a.GetValue(); len(v) > 0 {
+		n += protowire.SizeTag(2) + protowire.SizeBytes(len(v))
+	}
+	return n
 }
 
 // fieldSize is the encoded size of a length-delimited field (numbers below

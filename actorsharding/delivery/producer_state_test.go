@@ -612,6 +612,9 @@ func TestMessageLimitsSizes(t *testing.T) {
 			}
 			sent := &messages.SequencedMessage{EntityId: tc.entityID, ProducerId: "producer-1", ProducerIncarnation: math.MaxUint64,
 				SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: pid, Message: payload}
+			if got, want := anySize(payload), proto.Size(payload); got != want {
+				t.Errorf("anySize = %d, want %d", got, want)
+			}
 			if got, want := l.sequencedSize(tc.entityID, payload), proto.Size(sent); got != want {
 				t.Errorf("sequencedSize = %d, want %d", got, want)
 			}
