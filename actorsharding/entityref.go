@@ -150,6 +150,10 @@ func init() {
 		e, ok := ref.(*EntityRef)
 		return ok && e != nil && e.runsHere()
 	}
+	entityrefs.SendDirect = func(ref any, msg any) bool {
+		e, ok := ref.(*EntityRef)
+		return ok && e != nil && e.cache != nil && msg != nil && e.direct(nil, msg, false)
+	}
 	entityrefs.SendFrom = func(ref any, msg any, sender *actor.PID) error {
 		e, ok := ref.(*EntityRef)
 		if !ok || e == nil {

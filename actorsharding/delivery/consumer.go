@@ -69,6 +69,9 @@ type ShardingConsumerController struct {
 	handing  bool
 	confirms []Delivery
 	stale    func() bool // nil until first needed
+	// local is the localSequenced being received, if any: its message is
+	// delivered as it came.
+	local *localSequenced
 }
 
 // NewShardingConsumerController returns the controller of an entity.
@@ -97,12 +100,12 @@ func NewShardingConsumerController(restored *messages.ConsumerProgress, deliver 
 func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *messages.SequencedMessage:
-		c.heard = time.Now()
-		if c.retries > 0 || c.interval == 0 {
-			c.retries, c.interval = 0, c.retryBackoff().Delay(0)
-		}
-		c.carryOut(ctx, c.state.onSequenced(m, ctx.Sender(), c.heard), c.heard)
-		c.arm(ctx, c.interval)
+		c.onSequenced(ctx, m)
+		return true
+	case *localSequenced:
+		c.local = m
+		c.onSequenced(ctx, m.seq)
+		c.local = nil
 		return true
 	case *actor.Stopping:
 		if c.armed && c.cancelRetry != nil {
@@ -133,6 +136,16 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 		return true
 	}
 	return false
+}
+
+// onSequenced takes m, then delivers what it can.
+func (c *ShardingConsumerController) onSequenced(ctx actor.Context, m *messages.SequencedMessage) {
+	c.heard = time.Now()
+	if c.retries > 0 || c.interval == 0 {
+		c.retries, c.interval = 0, c.retryBackoff().Delay(0)
+	}
+	c.carryOut(ctx, c.state.onSequenced(m, ctx.Sender(), c.heard), c.heard)
+	c.arm(ctx, c.interval)
 }
 
 // Confirm tells that d is processed (Akka's Confirmed): the producer may
@@ -194,7 +207,7 @@ func (c *ShardingConsumerController) carryOut(ctx actor.Context, out consumerOut
 			return
 		}
 		if out.deliver != nil {
-			msg, err := payloadOf(out.deliver, out.payloadType)
+			msg, err := c.payloadOf(out)
 			if err != nil {
 				// The producer's message type is not linked here: it can
 				// never be processed; confirm it so the rest can come.
@@ -252,6 +265,27 @@ func (c *ShardingConsumerController) arm(ctx actor.Context, d time.Duration) {
 	}
 	c.cancelRetry = c.timers.SendOnce(d, ctx.Self(), retryTick{})
 	c.armed = true
+}
+
+// payloadOf is the application's message of out.deliver: the producer's
+// object itself if it came with it from this node, else decoded.
+func (c *ShardingConsumerController) payloadOf(out consumerOutput) (proto.Message, error) {
+	if l := c.local; l != nil && l.seq == out.deliver {
+		return l.msg, nil
+	}
+	return payloadOf(out.deliver, out.payloadType)
+}
+
+// localSequenced is a new SequencedMessage, in full form, to an entity on
+// the producer's node, with its message as the producer's Send took it:
+// the entity gets that message itself, as an EntityRef.Send on one node
+// gives it, without decoding seq's Any (most of reliable delivery's cost
+// on one node). It never leaves the node: the producer puts it straight
+// in the entity's mailbox, or else sends seq alone. A message stashed
+// before its turn, or sent again, is decoded from seq when delivered.
+type localSequenced struct {
+	seq *messages.SequencedMessage
+	msg proto.Message
 }
 
 // payloadOf is the application's message m carries: in full form, its

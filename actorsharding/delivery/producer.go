@@ -106,7 +106,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 type sendRequest struct {
 	entityID string
 	msg      proto.Message
-	payload  *anypb.Any // msg packed and checked by Send (nil: not yet)
+	payload  *anypb.Any // msg packed and checked (nil: not yet; accept packs it)
 	ack      bool
 	done     chan error // buffered: accepted (or confirmed, with ack) or why not
 	// accepted is closed once the controller numbered the message (ack
@@ -148,7 +148,9 @@ func (r *sendRequest) abandon() bool { return r.slot.CompareAndSwap(sendWaiting,
 // the durable queue stopped the controller while the message was being
 // stored: it may be stored all the same (a write that failed late, or a
 // Consul write split over transactions), and then a controller started
-// again with the queue delivers it.
+// again with the queue delivers it. An entity on this node may get msg
+// itself, not a copy, as with EntityRef.Send: do not change msg once
+// sent.
 func (p *ShardingProducerController) Send(ctx context.Context, entityID string, msg proto.Message) error {
 	if p.durable {
 		return p.send(ctx, entityID, msg, false)
@@ -642,7 +644,7 @@ func (c *producerController) onSend(ctx actor.Context, r *sendRequest) {
 	default:
 		r.done <- nil
 	}
-	c.carryOut(ctx, out, nil, nil)
+	c.sendOut(ctx, out, &queuedSend{entityID: r.entityID, msg: r.msg, payload: r.payload})
 }
 
 // writes starts the next write to the durable queue, if one is due.
@@ -760,11 +762,22 @@ func (c *producerController) carryOut(ctx actor.Context, out outOutput, in any, 
 			slog.String("message", fmt.Sprintf("%T", in)))...)
 		return
 	}
+	c.sendOut(ctx, out, nil)
+}
+
+// sendOut sends what out asks for. took, if not nil, is the Send whose
+// acceptance made out: if its message goes now, to an entity on this node,
+// the entity gets took's message object itself.
+func (c *producerController) sendOut(ctx actor.Context, out outOutput, took *queuedSend) {
 	for _, m := range out.resend {
-		c.deliver(ctx, m, false)
+		c.deliver(ctx, m, false, nil)
 	}
 	for _, m := range out.send {
-		c.deliver(ctx, m, true)
+		var msg proto.Message
+		if took != nil && took.payload != nil && m.GetMessage() == took.payload {
+			msg = took.msg
+		}
+		c.deliver(ctx, m, true, msg)
 	}
 	for _, cf := range out.confirmed {
 		if done, ok := c.waiting[cf]; ok {
@@ -774,14 +787,17 @@ func (c *producerController) carryOut(ctx actor.Context, out outOutput, in any, 
 	}
 }
 
-// deliver sends m to its entity through the entity's ref; if m is new
-// (not resent) and its entity runs on another node, in short form if it
-// may go so, with this controller as the sender. The short form leaves out
-// the type URL and the PID, which proto.actor's remote carries once per
-// batch for all the messages of one sender; on this node nothing is
-// encoded, and the full form is cheaper. Both forms go the same way, so
-// that they keep their order.
-func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool) {
+// deliver sends m to its entity through the entity's ref. If m is new
+// (not resent) and its entity runs on another node, it goes in short form
+// if it may, with this controller as the sender: the short form leaves
+// out the type URL and the PID, which proto.actor's remote carries once
+// per batch for all the messages of one sender. If m is new, its entity
+// runs on this node and msg, m's message as Send took it, is not nil, the
+// entity gets msg itself with m (localSequenced), straight in its mailbox
+// as the ref's direct path sends, without decoding m's Any. Otherwise m
+// goes in full form. Every form goes the same way, so they keep their
+// order.
+func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool, msg proto.Message) {
 	ref, ok := c.refs[m.GetEntityId()]
 	if !ok {
 		r, err := c.sharding.EntityRefFor(c.typeName, m.GetEntityId())
@@ -794,9 +810,16 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		c.refs[m.GetEntityId()] = ref
 	}
 	out, sender := m, (*actor.PID)(nil)
-	if isNew && !entityrefs.RunsHere(ref) {
-		if short := c.state.shortForm(m); short != nil {
-			out, sender = short, ctx.Self()
+	if isNew {
+		switch here := entityrefs.RunsHere(ref); {
+		case here && msg != nil:
+			if entityrefs.SendDirect(ref, &localSequenced{seq: m, msg: msg}) {
+				return
+			}
+		case !here:
+			if short := c.state.shortForm(m); short != nil {
+				out, sender = short, ctx.Self()
+			}
 		}
 	}
 	if err := entityrefs.SendFrom(ref, out, sender); err != nil {
@@ -851,7 +874,7 @@ func (c *producerController) takeQueued(ctx actor.Context) {
 			c.dropQueued(ctx, s, err)
 			continue
 		}
-		c.carryOut(ctx, out, nil, nil)
+		c.sendOut(ctx, out, &s)
 	}
 }
 

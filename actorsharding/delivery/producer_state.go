@@ -704,13 +704,14 @@ func (p *producerState) accept(r *sendRequest, now time.Time) (outOutput, error)
 	if p.stopping {
 		return outOutput{}, ErrProducerStopped
 	}
-	payload := r.payload
-	if payload == nil {
-		var err error
-		if payload, err = p.limits.pack(r.entityID, r.msg); err != nil {
+	if r.payload == nil {
+		payload, err := p.limits.pack(r.entityID, r.msg)
+		if err != nil {
 			return outOutput{}, err
 		}
+		r.payload = payload
 	}
+	payload := r.payload
 	o := p.outs[r.entityID]
 	if o != nil && !o.hasDemand() && p.buffered+p.storing >= p.settings.BufferSize {
 		return outOutput{}, fmt.Errorf("entity %q has no demand, %d buffered: %w", r.entityID, p.buffered+p.storing, ErrBufferFull)

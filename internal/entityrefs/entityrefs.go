@@ -24,3 +24,11 @@ var RunsHere = func(ref any) bool { return false }
 var SendFrom = func(ref any, msg any, sender *actor.PID) error {
 	return errors.New("entityrefs: package actorsharding is not linked")
 }
+
+// SendDirect puts msg straight in the mailbox of ref's entity, an
+// *actorsharding.EntityRef's, as the ref's Send does on its direct path:
+// the entity runs on this node, its route is open, and none of its
+// shard's messages is still on the region's slow way, so msg cannot
+// overtake one. False: none of that holds, and nothing was sent. msg
+// need not be a protobuf message: it never leaves the node.
+var SendDirect = func(ref any, msg any) bool { return false }
