@@ -129,6 +129,11 @@ type consumerState struct {
 	// named, by type_id, for its short-form ones (nil: a type URL not
 	// linked into this program).
 	types map[uint32]protoreflect.MessageType
+	// lastTypeID and lastType are the entry of types looked up last (0:
+	// none): a producer sends one type mostly, and a comparison is
+	// cheaper than the map.
+	lastTypeID uint32
+	lastType   protoreflect.MessageType
 }
 
 func newConsumerState(producerID string, window int, onlyFlowControl bool) *consumerState {
@@ -281,7 +286,7 @@ func (s *consumerState) changedProducer(m *messages.SequencedMessage, out *consu
 func (s *consumerState) acceptFirst(m *messages.SequencedMessage, out *consumerOutput) {
 	if m.GetProducerIncarnation() != s.incarnation {
 		s.confirmedSeqNr = 0
-		s.types = nil
+		s.types, s.lastTypeID, s.lastType = nil, 0, nil
 	}
 	s.incarnation = m.GetProducerIncarnation()
 	s.producer = m.GetProducerController()
@@ -301,7 +306,7 @@ func (s *consumerState) deliver(m *messages.SequencedMessage, out *consumerOutpu
 	switch {
 	case id == 0:
 	case m.GetMessage() != nil:
-		if _, named := s.types[id]; !named {
+		if _, named := s.namedType(id); !named {
 			if s.types == nil {
 				s.types = map[uint32]protoreflect.MessageType{}
 			}
@@ -309,7 +314,7 @@ func (s *consumerState) deliver(m *messages.SequencedMessage, out *consumerOutpu
 			s.types[id] = mt
 		}
 	default:
-		out.payloadType = s.types[id]
+		out.payloadType, _ = s.namedType(id)
 	}
 }
 
@@ -319,8 +324,21 @@ func (s *consumerState) readable(m *messages.SequencedMessage) bool {
 	if m.GetMessage() != nil || m.GetTypeId() == 0 {
 		return true
 	}
-	_, named := s.types[m.GetTypeId()]
+	_, named := s.namedType(m.GetTypeId())
 	return named
+}
+
+// namedType is the type id names in this numbering (nil: none this
+// program links), and whether a full-form message named it.
+func (s *consumerState) namedType(id uint32) (protoreflect.MessageType, bool) {
+	if id != 0 && id == s.lastTypeID {
+		return s.lastType, true
+	}
+	mt, named := s.types[id]
+	if named {
+		s.lastTypeID, s.lastType = id, mt
+	}
+	return mt, named
 }
 
 // retryRequest is Pekko's retryRequest: the Request again, viaTimeout so

@@ -562,6 +562,8 @@ func TestConsumerShortForm(t *testing.T) {
 		{"a new numbering forgets the types", nil, []step{
 			{seqMsg(1, 1, "first", "ping"), "deliver 1:1; request 1:0-8@pc1"},
 			{c1("p", 1), "request 1:1-8@pc1"},
+			{short(1, 2), "deliver 1:2 short protoshard.testpb.Ping"},
+			{c1("p", 2), ""},
 			{seqMsg(2, 1, "first"), "deliver 2:1; request 2:0-8@pc2"},
 			{c1("p", 1), "request 2:1-8@pc2"},
 			{short(2, 2), "resend 2:2@pc2; drop 2:2 outoforder"},
