@@ -81,22 +81,29 @@ func (e *heldEntity) Receive(ctx actor.Context) {
 // sharding and the processed record.
 func oneNode(t *testing.T, ctx context.Context) (*actorsharding.Sharding, *holds) {
 	t.Helper()
+	s := joinAlone(t, ctx, actor.NewActorSystem())
+	h := &holds{processed: map[string][]int64{}}
+	props := actor.PropsFromProducer(func() actor.Actor { return &heldEntity{h: h} })
+	if _, err := s.StartRegion("Held", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
+		t.Fatal(err)
+	}
+	return s, h
+}
+
+// joinAlone joins system as a cluster of its own, which leaves and shuts
+// down when the test ends.
+func joinAlone(t *testing.T, ctx context.Context, system *actor.ActorSystem) *actorsharding.Sharding {
+	t.Helper()
 	if raceflag.Enabled {
 		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
 	}
-	h := &holds{processed: map[string][]int64{}}
-	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
 	s, err := actorsharding.Join(ctx, system)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Leave(context.Background()) })
-	props := actor.PropsFromProducer(func() actor.Actor { return &heldEntity{h: h} })
-	if _, err := s.StartRegion("Held", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {
-		t.Fatal(err)
-	}
-	return s, h
+	return s
 }
 
 // TestFullWindowAndFullBuffer: an entity that confirms nothing gets no

@@ -10,7 +10,6 @@ import (
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
 	"github.com/protoshard/protoshard/internal/metrics"
-	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/testkit"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -47,19 +46,10 @@ func collectInt64(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64
 // entities confirmed, and its gauges show what waits: messages held by an
 // entity that does not confirm, then nothing once it does.
 func TestDeliveryMetrics(t *testing.T) {
-	if raceflag.Enabled {
-		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	reader := sdkmetric.NewManualReader()
-	system := actor.NewActorSystem(actor.WithMetricProviders(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
-	t.Cleanup(system.Shutdown)
-	s, err := actorsharding.Join(ctx, system)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Leave(context.Background()) })
+	s := joinAlone(t, ctx, actor.NewActorSystem(actor.WithMetricProviders(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))))
 	h := &holds{processed: map[string][]int64{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return &heldEntity{h: h} })
 	if _, err := s.StartRegion("Metered", props, actorsharding.NewHashCodeMessageExtractor(10)); err != nil {

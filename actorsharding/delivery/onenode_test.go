@@ -9,7 +9,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/actorsharding"
 	"github.com/protoshard/protoshard/actorsharding/delivery"
-	"github.com/protoshard/protoshard/internal/raceflag"
 	"github.com/protoshard/protoshard/internal/testwait"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -49,18 +48,9 @@ func (e *gotEntity) Receive(ctx actor.Context) {
 // went as the message itself and whatever went encoded (the first, which
 // starts the entity, and what waited for the entity's demand).
 func TestEntityOnTheProducersNodeGetsTheMessageItself(t *testing.T) {
-	if raceflag.Enabled {
-		t.Skip("the package's other tests leave remotes behind, which race on grpc's global logger")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	s, err := actorsharding.Join(ctx, system)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Leave(context.Background()) })
+	s := joinAlone(t, ctx, actor.NewActorSystem())
 	var (
 		mu  sync.Mutex
 		got []proto.Message
