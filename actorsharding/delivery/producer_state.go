@@ -189,8 +189,8 @@ func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput
 }
 
 // sequenced is message seqNr of this numbering, carrying payload.
-// It is in full form, as the producer keeps it for resending; wire makes
-// the short form.
+// It is in full form, as the producer keeps it for resending; shortForm
+// makes the short form.
 func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *messages.SequencedMessage {
 	var typeID uint32
 	if payload != nil {
@@ -865,16 +865,6 @@ func (p *producerState) account(o *outState, bufferedBefore int, out outOutput) 
 // lookup finds the out-state a reply from an entity is for: a reply for an
 // unknown entity or another incarnation is from before a cleanup or a
 // restart of this producer, and is ignored.
-// shortForm is m, just sent for the first time (in send), in short form
-// if it may go so (see outState.shortForm); nil: in full form.
-func (p *producerState) shortForm(m *messages.SequencedMessage) *messages.SequencedMessage {
-	o := p.outs[m.GetEntityId()]
-	if o == nil || o.incarnation != m.GetProducerIncarnation() {
-		return nil
-	}
-	return o.shortForm(m)
-}
-
 func (p *producerState) lookup(kind, entityID string, incarnation uint64) (*outState, error) {
 	o := p.outs[entityID]
 	if o == nil {
@@ -884,6 +874,16 @@ func (p *producerState) lookup(kind, entityID string, incarnation uint64) (*outS
 		return nil, fmt.Errorf("%s for entity %q: incarnation %d, current %d: %w", kind, entityID, incarnation, o.incarnation, errStaleIncarnation)
 	}
 	return o, nil
+}
+
+// shortForm is m, sent for the first time (by deliver), in short form
+// if it may go so (see outState.shortForm); nil: in full form.
+func (p *producerState) shortForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+	o, err := p.lookup("SequencedMessage", m.GetEntityId(), m.GetProducerIncarnation())
+	if err != nil {
+		return nil
+	}
+	return o.shortForm(m)
 }
 
 func (p *producerState) onRequest(r *messages.Request, now time.Time) (outOutput, error) {

@@ -12,8 +12,9 @@ import (
 
 // RunsHere reports whether ref, an *actorsharding.EntityRef (a pointer:
 // a struct in an interface would be copied to the heap), has its
-// entity running on this node: a reliable-delivery producer then sends a
-// message's full form, which nothing encodes on the way. False for
+// entity running on this node: a reliable-delivery producer then sends
+// the message itself (SendDirect) or its full form, never the short form,
+// which only saves encoding on the way to another node. False for
 // anything else.
 var RunsHere = func(ref any) bool { return false }
 
