@@ -130,7 +130,7 @@ func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 		c.retries++
 		c.interval = c.retryBackoff().Delay(c.retries)
 		c.state.forgetIdle(now)
-		if len(c.state.byProducer) > 0 {
+		if c.state.byProducer.len() > 0 {
 			c.arm(ctx, c.interval)
 		}
 		return true

@@ -128,12 +128,7 @@ type consumerState struct {
 	// types are the message types the incarnation's full-form messages
 	// named, by type_id, for its short-form ones (nil: a type URL not
 	// linked into this program).
-	types map[uint32]protoreflect.MessageType
-	// lastTypeID and lastType are the entry of types looked up last (0:
-	// none): a producer sends one type mostly, and a comparison is
-	// cheaper than the map.
-	lastTypeID uint32
-	lastType   protoreflect.MessageType
+	types recentMap[uint32, protoreflect.MessageType]
 }
 
 func newConsumerState(producerID string, window int, onlyFlowControl bool) *consumerState {
@@ -286,7 +281,7 @@ func (s *consumerState) changedProducer(m *messages.SequencedMessage, out *consu
 func (s *consumerState) acceptFirst(m *messages.SequencedMessage, out *consumerOutput) {
 	if m.GetProducerIncarnation() != s.incarnation {
 		s.confirmedSeqNr = 0
-		s.types, s.lastTypeID, s.lastType = nil, 0, nil
+		s.types.reset()
 	}
 	s.incarnation = m.GetProducerIncarnation()
 	s.producer = m.GetProducerController()
@@ -306,15 +301,12 @@ func (s *consumerState) deliver(m *messages.SequencedMessage, out *consumerOutpu
 	switch {
 	case id == 0:
 	case m.GetMessage() != nil:
-		if _, named := s.namedType(id); !named {
-			if s.types == nil {
-				s.types = map[uint32]protoreflect.MessageType{}
-			}
+		if _, named := s.types.get(id); !named {
 			mt, _ := protoregistry.GlobalTypes.FindMessageByURL(m.GetMessage().GetTypeUrl())
-			s.types[id] = mt
+			s.types.put(id, mt)
 		}
 	default:
-		out.payloadType, _ = s.namedType(id)
+		out.payloadType, _ = s.types.get(id)
 	}
 }
 
@@ -324,21 +316,8 @@ func (s *consumerState) readable(m *messages.SequencedMessage) bool {
 	if m.GetMessage() != nil || m.GetTypeId() == 0 {
 		return true
 	}
-	_, named := s.namedType(m.GetTypeId())
+	_, named := s.types.get(m.GetTypeId())
 	return named
-}
-
-// namedType is the type id names in this numbering (nil: none this
-// program links), and whether a full-form message named it.
-func (s *consumerState) namedType(id uint32) (protoreflect.MessageType, bool) {
-	if id != 0 && id == s.lastTypeID {
-		return s.lastType, true
-	}
-	mt, named := s.types[id]
-	if named {
-		s.lastTypeID, s.lastType = id, mt
-	}
-	return mt, named
 }
 
 // retryRequest is Pekko's retryRequest: the Request again, viaTimeout so
@@ -414,33 +393,17 @@ func (s *consumerState) idle() bool { return s.delivering == nil && len(s.stash)
 // consumerState per producer ID.
 type consumers struct {
 	settings   consumerSettings
-	byProducer map[string]*consumerState
-	// last is the state looked up last: an entity mostly hears from one
-	// producer at a time, and a comparison of its ID is cheaper than the
-	// map.
-	last *consumerState
-}
-
-// state is producerID's state, if any.
-func (c *consumers) state(producerID string) (*consumerState, bool) {
-	if c.last != nil && c.last.producerID == producerID {
-		return c.last, true
-	}
-	s, ok := c.byProducer[producerID]
-	if ok {
-		c.last = s
-	}
-	return s, ok
+	byProducer recentMap[string, *consumerState]
 }
 
 // newConsumers restores stored progress (nil: none, Pekko's behaviour).
 func newConsumers(settings consumerSettings, restored *messages.ConsumerProgress) (*consumers, error) {
-	c := &consumers{settings: settings.withDefaults(), byProducer: make(map[string]*consumerState)}
+	c := &consumers{settings: settings.withDefaults()}
 	for _, p := range restored.GetProducers() {
 		if err := validProducerProgress(p); err != nil {
 			return nil, err
 		}
-		if _, dup := c.byProducer[p.GetProducerId()]; dup {
+		if _, dup := c.byProducer.get(p.GetProducerId()); dup {
 			return nil, fmt.Errorf("producer %q listed twice: %w", p.GetProducerId(), errInvalidProgress)
 		}
 		s := c.newState(p.GetProducerId())
@@ -450,7 +413,7 @@ func newConsumers(settings consumerSettings, restored *messages.ConsumerProgress
 		s.requestedSeqNr = p.GetConfirmedSeqNr()
 		s.confirmedAt = time.UnixMilli(p.GetConfirmedAtUnixMs())
 		s.lastActive = s.confirmedAt
-		c.byProducer[p.GetProducerId()] = s
+		c.byProducer.put(p.GetProducerId(), s)
 	}
 	return c, nil
 }
@@ -494,17 +457,17 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, sender *actor.PID,
 		// for this one send), so it takes the PID.
 		m.ProducerController = sender
 	}
-	s, ok := c.state(m.GetProducerId())
+	s, ok := c.byProducer.get(m.GetProducerId())
 	if !ok {
 		s = c.newState(m.GetProducerId())
-		c.byProducer[m.GetProducerId()] = s
+		c.byProducer.put(m.GetProducerId(), s)
 	}
 	s.lastActive = now
 	return s.onSequenced(m)
 }
 
 func (c *consumers) onConfirmed(producerID string, seq int64, now time.Time) (consumerOutput, error) {
-	s, ok := c.state(producerID)
+	s, ok := c.byProducer.get(producerID)
 	if !ok {
 		return consumerOutput{}, fmt.Errorf("producer %q seqNr %d: %w", producerID, seq, errNotDelivered)
 	}
@@ -516,7 +479,7 @@ func (c *consumers) onConfirmed(producerID string, seq int64, now time.Time) (co
 func (c *consumers) onRetry() []consumerOutput {
 	var outs []consumerOutput
 	for _, id := range c.producerIDs() {
-		if o := c.byProducer[id].onRetry(); o.request != nil || o.resend != nil {
+		if o := c.byProducer.all()[id].onRetry(); o.request != nil || o.resend != nil {
 			outs = append(outs, o)
 		}
 	}
@@ -530,7 +493,7 @@ func (c *consumers) onRetry() []consumerOutput {
 func (c *consumers) onStopping() []consumerOutput {
 	var outs []consumerOutput
 	for _, id := range c.producerIDs() {
-		s := c.byProducer[id]
+		s := c.byProducer.all()[id]
 		if !s.contact || s.producer == nil || s.confirmedSeqNr < 1 {
 			continue
 		}
@@ -540,7 +503,7 @@ func (c *consumers) onStopping() []consumerOutput {
 	return outs
 }
 
-func (c *consumers) producerIDs() []string { return slices.Sorted(maps.Keys(c.byProducer)) }
+func (c *consumers) producerIDs() []string { return slices.Sorted(maps.Keys(c.byProducer.all())) }
 
 // progressAfter is the progress the entity stores with the effects of the
 // message seq of producerID: every producer's confirmed seqNr, that one's
@@ -549,7 +512,7 @@ func (c *consumers) producerIDs() []string { return slices.Sorted(maps.Keys(c.by
 func (c *consumers) progressAfter(producerID string, seq int64, now time.Time) *messages.ConsumerProgress {
 	p := &messages.ConsumerProgress{}
 	for _, id := range c.producerIDs() {
-		s := c.byProducer[id]
+		s := c.byProducer.all()[id]
 		confirmed, at := s.confirmedSeqNr, s.confirmedAt
 		if id == producerID {
 			confirmed, at = seq, now
@@ -572,12 +535,9 @@ func (c *consumers) progressAfter(producerID string, seq int64, now time.Time) *
 func (c *consumers) forgetIdle(now time.Time) []string {
 	var forgotten []string
 	for _, id := range c.producerIDs() {
-		s := c.byProducer[id]
+		s := c.byProducer.all()[id]
 		if s.idle() && now.Sub(s.lastActive) >= c.settings.ProgressRetention {
-			delete(c.byProducer, id)
-			if c.last == s {
-				c.last = nil
-			}
+			c.byProducer.remove(id)
 			forgotten = append(forgotten, id)
 		}
 	}

@@ -424,7 +424,7 @@ func TestConsumersProgressRoundTrip(t *testing.T) {
 		t.Fatalf("progress of confirmed producers only: %v", p)
 	}
 	got.Producers[0].ConfirmedSeqNr = 99
-	if s := c.byProducer["a"]; s.confirmedSeqNr != 1 {
+	if s := c.byProducer.all()["a"]; s.confirmedSeqNr != 1 {
 		t.Fatalf("progress aliases state: confirmed %d", s.confirmedSeqNr)
 	}
 	got.Producers[0].ConfirmedSeqNr = 1

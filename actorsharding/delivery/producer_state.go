@@ -114,32 +114,20 @@ type outState struct {
 // PID), which is most of a reliable message's cost to encode and decode
 // across processes.
 type numberedTypes struct {
-	ids   map[string]uint32 // type URL -> ID, from 1, for the numbering's life
+	ids   recentMap[string, uint32] // type URL -> ID, from 1, for the numbering's life
 	named map[uint32]bool
 	// readsShort: the entity's last Request said it reads the short form
 	// (a consumer of an earlier version does not).
 	readsShort bool
-	// lastURL and lastID are the last idOf: a producer sends one type
-	// mostly, and its URL is one string (pack caches it), compared at once.
-	lastURL string
-	lastID  uint32
 }
 
 // idOf is url's ID, given on first use.
 func (t *numberedTypes) idOf(url string) uint32 {
-	if t.lastID != 0 && url == t.lastURL {
-		return t.lastID
-	}
-	if id, ok := t.ids[url]; ok {
-		t.lastURL, t.lastID = url, id
+	if id, ok := t.ids.get(url); ok {
 		return id
 	}
-	if t.ids == nil {
-		t.ids = map[string]uint32{}
-	}
-	id := uint32(len(t.ids) + 1)
-	t.ids[url] = id
-	t.lastURL, t.lastID = url, id
+	id := uint32(t.ids.len() + 1)
+	t.ids.put(url, id)
 	return id
 }
 
