@@ -16,6 +16,7 @@ import (
 	"github.com/protoshard/protoshard/internal/shardproto"
 	"github.com/protoshard/protoshard/internal/staleness"
 	"github.com/protoshard/protoshard/internal/throttle"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/internal/wire"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -47,7 +48,7 @@ type region struct {
 	entry *actor.PID
 
 	timers      *scheduler.TimerScheduler
-	cancelRetry scheduler.CancelFunc
+	cancelRetry func()
 	// lastSweep: when the region last swept its routes and the homes on
 	// other nodes (see sweepRoutes).
 	lastSweep time.Time
@@ -132,7 +133,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.activeEntityLimit = r.settings.Shard.ActiveEntityLimit
 		r.metrics = metrics.For(ctx.ActorSystem()).Type(r.typeName)
 		r.cluster.Subscribe(ctx.Self())
-		r.cancelRetry = r.timers.SendRepeatedly(r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
+		r.cancelRetry = ticker.SendRepeatedly(ctx, r.settings.RetryInterval, r.settings.RetryInterval, ctx.Self(), retryTick{})
 		r.link.schedule = newRegistrationSchedule(r.settings.RetryInterval)
 		ctx.Logger().Debug("shard region started", slog.String("type", r.typeName), slog.Bool("proxy", r.proxyOnly()),
 			slog.String("state", stateActive))

@@ -38,7 +38,8 @@ type schedulerActor struct {
 	workers map[string]*workerInfo
 	jobs    map[string]*jobInfo
 	started time.Time
-	cancel  scheduler.CancelFunc
+	timers  *scheduler.TimerScheduler
+	cancel  scheduler.CancelFunc // the pending tick, re-armed as it arrives
 }
 
 type workerInfo struct {
@@ -78,6 +79,7 @@ func (s *schedulerActor) Receive(ctx actor.Context) {
 	case schedulerTick:
 		s.checkWorkers(ctx)
 		s.assignJobs(ctx)
+		s.cancel = s.timers.SendOnce(s.timing.schedulerTick, ctx.Self(), schedulerTick{})
 	case *jobspb.Heartbeat:
 		s.onHeartbeat(msg)
 	case *jobspb.JobPending:
@@ -132,7 +134,10 @@ func (s *schedulerActor) start(ctx actor.Context) {
 		s.story.printf("scheduler starts on %s with an empty memory; from the job store: %d running, %d pending, %d done",
 			s.node, counts[jobspb.Status_RUNNING], counts[jobspb.Status_PENDING], counts[jobspb.Status_DONE])
 	}
-	s.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(s.timing.schedulerTick, s.timing.schedulerTick, ctx.Self(), schedulerTick{})
+	// A one-shot tick re-armed on arrival: SendRepeatedly's cancel races
+	// with a tick that fires meanwhile.
+	s.timers = scheduler.NewTimerScheduler(ctx)
+	s.cancel = s.timers.SendOnce(s.timing.schedulerTick, ctx.Self(), schedulerTick{})
 }
 
 func (s *schedulerActor) onHeartbeat(hb *jobspb.Heartbeat) {

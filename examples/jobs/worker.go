@@ -39,7 +39,10 @@ type worker struct {
 
 	jobs        map[string]*runningJob
 	partitioned bool
-	cancels     []scheduler.CancelFunc
+	timers      *scheduler.TimerScheduler
+	// One pending tick of each kind, re-armed as it arrives:
+	// SendRepeatedly's cancel races with a tick that fires meanwhile.
+	cancelHeartbeat, cancelStep scheduler.CancelFunc
 }
 
 type runningJob struct {
@@ -107,20 +110,20 @@ func (w *worker) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		w.jobs = map[string]*runningJob{}
-		timers := scheduler.NewTimerScheduler(ctx)
-		w.cancels = append(w.cancels,
-			timers.SendRepeatedly(0, w.timing.heartbeat, ctx.Self(), heartbeatTick{}),
-			timers.SendRepeatedly(w.timing.step, w.timing.step, ctx.Self(), stepTick{}))
+		w.timers = scheduler.NewTimerScheduler(ctx)
+		w.cancelHeartbeat = w.timers.SendOnce(0, ctx.Self(), heartbeatTick{})
+		w.cancelStep = w.timers.SendOnce(w.timing.step, ctx.Self(), stepTick{})
 	case *actor.Stopping:
-		for _, cancel := range w.cancels {
-			cancel()
-		}
+		w.cancelHeartbeat()
+		w.cancelStep()
 	case heartbeatTick:
 		if !w.partitioned {
 			ctx.Send(w.scheduler, &jobspb.Heartbeat{Worker: w.id, Address: ctx.Self().Address, Node: w.node})
 		}
+		w.cancelHeartbeat = w.timers.SendOnce(w.timing.heartbeat, ctx.Self(), heartbeatTick{})
 	case stepTick:
 		w.onStep(ctx)
+		w.cancelStep = w.timers.SendOnce(w.timing.step, ctx.Self(), stepTick{})
 	case *jobspb.RunJob:
 		if j, ok := w.jobs[msg.Job]; ok && j.epoch >= msg.Epoch {
 			return // a repeated RunJob

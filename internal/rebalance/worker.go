@@ -19,6 +19,7 @@ import (
 	"github.com/protoshard/protoshard/internal/guard"
 	"github.com/protoshard/protoshard/internal/handoff"
 	"github.com/protoshard/protoshard/internal/pidkey"
+	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -111,7 +112,7 @@ type worker struct {
 
 	states        behavior.States
 	cancelTimeout scheduler.CancelFunc
-	cancelResend  scheduler.CancelFunc
+	cancelResend  func()
 
 	asked    map[string]bool       // pidkey.Of of every region told BeginHandOff
 	pending  map[string]*actor.PID // regions whose ack is still missing
@@ -179,7 +180,7 @@ func (w *worker) start(ctx actor.Context) {
 	timers := scheduler.NewTimerScheduler(ctx)
 	w.cancelTimeout = timers.SendOnce(w.handOffTimeout, ctx.Self(), handOffTimedOut{})
 	resend := beginHandOffResendInterval(w.handOffTimeout)
-	w.cancelResend = timers.SendRepeatedly(resend, resend, ctx.Self(), resendBeginHandOff{})
+	w.cancelResend = ticker.SendRepeatedly(ctx, resend, resend, ctx.Self(), resendBeginHandOff{})
 	if len(w.pending) == 0 {
 		w.allAcked(ctx)
 	}

@@ -1,6 +1,14 @@
 package ticker_test
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,5 +53,54 @@ func TestSendRepeatedly(t *testing.T) {
 		c := ticker.SendRepeatedly(system.Root, 0, time.Microsecond, pid, tick{})
 		time.Sleep(time.Duration(time.Now().UnixNano()%50) * time.Microsecond)
 		c()
+	}
+}
+
+// No library, command or example code uses proto.actor's
+// TimerScheduler.SendRepeatedly: its cancel races with a tick that fires
+// meanwhile, which -race reports at random in whatever test stops the
+// actor at that moment.
+func TestNoSchedulerSendRepeatedly(t *testing.T) {
+	const schedulerPath = `"github.com/asynkron/protoactor-go/scheduler"`
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != "../.." && (strings.HasPrefix(n, ".") || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", path, err)
+		}
+		if !slices.ContainsFunc(f.Imports, func(s *ast.ImportSpec) bool { return s.Path.Value == schedulerPath }) {
+			return nil
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || (sel.Sel.Name != "SendRepeatedly" && sel.Sel.Name != "RequestRepeatedly") {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "ticker" {
+				return true
+			}
+			t.Errorf("%s: scheduler's %s; use ticker.SendRepeatedly or a SendOnce re-armed on each tick", fset.Position(call.Pos()), sel.Sel.Name)
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
