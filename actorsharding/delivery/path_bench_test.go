@@ -40,9 +40,7 @@ func BenchmarkReliablePath(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, m := range out.send {
-			if short := p.shortForm(m); short != nil {
-				m = short // as to an entity on another node
-			}
+			p.inShortForm(m) // as to an entity on another node
 			co := cons[e].onSequenced(m, controller, now)
 			for co.deliver != nil {
 				d := co.deliver

@@ -789,7 +789,8 @@ func (c *producerController) sendOut(ctx actor.Context, out outOutput, took *que
 
 // deliver sends m to its entity through the entity's ref. If m is new
 // (not resent) and its entity runs on another node, it goes in short form
-// if it may, with this controller as the sender: the short form leaves
+// if it may (made so in place, as it is kept), with this controller as
+// the sender: the short form leaves
 // out the type URL and the PID, which proto.actor's remote carries once
 // per batch for all the messages of one sender. If m is new, its entity
 // runs on this node and msg, m's message as Send took it, is not nil, the
@@ -809,7 +810,7 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		ref = &r
 		c.refs[m.GetEntityId()] = ref
 	}
-	out, sender := m, (*actor.PID)(nil)
+	var sender *actor.PID
 	if isNew {
 		switch here := entityrefs.RunsHere(ref); {
 		case here && msg != nil:
@@ -817,13 +818,13 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 				return
 			}
 		case !here:
-			if short := c.state.shortForm(m); short != nil {
-				out, sender = short, ctx.Self()
+			if c.state.inShortForm(m) {
+				sender = ctx.Self()
 			}
 		}
 	}
-	if err := entityrefs.SendFrom(ref, out, sender); err != nil {
-		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), out, nil,
+	if err := entityrefs.SendFrom(ref, m, sender); err != nil {
+		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 			fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 	}
 }

@@ -93,7 +93,10 @@ type outState struct {
 	// producer sends on that demand is not lost when the first is confirmed.
 	requested bool
 
-	unconfirmed []*messages.SequencedMessage // sent, not confirmed, seq order
+	// unconfirmed: sent, not confirmed, seq order. One sent in short form
+	// is kept in it (made so in place, so that it is not allocated twice);
+	// fullForm makes what is resent of it.
+	unconfirmed []*messages.SequencedMessage
 	buffered    []*messages.SequencedMessage // accepted, seq > requestedSeqNr, seq order
 	// storing: accepted and numbered, on their way to the durable queue;
 	// they are placed (sent or buffered) once stored. After buffered.
@@ -115,6 +118,7 @@ type outState struct {
 // across processes.
 type numberedTypes struct {
 	ids   recentMap[string, uint32] // type URL -> ID, from 1, for the numbering's life
+	urls  []string                  // ID -> type URL, at ID-1
 	named map[uint32]bool
 	// readsShort: the entity's last Request said it reads the short form
 	// (a consumer of an earlier version does not).
@@ -128,7 +132,16 @@ func (t *numberedTypes) idOf(url string) uint32 {
 	}
 	id := uint32(t.ids.len() + 1)
 	t.ids.put(url, id)
+	t.urls = append(t.urls, url)
 	return id
+}
+
+// urlOf is the type URL that id names (false: none).
+func (t *numberedTypes) urlOf(id uint32) (string, bool) {
+	if id == 0 || int(id) > len(t.urls) {
+		return "", false
+	}
+	return t.urls[id-1], true
 }
 
 func newOutState(entityID, producerID string, controller *actor.PID, incarnation uint64, now time.Time) *outState {
@@ -176,9 +189,8 @@ func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput
 	return out
 }
 
-// sequenced is message seqNr of this numbering, carrying payload.
-// It is in full form, as the producer keeps it for resending; shortForm
-// makes the short form.
+// sequenced is message seqNr of this numbering, carrying payload, in full
+// form; inShortForm makes it the short form when it goes so.
 func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *messages.SequencedMessage {
 	var typeID uint32
 	if payload != nil {
@@ -197,35 +209,72 @@ func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *message
 	}
 }
 
-// shortForm is m, sent for the first time to an entity on another node,
-// in short form if it may go so: the entity had m's type named in this
-// numbering, and its last Request said it reads the short form and takes
-// resends (a consumer that cannot read a short form, having lost its
-// state, asks for a resend, and what is resent goes in full form). nil:
-// m goes in full form, which names its type; a first message always
-// does, as it may start the entity's numbering. Either form may go: the
-// full one names the type again.
-func (o *outState) shortForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+// inShortForm makes m, sent for the first time to an entity on another
+// node and not yet handed to the actor, the short form, in place, if it
+// may go so: the entity had m's type named in this numbering, and its
+// last Request said it reads the short form and takes resends (a
+// consumer that cannot read a short form, having lost its state, asks for
+// a resend, and what is resent goes in full form). false: m stays in full
+// form, which names its type; a first message always does, as it may
+// start the entity's numbering. Either form may go: the full one names
+// the type again. m is kept for resending as it is made here: fullForm
+// makes its full form again.
+func (o *outState) inShortForm(m *messages.SequencedMessage) bool {
 	id := m.GetTypeId()
 	switch {
-	case id == 0:
-		return nil
+	case id == 0 || m.GetMessage() == nil:
+		return false
 	case m.GetFirst() || !o.types.readsShort || !o.supportResend || !o.types.named[id]:
 		if o.types.named == nil {
 			o.types.named = map[uint32]bool{}
 		}
 		o.types.named[id] = true
-		return nil
+		return false
+	}
+	m.Payload = m.GetMessage().GetValue()
+	m.Message = nil
+	m.ProducerController = nil
+	return true
+}
+
+// fullForm is m, a message of this numbering, in full form: m itself if
+// it is, else a new full form of the short form m (which stays as it is:
+// it was handed to the actor).
+func (o *outState) fullForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+	if m.GetMessage() != nil {
+		return m
+	}
+	return o.rebuilt(m, m.GetFirst())
+}
+
+// rebuilt is a new full form of m, first or not.
+func (o *outState) rebuilt(m *messages.SequencedMessage, first bool) *messages.SequencedMessage {
+	payload := m.GetMessage()
+	if payload == nil {
+		// The short form's type ID was given by idOf, so it names a URL.
+		url, _ := o.types.urlOf(m.GetTypeId())
+		payload = &anypb.Any{TypeUrl: url, Value: m.GetPayload()}
 	}
 	return &messages.SequencedMessage{
 		EntityId:            m.GetEntityId(),
 		ProducerId:          m.GetProducerId(),
 		ProducerIncarnation: m.GetProducerIncarnation(),
 		SeqNr:               m.GetSeqNr(),
+		First:               first,
 		Ack:                 m.GetAck(),
-		TypeId:              id,
-		Payload:             m.GetMessage().GetValue(),
+		ProducerController:  o.controller,
+		Message:             payload,
+		TypeId:              m.GetTypeId(),
 	}
+}
+
+// resendFrom appends to resend the full form of each unconfirmed message
+// from index i on.
+func (o *outState) resendFrom(resend []*messages.SequencedMessage, i int) []*messages.SequencedMessage {
+	for _, m := range o.unconfirmed[i:] {
+		resend = append(resend, o.fullForm(m))
+	}
+	return resend
 }
 
 // number gives payload the next seqNr of the numbering.
@@ -349,7 +398,7 @@ func (o *outState) onRequest(r *messages.Request, now time.Time) (outOutput, err
 	// messages after it may have been discarded before the entity took the
 	// first. Either way: resend.
 	if (r.GetViaTimeout() || (c == o.firstSeqNr && !o.requested)) && o.supportResend {
-		out.resend = append(out.resend, o.unconfirmed...)
+		out.resend = o.resendFrom(out.resend, 0)
 	}
 	o.requested = true
 	// Only-flow-control cannot resend: a window at or below what was sent
@@ -388,7 +437,7 @@ func (o *outState) onAck(a *messages.Ack, now time.Time) (outOutput, error) {
 	confirmsFirst := c == o.firstSeqNr
 	o.confirm(c, now, &out)
 	if confirmsFirst {
-		out.resend = append(out.resend, o.unconfirmed...)
+		out.resend = o.resendFrom(out.resend, 0)
 	}
 	return out, nil
 }
@@ -408,30 +457,16 @@ func (o *outState) onResend(r *messages.Resend) (outOutput, error) {
 	// Pekko marks the head after resending it, so the entity takes it only
 	// at its next Resend(0); marking it first saves that round.
 	if from == 0 && len(o.unconfirmed) > 0 && !o.unconfirmed[0].GetFirst() {
-		o.unconfirmed[0] = asFirst(o.unconfirmed[0])
+		// A copy: a message handed to the actor is never modified.
+		o.unconfirmed[0] = o.rebuilt(o.unconfirmed[0], true)
 	}
-	for _, m := range o.unconfirmed {
+	for i, m := range o.unconfirmed {
 		if m.GetSeqNr() >= from {
-			out.resend = append(out.resend, m)
+			out.resend = o.resendFrom(out.resend, i)
+			break
 		}
 	}
 	return out, nil
-}
-
-// asFirst is a copy of m with first set: a message already handed to the
-// actor is never modified.
-func asFirst(m *messages.SequencedMessage) *messages.SequencedMessage {
-	return &messages.SequencedMessage{
-		EntityId:            m.GetEntityId(),
-		ProducerId:          m.GetProducerId(),
-		ProducerIncarnation: m.GetProducerIncarnation(),
-		SeqNr:               m.GetSeqNr(),
-		First:               true,
-		Ack:                 m.GetAck(),
-		ProducerController:  m.GetProducerController(),
-		Message:             m.GetMessage(),
-		TypeId:              m.GetTypeId(),
-	}
 }
 
 // needsResendFirst: the first message of this numbering is sent and not
@@ -445,7 +480,7 @@ func (o *outState) needsResendFirst() bool {
 func (o *outState) onResendFirstTick() outOutput {
 	var out outOutput
 	if o.needsResendFirst() {
-		out.resend = append(out.resend, o.unconfirmed[0])
+		out.resend = append(out.resend, o.fullForm(o.unconfirmed[0]))
 	}
 	return out
 }
@@ -456,7 +491,7 @@ func (o *outState) onResendFirstTick() outOutput {
 func (o *outState) onIdleTick(now time.Time, idleTimeout time.Duration) outOutput {
 	var out outOutput
 	if len(o.unconfirmed) > 0 && now.Sub(o.usedAt) >= idleTimeout {
-		out.resend = append(out.resend, o.unconfirmed[0])
+		out.resend = append(out.resend, o.fullForm(o.unconfirmed[0]))
 	}
 	return out
 }
@@ -864,14 +899,15 @@ func (p *producerState) lookup(kind, entityID string, incarnation uint64) (*outS
 	return o, nil
 }
 
-// shortForm is m, sent for the first time (by deliver), in short form
-// if it may go so (see outState.shortForm); nil: in full form.
-func (p *producerState) shortForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+// inShortForm makes m, sent for the first time (by deliver), the short
+// form if it may go so (see outState.inShortForm); false: m stays in full
+// form.
+func (p *producerState) inShortForm(m *messages.SequencedMessage) bool {
 	o, err := p.lookup("SequencedMessage", m.GetEntityId(), m.GetProducerIncarnation())
 	if err != nil {
-		return nil
+		return false
 	}
-	return o.shortForm(m)
+	return o.inShortForm(m)
 }
 
 func (p *producerState) onRequest(r *messages.Request, now time.Time) (outOutput, error) {
@@ -983,7 +1019,7 @@ func (p *producerState) stop() { p.stopping = true }
 func (p *producerState) undelivered() []*messages.SequencedMessage {
 	var ms []*messages.SequencedMessage
 	for _, o := range p.sortedOuts(func(o *outState) bool { return len(o.unconfirmed)+len(o.buffered) > 0 }) {
-		ms = append(ms, o.unconfirmed...)
+		ms = o.resendFrom(ms, 0)
 		ms = append(ms, o.buffered...)
 	}
 	return ms

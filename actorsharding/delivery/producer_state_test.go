@@ -742,10 +742,13 @@ func TestShortForm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// sentFull is each message as accepted, in full form, by seqNr.
+	sentFull := map[int64]*messages.SequencedMessage{}
 	full := func(step string, m *messages.SequencedMessage, typeID uint32) {
 		t.Helper()
-		if s := h.p.shortForm(m); s != nil {
-			t.Fatalf("%s: short form %v, want the full form", step, s)
+		sentFull[m.GetSeqNr()] = proto.Clone(m).(*messages.SequencedMessage)
+		if h.p.inShortForm(m) {
+			t.Fatalf("%s: short form %v, want the full form", step, m)
 		}
 		if m.GetMessage() == nil || m.GetProducerController() == nil || m.GetTypeId() != typeID {
 			t.Fatalf("%s: %v, want the full form with type ID %d", step, m, typeID)
@@ -753,24 +756,24 @@ func TestShortForm(t *testing.T) {
 	}
 	short := func(step string, m *messages.SequencedMessage, typeID uint32) {
 		t.Helper()
-		s := h.p.shortForm(m)
-		if s == nil {
+		sentFull[m.GetSeqNr()] = proto.Clone(m).(*messages.SequencedMessage)
+		payload := m.GetMessage().GetValue()
+		if !h.p.inShortForm(m) {
 			t.Fatalf("%s: no short form of %v", step, m)
 		}
 		want := &messages.SequencedMessage{EntityId: "a", ProducerId: "prod", ProducerIncarnation: incA,
-			SeqNr: m.GetSeqNr(), TypeId: typeID, Payload: m.GetMessage().GetValue()}
-		if !proto.Equal(s, want) {
-			t.Fatalf("%s: short form %v, want %v", step, s, want)
-		}
-		if m.GetMessage() == nil || m.GetProducerController() == nil {
-			t.Fatalf("%s: the message kept for resending lost its full form: %v", step, m)
+			SeqNr: m.GetSeqNr(), TypeId: typeID, Payload: payload}
+		if !proto.Equal(m, want) {
+			t.Fatalf("%s: short form %v, want %v", step, m, want)
 		}
 	}
 	full("first message", accept(&testpb.Ping{Seq: 1}), 1)
 	request(0, 20, true, false)
 	full("Ping to a consumer that does not read the short form", accept(&testpb.Ping{Seq: 2}), 1)
 	request(0, 20, true, true)
-	short("Ping, named", accept(&testpb.Ping{Seq: 3}), 1)
+	m3 := accept(&testpb.Ping{Seq: 3})
+	short("Ping, named", m3, 1)
+	sentShort := proto.Clone(m3).(*messages.SequencedMessage)
 	full("Pong, a new type", accept(&testpb.Pong{Seq: 4}), 2)
 	short("Pong, named", accept(&testpb.Pong{Seq: 5}), 2)
 	short("Ping again", accept(&testpb.Ping{Seq: 6}), 1)
@@ -778,13 +781,49 @@ func TestShortForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What went in short form is resent in its full form again.
+	if got := render(re.resend); !reflect.DeepEqual(got, []string{"a/5", "a/6"}) {
+		t.Fatalf("resent %v, want a/5 and a/6", got)
+	}
 	for _, m := range re.resend {
-		if m.GetMessage() == nil || m.GetProducerController() == nil {
-			t.Fatalf("resent %v: not in full form", m)
+		if want := sentFull[m.GetSeqNr()]; !proto.Equal(m, want) {
+			t.Fatalf("resent %v, want its full form %v", m, want)
 		}
 	}
 	full("Ping after a Resend", accept(&testpb.Ping{Seq: 7}), 1)
 	short("Ping named again", accept(&testpb.Ping{Seq: 8}), 1)
-	request(1, 20, false, true)
+
+	// A Resend from 0 marks the head first, a short form included; what
+	// was handed to the actor stays as it was.
+	request(2, 20, true, true)
+	re, err = h.p.onResend(&messages.Resend{EntityId: "a", ProducerIncarnation: incA, FromSeqNr: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := render(re.resend); !reflect.DeepEqual(got, []string{"a/3*", "a/4", "a/5", "a/6", "a/7", "a/8"}) {
+		t.Fatalf("resent %v, want a/3* to a/8", got)
+	}
+	headFirst := proto.Clone(sentFull[3]).(*messages.SequencedMessage)
+	headFirst.First = true
+	if !proto.Equal(re.resend[0], headFirst) {
+		t.Fatalf("resent head %v, want %v", re.resend[0], headFirst)
+	}
+	if !proto.Equal(m3, sentShort) {
+		t.Fatalf("the short form sent changed to %v", m3)
+	}
+	undelivered := h.p.undelivered()
+	for i, m := range undelivered {
+		want := sentFull[m.GetSeqNr()]
+		if i == 0 {
+			want = headFirst
+		}
+		if !proto.Equal(m, want) {
+			t.Fatalf("undelivered %v, want its full form %v", m, want)
+		}
+	}
+	if len(undelivered) != 6 {
+		t.Fatalf("undelivered %v, want a/3 to a/8", render(undelivered))
+	}
+	request(2, 20, false, true)
 	full("Ping to an only-flow-control entity", accept(&testpb.Ping{Seq: 9}), 1)
 }
