@@ -1,13 +1,14 @@
 package delivery
 
 import (
-	"github.com/protoshard/protoshard/deadletter"
-	"github.com/protoshard/protoshard/internal/staleness"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/internal/staleness"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/messages"

@@ -40,7 +40,9 @@ func BenchmarkReliablePath(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, m := range out.send {
-			p.inShortForm(m) // as to an entity on another node
+			if _, err := p.forSending(m, true); err != nil { // as to an entity on another node
+				b.Fatal(err)
+			}
 			co := cons[e].onSequenced(m, controller, now)
 			for co.deliver != nil {
 				d := co.deliver

@@ -23,7 +23,6 @@ import (
 	"github.com/protoshard/protoshard/internal/ticker"
 	"github.com/protoshard/protoshard/messages"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // The producer controller's states; they appear in logs.
@@ -106,7 +105,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 type sendRequest struct {
 	entityID string
 	msg      proto.Message
-	payload  *anypb.Any // msg packed and checked (nil: not yet; accept packs it)
+	payload  packed // msg packed and checked (none yet: accept packs it)
 	ack      bool
 	done     chan error // buffered: accepted (or confirmed, with ack) or why not
 	// accepted is closed once the controller numbered the message (ack
@@ -644,7 +643,7 @@ func (c *producerController) onSend(ctx actor.Context, r *sendRequest) {
 	default:
 		r.done <- nil
 	}
-	c.sendOut(ctx, out, &queuedSend{entityID: r.entityID, msg: r.msg, payload: r.payload})
+	c.sendOut(ctx, out, r.msg)
 }
 
 // writes starts the next write to the durable queue, if one is due.
@@ -765,17 +764,17 @@ func (c *producerController) carryOut(ctx actor.Context, out outOutput, in any, 
 	c.sendOut(ctx, out, nil)
 }
 
-// sendOut sends what out asks for. took, if not nil, is the Send whose
-// acceptance made out: if its message goes now, to an entity on this node,
-// the entity gets took's message object itself.
-func (c *producerController) sendOut(ctx actor.Context, out outOutput, took *queuedSend) {
+// sendOut sends what out asks for. took, if not nil, is the message of
+// the Send whose acceptance made out: if it goes now (out.accepted), to an
+// entity on this node, the entity gets that message object itself.
+func (c *producerController) sendOut(ctx actor.Context, out outOutput, took proto.Message) {
 	for _, m := range out.resend {
 		c.deliver(ctx, m, false, nil)
 	}
 	for _, m := range out.send {
 		var msg proto.Message
-		if took != nil && took.payload != nil && m.GetMessage() == took.payload {
-			msg = took.msg
+		if took != nil && m == out.accepted {
+			msg = took
 		}
 		c.deliver(ctx, m, true, msg)
 	}
@@ -787,23 +786,23 @@ func (c *producerController) sendOut(ctx actor.Context, out outOutput, took *que
 	}
 }
 
-// deliver sends m to its entity through the entity's ref. If m is new
-// (not resent) and its entity runs on another node, it goes in short form
-// if it may (made so in place, as it is kept), with this controller as
-// the sender: the short form leaves
-// out the type URL and the PID, which proto.actor's remote carries once
-// per batch for all the messages of one sender. If m is new, its entity
-// runs on this node and msg, m's message as Send took it, is not nil, the
-// entity gets msg itself with m (localSequenced), straight in its mailbox
-// as the ref's direct path sends, without decoding m's Any. Otherwise m
-// goes in full form. Every form goes the same way, so they keep their
-// order.
+// deliver sends m to its entity through the entity's ref. A new m (not
+// resent) is numbered in short form and made the form it goes in, in
+// place, as it is kept. If its entity runs on another node, it goes in
+// short form if it may, with this controller as the sender: the short
+// form leaves out the type URL and the PID, which proto.actor's remote
+// carries once per batch for all the messages of one sender. If its
+// entity runs on this node and msg, m's message as Send took it, is not
+// nil, the entity gets msg itself with m (localSequenced), straight in its
+// mailbox as the ref's direct path sends, without decoding m's Any.
+// Otherwise m goes in full form. Every form goes the same way, so they
+// keep their order.
 func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool, msg proto.Message) {
 	ref, ok := c.refs[m.GetEntityId()]
 	if !ok {
 		r, err := c.sharding.EntityRefFor(c.typeName, m.GetEntityId())
 		if err != nil {
-			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), c.state.fullForm(m), nil,
 				fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 			return
 		}
@@ -811,16 +810,22 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		c.refs[m.GetEntityId()] = ref
 	}
 	var sender *actor.PID
-	if isNew {
-		switch here := entityrefs.RunsHere(ref); {
-		case here && msg != nil:
-			if entityrefs.SendDirect(ref, &localSequenced{seq: m, msg: msg}) {
-				return
-			}
-		case !here:
-			if c.state.inShortForm(m) {
-				sender = ctx.Self()
-			}
+	switch here := isNew && entityrefs.RunsHere(ref); {
+	case here && msg != nil:
+		c.state.inFullFormFor(m, msg)
+		if entityrefs.SendDirect(ref, &localSequenced{seq: m, msg: msg}) {
+			return
+		}
+	case isNew:
+		short, err := c.state.forSending(m, !here)
+		if err != nil {
+			// Not so: out.send holds only messages of current numberings.
+			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+				fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, m.GetEntityId(), err))
+			return
+		}
+		if short {
+			sender = ctx.Self()
 		}
 	}
 	if err := entityrefs.SendFrom(ref, m, sender); err != nil {
@@ -875,7 +880,7 @@ func (c *producerController) takeQueued(ctx actor.Context) {
 			c.dropQueued(ctx, s, err)
 			continue
 		}
-		c.sendOut(ctx, out, &s)
+		c.sendOut(ctx, out, s.msg)
 	}
 }
 

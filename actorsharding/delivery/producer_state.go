@@ -63,6 +63,8 @@ type outOutput struct {
 	// demandChanged: the entity's demand or buffered count changed, so a
 	// RequestNext to the producer would read differently.
 	demandChanged bool
+	// accepted is the message accept numbered, if it is in send.
+	accepted *messages.SequencedMessage
 }
 
 func (o *outOutput) merge(other outOutput) {
@@ -93,11 +95,13 @@ type outState struct {
 	// producer sends on that demand is not lost when the first is confirmed.
 	requested bool
 
-	// unconfirmed: sent, not confirmed, seq order. One sent in short form
-	// is kept in it (made so in place, so that it is not allocated twice);
-	// fullForm makes what is resent of it.
+	// unconfirmed: sent, not confirmed, seq order, each kept in the form
+	// it was sent in; fullForm makes what is resent of one in short form.
 	unconfirmed []*messages.SequencedMessage
-	buffered    []*messages.SequencedMessage // accepted, seq > requestedSeqNr, seq order
+	// buffered: accepted, seq > requestedSeqNr, seq order. Each is in
+	// short form, as numbered, until forSending makes it the form it is
+	// first sent in.
+	buffered []*messages.SequencedMessage
 	// storing: accepted and numbered, on their way to the durable queue;
 	// they are placed (sent or buffered) once stored. After buffered.
 	storing []*messages.SequencedMessage
@@ -181,21 +185,23 @@ func (o *outState) demand() demandView {
 
 // accept numbers payload and sends it if the entity's demand allows,
 // buffers it otherwise.
-func (o *outState) accept(payload *anypb.Any, ack bool, now time.Time) outOutput {
+func (o *outState) accept(payload packed, ack bool, now time.Time) outOutput {
 	var out outOutput
 	before := o.demand()
-	o.place(o.number(payload, ack, now), &out)
+	seq := o.number(payload, ack, now)
+	o.place(seq, &out)
+	if len(out.send) > 0 && out.send[len(out.send)-1] == seq {
+		out.accepted = seq
+	}
 	out.demandChanged = before != o.demand()
 	return out
 }
 
-// sequenced is message seqNr of this numbering, carrying payload, in full
-// form; inShortForm makes it the short form when it goes so.
-func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *messages.SequencedMessage {
-	var typeID uint32
-	if payload != nil {
-		typeID = o.types.idOf(payload.GetTypeUrl())
-	}
+// sequenced is message seqNr of this numbering, carrying payload, in
+// short form: the form most messages go in across processes, so that a
+// message is allocated once. forSending makes it the full form in place
+// where it goes so.
+func (o *outState) sequenced(seqNr int64, ack bool, payload packed) *messages.SequencedMessage {
 	return &messages.SequencedMessage{
 		EntityId:            o.entityID,
 		ProducerId:          o.producerID,
@@ -203,38 +209,52 @@ func (o *outState) sequenced(seqNr int64, ack bool, payload *anypb.Any) *message
 		SeqNr:               seqNr,
 		First:               seqNr == o.firstSeqNr,
 		Ack:                 ack,
-		ProducerController:  o.controller,
-		Message:             payload,
-		TypeId:              typeID,
+		TypeId:              o.types.idOf(payload.url),
+		Payload:             payload.value,
 	}
 }
 
-// inShortForm makes m, sent for the first time to an entity on another
-// node and not yet handed to the actor, the short form, in place, if it
-// may go so: the entity had m's type named in this numbering, and its
-// last Request said it reads the short form and takes resends (a
-// consumer that cannot read a short form, having lost its state, asks for
-// a resend, and what is resent goes in full form). false: m stays in full
-// form, which names its type; a first message always does, as it may
-// start the entity's numbering. Either form may go: the full one names
-// the type again. m is kept for resending as it is made here: fullForm
-// makes its full form again.
-func (o *outState) inShortForm(m *messages.SequencedMessage) bool {
+// forSending makes m, about to be sent for the first time and not yet
+// handed to the actor, the form it goes in, in place, and reports whether
+// that is the short form. To an entity on another node (remote) it goes
+// in short form if it may: the entity had m's type named in this
+// numbering, and its last Request said it reads the short form and takes
+// resends (a consumer that cannot read a short form, having lost its
+// state, asks for a resend, and what is resent goes in full form).
+// Otherwise it goes in full form, which names its type; a first message
+// always does, as it may start the entity's numbering. Either form may
+// go: the full one names the type again. m is kept for resending in the
+// form made here: fullForm makes its full form again.
+func (o *outState) forSending(m *messages.SequencedMessage, remote bool) bool {
 	id := m.GetTypeId()
 	switch {
-	case id == 0 || m.GetMessage() == nil:
+	case id == 0:
 		return false
-	case m.GetFirst() || !o.types.readsShort || !o.supportResend || !o.types.named[id]:
-		if o.types.named == nil {
-			o.types.named = map[uint32]bool{}
+	case remote && !m.GetFirst() && o.types.readsShort && o.supportResend && o.types.named[id]:
+		if full := m.GetMessage(); full != nil {
+			m.Payload = full.GetValue()
+			m.Message = nil
+			m.ProducerController = nil
 		}
-		o.types.named[id] = true
-		return false
+		return true
 	}
-	m.Payload = m.GetMessage().GetValue()
-	m.Message = nil
-	m.ProducerController = nil
-	return true
+	if o.types.named == nil {
+		o.types.named = map[uint32]bool{}
+	}
+	o.types.named[id] = true
+	if m.GetMessage() == nil {
+		m.Message = o.anyOf(m)
+		m.Payload = nil
+		m.ProducerController = o.controller
+	}
+	return false
+}
+
+// anyOf is the Any of m in short form: its payload with the type URL its
+// type ID names (given by idOf, so it names one).
+func (o *outState) anyOf(m *messages.SequencedMessage) *anypb.Any {
+	url, _ := o.types.urlOf(m.GetTypeId())
+	return packed{url: url, value: m.GetPayload()}.any()
 }
 
 // fullForm is m, a message of this numbering, in full form: m itself if
@@ -251,9 +271,7 @@ func (o *outState) fullForm(m *messages.SequencedMessage) *messages.SequencedMes
 func (o *outState) rebuilt(m *messages.SequencedMessage, first bool) *messages.SequencedMessage {
 	payload := m.GetMessage()
 	if payload == nil {
-		// The short form's type ID was given by idOf, so it names a URL.
-		url, _ := o.types.urlOf(m.GetTypeId())
-		payload = &anypb.Any{TypeUrl: url, Value: m.GetPayload()}
+		payload = o.anyOf(m)
 	}
 	return &messages.SequencedMessage{
 		EntityId:            m.GetEntityId(),
@@ -278,7 +296,7 @@ func (o *outState) resendFrom(resend []*messages.SequencedMessage, i int) []*mes
 }
 
 // number gives payload the next seqNr of the numbering.
-func (o *outState) number(payload *anypb.Any, ack bool, now time.Time) *messages.SequencedMessage {
+func (o *outState) number(payload packed, ack bool, now time.Time) *messages.SequencedMessage {
 	seq := o.sequenced(o.currentSeqNr, ack, payload)
 	o.currentSeqNr++
 	o.usedAt = now
@@ -298,10 +316,12 @@ func (o *outState) place(seq *messages.SequencedMessage, out *outOutput) {
 	}
 }
 
-// reserve numbers payload for the durable queue: it is placed by stored.
-func (o *outState) reserve(payload *anypb.Any, ack bool, now time.Time) (*messages.SequencedMessage, outOutput) {
+// reserve numbers payload for the durable queue, which stores it in full
+// form: it is placed by stored.
+func (o *outState) reserve(payload packed, ack bool, now time.Time) (*messages.SequencedMessage, outOutput) {
 	before := o.demand()
 	seq := o.number(payload, ack, now)
+	seq.Message, seq.Payload, seq.ProducerController = o.anyOf(seq), nil, o.controller
 	o.storing = append(o.storing, seq)
 	return seq, outOutput{demandChanged: before != o.demand()}
 }
@@ -644,25 +664,38 @@ func newMessageLimits(producerID string, controller *actor.PID, maxSize, maxStor
 	}
 }
 
+// packed is a message as an Any carries it, without the Any: a message
+// sent in short form needs none.
+type packed struct {
+	url   string // the type URL; "" in no packed message
+	value []byte // the encoding
+}
+
+// ok: p is a packed message (the zero packed is none).
+func (p packed) ok() bool { return p.url != "" }
+
+// any is p in its Any.
+func (p packed) any() *anypb.Any { return &anypb.Any{TypeUrl: p.url, Value: p.value} }
+
 // pack is msg for entityID as it is sent and stored, or why it cannot be.
-func (l messageLimits) pack(entityID string, msg proto.Message) (*anypb.Any, error) {
+func (l messageLimits) pack(entityID string, msg proto.Message) (packed, error) {
 	if entityID == "" {
-		return nil, fmt.Errorf("%w: empty entity ID", errInvalidMessage)
+		return packed{}, fmt.Errorf("%w: empty entity ID", errInvalidMessage)
 	}
 	if msg == nil {
-		return nil, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
+		return packed{}, fmt.Errorf("entity %q: %w", entityID, deadletter.ErrNilMessage)
 	}
 	value, err := proto.Marshal(msg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
+		return packed{}, fmt.Errorf("%w: entity %q: %w", errInvalidMessage, entityID, err)
 	}
-	payload := &anypb.Any{TypeUrl: l.urls.of(msg), Value: value}
+	payload := packed{url: l.urls.of(msg), value: value}
 	if n := l.sequencedSize(entityID, payload) + envelopeMargin + len(entityID); n > l.maxSize {
-		return nil, fmt.Errorf("entity %q: %d bytes to send, over %d: %w", entityID, n, l.maxSize, ErrMessageTooLarge)
+		return packed{}, fmt.Errorf("entity %q: %d bytes to send, over %d: %w", entityID, n, l.maxSize, ErrMessageTooLarge)
 	}
 	if l.maxStored > 0 {
 		if n := l.storedSize(entityID, payload); n > l.maxStored {
-			return nil, fmt.Errorf("entity %q: %d bytes stored, over %d: %w", entityID, n, l.maxStored, ErrMessageTooLarge)
+			return packed{}, fmt.Errorf("entity %q: %d bytes stored, over %d: %w", entityID, n, l.maxStored, ErrMessageTooLarge)
 		}
 	}
 	return payload, nil
@@ -670,23 +703,23 @@ func (l messageLimits) pack(entityID string, msg proto.Message) (*anypb.Any, err
 
 // sequencedSize is the encoded size of a SequencedMessage to entityID
 // carrying payload, with the largest numbers.
-func (l messageLimits) sequencedSize(entityID string, payload *anypb.Any) int {
-	return l.sequencedBase + fieldSize(len(entityID)) + fieldSize(anySize(payload))
+func (l messageLimits) sequencedSize(entityID string, payload packed) int {
+	return l.sequencedBase + fieldSize(len(entityID)) + fieldSize(payload.anySize())
 }
 
 // storedSize is the same for a MessageSent.
-func (l messageLimits) storedSize(entityID string, payload *anypb.Any) int {
-	return l.storedBase + fieldSize(len(entityID)) + fieldSize(anySize(payload))
+func (l messageLimits) storedSize(entityID string, payload packed) int {
+	return l.storedBase + fieldSize(len(entityID)) + fieldSize(payload.anySize())
 }
 
-// anySize is proto.Size(a), without walking a's descriptor: an Any has
-// two fields, type_url (1) and value (2), left out when empty.
-func anySize(a *anypb.Any) int {
+// anySize is the encoded size of p's Any: an Any has two fields,
+// type_url (1) and value (2), left out when empty.
+func (p packed) anySize() int {
 	n := 0
-	if u := a.GetTypeUrl(); u != "" {
+	if u := p.url; u != "" {
 		n += protowire.SizeTag(1) + protowire.SizeBytes(len(u))
 	}
-	if v := a.GetValue(); len(v) > 0 {
+	if v := p.value; len(v) > 0 {
 		n += protowire.SizeTag(2) + protowire.SizeBytes(len(v))
 	}
 	return n
@@ -727,7 +760,7 @@ func (p *producerState) accept(r *sendRequest, now time.Time) (outOutput, error)
 	if p.stopping {
 		return outOutput{}, ErrProducerStopped
 	}
-	if r.payload == nil {
+	if !r.payload.ok() {
 		payload, err := p.limits.pack(r.entityID, r.msg)
 		if err != nil {
 			return outOutput{}, err
@@ -757,7 +790,7 @@ func (p *producerState) acceptQueued(s queuedSend, now time.Time) (outOutput, er
 // place numbers payload for entityID, whose out-state is o (nil: none
 // yet, a numbering starts), and sends, buffers or, with a durable queue,
 // stores it; reply is the Send answered once it is stored.
-func (p *producerState) place(o *outState, entityID string, payload *anypb.Any, ack bool, reply *sendRequest, now time.Time) (outOutput, error) {
+func (p *producerState) place(o *outState, entityID string, payload packed, ack bool, reply *sendRequest, now time.Time) (outOutput, error) {
 	if o == nil {
 		inc, err := p.newIncarnation()
 		if err != nil {
@@ -846,7 +879,7 @@ func (p *producerState) load(st *messages.DurableProducerQueueState, now time.Ti
 			return out, fmt.Errorf("%w: loaded message of entity %q, incarnation %d, seqNr %d does not continue its numbering",
 				errInvalidMessage, m.GetEntityId(), m.GetProducerIncarnation(), m.GetSeqNr())
 		}
-		o.buffered = append(o.buffered, o.sequenced(m.GetSeqNr(), m.GetAck(), m.GetMessage()))
+		o.buffered = append(o.buffered, o.sequenced(m.GetSeqNr(), m.GetAck(), packed{url: m.GetMessage().GetTypeUrl(), value: m.GetMessage().GetValue()}))
 		o.currentSeqNr++
 		o.loadedSeqNr = m.GetSeqNr()
 	}
@@ -899,15 +932,37 @@ func (p *producerState) lookup(kind, entityID string, incarnation uint64) (*outS
 	return o, nil
 }
 
-// inShortForm makes m, sent for the first time (by deliver), the short
-// form if it may go so (see outState.inShortForm); false: m stays in full
-// form.
-func (p *producerState) inShortForm(m *messages.SequencedMessage) bool {
+// forSending makes m, a message out.send holds, the form it goes in (see
+// outState.forSending); remote: its entity runs on another node.
+func (p *producerState) forSending(m *messages.SequencedMessage, remote bool) (short bool, err error) {
 	o, err := p.lookup("SequencedMessage", m.GetEntityId(), m.GetProducerIncarnation())
 	if err != nil {
-		return false
+		return false, err
 	}
-	return o.inShortForm(m)
+	return o.forSending(m, remote), nil
+}
+
+// inFullFormFor makes m, numbered for msg (its Send's message) and not
+// yet handed to the actor, the full form in place, as outState.forSending
+// does, without looking m's numbering up: what goes with msg itself to an
+// entity on this node, on the producer's busiest path.
+func (p *producerState) inFullFormFor(m *messages.SequencedMessage, msg proto.Message) {
+	if m.GetMessage() != nil {
+		return
+	}
+	m.Message = packed{url: p.limits.urls.of(msg), value: m.GetPayload()}.any()
+	m.Payload = nil
+	m.ProducerController = p.controller
+}
+
+// fullForm is m, a message of this producer, in full form (see
+// outState.fullForm); m itself if its numbering is gone.
+func (p *producerState) fullForm(m *messages.SequencedMessage) *messages.SequencedMessage {
+	o, err := p.lookup("SequencedMessage", m.GetEntityId(), m.GetProducerIncarnation())
+	if err != nil {
+		return m
+	}
+	return o.fullForm(m)
 }
 
 func (p *producerState) onRequest(r *messages.Request, now time.Time) (outOutput, error) {
@@ -1020,7 +1075,9 @@ func (p *producerState) undelivered() []*messages.SequencedMessage {
 	var ms []*messages.SequencedMessage
 	for _, o := range p.sortedOuts(func(o *outState) bool { return len(o.unconfirmed)+len(o.buffered) > 0 }) {
 		ms = o.resendFrom(ms, 0)
-		ms = append(ms, o.buffered...)
+		for _, m := range o.buffered {
+			ms = append(ms, o.fullForm(m))
+		}
 	}
 	return ms
 }

@@ -470,6 +470,10 @@ func TestProducerStateSequencedMessageFields(t *testing.T) {
 		t.Fatalf("send = %v", render(out.send))
 	}
 	m := out.send[0]
+	// As the controller sends it to an entity on this node.
+	if short, err := h.p.forSending(m, false); short || err != nil {
+		t.Fatalf("forSending = %v, %v; want the full form", short, err)
+	}
 	if m.GetEntityId() != "e1" || m.GetProducerId() != "prod" || m.GetProducerIncarnation() != incA ||
 		m.GetSeqNr() != 1 || !m.GetFirst() || !m.GetAck() {
 		t.Errorf("fields: %v", m)
@@ -611,15 +615,15 @@ func TestMessageLimitsSizes(t *testing.T) {
 				t.Fatal(err)
 			}
 			sent := &messages.SequencedMessage{EntityId: tc.entityID, ProducerId: "producer-1", ProducerIncarnation: math.MaxUint64,
-				SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: pid, Message: payload}
-			if got, want := anySize(payload), proto.Size(payload); got != want {
+				SeqNr: math.MaxInt64, First: true, Ack: true, ProducerController: pid, Message: payload.any()}
+			if got, want := payload.anySize(), proto.Size(payload.any()); got != want {
 				t.Errorf("anySize = %d, want %d", got, want)
 			}
 			if got, want := l.sequencedSize(tc.entityID, payload), proto.Size(sent); got != want {
 				t.Errorf("sequencedSize = %d, want %d", got, want)
 			}
 			stored := &messages.MessageSent{EntityId: tc.entityID, ProducerIncarnation: math.MaxUint64, SeqNr: math.MaxInt64,
-				Ack: true, TimestampMs: math.MaxInt64, Message: payload}
+				Ack: true, TimestampMs: math.MaxInt64, Message: payload.any()}
 			if got, want := l.storedSize(tc.entityID, payload), proto.Size(stored); got != want {
 				t.Errorf("storedSize = %d, want %d", got, want)
 			}
@@ -666,7 +670,7 @@ func TestDropFront(t *testing.T) {
 // the only allocations are the messages and the outputs.
 func TestOutStateReusesItsArrays(t *testing.T) {
 	o := newOutState("a", "p", actor.NewPID("nonhost", "p"), 1, time.Unix(0, 0))
-	payload := &anypb.Any{}
+	payload := packed{url: "type.googleapis.com/protoshard.testpb.Ping"}
 	if _, err := o.onRequest(&messages.Request{RequestUpToSeqNr: 50, SupportResend: true}, time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -704,7 +708,7 @@ func TestOutStateReusesItsArrays(t *testing.T) {
 func TestPackIsAnypbNew(t *testing.T) {
 	l := newMessageLimits("p", actor.NewPID("nonhost", "p"), math.MaxInt, 0)
 	for i, m := range []proto.Message{&testpb.Ping{Seq: 1}, &testpb.Ping{Seq: 2}, &testpb.Pong{Seq: 3}, &testpb.Ping{Seq: 4}} {
-		got, err := l.pack("a", m)
+		p, err := l.pack("a", m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -712,9 +716,22 @@ func TestPackIsAnypbNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !proto.Equal(got, want) {
+		if got := p.any(); !proto.Equal(got, want) {
 			t.Fatalf("message %d: pack = %v, want %v", i, got, want)
 		}
+	}
+}
+
+// TestPackAllocatesTheEncodingOnly: pack allocates the message's
+// encoding and nothing else (an Any is made only for the full form).
+func TestPackAllocatesTheEncodingOnly(t *testing.T) {
+	l := newMessageLimits("p", actor.NewPID("nonhost", "p"), math.MaxInt, 0)
+	msg := &testpb.Ping{EntityId: "a", Seq: 1}
+	if _, err := l.pack("a", msg); err != nil { // the type URL is cached
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = l.pack("a", msg) }); n != 1 {
+		t.Fatalf("pack allocates %v times, want 1 (the encoding)", n)
 	}
 }
 
@@ -744,39 +761,50 @@ func TestShortForm(t *testing.T) {
 	}
 	// sentFull is each message as accepted, in full form, by seqNr.
 	sentFull := map[int64]*messages.SequencedMessage{}
-	full := func(step string, m *messages.SequencedMessage, typeID uint32) {
+	note := func(m *messages.SequencedMessage, msg proto.Message, typeID uint32) {
 		t.Helper()
-		sentFull[m.GetSeqNr()] = proto.Clone(m).(*messages.SequencedMessage)
-		if h.p.inShortForm(m) {
-			t.Fatalf("%s: short form %v, want the full form", step, m)
+		payload, err := anypb.New(msg)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if m.GetMessage() == nil || m.GetProducerController() == nil || m.GetTypeId() != typeID {
-			t.Fatalf("%s: %v, want the full form with type ID %d", step, m, typeID)
-		}
+		sentFull[m.GetSeqNr()] = &messages.SequencedMessage{EntityId: "a", ProducerId: "prod", ProducerIncarnation: incA,
+			SeqNr: m.GetSeqNr(), First: m.GetFirst(), ProducerController: h.p.controller, Message: payload, TypeId: typeID}
 	}
-	short := func(step string, m *messages.SequencedMessage, typeID uint32) {
+	full := func(step string, msg proto.Message, typeID uint32) *messages.SequencedMessage {
 		t.Helper()
-		sentFull[m.GetSeqNr()] = proto.Clone(m).(*messages.SequencedMessage)
-		payload := m.GetMessage().GetValue()
-		if !h.p.inShortForm(m) {
-			t.Fatalf("%s: no short form of %v", step, m)
+		m := accept(msg)
+		note(m, msg, typeID)
+		if short, err := h.p.forSending(m, true); short || err != nil {
+			t.Fatalf("%s: short form %v (%v), want the full form", step, m, err)
+		}
+		if !proto.Equal(m, sentFull[m.GetSeqNr()]) {
+			t.Fatalf("%s: %v, want the full form %v", step, m, sentFull[m.GetSeqNr()])
+		}
+		return m
+	}
+	short := func(step string, msg proto.Message, typeID uint32) *messages.SequencedMessage {
+		t.Helper()
+		m := accept(msg)
+		note(m, msg, typeID)
+		if short, err := h.p.forSending(m, true); !short || err != nil {
+			t.Fatalf("%s: no short form of %v (%v)", step, m, err)
 		}
 		want := &messages.SequencedMessage{EntityId: "a", ProducerId: "prod", ProducerIncarnation: incA,
-			SeqNr: m.GetSeqNr(), TypeId: typeID, Payload: payload}
+			SeqNr: m.GetSeqNr(), TypeId: typeID, Payload: sentFull[m.GetSeqNr()].GetMessage().GetValue()}
 		if !proto.Equal(m, want) {
 			t.Fatalf("%s: short form %v, want %v", step, m, want)
 		}
+		return m
 	}
-	full("first message", accept(&testpb.Ping{Seq: 1}), 1)
+	full("first message", &testpb.Ping{Seq: 1}, 1)
 	request(0, 20, true, false)
-	full("Ping to a consumer that does not read the short form", accept(&testpb.Ping{Seq: 2}), 1)
+	full("Ping to a consumer that does not read the short form", &testpb.Ping{Seq: 2}, 1)
 	request(0, 20, true, true)
-	m3 := accept(&testpb.Ping{Seq: 3})
-	short("Ping, named", m3, 1)
+	m3 := short("Ping, named", &testpb.Ping{Seq: 3}, 1)
 	sentShort := proto.Clone(m3).(*messages.SequencedMessage)
-	full("Pong, a new type", accept(&testpb.Pong{Seq: 4}), 2)
-	short("Pong, named", accept(&testpb.Pong{Seq: 5}), 2)
-	short("Ping again", accept(&testpb.Ping{Seq: 6}), 1)
+	full("Pong, a new type", &testpb.Pong{Seq: 4}, 2)
+	short("Pong, named", &testpb.Pong{Seq: 5}, 2)
+	short("Ping again", &testpb.Ping{Seq: 6}, 1)
 	re, err := h.p.onResend(&messages.Resend{EntityId: "a", ProducerIncarnation: incA, FromSeqNr: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -790,8 +818,8 @@ func TestShortForm(t *testing.T) {
 			t.Fatalf("resent %v, want its full form %v", m, want)
 		}
 	}
-	full("Ping after a Resend", accept(&testpb.Ping{Seq: 7}), 1)
-	short("Ping named again", accept(&testpb.Ping{Seq: 8}), 1)
+	full("Ping after a Resend", &testpb.Ping{Seq: 7}, 1)
+	short("Ping named again", &testpb.Ping{Seq: 8}, 1)
 
 	// A Resend from 0 marks the head first, a short form included; what
 	// was handed to the actor stays as it was.
@@ -825,5 +853,5 @@ func TestShortForm(t *testing.T) {
 		t.Fatalf("undelivered %v, want a/3 to a/8", render(undelivered))
 	}
 	request(2, 20, false, true)
-	full("Ping to an only-flow-control entity", accept(&testpb.Ping{Seq: 9}), 1)
+	full("Ping to an only-flow-control entity", &testpb.Ping{Seq: 9}, 1)
 }

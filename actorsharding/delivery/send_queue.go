@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // queuedSend is a Send admitted by the sendQueue: its message packed and
@@ -12,7 +11,7 @@ import (
 type queuedSend struct {
 	entityID string
 	msg      proto.Message // for a dead-letter event
-	payload  *anypb.Any
+	payload  packed
 }
 
 // drainSends wakes the controller to take what the sendQueue holds.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/types/known/anypb"
+	"github.com/protoshard/protoshard/internal/testpb"
 )
 
 // queueStep is one call to the send queue and its result: "offer e"
@@ -103,12 +103,11 @@ func TestSendQueue(t *testing.T) {
 // that the controller sent long ago.
 func TestSendQueueReleasesTakenMessages(t *testing.T) {
 	q := newSendQueue(10)
-	p := &anypb.Any{}
-	q.offer(queuedSend{entityID: "a", payload: p})
+	q.offer(queuedSend{entityID: "a", msg: &testpb.Ping{}, payload: packed{url: "u", value: []byte{1}}})
 	first := q.take()
 	q.offer(queuedSend{entityID: "b"})
 	q.take()
-	if first[:1][0].payload != nil {
+	if s := first[:1][0]; s.msg != nil || s.payload.value != nil {
 		t.Fatal("the first batch still holds its message after the next take")
 	}
 }
