@@ -100,6 +100,14 @@ func NewShardingConsumerController(restored *messages.ConsumerProgress, deliver 
 func (c *ShardingConsumerController) Receive(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *messages.SequencedMessage:
+		if m.GetProducerController() == nil {
+			if s := ctx.Sender(); s != nil && s.GetAddress() == ctx.Self().GetAddress() {
+				// A short form from a producer on this node, routed here
+				// by the region: the producer keeps m for resending, so
+				// the sender is noted in a copy of this consumer's own.
+				m = proto.Clone(m).(*messages.SequencedMessage)
+			}
+		}
 		c.onSequenced(ctx, m)
 		return true
 	case *localSequenced:

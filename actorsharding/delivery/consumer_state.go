@@ -453,8 +453,8 @@ func (c *consumers) onSequenced(m *messages.SequencedMessage, sender *actor.PID,
 		return out
 	case m.GetProducerController() == nil:
 		// Short form: its sender is the producer controller. The message
-		// is this consumer's own (decoded here, or made by the producer
-		// for this one send), so it takes the PID.
+		// is this consumer's own (decoded here, or copied if it came from
+		// a producer on this node), so it takes the PID.
 		m.ProducerController = sender
 	}
 	s, ok := c.byProducer.get(m.GetProducerId())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/messages"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -141,5 +142,54 @@ func TestConsumerDeliversNothingWhileMemberStale(t *testing.T) {
 	}
 	if got := processed(); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("delivered %v, want only [1]: nothing once stale", got)
+	}
+}
+
+// TestConsumerCopiesALocalShortForm: a short form from a producer on this
+// node (routed through the region, so the producer's own object) is not
+// changed by the consumer, which notes its sender in a copy.
+func TestConsumerCopiesALocalShortForm(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	payload, err := anypb.New(wrapperspb.Int64(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := make(chan Delivery, 4)
+	entity := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		var c *ShardingConsumerController
+		return actor.ReceiveFunc(func(ctx actor.Context) {
+			if _, ok := ctx.Message().(*actor.Started); ok {
+				c, _ = NewShardingConsumerController(nil, func(ctx actor.Context, d Delivery) {
+					delivered <- d
+					_ = c.Confirm(ctx, d)
+				})
+				return
+			}
+			c.Receive(ctx)
+		})
+	}))
+	kept := &messages.SequencedMessage{EntityId: "e", ProducerId: "p", ProducerIncarnation: 1, SeqNr: 2, TypeId: 1, Payload: payload.GetValue()}
+	before := proto.Clone(kept)
+	producer := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			ctx.Send(entity, &messages.SequencedMessage{EntityId: "e", ProducerId: "p", ProducerIncarnation: 1, SeqNr: 1,
+				First: true, ProducerController: ctx.Self(), Message: payload, TypeId: 1})
+			ctx.Request(entity, kept) // the sender goes with it, as the short form's
+		}
+	}))
+	defer system.Root.Stop(producer)
+	for i := range 2 {
+		select {
+		case d := <-delivered:
+			if d.SeqNr != int64(i+1) {
+				t.Fatalf("delivered seqNr %d, want %d", d.SeqNr, i+1)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 2 messages delivered", i)
+		}
+	}
+	if !proto.Equal(kept, before) {
+		t.Fatalf("the producer's short form changed to %v", kept)
 	}
 }
