@@ -59,6 +59,12 @@ type ShardingProducerController struct {
 	// limits packs and checks their messages on the caller's goroutine.
 	queue  *sendQueue
 	limits messageLimits
+	// anyOnSend: the controller's last new message went to an entity on
+	// this node, which gets the full form: Send makes its Any on the
+	// caller's goroutine then, not on the controller's, which every
+	// message goes through. Only a guess of where the next goes: a wrong
+	// one costs an Any made for nothing, or made by the controller.
+	anyOnSend atomic.Bool
 }
 
 // StartShardingProducerController starts the controller of producer
@@ -163,6 +169,9 @@ func (p *ShardingProducerController) Send(ctx context.Context, entityID string, 
 	payload, err := p.limits.pack(entityID, msg)
 	if err != nil {
 		return fmt.Errorf("delivery: producer %s: %w", p.pid.GetId(), err)
+	}
+	if p.anyOnSend.Load() {
+		payload.full = payload.any()
 	}
 	// Without a durable queue the controller refuses a Send only for a
 	// full buffer: while the buffer has room whatever the demand, the Send
@@ -643,7 +652,7 @@ func (c *producerController) onSend(ctx actor.Context, r *sendRequest) {
 	default:
 		r.done <- nil
 	}
-	c.sendOut(ctx, out, r.msg)
+	c.sendOut(ctx, out, queuedSend{msg: r.msg, payload: r.payload})
 }
 
 // writes starts the next write to the durable queue, if one is due.
@@ -761,22 +770,22 @@ func (c *producerController) carryOut(ctx actor.Context, out outOutput, in any, 
 			slog.String("message", fmt.Sprintf("%T", in)))...)
 		return
 	}
-	c.sendOut(ctx, out, nil)
+	c.sendOut(ctx, out, queuedSend{})
 }
 
-// sendOut sends what out asks for. took, if not nil, is the message of
-// the Send whose acceptance made out: if it goes now (out.accepted), to an
+// sendOut sends what out asks for. took, if any, is the Send whose
+// acceptance made out: if its message goes now (out.accepted), to an
 // entity on this node, the entity gets that message object itself.
-func (c *producerController) sendOut(ctx actor.Context, out outOutput, took proto.Message) {
+func (c *producerController) sendOut(ctx actor.Context, out outOutput, took queuedSend) {
 	for _, m := range out.resend {
 		c.deliver(ctx, m, false, nil)
 	}
 	for _, m := range out.send {
-		var msg proto.Message
-		if took != nil && m == out.accepted {
-			msg = took
+		var t *queuedSend
+		if took.msg != nil && m == out.accepted {
+			t = &took
 		}
-		c.deliver(ctx, m, true, msg)
+		c.deliver(ctx, m, true, t)
 	}
 	for _, cf := range out.confirmed {
 		if done, ok := c.waiting[cf]; ok {
@@ -797,7 +806,7 @@ func (c *producerController) sendOut(ctx actor.Context, out outOutput, took prot
 // mailbox as the ref's direct path sends, without decoding m's Any.
 // Otherwise m goes in full form. Every form goes the same way, so they
 // keep their order.
-func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool, msg proto.Message) {
+func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool, took *queuedSend) {
 	ref, ok := c.refs[m.GetEntityId()]
 	if !ok {
 		r, err := c.sharding.EntityRefFor(c.typeName, m.GetEntityId())
@@ -810,10 +819,14 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		c.refs[m.GetEntityId()] = ref
 	}
 	var sender *actor.PID
-	switch here := isNew && entityrefs.RunsHere(ref); {
-	case here && msg != nil:
-		c.state.inFullFormFor(m, msg)
-		if entityrefs.SendDirect(ref, &localSequenced{seq: m, msg: msg}) {
+	here := isNew && entityrefs.RunsHere(ref)
+	if took != nil && here != c.handle.anyOnSend.Load() {
+		c.handle.anyOnSend.Store(here)
+	}
+	switch {
+	case here && took != nil:
+		c.state.inFullFormFor(m, took.msg, took.payload.full)
+		if entityrefs.SendDirect(ref, &localSequenced{seq: m, msg: took.msg}) {
 			return
 		}
 	case isNew:
@@ -880,7 +893,7 @@ func (c *producerController) takeQueued(ctx actor.Context) {
 			c.dropQueued(ctx, s, err)
 			continue
 		}
-		c.sendOut(ctx, out, s.msg)
+		c.sendOut(ctx, out, s)
 	}
 }
 

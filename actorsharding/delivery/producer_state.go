@@ -669,6 +669,9 @@ func newMessageLimits(producerID string, controller *actor.PID, maxSize, maxStor
 type packed struct {
 	url   string // the type URL; "" in no packed message
 	value []byte // the encoding
+	// full, if not nil, is the Any of url and value, made by Send
+	// (ShardingProducerController.anyOnSend).
+	full *anypb.Any
 }
 
 // ok: p is a packed message (the zero packed is none).
@@ -945,12 +948,16 @@ func (p *producerState) forSending(m *messages.SequencedMessage, remote bool) (s
 // inFullFormFor makes m, numbered for msg (its Send's message) and not
 // yet handed to the actor, the full form in place, as outState.forSending
 // does, without looking m's numbering up: what goes with msg itself to an
-// entity on this node, on the producer's busiest path.
-func (p *producerState) inFullFormFor(m *messages.SequencedMessage, msg proto.Message) {
+// entity on this node, on the producer's busiest path. full, if not nil,
+// is the Any Send made for m.
+func (p *producerState) inFullFormFor(m *messages.SequencedMessage, msg proto.Message, full *anypb.Any) {
 	if m.GetMessage() != nil {
 		return
 	}
-	m.Message = packed{url: p.limits.urls.of(msg), value: m.GetPayload()}.any()
+	if full == nil {
+		full = packed{url: p.limits.urls.of(msg), value: m.GetPayload()}.any()
+	}
+	m.Message = full
 	m.Payload = nil
 	m.ProducerController = p.controller
 }
