@@ -170,8 +170,13 @@ func (p *ShardingProducerController) Send(ctx context.Context, entityID string, 
 	if err != nil {
 		return fmt.Errorf("delivery: producer %s: %w", p.pid.GetId(), err)
 	}
+	// What the controller would allocate is allocated here, on the
+	// caller's goroutine: the controller's, which every message goes
+	// through, bounds the rate.
+	payload.shell = &messages.SequencedMessage{}
 	if p.anyOnSend.Load() {
 		payload.full = payload.any()
+		payload.local = &localSequenced{msg: msg}
 	}
 	// Without a durable queue the controller refuses a Send only for a
 	// full buffer: while the buffer has room whatever the demand, the Send
@@ -826,7 +831,12 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 	switch {
 	case here && took != nil:
 		c.state.inFullFormFor(m, took.msg, took.payload.full)
-		if entityrefs.SendDirect(ref, &localSequenced{seq: m, msg: took.msg}) {
+		local := took.payload.local
+		if local == nil {
+			local = &localSequenced{msg: took.msg}
+		}
+		local.seq = m
+		if entityrefs.SendDirect(ref, local) {
 			return
 		}
 	case isNew:

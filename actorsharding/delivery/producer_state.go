@@ -202,16 +202,19 @@ func (o *outState) accept(payload packed, ack bool, now time.Time) outOutput {
 // message is allocated once. forSending makes it the full form in place
 // where it goes so.
 func (o *outState) sequenced(seqNr int64, ack bool, payload packed) *messages.SequencedMessage {
-	return &messages.SequencedMessage{
-		EntityId:            o.entityID,
-		ProducerId:          o.producerID,
-		ProducerIncarnation: o.incarnation,
-		SeqNr:               seqNr,
-		First:               seqNr == o.firstSeqNr,
-		Ack:                 ack,
-		TypeId:              o.types.idOf(payload.url),
-		Payload:             payload.value,
+	m := payload.shell
+	if m == nil {
+		m = &messages.SequencedMessage{}
 	}
+	m.EntityId = o.entityID
+	m.ProducerId = o.producerID
+	m.ProducerIncarnation = o.incarnation
+	m.SeqNr = seqNr
+	m.First = seqNr == o.firstSeqNr
+	m.Ack = ack
+	m.TypeId = o.types.idOf(payload.url)
+	m.Payload = payload.value
+	return m
 }
 
 // forSending makes m, about to be sent for the first time and not yet
@@ -669,9 +672,14 @@ func newMessageLimits(producerID string, controller *actor.PID, maxSize, maxStor
 type packed struct {
 	url   string // the type URL; "" in no packed message
 	value []byte // the encoding
-	// full, if not nil, is the Any of url and value, made by Send
-	// (ShardingProducerController.anyOnSend).
-	full *anypb.Any
+	// Made by Send, off the controller's goroutine, if not nil: shell is
+	// the message to number this one in; full, the Any of url and value,
+	// and local, the localSequenced to carry it, are made while messages
+	// go to entities on this node (ShardingProducerController.anyOnSend).
+	// Each is used once.
+	shell *messages.SequencedMessage
+	full  *anypb.Any
+	local *localSequenced
 }
 
 // ok: p is a packed message (the zero packed is none).

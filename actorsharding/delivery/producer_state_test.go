@@ -735,6 +735,29 @@ func TestPackAllocatesTheEncodingOnly(t *testing.T) {
 	}
 }
 
+// TestAcceptNumbersInTheShellSendMade: a queued Send's message is
+// numbered in the SequencedMessage its sender allocated, not in one the
+// controller allocates.
+func TestAcceptNumbersInTheShellSendMade(t *testing.T) {
+	h := newHarness(producerSettings{})
+	payload, err := h.p.limits.pack("a", &testpb.Ping{Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell := &messages.SequencedMessage{}
+	payload.shell = shell
+	out, err := h.p.acceptQueued(queuedSend{entityID: "a", msg: &testpb.Ping{Seq: 1}, payload: payload}, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.send) != 1 || out.send[0] != shell || out.accepted != shell {
+		t.Fatalf("send %v, accepted %p; want the shell %p sent", render(out.send), out.accepted, shell)
+	}
+	if shell.GetEntityId() != "a" || shell.GetSeqNr() != 1 || !shell.GetFirst() || shell.GetTypeId() != 1 {
+		t.Fatalf("shell numbered as %v", shell)
+	}
+}
+
 // TestShortForm: a message goes in short form (no type URL, no producer
 // PID) only once its entity said it reads the short form and takes
 // resends, and had the type named in full form; a Resend names the types
