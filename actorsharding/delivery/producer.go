@@ -823,6 +823,12 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		ref = &r
 		c.refs[m.GetEntityId()] = ref
 	}
+	// Send guessed this node (anyOnSend): try the direct path first,
+	// without asking where the entity runs.
+	tried := took != nil && took.payload.local != nil
+	if tried && c.sendDirect(ref, m, took) {
+		return
+	}
 	var sender *actor.PID
 	here := isNew && entityrefs.RunsHere(ref)
 	if took != nil && here != c.handle.anyOnSend.Load() {
@@ -830,13 +836,7 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 	}
 	switch {
 	case here && took != nil:
-		c.state.inFullFormFor(m, took.msg, took.payload.full)
-		local := took.payload.local
-		if local == nil {
-			local = &localSequenced{msg: took.msg}
-		}
-		local.seq = m
-		if entityrefs.SendDirect(ref, local) {
+		if !tried && c.sendDirect(ref, m, took) {
 			return
 		}
 	case isNew:
@@ -855,6 +855,20 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
 			fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 	}
+}
+
+// sendDirect puts m, new, in full form with took's message itself,
+// straight in the mailbox of its entity, if it runs on this node and the
+// ref's direct path is open; false: nothing was sent (m may be in full
+// form now).
+func (c *producerController) sendDirect(ref *actorsharding.EntityRef, m *messages.SequencedMessage, took *queuedSend) bool {
+	c.state.inFullFormFor(m, took.msg, took.payload.full)
+	local := took.payload.local
+	if local == nil {
+		local = &localSequenced{msg: took.msg}
+	}
+	local.seq = m
+	return entityrefs.SendDirect(ref, local)
 }
 
 // stop, without a durable queue, drops what is not confirmed, with a
