@@ -806,11 +806,11 @@ func (c *producerController) sendOut(ctx actor.Context, out outOutput, took queu
 // short form if it may, with this controller as the sender: the short
 // form leaves out the type URL and the PID, which proto.actor's remote
 // carries once per batch for all the messages of one sender. If its
-// entity runs on this node and msg, m's message as Send took it, is not
-// nil, the entity gets msg itself with m (localSequenced), straight in its
-// mailbox as the ref's direct path sends, without decoding m's Any.
-// Otherwise m goes in full form. Every form goes the same way, so they
-// keep their order.
+// entity runs on this node and took, the Send that m numbers, is not nil,
+// the entity gets took's message itself with m (localSequenced), straight
+// in its mailbox as the ref's direct path sends, without decoding m's
+// Any. Otherwise m goes in full form. Every form goes the same way, so
+// they keep their order.
 func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool, took *queuedSend) {
 	ref, ok := c.refs[m.GetEntityId()]
 	if !ok {
