@@ -246,11 +246,16 @@ func (o *outState) forSending(m *messages.SequencedMessage, remote bool) bool {
 	}
 	o.types.named[id] = true
 	if m.GetMessage() == nil {
-		m.Message = o.anyOf(m)
-		m.Payload = nil
-		m.ProducerController = o.controller
+		inFullForm(m, o.anyOf(m), o.controller)
 	}
 	return false
+}
+
+// inFullForm makes m, in short form and not yet handed to the actor, the
+// full form in place: payload (m's own payload in an Any) and controller
+// instead of m's payload alone.
+func inFullForm(m *messages.SequencedMessage, payload *anypb.Any, controller *actor.PID) {
+	m.Message, m.Payload, m.ProducerController = payload, nil, controller
 }
 
 // anyOf is the Any of m in short form: its payload with the type URL its
@@ -324,7 +329,7 @@ func (o *outState) place(seq *messages.SequencedMessage, out *outOutput) {
 func (o *outState) reserve(payload packed, ack bool, now time.Time) (*messages.SequencedMessage, outOutput) {
 	before := o.demand()
 	seq := o.number(payload, ack, now)
-	seq.Message, seq.Payload, seq.ProducerController = o.anyOf(seq), nil, o.controller
+	inFullForm(seq, o.anyOf(seq), o.controller)
 	o.storing = append(o.storing, seq)
 	return seq, outOutput{demandChanged: before != o.demand()}
 }
@@ -965,9 +970,7 @@ func (p *producerState) inFullFormFor(m *messages.SequencedMessage, msg proto.Me
 	if full == nil {
 		full = packed{url: p.limits.urls.of(msg), value: m.GetPayload()}.any()
 	}
-	m.Message = full
-	m.Payload = nil
-	m.ProducerController = p.controller
+	inFullForm(m, full, p.controller)
 }
 
 // fullForm is m, a message of this producer, in full form (see
