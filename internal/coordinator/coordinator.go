@@ -97,6 +97,9 @@ type coordinator struct {
 	// stash holds what arrived while waitingForState; handled on active,
 	// before any newer message.
 	stash stash
+	// early holds the registrations of members not live yet (see
+	// holdEarly); handled once they are.
+	early stash
 	// replaying: the stash is being handled; its events go to the store in
 	// one write, after it.
 	replaying bool
@@ -164,6 +167,7 @@ func (c *coordinator) start(ctx actor.Context) {
 	c.refusals = throttle.New(refusalLogInterval)
 	c.state = &c.writes.state
 	c.stash = newStash(c.settings.StashCapacity)
+	c.early = newStash(c.settings.StashCapacity)
 	c.cluster.Subscribe(ctx.Self())
 	c.become(ctx, StateWaitingForState, c.waitingForState)
 	c.load(ctx)
@@ -190,7 +194,7 @@ func (c *coordinator) waitingForState(ctx actor.Context) {
 	case *GetCoordinatorState, *messages.GetShardCoordinatorState:
 		c.answerState(ctx)
 	default:
-		repeat, err := c.stash.add(msg, ctx.Sender())
+		repeat, err := c.stash.add(msg, ctx.Sender(), time.Now())
 		switch {
 		case err != nil:
 			c.reject(ctx, msg, fmt.Sprintf("waiting for its state: %v", err))
@@ -220,12 +224,19 @@ func (c *coordinator) activate(ctx actor.Context) {
 	// The stash is handled now, in the order it came and before any newer
 	// message (proto.actor cannot put it back at the front of the
 	// mailbox): a region's Register goes before its later requests.
+	c.handleAgain(ctx, c.stash.take())
+	c.allocateShardHomesForRememberEntities(ctx)
+}
+
+// handleAgain handles messages put aside, in order; their events go to
+// the store in one write, after them. The current message is gone after
+// it (proto.actor's Context.Receive clears it).
+func (c *coordinator) handleAgain(ctx actor.Context, put []stashed) {
 	c.replaying = true
-	for _, s := range c.stash.take() {
+	for _, s := range put {
 		ctx.Receive(&actor.MessageEnvelope{Message: s.message, Sender: s.sender})
 	}
 	c.replaying = false
-	c.allocateShardHomesForRememberEntities(ctx)
 }
 
 // watchRegions watches the registered regions and proxies of live
@@ -301,6 +312,7 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.sendHostShard(ctx, msg.shard, r)
 		}
 	case rebalanceTick:
+		c.handleEarly(ctx)
 		c.onRebalanceTick(ctx)
 	case removalMarginElapsed:
 		c.terminateGoneMembers(ctx)
@@ -623,6 +635,9 @@ func (c *coordinator) handleMembership(ctx actor.Context) bool {
 	handled, checkGone := c.regions.membershipEvent(ctx.Message())
 	if checkGone {
 		c.terminateGoneMembers(ctx)
+	}
+	if handled {
+		c.handleEarly(ctx)
 	}
 	return handled
 }

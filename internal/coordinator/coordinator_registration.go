@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/protoshard/protoshard/internal/membershiphook"
 	"github.com/protoshard/protoshard/messages"
 )
 
@@ -24,7 +25,12 @@ const refusalLogInterval = time.Minute
 func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
 	r, err := registrantOf(msg, c.regions.members)
 	if err != nil {
-		c.reject(ctx, msg, err.Error())
+		if errors.Is(err, errMemberNotLive) {
+			err = c.holdEarly(ctx, msg, err)
+		}
+		if err != nil {
+			c.reject(ctx, msg, err.Error())
+		}
 		return
 	}
 	p := planRegistration(c.state, r)
@@ -73,6 +79,54 @@ func (c *coordinator) onRegistration(ctx actor.Context, msg any) {
 	if !r.proxy {
 		c.allocateShardHomesForRememberEntities(ctx)
 	}
+}
+
+// holdEarly holds msg, a registration from a member that the coordinator
+// does not see live, until it does (see earlyRegistrationWait). It returns
+// why msg is rejected instead: notLive when the member was removed, or
+// that the hold is full.
+func (c *coordinator) holdEarly(ctx actor.Context, msg any, notLive error) error {
+	member := registrationMember(msg)
+	if c.removed(member) {
+		return notLive
+	}
+	repeat, err := c.early.add(msg, ctx.Sender(), time.Now())
+	if err != nil {
+		return fmt.Errorf("%w; holding it until the member shows up: %w", notLive, err)
+	}
+	if !repeat {
+		c.log.Debug("shard coordinator: holding a registration until its member shows up live", slog.String("member", member),
+			slog.String("message", fmt.Sprintf("%T", msg)))
+	}
+	return nil
+}
+
+// removed reports whether this node saw member removed.
+func (c *coordinator) removed(member string) bool {
+	_, seen := membershiphook.Of(c.cluster).Removal(member)
+	return seen
+}
+
+// handleEarly handles the held registrations whose member is live now, and
+// drops those whose member was removed or that waited too long (see
+// fateOf); the others wait on.
+func (c *coordinator) handleEarly(ctx actor.Context) {
+	if c.stateName != StateActive || c.early.len() == 0 {
+		return
+	}
+	now := time.Now()
+	var ready []stashed
+	for _, e := range c.early.take() {
+		switch fate, why := fateOf(e, c.regions.isLive, c.removed, now, earlyRegistrationWait); fate {
+		case earlyReady:
+			ready = append(ready, e)
+		case earlyDropped:
+			c.drop(ctx, e.message, e.sender, why)
+		default:
+			_, _ = c.early.put(e) // it held e a moment ago: it has room
+		}
+	}
+	c.handleAgain(ctx, ready)
 }
 
 // registered: the registration of r is written; it is watched from now on.

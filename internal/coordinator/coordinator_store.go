@@ -97,11 +97,11 @@ func (c *coordinator) storeFailed(ctx actor.Context, err error) {
 	ctx.Stop(ctx.Self())
 }
 
-// dropUnwritten drops what waits for a write or in the stash: the
-// coordinator stops.
+// dropUnwritten drops what waits for a write, in the stash or held for
+// its member (see holdEarly): the coordinator stops.
 func (c *coordinator) dropUnwritten(ctx actor.Context, why error) {
 	refuseAll(ctx, c.writes.abandon(), why)
-	for _, s := range c.stash.take() {
+	for _, s := range append(c.stash.take(), c.early.take()...) {
 		c.drop(ctx, s.message, s.sender, why.Error())
 	}
 }

@@ -23,6 +23,11 @@ import (
 // rejects a protocol message at its boundary (with a dead-letter event).
 var ErrInvalidMessage = errors.New("invalid coordinator message")
 
+// errMemberNotLive: a registration names a member that the coordinator
+// does not see live; one that joins may register before its MemberUp
+// reaches the coordinator's node (see earlyFate).
+var errMemberNotLive = errors.New("not a live member")
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalidMessage)
 }
@@ -57,7 +62,7 @@ func checkRegistration(what string, region *actor.PID, memberID string, shards [
 	}
 	m, live := members[memberID]
 	if !live {
-		return invalid("%s of %s from member %s, which is not a live member", what, RegionKey(region), memberID)
+		return fmt.Errorf("%s of %s from member %s, which is %w: %w", what, RegionKey(region), memberID, errMemberNotLive, ErrInvalidMessage)
 	}
 	if m.Address != region.GetAddress() {
 		return invalid("%s of %s from member %s, which runs at %s", what, RegionKey(region), memberID, m.Address)

@@ -1,6 +1,9 @@
 package coordinator
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/membership"
 	"github.com/protoshard/protoshard/messages"
@@ -129,4 +132,53 @@ func (p registrationPlan) String() string {
 		s += "; disagrees"
 	}
 	return s
+}
+
+// registrationMember is the member a Register or RegisterProxy names.
+func registrationMember(msg any) string {
+	switch m := msg.(type) {
+	case *messages.Register:
+		return m.GetMemberId()
+	case *messages.RegisterProxy:
+		return m.GetMemberId()
+	}
+	return ""
+}
+
+// earlyRegistrationWait bounds how long the coordinator holds a
+// registration for its member to show up: each node learns the
+// membership on its own, so a node that joins may register before its
+// MemberUp reaches the coordinator's node, by a moment in-process and by
+// a Consul query's round trip with Consul. A region registers again every
+// retry interval meanwhile; its latest registration takes the place of
+// the one held.
+const earlyRegistrationWait = 30 * time.Second
+
+// earlyFate is what becomes of a registration held for its member.
+type earlyFate int
+
+const (
+	// earlyWaits: its member is neither live nor removed yet.
+	earlyWaits earlyFate = iota
+	// earlyReady: its member is live; it is handled now.
+	earlyReady
+	// earlyDropped: its member was removed, or it waited too long; it is
+	// dropped with a dead-letter event (its region, if it still runs,
+	// registers again at its next retry).
+	earlyDropped
+)
+
+// fateOf decides on e, a registration held since e.at for its member to
+// show up live, at now; the reason comes with earlyDropped.
+func fateOf(e stashed, isLive, removed func(member string) bool, now time.Time, wait time.Duration) (earlyFate, string) {
+	member := registrationMember(e.message)
+	switch {
+	case isLive(member):
+		return earlyReady, ""
+	case removed(member):
+		return earlyDropped, fmt.Sprintf("%T from member %s, which was removed before the coordinator saw it live", e.message, member)
+	case now.Sub(e.at) >= wait:
+		return earlyDropped, fmt.Sprintf("%T from member %s, which the coordinator has not seen live in %s", e.message, member, wait)
+	}
+	return earlyWaits, ""
 }

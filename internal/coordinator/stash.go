@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/messages"
@@ -12,10 +13,12 @@ import (
 // messages already.
 var errStashFull = errors.New("the coordinator's stash is full")
 
-// stashed is a message the coordinator put aside, with its sender.
+// stashed is a message the coordinator put aside, with its sender and
+// when the first of its repeats came.
 type stashed struct {
 	message any
 	sender  *actor.PID
+	at      time.Time
 }
 
 // stash holds what the coordinator cannot handle yet (Akka's stash in
@@ -34,13 +37,20 @@ func newStash(capacity int) stash {
 	return stash{capacity: capacity, index: map[string]int{}}
 }
 
-// add stashes msg from sender. It reports whether msg repeated a message
-// stashed already (and replaced it); past the capacity it fails with
-// errStashFull and keeps nothing.
-func (s *stash) add(msg any, sender *actor.PID) (repeat bool, err error) {
-	key := stashKey(msg, sender)
+// add stashes msg from sender, come at now. It reports whether msg
+// repeated a message stashed already (and replaced it, keeping when the
+// first came); past the capacity it fails with errStashFull and keeps
+// nothing.
+func (s *stash) add(msg any, sender *actor.PID, now time.Time) (repeat bool, err error) {
+	return s.put(stashed{message: msg, sender: sender, at: now})
+}
+
+// put stashes e as add does; e.at is when it first came.
+func (s *stash) put(e stashed) (repeat bool, err error) {
+	key := stashKey(e.message, e.sender)
 	if i, ok := s.index[key]; ok && key != "" {
-		s.entries[i] = stashed{message: msg, sender: sender}
+		e.at = s.entries[i].at
+		s.entries[i] = e
 		return true, nil
 	}
 	if len(s.entries) >= s.capacity {
@@ -49,9 +59,12 @@ func (s *stash) add(msg any, sender *actor.PID) (repeat bool, err error) {
 	if key != "" {
 		s.index[key] = len(s.entries)
 	}
-	s.entries = append(s.entries, stashed{message: msg, sender: sender})
+	s.entries = append(s.entries, e)
 	return false, nil
 }
+
+// len is how many messages the stash holds.
+func (s *stash) len() int { return len(s.entries) }
 
 // take returns the stashed messages, oldest first, and empties the stash.
 func (s *stash) take() []stashed {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/messages"
@@ -68,8 +69,15 @@ func TestStash(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStash(tc.capacity)
+			base := time.Unix(1000, 0)
+			// A repeat keeps when the first of its kind came.
+			firstAt := map[string]time.Time{}
 			for i, a := range tc.adds {
-				repeat, err := s.add(a.msg, a.sender)
+				now := base.Add(time.Duration(i) * time.Second)
+				if k := stashKey(a.msg, a.sender); k != "" && firstAt[k].IsZero() && !a.full {
+					firstAt[k] = now
+				}
+				repeat, err := s.add(a.msg, a.sender, now)
 				if repeat != a.repeat || (err != nil) != a.full {
 					t.Fatalf("add #%d: repeat %v, error %v; want repeat %v, full %v", i, repeat, err, a.repeat, a.full)
 				}
@@ -78,8 +86,14 @@ func TestStash(t *testing.T) {
 				}
 			}
 			var got []string
+			if s.len() != len(tc.want) {
+				t.Fatalf("len %d, want %d", s.len(), len(tc.want))
+			}
 			for _, e := range s.take() {
 				got = append(got, shDescribe(e))
+				if at, ok := firstAt[stashKey(e.message, e.sender)]; ok && !e.at.Equal(at) {
+					t.Fatalf("%s: came at %v, want the first one's %v", shDescribe(e), e.at, at)
+				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Fatalf("stash\n got %q\nwant %q", got, tc.want)
@@ -88,7 +102,7 @@ func TestStash(t *testing.T) {
 				t.Fatalf("take left %d messages", len(rest))
 			}
 			// Emptied, it takes a repeat as new.
-			if repeat, err := s.add(tc.adds[0].msg, tc.adds[0].sender); repeat || err != nil {
+			if repeat, err := s.add(tc.adds[0].msg, tc.adds[0].sender, base); repeat || err != nil {
 				t.Fatalf("after take: repeat %v, %v", repeat, err)
 			}
 		})
