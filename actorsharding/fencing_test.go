@@ -291,6 +291,21 @@ func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 	w := newLocalWorld(t)
 	a, b := w.twoNodes()
 	askEventually(t, a, w.region(a), "e-1", 0)
+	// A member that was live and is removed: its Register is rejected at
+	// once. (One of a member not seen yet waits for it to show up; see
+	// the coordinator's tests.)
+	c := w.startNode(false)
+	w.waitRegistered(3)
+	gone := c.MemberID()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := c.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 60*time.Second, func() bool {
+		return !slices.ContainsFunc(a.Membership.Members(), func(m membership.Member) bool { return m.ID == gone })
+	}, "the removal of %s", gone)
+	w.waitRegistered(2)
 	before := w.coordinatorState()
 	coord := w.coordinatorPID(w.cluster.Oldest(""))
 	probe := testwait.NewProbe(a.System)
@@ -301,7 +316,7 @@ func TestMalformedMessagesDoNotStallTheCoordinator(t *testing.T) {
 	}{
 		{"Register with an empty region id", &messages.Register{ShardRegion: &actor.PID{Address: a.Address()}, MemberId: a.MemberID()}, "empty id"},
 		{"Register at another member's address", &messages.Register{ShardRegion: actor.NewPID(b.Address(), "fake"), MemberId: a.MemberID()}, "which runs at"},
-		{"Register of a member that is not live", &messages.Register{ShardRegion: w.region(a), MemberId: "gone"}, "not a live member"},
+		{"Register of a member that was removed", &messages.Register{ShardRegion: w.region(a), MemberId: gone}, "not a live member"},
 		{"Register listing an oversized shard", &messages.Register{ShardRegion: w.region(a), MemberId: a.MemberID(), Shards: []string{strings.Repeat("s", wire.MaxShardIDLength+1)}}, "bad shard"},
 		{"GetShardHome of an oversized shard", &messages.GetShardHome{Shard: strings.Repeat("s", wire.MaxShardIDLength+1)}, "longer than the limit"},
 		{"GetShardHome of an empty shard", &messages.GetShardHome{}, "empty shard"},
