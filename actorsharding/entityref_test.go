@@ -265,8 +265,9 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	var typeID uint32
 	testkit.WaitFor(t, 10*time.Second, func() bool {
 		typeID = actorsharding.RegionTypeID(a.System, typeName, b.MemberID(), pingType)
-		return typeID != 0 && actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityIDHeader)
-	}, "a to hear that b takes Pings in an EntityMessage")
+		return typeID != 0 && actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityIDHeader) &&
+			actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityRefMessage)
+	}, "a to hear that b takes Pings in an EntityRefMessage")
 	send(count, 2*count)
 	inOrder(2 * count)
 
@@ -294,23 +295,28 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 		})
 	}, "b to drop the Ping whose header names no entity")
 
-	// EntityMessages that name no valid entity, or a type b did not give.
+	// EntityMessages and EntityRefMessages that name no valid entity, or
+	// a type b did not give, or whose message does not decode. And ones
+	// at b's region rather than its entry, which takes what other nodes'
+	// regions send.
 	encoded, err := proto.Marshal(&testpb.Ping{Seq: -3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// And one at b's region rather than its entry, which names the
-	// incarnation the type ID belongs to.
 	region := actor.NewPID(b.Address(), shardingadmin.RegionName(typeName))
 	for _, bad := range []struct {
 		to   *actor.PID
-		m    *messages.EntityMessage
+		m    proto.Message
 		want error
 	}{
 		{entry, &messages.EntityMessage{EntityId: "", TypeId: typeID, Message: encoded}, messages.ErrInvalidID},
 		{entry, &messages.EntityMessage{EntityId: id, TypeId: typeID + 1000, Message: encoded}, deadletter.ErrNotSerializable},
 		{entry, &messages.EntityMessage{EntityId: id, TypeId: typeID, Message: []byte{0xff}}, deadletter.ErrNotSerializable},
 		{region, &messages.EntityMessage{EntityId: id + "-at-region", TypeId: typeID, Message: encoded}, deadletter.ErrNotSerializable},
+		{entry, actorsharding.NewEntityRefMessage("", typeID, encoded), messages.ErrInvalidID},
+		{entry, actorsharding.NewEntityRefMessage(id, typeID+1000, encoded), deadletter.ErrNotSerializable},
+		{entry, actorsharding.NewEntityRefMessage(id, typeID, []byte{0xff}), deadletter.ErrNotSerializable},
+		{region, actorsharding.NewEntityRefMessage(id+"-at-region", typeID, encoded), deadletter.ErrNotSerializable},
 	} {
 		a.System.Root.Send(bad.to, bad.m)
 		testkit.WaitFor(t, 10*time.Second, func() bool {

@@ -94,22 +94,36 @@ const entityIDHeader = "protoshard-entity-id"
 // Not a protobuf full name (it has a '-'), so no message type has it.
 const takesEntityIDHeader protoreflect.FullName = "protoshard.entity-id-header"
 
+// takesEntityRefMessage is noted in a member's set of known types once its
+// regions said they take entityRefMessage (MessageTypeKnown.entity_ref_message).
+const takesEntityRefMessage protoreflect.FullName = "protoshard.entity-ref-message"
+
 // withEntityID is msg, for entity id, as it goes to an entry that takes
-// it without its entity's name, and about its encoded size: an
-// EntityMessage if the member gave msg's type an ID, else msg with the ID
-// in entityIDHeader; false if the member takes neither for msg's type, or
-// the ID cannot go in a header. header, if not nil, is entityIDHeaderOf(id)
-// made before. own, if not nil, is the message's own header (a trace
-// context), which goes with it.
-func withEntityID(types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID, own map[string]string) (any, int, bool) {
+// it without its entity's name, and about its encoded size: if the member
+// gave msg's type an ID, an entityRefMessage (encoded in one pass on
+// system's endpoint writer) where the member takes it, else an
+// EntityMessage; else msg with the ID in entityIDHeader; false if the
+// member takes none of them for msg's type, or the ID cannot go in a
+// header. header, if not nil, is entityIDHeaderOf(id) made before. own,
+// if not nil, is the message's own header (a trace context), which goes
+// with it.
+func withEntityID(system *actor.ActorSystem, types *typeSet, id string, header map[string]string, msg proto.Message, sender *actor.PID, own map[string]string) (any, int, bool) {
 	if header == nil {
-		// Both ways need an ID that a protobuf string takes.
+		// Every way needs an ID that a protobuf string takes.
 		if header = entityIDHeaderOf(id); header == nil {
 			return nil, 0, false
 		}
 	}
 	name := msg.ProtoReflect().Descriptor().FullName()
 	if tid := typeIDOf(types, name); tid != 0 {
+		if entityRefRegistered && has(types, takesEntityRefMessage) {
+			n := proto.Size(msg)
+			em := newEntityRefMessage(system, id, tid, msg, n, sender)
+			if own != nil {
+				return &actor.MessageEnvelope{Header: own, Message: em, Sender: sender}, entityRefSizeOf(id, tid, n) + headerSize(own), true
+			}
+			return envelopeFor(em, sender), entityRefSizeOf(id, tid, n), true
+		}
 		if b, err := proto.Marshal(msg); err == nil {
 			em := &messages.EntityMessage{EntityId: id, TypeId: tid, Message: b}
 			if own != nil {
@@ -233,11 +247,13 @@ func typeIDOf(s *typeSet, name protoreflect.FullName) uint32 {
 	return id
 }
 
-// typeIDs are the IDs a node gives the message types its regions take in
-// an EntityMessage (MessageTypeKnown.type_id): a small number on the wire
-// instead of a type URL, resolved with one load. One set per node
-// (Sharding), so an ID keeps its type for the member's life, even when a
-// region stops and starts again; IDs start at 1.
+// typeIDs are the IDs a process gives the message types its regions take
+// in an EntityMessage or entityRefMessage (MessageTypeKnown.type_id): a
+// small number on the wire instead of a type URL, resolved with one load.
+// One set per process (processTypeIDs), so an ID keeps its type for the
+// life of every member the process runs, even when a region stops and
+// starts again, and entityRefMessage's protobuf methods, which know no
+// node, decode with it; IDs start at 1.
 type typeIDs struct {
 	mu     sync.Mutex // writers
 	byName map[protoreflect.FullName]uint32
@@ -266,19 +282,27 @@ func (t *typeIDs) idOf(mt protoreflect.MessageType) uint32 {
 	return id
 }
 
+// processTypeIDs are this process's type IDs.
+var processTypeIDs typeIDs
+
 // decode is the message em carries, decoded as the type of its type_id.
 func (t *typeIDs) decode(em *messages.EntityMessage) (proto.Message, error) {
+	return t.decodeBytes(em.GetEntityId(), em.GetTypeId(), em.GetMessage())
+}
+
+// decodeBytes decodes b, the message for entity id, as the type of type
+// ID tid.
+func (t *typeIDs) decodeBytes(id string, tid uint32, b []byte) (proto.Message, error) {
 	types := t.types.Load()
-	id := em.GetTypeId()
-	if types == nil || id == 0 || int64(id) > int64(len(*types)) {
-		return nil, fmt.Errorf("EntityMessage for entity %q names type ID %d, which this node did not give: %w",
-			em.GetEntityId(), id, deadletter.ErrNotSerializable)
+	if types == nil || tid == 0 || int64(tid) > int64(len(*types)) {
+		return nil, fmt.Errorf("message for entity %q names type ID %d, which this process did not give: %w",
+			id, tid, deadletter.ErrNotSerializable)
 	}
-	mt := (*types)[id-1]
+	mt := (*types)[tid-1]
 	m := mt.New().Interface()
-	if err := proto.Unmarshal(em.GetMessage(), m); err != nil {
-		return nil, fmt.Errorf("EntityMessage for entity %q: cannot decode %s: %w: %w",
-			em.GetEntityId(), mt.Descriptor().FullName(), deadletter.ErrNotSerializable, err)
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("message for entity %q: cannot decode %s: %w: %w",
+			id, mt.Descriptor().FullName(), deadletter.ErrNotSerializable, err)
 	}
 	return m, nil
 }

@@ -14,8 +14,9 @@ import (
 // entity, from the sender's router (withEntityID) through what
 // proto.actor's endpoint writer and reader do to each message (its header,
 // serializer and envelope) to the entity ID and message on the receiving
-// node, per way the ID goes: in an EntityMessage, in the message header,
-// and (the baseline) in the message itself.
+// node, per way the ID goes: in an EntityMessage, in an EntityRefMessage
+// (the same encoding, in one pass), in the message header, and (the
+// baseline) in the message itself.
 func BenchmarkEntityIDOnTheWire(b *testing.B) {
 	const id = "entity-17"
 	anon := &testpb.Ping{Seq: 1, From: "bench"}
@@ -67,7 +68,7 @@ func BenchmarkEntityIDOnTheWire(b *testing.B) {
 	b.Run("EntityMessage", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, _, ok := withEntityID(&byType, id, header, anon, nil, nil)
+			out, _, ok := withEntityID(nil, &byType, id, header, anon, nil, nil)
 			if !ok {
 				b.Fatal("no EntityMessage")
 			}
@@ -80,10 +81,28 @@ func BenchmarkEntityIDOnTheWire(b *testing.B) {
 			check(b, em.GetEntityId(), p)
 		}
 	})
+	var oneBy typeSet
+	oneBy.swap(name, processTypeIDs.idOf(anon.ProtoReflect().Type()))
+	oneBy.swap(takesEntityRefMessage, 0)
+	b.Run("EntityRefMessage", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			out, _, ok := withEntityID(nil, &oneBy, id, header, anon, nil, nil)
+			if !ok {
+				b.Fatal("no EntityRefMessage")
+			}
+			_, m := wire(b, out)
+			rm := m.(*entityRefMessage)
+			if rm.err() != nil {
+				b.Fatal(rm.err())
+			}
+			check(b, rm.id, rm.msg)
+		}
+	})
 	b.Run("header", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			out, _, ok := withEntityID(&byHeader, id, header, anon, nil, nil)
+			out, _, ok := withEntityID(nil, &byHeader, id, header, anon, nil, nil)
 			if !ok {
 				b.Fatal("no header")
 			}

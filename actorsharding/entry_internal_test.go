@@ -44,7 +44,7 @@ func (p *recordingProcess) take() []any {
 // neither way.
 func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	home, entry := &recordingProcess{}, &recordingProcess{}
 	homePID, _ := system.ProcessRegistry.Add(home, shardingadmin.RegionName("T"))
 	system.ProcessRegistry.Add(entry, regionEntryName("T", "m1"))
@@ -144,6 +144,34 @@ func TestRemoteHomeSendsKnownTypesByThemselves(t *testing.T) {
 	}
 	if h.send(system.Root, nil, "7", anon, &routing{id: string(make([]byte, limit)), m: anon, plain: anon, byRef: true}, limit) {
 		t.Fatal("an EntityMessage whose ID makes it oversized was sent")
+	}
+
+	// Once the home said it takes entityRefMessage, it goes in one: the
+	// message itself, encoded on the wire; oversized, it is not sent.
+	table.types.learn("m1", takesEntityRefMessage, 0)
+	if !h.send(system.Root, &actor.MessageEnvelope{Sender: sender}, "7", anon, &routing{id: "e", m: anon, plain: anon, byRef: true}, limit) {
+		t.Fatal("send to an open home refused")
+	}
+	got = entry.take()
+	me, ok = got[0].(*actor.MessageEnvelope)
+	if len(got) != 1 || !ok || !me.Sender.Equal(sender) {
+		t.Fatalf("entry got %v, want one message from %v", got, sender)
+	}
+	if rm, ok := me.Message.(*entityRefMessage); !ok || rm.id != "e" || rm.tid != 7 || rm.msg != anon {
+		t.Fatalf("entry got %v, want the ping itself for e in an entityRefMessage of type 7", me.Message)
+	}
+	// The ID and the field's tag and length count: a Ping of just under
+	// the limit goes over it with them.
+	over := &testpb.Ping{From: string(make([]byte, limit-entityRefSizeOf("e", 7, 0)))}
+	if proto.Size(over) > limit {
+		t.Fatalf("the Ping alone is over the limit: %d bytes", proto.Size(over))
+	}
+	if h.send(system.Root, nil, "7", over, &routing{id: "e", m: over, plain: over, byRef: true}, limit) {
+		t.Fatal("an entityRefMessage over the limit with its ID was sent")
+	}
+	under := &testpb.Ping{From: string(make([]byte, limit-entityRefSizeOf("e", 7, 0)-8))}
+	if !h.send(system.Root, nil, "7", under, &routing{id: "e", m: under, plain: under, byRef: true}, limit) || len(entry.take()) != 1 {
+		t.Fatal("an entityRefMessage under the limit with its ID was not sent")
 	}
 
 	big := &testpb.Ping{EntityId: "e", From: string(make([]byte, 2*limit))}

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/protoshard/protoshard/internal/shardingadmin"
 	"github.com/protoshard/protoshard/internal/shardproto"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -13,11 +14,19 @@ import (
 var RegionEntryName = regionEntryName
 
 // EntityIDHeader is entityIDHeader, and TakesEntityIDHeader the name
-// RegionKnowsType reports once a member takes it.
+// RegionKnowsType reports once a member takes it; TakesEntityRefMessage
+// the same for entityRefMessage.
 const (
-	EntityIDHeader      = entityIDHeader
-	TakesEntityIDHeader = string(takesEntityIDHeader)
+	EntityIDHeader        = entityIDHeader
+	TakesEntityIDHeader   = string(takesEntityIDHeader)
+	TakesEntityRefMessage = string(takesEntityRefMessage)
 )
+
+// NewEntityRefMessage is an entityRefMessage for entity id whose message
+// field holds encoded, of type ID tid.
+func NewEntityRefMessage(id string, tid uint32, encoded []byte) proto.Message {
+	return &entityRefMessage{id: id, tid: tid, rare: &entityRefRare{raw: encoded}}
+}
 
 // RegionKnowsType reports whether the region of typeName on system has
 // heard that member memberID knows the message type name.

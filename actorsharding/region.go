@@ -126,7 +126,7 @@ func (r *region) Receive(ctx actor.Context) {
 		r.members = map[string]membership.Member{}
 		r.table = newShardTable(ctx.Self())
 		if r.routes == nil {
-			r.routes = newRouteTable(ctx.ActorSystem(), r.typeName, &typeIDs{})
+			r.routes = newRouteTable(ctx.ActorSystem(), r.typeName)
 		}
 		r.buffers = newShardBuffers(r.settings.BufferSize)
 		r.handOffs = newHandOffs()

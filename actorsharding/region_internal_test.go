@@ -63,7 +63,7 @@ func TestSendToRegionWaitsForALiveMember(t *testing.T) {
 			return
 		}
 		r := &region{typeName: "T", members: map[string]membership.Member{}, table: newShardTable(ctx.Self()),
-			buffers: newShardBuffers(10), routes: newRouteTable(system, "T", &typeIDs{}), handOffs: newHandOffs()}
+			buffers: newShardBuffers(10), routes: newRouteTable(system, "T"), handOffs: newHandOffs()}
 		r.table.setHome("7", homePID)
 		r.sendToRegion(ctx, homePID, "7", bufferedMessage{entityID: "e", message: &testpb.Ping{EntityId: "e", Seq: 1}})
 		done <- r
@@ -101,7 +101,7 @@ func TestRegionForgetsIdleHomesAndRoutes(t *testing.T) {
 		settings.Shard.PassivationIdleTimeout = 40 * time.Second
 		r := &region{typeName: "T", settings: settings, table: newShardTable(ctx.Self()), entityProps: actor.PropsFromFunc(func(actor.Context) {}),
 			members: map[string]membership.Member{otherAddr: {ID: "m2", Address: otherAddr, Status: membership.Up}},
-			buffers: newShardBuffers(10), routes: newRouteTable(system, "T", &typeIDs{}), handOffs: newHandOffs()}
+			buffers: newShardBuffers(10), routes: newRouteTable(system, "T"), handOffs: newHandOffs()}
 		for i := range shards {
 			shard := fmt.Sprint(i)
 			r.table.setHome(shard, other)

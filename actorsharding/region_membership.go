@@ -42,6 +42,9 @@ func (r *region) onMessageTypeKnown(ctx actor.Context, msg *messages.MessageType
 			if msg.GetEntityIdHeader() {
 				r.routes.types.learn(m.ID, takesEntityIDHeader, 0)
 			}
+			if msg.GetEntityRefMessage() {
+				r.routes.types.learn(m.ID, takesEntityRefMessage, 0)
+			}
 			return
 		}
 	}

@@ -169,7 +169,7 @@ func (r *region) sendToRegion(ctx actor.Context, home *actor.PID, shard string, 
 		m.pending.Release()
 		return
 	}
-	if out, n, ok := withEntityID(types, m.entityID, nil, pm, m.sender, m.header); ok {
+	if out, n, ok := withEntityID(ctx.ActorSystem(), types, m.entityID, nil, pm, m.sender, m.header); ok {
 		// The message does not name its entity (an EntityRef's, or one the
 		// extractor unwraps): the ID goes with it (see withEntityID).
 		if n > r.settings.MaxMessageSize {

@@ -39,9 +39,6 @@ type routeTable struct {
 	typeName string
 	// types: the message types other members' regions know (see entry.go).
 	types knownTypes
-	// typeIDs: this node's IDs of the types its regions take in an
-	// EntityMessage.
-	typeIDs *typeIDs
 }
 
 // shardRoute is one shard's part of the route table; it is the shard's
@@ -128,7 +125,7 @@ func (h *remoteHome) send(root *actor.RootContext, env *actor.MessageEnvelope, s
 	switch {
 	case r.plain == nil:
 	case r.byRef:
-		if out, size, ok := withEntityID(h.types, r.id, r.header, r.plain, senderOf(env), headerOf(env)); ok {
+		if out, size, ok := withEntityID(root.ActorSystem(), h.types, r.id, r.header, r.plain, senderOf(env), headerOf(env)); ok {
 			if size > maxSize {
 				return false
 			}
@@ -265,8 +262,8 @@ func (g *sendGuard) close() {
 	}
 }
 
-func newRouteTable(system *actor.ActorSystem, typeName string, ids *typeIDs) *routeTable {
-	return &routeTable{system: system, typeName: typeName, typeIDs: ids}
+func newRouteTable(system *actor.ActorSystem, typeName string) *routeTable {
+	return &routeTable{system: system, typeName: typeName}
 }
 
 // shard returns shard's route, made on first use.
@@ -566,8 +563,18 @@ type routing struct {
 // forwarded msg to, by itself to the entry ("": from a sender of this
 // node, or in an envelope that names it).
 func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg any, sender *actor.PID, to string) bool {
-	if em, ok := msg.(*messages.EntityMessage); ok {
-		p.routeEntityMessage(pid, env, em, sender, to)
+	switch em := msg.(type) {
+	case *messages.EntityMessage:
+		m, err := processTypeIDs.decode(em)
+		p.routeCarried(pid, env, em, em.GetEntityId(), m, err, sender, to)
+		return true
+	case *entityRefMessage:
+		m, err := em.msg, em.err()
+		if m == nil && err == nil {
+			// Set through reflection, not decoded by its own methods.
+			m, err = processTypeIDs.decodeBytes(em.id, em.tid, em.raw())
+		}
+		p.routeCarried(pid, env, em, em.id, m, err, sender, to)
 		return true
 	}
 	if id, ok := carriedEntityID(env, to); ok {
@@ -627,19 +634,19 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 	return p.routeTo(pid, env, sender, to, &r)
 }
 
-// routeEntityMessage routes the message em carries, decoded, to entity
-// em.entity_id as route does a message that names it; a message em does
-// not carry validly is dropped with the reason. em must have reached the
-// entry of member incarnation to: its type ID is that incarnation's.
-func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnvelope, em *messages.EntityMessage, sender *actor.PID, to string) {
+// routeCarried routes m, the message that carrier (an EntityMessage or
+// entityRefMessage) carried for entity id, decoded with err, to that
+// entity as route does a message that names it; a message carrier does
+// not carry validly is dropped with the reason. carrier must have reached
+// the entry of member incarnation to: it came from another node's region,
+// with a type ID this process gave.
+func (p *regionProcess) routeCarried(pid *actor.PID, env *actor.MessageEnvelope, carrier any, id string, m proto.Message, err error, sender *actor.PID, to string) {
 	if to == "" {
-		deadletters.PublishError(p.table.system, pid, em, sender, fmt.Errorf(
-			"shard region %s: an EntityMessage for entity %q reached the region, not its entry, which names the member incarnation whose type IDs it uses: %w",
-			p.typeName, em.GetEntityId(), deadletter.ErrNotSerializable))
+		deadletters.PublishError(p.table.system, pid, carrier, sender, fmt.Errorf(
+			"shard region %s: a message for entity %q with its type ID reached the region, not its entry, which takes the messages of other nodes' regions: %w",
+			p.typeName, id, deadletter.ErrNotSerializable))
 		return
 	}
-	id := em.GetEntityId()
-	m, err := p.table.typeIDs.decode(em)
 	if err == nil {
 		err = wire.CheckEntityID(id)
 	}
@@ -647,7 +654,7 @@ func (p *regionProcess) routeEntityMessage(pid *actor.PID, env *actor.MessageEnv
 		err = fmt.Errorf("the extractor gives no valid shard for entity %q: %w", id, messages.ErrInvalidID)
 	}
 	if err != nil {
-		deadletters.PublishError(p.table.system, pid, em, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
+		deadletters.PublishError(p.table.system, pid, carrier, sender, fmt.Errorf("shard region %s: %w", p.typeName, err))
 	}
 }
 
@@ -722,7 +729,7 @@ func (p *regionProcess) ackKnownType(address string, m any) {
 	}
 	p.table.system.Root.Send(actor.NewPID(address, shardingadmin.RegionName(p.typeName)),
 		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self, EntityIdHeader: true,
-			TypeId: p.table.typeIDs.idOf(pm.ProtoReflect().Type())})
+			TypeId: processTypeIDs.idOf(pm.ProtoReflect().Type()), EntityRefMessage: entityRefRegistered})
 }
 
 // SendSystemMessage implements actor.Process.

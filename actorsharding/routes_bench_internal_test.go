@@ -20,7 +20,7 @@ func (p *nopProcess) Stop(*actor.PID)                   {}
 func BenchmarkRouteDirect(b *testing.B) {
 	system := actor.NewActorSystem()
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	ext := NewHashCodeMessageExtractor(100)
 	p := &regionProcess{table: table, extractor: ext, cluster: cl, stale: membershiphook.Of(cl).Stale, hosting: true, region: &nopProcess{}}
 	target := &nopProcess{}
@@ -80,6 +80,6 @@ func newHostingRouter() (*regionProcess, *nopProcess) {
 	system := actor.NewActorSystem()
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
 	region := &nopProcess{}
-	return &regionProcess{table: newRouteTable(system, "T", &typeIDs{}), extractor: NewHashCodeMessageExtractor(100), cluster: cl, stale: membershiphook.Of(cl).Stale,
+	return &regionProcess{table: newRouteTable(system, "T"), extractor: NewHashCodeMessageExtractor(100), cluster: cl, stale: membershiphook.Of(cl).Stale,
 		hosting: true, region: region}, region
 }

@@ -21,7 +21,7 @@ func (p *countingProcess) Stop(*actor.PID)                   {}
 // use them: open, send, use, close, reopen.
 func TestEntityRoutes(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	sr := table.shard("7")
 	if sr != table.shard("7") {
 		t.Fatal("a shard's route is made twice")
@@ -99,7 +99,7 @@ func TestPending(t *testing.T) {
 // before marks its message on the route that replaced it.
 func TestRetireRoute(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	sr := table.shard("7")
 
 	_, mark := table.markPending("7", sr)
@@ -156,7 +156,7 @@ func TestRetireRoute(t *testing.T) {
 // could overtake it. Meaningful under -race too.
 func TestRetireRouteConcurrently(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	const senders, retirements = 3, 5000
 	done := make(chan struct{})
 	var retired, marks atomic.Int64

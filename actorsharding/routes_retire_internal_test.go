@@ -80,7 +80,7 @@ func (c chanProcess) Stop(*actor.PID)                     {}
 // -race too.
 func TestRouterKeepsOrderWhileRoutesRetire(t *testing.T) {
 	system := actor.NewActorSystem()
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	arrived := &arrivals{last: map[string]int64{}}
 	home := &homeProcess{arrivals: arrived}
 	homePID, _ := system.ProcessRegistry.Add(home, "home")

@@ -50,9 +50,6 @@ type Sharding struct {
 	requests dropWatch
 	// remote: the remote Join started, which Leave stops.
 	remote *remote.Remote
-	// typeIDs: the IDs of the message types this node's regions take in
-	// an EntityMessage, for all its regions (see typeIDs).
-	typeIDs typeIDs
 	// tracing: how trace context goes with messages, and the tracer.
 	tracing *tracing
 }
@@ -290,7 +287,7 @@ func (s *Sharding) start(typeName string, entityProps *actor.Props, extractor Me
 		return nil, fmt.Errorf("actorsharding: start coordinator proxy of %q: %w", typeName, err)
 	}
 	stopped := make(chan struct{})
-	routes := newRouteTable(s.system, typeName, &s.typeIDs)
+	routes := newRouteTable(s.system, typeName)
 	router := &regionProcess{table: routes, extractor: extractor, cluster: s.cluster, stale: membershiphook.Of(s.cluster).Stale, typeName: typeName, hosting: entityProps != nil,
 		maxMessageSize: settings.MaxMessageSize}
 	spawned, err := s.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {

@@ -96,7 +96,7 @@ func TestHeaderOf(t *testing.T) {
 func directRef() (EntityRef, *nopProcess) {
 	system := actor.NewActorSystem()
 	cl := membership.NewCluster(system, local.NewRegistry().Provider(), membership.Config{})
-	table := newRouteTable(system, "T", &typeIDs{})
+	table := newRouteTable(system, "T")
 	ext := NewHashCodeMessageExtractor(100)
 	p := &regionProcess{table: table, extractor: ext, cluster: cl, stale: membershiphook.Of(cl).Stale, hosting: true, region: &nopProcess{}}
 	target := &nopProcess{}

@@ -455,9 +455,13 @@ type MessageTypeKnown struct {
 	// type_id, if not 0: member_id's regions also take, at their entry, an
 	// EntityMessage of type_name with this type_id (valid while member_id is
 	// a member).
-	TypeId        uint32 `protobuf:"varint,4,opt,name=type_id,json=typeId,proto3" json:"type_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TypeId uint32 `protobuf:"varint,4,opt,name=type_id,json=typeId,proto3" json:"type_id,omitempty"`
+	// entity_ref_message: member_id's regions also take, at their entry,
+	// protoshard.internal.EntityRefMessage, which has EntityMessage's
+	// fields and is decoded in one pass (its type_id is type_id).
+	EntityRefMessage bool `protobuf:"varint,5,opt,name=entity_ref_message,json=entityRefMessage,proto3" json:"entity_ref_message,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MessageTypeKnown) Reset() {
@@ -516,6 +520,13 @@ func (x *MessageTypeKnown) GetTypeId() uint32 {
 		return x.TypeId
 	}
 	return 0
+}
+
+func (x *MessageTypeKnown) GetEntityRefMessage() bool {
+	if x != nil {
+		return x.EntityRefMessage
+	}
+	return false
 }
 
 // ShardStopped reports that all entities of a handed-off shard stopped.
@@ -2180,12 +2191,13 @@ const file_sharding_proto_rawDesc = "" +
 	"\bold_home\x18\x02 \x01(\v2\n" +
 	".actor.PIDR\aoldHome\"+\n" +
 	"\x13HandOffForwardedAck\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"\x8f\x01\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\"\xbd\x01\n" +
 	"\x10MessageTypeKnown\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12(\n" +
 	"\x10entity_id_header\x18\x03 \x01(\bR\x0eentityIdHeader\x12\x17\n" +
-	"\atype_id\x18\x04 \x01(\rR\x06typeId\"$\n" +
+	"\atype_id\x18\x04 \x01(\rR\x06typeId\x12,\n" +
+	"\x12entity_ref_message\x18\x05 \x01(\bR\x10entityRefMessage\"$\n" +
 	"\fShardStopped\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"D\n" +
 	"\x13GracefulShutdownReq\x12-\n" +
