@@ -312,8 +312,8 @@ func (c *coordinator) active(ctx actor.Context) {
 			c.sendHostShard(ctx, msg.shard, r)
 		}
 	case rebalanceTick:
-		c.handleEarly(ctx)
 		c.onRebalanceTick(ctx)
+		c.handleEarly(ctx)
 	case removalMarginElapsed:
 		c.terminateGoneMembers(ctx)
 	case registerWaitOver:
