@@ -25,7 +25,7 @@ var ErrInvalidMessage = errors.New("invalid coordinator message")
 
 // errMemberNotLive: a registration names a member that the coordinator
 // does not see live; one that joins may register before its MemberUp
-// reaches the coordinator's node (see earlyFate).
+// reaches the coordinator's node (see holdEarly).
 var errMemberNotLive = errors.New("not a live member")
 
 func invalid(format string, args ...any) error {
