@@ -160,10 +160,19 @@ func newEntityRefMessage(system *actor.ActorSystem, id string, tid uint32, msg p
 	return &entityRefMessage{id: id, tid: tid, msg: msg, innerSize: int32(innerSize), system: system, sender: sender}
 }
 
-// entityRefSizeOf bounds the encoded size of msg for entity id, whose own
-// encoded size is innerSize.
+// entityRefSizeOf is the encoded size of an entityRefMessage for entity id
+// with type ID tid whose message's own encoded size is innerSize.
 func entityRefSizeOf(id string, tid uint32, innerSize int) int {
-	n := protowire.SizeTag(1) + protowire.SizeBytes(len(id)) + protowire.SizeTag(3) + protowire.SizeBytes(innerSize)
+	return entityRefHeadSize(id, tid) + protowire.SizeTag(3) + protowire.SizeBytes(innerSize)
+}
+
+// entityRefHeadSize is the encoded size of an entityRefMessage's fields
+// before its message: entity_id and type_id, each left out when empty.
+func entityRefHeadSize(id string, tid uint32) int {
+	n := 0
+	if id != "" {
+		n += protowire.SizeTag(1) + protowire.SizeBytes(len(id))
+	}
 	if tid != 0 {
 		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(tid))
 	}
@@ -198,16 +207,10 @@ func entityRefSize(in protoiface.SizeInput) protoiface.SizeOutput {
 		}
 	}
 	n := len(m.unknown())
-	if m.id != "" {
-		n += protowire.SizeTag(1) + protowire.SizeBytes(len(m.id))
+	if raw == nil && m.msg == nil {
+		return protoiface.SizeOutput{Size: n + entityRefHeadSize(m.id, m.tid)}
 	}
-	if m.tid != 0 {
-		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(m.tid))
-	}
-	if raw != nil || m.msg != nil {
-		n += protowire.SizeTag(3) + protowire.SizeBytes(inner)
-	}
-	return protoiface.SizeOutput{Size: n}
+	return protoiface.SizeOutput{Size: n + entityRefSizeOf(m.id, m.tid, inner)}
 }
 
 // entityRefMarshal encodes the message in one pass, straight into its
