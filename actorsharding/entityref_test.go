@@ -266,8 +266,9 @@ func TestEntityRefWithoutTheIDToAnotherNode(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, func() bool {
 		typeID = actorsharding.RegionTypeID(a.System, typeName, b.MemberID(), pingType)
 		return typeID != 0 && actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityIDHeader) &&
-			actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityRefMessage)
-	}, "a to hear that b takes Pings in an EntityRefMessage")
+			actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesEntityRefMessage) &&
+			actorsharding.RegionKnowsType(a.System, typeName, b.MemberID(), actorsharding.TakesSequencedMessages)
+	}, "a to hear that b takes Pings in an EntityRefMessage, and batches of reliable-delivery messages")
 	send(count, 2*count)
 	inOrder(2 * count)
 

@@ -15,11 +15,13 @@ var RegionEntryName = regionEntryName
 
 // EntityIDHeader is entityIDHeader, and TakesEntityIDHeader the name
 // RegionKnowsType reports once a member takes it; TakesEntityRefMessage
-// the same for entityRefMessage.
+// and TakesSequencedMessages the same for entityRefMessage and
+// SequencedMessages.
 const (
-	EntityIDHeader        = entityIDHeader
-	TakesEntityIDHeader   = string(takesEntityIDHeader)
-	TakesEntityRefMessage = string(takesEntityRefMessage)
+	EntityIDHeader         = entityIDHeader
+	TakesEntityIDHeader    = string(takesEntityIDHeader)
+	TakesEntityRefMessage  = string(takesEntityRefMessage)
+	TakesSequencedMessages = string(takesSequencedMessages)
 )
 
 // NewEntityRefMessage is an entityRefMessage for entity id whose message

@@ -626,13 +626,18 @@ func (r *region) updateRoute(shard string) {
 	if !exists {
 		sr = r.routes.shard(shard)
 	}
+	// The remote home closes before the shard opens here: closing waits
+	// for the sends to it under way, and for the messages a producer's
+	// batch holds for it (see sequencedBatch), which a direct send to an
+	// entity opened here must not overtake.
+	if !remote {
+		sr.closeRemote()
+	}
 	if sr.open.Load() != open {
 		sr.open.Store(open)
 	}
 	if remote {
 		sr.setRemote(home, member.ID)
-	} else {
-		sr.closeRemote()
 	}
 }
 

@@ -45,6 +45,9 @@ func (r *region) onMessageTypeKnown(ctx actor.Context, msg *messages.MessageType
 			if msg.GetEntityRefMessage() {
 				r.routes.types.learn(m.ID, takesEntityRefMessage, 0)
 			}
+			if msg.GetSequencedMessages() {
+				r.routes.types.learn(m.ID, takesSequencedMessages, 0)
+			}
 			return
 		}
 	}

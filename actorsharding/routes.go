@@ -568,6 +568,9 @@ func (p *regionProcess) route(pid *actor.PID, env *actor.MessageEnvelope, msg an
 		m, err := processTypeIDs.decode(em)
 		p.routeCarried(pid, env, em, em.GetEntityId(), m, err, sender, to)
 		return true
+	case *messages.SequencedMessages:
+		p.routeSequenced(pid, env, em, sender, to)
+		return true
 	case *entityRefMessage:
 		m, err := em.msg, em.err()
 		if m == nil && err == nil {
@@ -693,7 +696,7 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 		return false
 	}
 	sr := p.table.shard(shard)
-	if h := sr.remote.Load(); h != nil && to == "" && sr.pending.Load() == 0 && !p.stale() {
+	if h := p.straightHome(sr); h != nil && to == "" {
 		// Its home is another node: one hop there, as a raw remote send.
 		// Not forwarded: r is the sender's own message (or envelope).
 		if pm, ok := r.m.(proto.Message); ok && h.send(p.table.system.Root, env, shard, pm, r, p.maxMessageSize) {
@@ -708,6 +711,18 @@ func (p *regionProcess) routeTo(pid *actor.PID, env *actor.MessageEnvelope, send
 		p.region.SendUserMessage(pid, rt)
 	}
 	return true
+}
+
+// straightHome is the home on another node to which a message of shard
+// route sr from a sender of this node goes straight: the home is known
+// and a live member's, none of the shard's messages is still on the slow
+// way (the message would overtake them), and this node's membership is
+// not stale. nil: the message goes through the region actor.
+func (p *regionProcess) straightHome(sr *shardRoute) *remoteHome {
+	if h := sr.remote.Load(); h != nil && sr.pending.Load() == 0 && !p.stale() {
+		return h
+	}
+	return nil
 }
 
 // earlierIncarnation is the reason a message forwarded to member to, an
@@ -729,7 +744,7 @@ func (p *regionProcess) ackKnownType(address string, m any) {
 	}
 	p.table.system.Root.Send(actor.NewPID(address, shardingadmin.RegionName(p.typeName)),
 		&messages.MessageTypeKnown{TypeName: string(pm.ProtoReflect().Descriptor().FullName()), MemberId: *self, EntityIdHeader: true,
-			TypeId: processTypeIDs.idOf(pm.ProtoReflect().Type()), EntityRefMessage: entityRefRegistered})
+			TypeId: processTypeIDs.idOf(pm.ProtoReflect().Type()), EntityRefMessage: entityRefRegistered, SequencedMessages: true})
 }
 
 // SendSystemMessage implements actor.Process.

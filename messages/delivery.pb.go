@@ -164,6 +164,56 @@ func (x *SequencedMessage) GetPayload() []byte {
 	return nil
 }
 
+// SequencedMessages: producer controller -> the entry of a region on
+// another node. The SequencedMessages one turn of the producer sends
+// straight to that node's region, in order: the remote's sender (the
+// producer controller) comes once for all of them. The receiving region
+// routes each as if it had come alone, with that sender. Only a region that
+// said it takes them (MessageTypeKnown.sequenced_messages) gets them.
+type SequencedMessages struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*SequencedMessage    `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SequencedMessages) Reset() {
+	*x = SequencedMessages{}
+	mi := &file_delivery_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequencedMessages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequencedMessages) ProtoMessage() {}
+
+func (x *SequencedMessages) ProtoReflect() protoreflect.Message {
+	mi := &file_delivery_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequencedMessages.ProtoReflect.Descriptor instead.
+func (*SequencedMessages) Descriptor() ([]byte, []int) {
+	return file_delivery_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SequencedMessages) GetMessages() []*SequencedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 // Request: entity -> producer controller. The consumer confirmed up to
 // confirmed_seq_nr and may take up to request_up_to_seq_nr (flow control).
 type Request struct {
@@ -185,7 +235,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_delivery_proto_msgTypes[1]
+	mi := &file_delivery_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +247,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[1]
+	mi := &file_delivery_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +260,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{1}
+	return file_delivery_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Request) GetEntityId() string {
@@ -275,7 +325,7 @@ type Resend struct {
 
 func (x *Resend) Reset() {
 	*x = Resend{}
-	mi := &file_delivery_proto_msgTypes[2]
+	mi := &file_delivery_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +337,7 @@ func (x *Resend) String() string {
 func (*Resend) ProtoMessage() {}
 
 func (x *Resend) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[2]
+	mi := &file_delivery_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +350,7 @@ func (x *Resend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resend.ProtoReflect.Descriptor instead.
 func (*Resend) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{2}
+	return file_delivery_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Resend) GetEntityId() string {
@@ -336,7 +386,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_delivery_proto_msgTypes[3]
+	mi := &file_delivery_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +398,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[3]
+	mi := &file_delivery_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +411,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{3}
+	return file_delivery_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Ack) GetEntityId() string {
@@ -398,7 +448,7 @@ type ConsumerProgress struct {
 
 func (x *ConsumerProgress) Reset() {
 	*x = ConsumerProgress{}
-	mi := &file_delivery_proto_msgTypes[4]
+	mi := &file_delivery_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +460,7 @@ func (x *ConsumerProgress) String() string {
 func (*ConsumerProgress) ProtoMessage() {}
 
 func (x *ConsumerProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[4]
+	mi := &file_delivery_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +473,7 @@ func (x *ConsumerProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgress.ProtoReflect.Descriptor instead.
 func (*ConsumerProgress) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{4}
+	return file_delivery_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConsumerProgress) GetProducers() []*ProducerProgress {
@@ -445,7 +495,7 @@ type ProducerProgress struct {
 
 func (x *ProducerProgress) Reset() {
 	*x = ProducerProgress{}
-	mi := &file_delivery_proto_msgTypes[5]
+	mi := &file_delivery_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +507,7 @@ func (x *ProducerProgress) String() string {
 func (*ProducerProgress) ProtoMessage() {}
 
 func (x *ProducerProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[5]
+	mi := &file_delivery_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +520,7 @@ func (x *ProducerProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerProgress.ProtoReflect.Descriptor instead.
 func (*ProducerProgress) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{5}
+	return file_delivery_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProducerProgress) GetProducerId() string {
@@ -515,7 +565,7 @@ type MessageSent struct {
 
 func (x *MessageSent) Reset() {
 	*x = MessageSent{}
-	mi := &file_delivery_proto_msgTypes[6]
+	mi := &file_delivery_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +577,7 @@ func (x *MessageSent) String() string {
 func (*MessageSent) ProtoMessage() {}
 
 func (x *MessageSent) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[6]
+	mi := &file_delivery_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +590,7 @@ func (x *MessageSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageSent.ProtoReflect.Descriptor instead.
 func (*MessageSent) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{6}
+	return file_delivery_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MessageSent) GetEntityId() string {
@@ -597,7 +647,7 @@ type Confirmed struct {
 
 func (x *Confirmed) Reset() {
 	*x = Confirmed{}
-	mi := &file_delivery_proto_msgTypes[7]
+	mi := &file_delivery_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +659,7 @@ func (x *Confirmed) String() string {
 func (*Confirmed) ProtoMessage() {}
 
 func (x *Confirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[7]
+	mi := &file_delivery_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +672,7 @@ func (x *Confirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Confirmed.ProtoReflect.Descriptor instead.
 func (*Confirmed) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{7}
+	return file_delivery_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Confirmed) GetEntityId() string {
@@ -663,7 +713,7 @@ type Cleanup struct {
 
 func (x *Cleanup) Reset() {
 	*x = Cleanup{}
-	mi := &file_delivery_proto_msgTypes[8]
+	mi := &file_delivery_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +725,7 @@ func (x *Cleanup) String() string {
 func (*Cleanup) ProtoMessage() {}
 
 func (x *Cleanup) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[8]
+	mi := &file_delivery_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +738,7 @@ func (x *Cleanup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cleanup.ProtoReflect.Descriptor instead.
 func (*Cleanup) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{8}
+	return file_delivery_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Cleanup) GetEntityIds() []string {
@@ -712,7 +762,7 @@ type DurableProducerQueueEvent struct {
 
 func (x *DurableProducerQueueEvent) Reset() {
 	*x = DurableProducerQueueEvent{}
-	mi := &file_delivery_proto_msgTypes[9]
+	mi := &file_delivery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +774,7 @@ func (x *DurableProducerQueueEvent) String() string {
 func (*DurableProducerQueueEvent) ProtoMessage() {}
 
 func (x *DurableProducerQueueEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[9]
+	mi := &file_delivery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +787,7 @@ func (x *DurableProducerQueueEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DurableProducerQueueEvent.ProtoReflect.Descriptor instead.
 func (*DurableProducerQueueEvent) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{9}
+	return file_delivery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DurableProducerQueueEvent) GetEvent() isDurableProducerQueueEvent_Event {
@@ -809,7 +859,7 @@ type DurableProducerQueueEntity struct {
 
 func (x *DurableProducerQueueEntity) Reset() {
 	*x = DurableProducerQueueEntity{}
-	mi := &file_delivery_proto_msgTypes[10]
+	mi := &file_delivery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +871,7 @@ func (x *DurableProducerQueueEntity) String() string {
 func (*DurableProducerQueueEntity) ProtoMessage() {}
 
 func (x *DurableProducerQueueEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[10]
+	mi := &file_delivery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +884,7 @@ func (x *DurableProducerQueueEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DurableProducerQueueEntity.ProtoReflect.Descriptor instead.
 func (*DurableProducerQueueEntity) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{10}
+	return file_delivery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DurableProducerQueueEntity) GetEntityId() string {
@@ -876,7 +926,7 @@ type DurableProducerQueueState struct {
 
 func (x *DurableProducerQueueState) Reset() {
 	*x = DurableProducerQueueState{}
-	mi := &file_delivery_proto_msgTypes[11]
+	mi := &file_delivery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +938,7 @@ func (x *DurableProducerQueueState) String() string {
 func (*DurableProducerQueueState) ProtoMessage() {}
 
 func (x *DurableProducerQueueState) ProtoReflect() protoreflect.Message {
-	mi := &file_delivery_proto_msgTypes[11]
+	mi := &file_delivery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +951,7 @@ func (x *DurableProducerQueueState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DurableProducerQueueState.ProtoReflect.Descriptor instead.
 func (*DurableProducerQueueState) Descriptor() ([]byte, []int) {
-	return file_delivery_proto_rawDescGZIP(), []int{11}
+	return file_delivery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DurableProducerQueueState) GetEntities() []*DurableProducerQueueEntity {
@@ -936,7 +986,9 @@ const file_delivery_proto_rawDesc = "" +
 	"\amessage\x18\b \x01(\v2\x14.google.protobuf.AnyR\amessage\x12\x17\n" +
 	"\atype_id\x18\t \x01(\rR\x06typeId\x12\x18\n" +
 	"\apayload\x18\n" +
-	" \x01(\fR\apayload\"\x9a\x02\n" +
+	" \x01(\fR\apayload\"V\n" +
+	"\x11SequencedMessages\x12A\n" +
+	"\bmessages\x18\x01 \x03(\v2%.protoshard.delivery.SequencedMessageR\bmessages\"\x9a\x02\n" +
 	"\aRequest\x12\x1b\n" +
 	"\tentity_id\x18\x01 \x01(\tR\bentityId\x121\n" +
 	"\x14producer_incarnation\x18\x02 \x01(\x04R\x13producerIncarnation\x12(\n" +
@@ -1004,38 +1056,40 @@ func file_delivery_proto_rawDescGZIP() []byte {
 	return file_delivery_proto_rawDescData
 }
 
-var file_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_delivery_proto_goTypes = []any{
 	(*SequencedMessage)(nil),           // 0: protoshard.delivery.SequencedMessage
-	(*Request)(nil),                    // 1: protoshard.delivery.Request
-	(*Resend)(nil),                     // 2: protoshard.delivery.Resend
-	(*Ack)(nil),                        // 3: protoshard.delivery.Ack
-	(*ConsumerProgress)(nil),           // 4: protoshard.delivery.ConsumerProgress
-	(*ProducerProgress)(nil),           // 5: protoshard.delivery.ProducerProgress
-	(*MessageSent)(nil),                // 6: protoshard.delivery.MessageSent
-	(*Confirmed)(nil),                  // 7: protoshard.delivery.Confirmed
-	(*Cleanup)(nil),                    // 8: protoshard.delivery.Cleanup
-	(*DurableProducerQueueEvent)(nil),  // 9: protoshard.delivery.DurableProducerQueueEvent
-	(*DurableProducerQueueEntity)(nil), // 10: protoshard.delivery.DurableProducerQueueEntity
-	(*DurableProducerQueueState)(nil),  // 11: protoshard.delivery.DurableProducerQueueState
-	(*actor.PID)(nil),                  // 12: actor.PID
-	(*anypb.Any)(nil),                  // 13: google.protobuf.Any
+	(*SequencedMessages)(nil),          // 1: protoshard.delivery.SequencedMessages
+	(*Request)(nil),                    // 2: protoshard.delivery.Request
+	(*Resend)(nil),                     // 3: protoshard.delivery.Resend
+	(*Ack)(nil),                        // 4: protoshard.delivery.Ack
+	(*ConsumerProgress)(nil),           // 5: protoshard.delivery.ConsumerProgress
+	(*ProducerProgress)(nil),           // 6: protoshard.delivery.ProducerProgress
+	(*MessageSent)(nil),                // 7: protoshard.delivery.MessageSent
+	(*Confirmed)(nil),                  // 8: protoshard.delivery.Confirmed
+	(*Cleanup)(nil),                    // 9: protoshard.delivery.Cleanup
+	(*DurableProducerQueueEvent)(nil),  // 10: protoshard.delivery.DurableProducerQueueEvent
+	(*DurableProducerQueueEntity)(nil), // 11: protoshard.delivery.DurableProducerQueueEntity
+	(*DurableProducerQueueState)(nil),  // 12: protoshard.delivery.DurableProducerQueueState
+	(*actor.PID)(nil),                  // 13: actor.PID
+	(*anypb.Any)(nil),                  // 14: google.protobuf.Any
 }
 var file_delivery_proto_depIdxs = []int32{
-	12, // 0: protoshard.delivery.SequencedMessage.producer_controller:type_name -> actor.PID
-	13, // 1: protoshard.delivery.SequencedMessage.message:type_name -> google.protobuf.Any
-	5,  // 2: protoshard.delivery.ConsumerProgress.producers:type_name -> protoshard.delivery.ProducerProgress
-	13, // 3: protoshard.delivery.MessageSent.message:type_name -> google.protobuf.Any
-	6,  // 4: protoshard.delivery.DurableProducerQueueEvent.message_sent:type_name -> protoshard.delivery.MessageSent
-	7,  // 5: protoshard.delivery.DurableProducerQueueEvent.confirmed:type_name -> protoshard.delivery.Confirmed
-	8,  // 6: protoshard.delivery.DurableProducerQueueEvent.cleanup:type_name -> protoshard.delivery.Cleanup
-	10, // 7: protoshard.delivery.DurableProducerQueueState.entities:type_name -> protoshard.delivery.DurableProducerQueueEntity
-	6,  // 8: protoshard.delivery.DurableProducerQueueState.unconfirmed:type_name -> protoshard.delivery.MessageSent
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 0: protoshard.delivery.SequencedMessage.producer_controller:type_name -> actor.PID
+	14, // 1: protoshard.delivery.SequencedMessage.message:type_name -> google.protobuf.Any
+	0,  // 2: protoshard.delivery.SequencedMessages.messages:type_name -> protoshard.delivery.SequencedMessage
+	6,  // 3: protoshard.delivery.ConsumerProgress.producers:type_name -> protoshard.delivery.ProducerProgress
+	14, // 4: protoshard.delivery.MessageSent.message:type_name -> google.protobuf.Any
+	7,  // 5: protoshard.delivery.DurableProducerQueueEvent.message_sent:type_name -> protoshard.delivery.MessageSent
+	8,  // 6: protoshard.delivery.DurableProducerQueueEvent.confirmed:type_name -> protoshard.delivery.Confirmed
+	9,  // 7: protoshard.delivery.DurableProducerQueueEvent.cleanup:type_name -> protoshard.delivery.Cleanup
+	11, // 8: protoshard.delivery.DurableProducerQueueState.entities:type_name -> protoshard.delivery.DurableProducerQueueEntity
+	7,  // 9: protoshard.delivery.DurableProducerQueueState.unconfirmed:type_name -> protoshard.delivery.MessageSent
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_delivery_proto_init() }
@@ -1043,7 +1097,7 @@ func file_delivery_proto_init() {
 	if File_delivery_proto != nil {
 		return
 	}
-	file_delivery_proto_msgTypes[9].OneofWrappers = []any{
+	file_delivery_proto_msgTypes[10].OneofWrappers = []any{
 		(*DurableProducerQueueEvent_MessageSent)(nil),
 		(*DurableProducerQueueEvent_Confirmed)(nil),
 		(*DurableProducerQueueEvent_Cleanup)(nil),
@@ -1054,7 +1108,7 @@ func file_delivery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delivery_proto_rawDesc), len(file_delivery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -460,8 +460,12 @@ type MessageTypeKnown struct {
 	// protoshard.internal.EntityRefMessage, which has EntityMessage's
 	// fields and is decoded in one pass (its type_id is type_id).
 	EntityRefMessage bool `protobuf:"varint,5,opt,name=entity_ref_message,json=entityRefMessage,proto3" json:"entity_ref_message,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// sequenced_messages: member_id's regions also take, at their entry,
+	// protoshard.delivery.SequencedMessages, a reliable-delivery producer's
+	// messages to them in one.
+	SequencedMessages bool `protobuf:"varint,6,opt,name=sequenced_messages,json=sequencedMessages,proto3" json:"sequenced_messages,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MessageTypeKnown) Reset() {
@@ -525,6 +529,13 @@ func (x *MessageTypeKnown) GetTypeId() uint32 {
 func (x *MessageTypeKnown) GetEntityRefMessage() bool {
 	if x != nil {
 		return x.EntityRefMessage
+	}
+	return false
+}
+
+func (x *MessageTypeKnown) GetSequencedMessages() bool {
+	if x != nil {
+		return x.SequencedMessages
 	}
 	return false
 }
@@ -2191,13 +2202,14 @@ const file_sharding_proto_rawDesc = "" +
 	"\bold_home\x18\x02 \x01(\v2\n" +
 	".actor.PIDR\aoldHome\"+\n" +
 	"\x13HandOffForwardedAck\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\tR\x05shard\"\xbd\x01\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\"\xec\x01\n" +
 	"\x10MessageTypeKnown\x12\x1b\n" +
 	"\ttype_name\x18\x01 \x01(\tR\btypeName\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12(\n" +
 	"\x10entity_id_header\x18\x03 \x01(\bR\x0eentityIdHeader\x12\x17\n" +
 	"\atype_id\x18\x04 \x01(\rR\x06typeId\x12,\n" +
-	"\x12entity_ref_message\x18\x05 \x01(\bR\x10entityRefMessage\"$\n" +
+	"\x12entity_ref_message\x18\x05 \x01(\bR\x10entityRefMessage\x12-\n" +
+	"\x12sequenced_messages\x18\x06 \x01(\bR\x11sequencedMessages\"$\n" +
 	"\fShardStopped\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\"D\n" +
 	"\x13GracefulShutdownReq\x12-\n" +

@@ -92,7 +92,7 @@ func StartShardingProducerController(s *actorsharding.Sharding, typeName, produc
 		queue: newSendQueue(settings.BufferSize)}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		c := &producerController{sharding: s, typeName: typeName, producerID: producerID, settings: settings,
-			handle: p, refs: map[string]*actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}}
+			handle: p, refs: map[string]*actorsharding.EntityRef{}, waiting: map[confirmation]chan error{}, batch: entityrefs.NewBatch()}
 		return c
 	}, guard.WithMailbox(),
 		// A producer handed one Send at a time would otherwise start a
@@ -351,6 +351,10 @@ type producerController struct {
 	state   *producerState
 	refs    map[string]*actorsharding.EntityRef
 	waiting map[confirmation]chan error // SendWithConfirmation by entity and seqNr, without a queue
+	// batch sends each turn's messages to another node's region together
+	// (see entityrefs.Batch); flushed at the end of every turn, and before
+	// anything that may wait.
+	batch   entityrefs.Batch
 	timers  *scheduler.TimerScheduler
 	cancels []scheduler.CancelFunc
 
@@ -371,6 +375,9 @@ type producerController struct {
 }
 
 func (c *producerController) Receive(ctx actor.Context) {
+	// Deferred: what the batch holds keeps its homes open, even if the
+	// turn panics.
+	defer c.batch.Flush()
 	if c.states.Name() == "" {
 		// Started, which picks the first state, is handled alike in every
 		// state (common).
@@ -804,8 +811,8 @@ func (c *producerController) sendOut(ctx actor.Context, out outOutput, took queu
 // resent) is numbered in short form and made the form it goes in, in
 // place, as it is kept. If its entity runs on another node, it goes in
 // short form if it may, with this controller as the sender: the short
-// form leaves out the type URL and the PID, which proto.actor's remote
-// carries once per batch for all the messages of one sender. If its
+// form leaves out the type URL and the PID, and the batch (c.batch) sends
+// a turn's messages to one node together, with their sender once. If its
 // entity runs on this node and took, the Send that m numbers, is not nil,
 // the entity gets took's message itself with m (localSequenced), straight
 // in its mailbox as the ref's direct path sends, without decoding m's
@@ -814,9 +821,10 @@ func (c *producerController) sendOut(ctx actor.Context, out outOutput, took queu
 func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMessage, isNew bool, took *queuedSend) {
 	ref, ok := c.refs[m.GetEntityId()]
 	if !ok {
+		c.batch.Flush() // EntityRefFor takes a lock
 		r, err := c.sharding.EntityRefFor(c.typeName, m.GetEntityId())
 		if err != nil {
-			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), c.state.fullForm(m), nil,
+			c.publishDrop(ctx, c.state.fullForm(m),
 				fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 			return
 		}
@@ -843,7 +851,7 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 		short, err := c.state.forSending(m, !here)
 		if err != nil {
 			// Not so: out.send holds only messages of current numberings.
-			deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+			c.publishDrop(ctx, m,
 				fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, m.GetEntityId(), err))
 			return
 		}
@@ -851,10 +859,17 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 			sender = ctx.Self()
 		}
 	}
-	if err := entityrefs.SendFrom(ref, m, sender); err != nil {
-		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
+	if err := c.batch.Send(ref, m, sender); err != nil {
+		c.publishDrop(ctx, m,
 			fmt.Errorf("delivery producer %s: entity %q: %w (resent later)", c.producerID, m.GetEntityId(), err))
 	}
+}
+
+// publishDrop reports m, which deliver could not send, as a dead letter,
+// after sending what the batch holds: a subscriber may wait.
+func (c *producerController) publishDrop(ctx actor.Context, m any, err error) {
+	c.batch.Flush()
+	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil, err)
 }
 
 // sendDirect puts m, new, in full form with took's message itself,
@@ -875,6 +890,7 @@ func (c *producerController) sendDirect(ref *actorsharding.EntityRef, m *message
 // dead-letter event each, fails the waiting SendWithConfirmations, and
 // stops the actor.
 func (c *producerController) stop(ctx actor.Context) {
+	c.batch.Flush()
 	c.state.stop()
 	for _, m := range c.state.undelivered() {
 		deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil,
@@ -899,6 +915,7 @@ func (c *producerController) finish(ctx actor.Context, err error) {
 }
 
 func (c *producerController) dropQueued(ctx actor.Context, s queuedSend, err error) {
+	c.batch.Flush() // a dead-letter subscriber may wait
 	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
 		fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, s.entityID, err))
 }

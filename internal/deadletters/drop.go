@@ -14,6 +14,7 @@ import (
 
 	"github.com/protoshard/protoshard/deadletter"
 	"github.com/protoshard/protoshard/internal/metrics"
+	"github.com/protoshard/protoshard/messages"
 )
 
 // The reason classes: a fixed set, for metrics and the log's rate limit.
@@ -102,7 +103,8 @@ func publishEvent(system *actor.ActorSystem, e *deadletter.Event, class string) 
 // deliver, and reported only with its reasonless *actor.DeadLetterEvent (a
 // target actor that is gone, a node its remote cannot reach), reported as
 // Events too, with the reason reason gives; reason returns "" for the dead
-// letters it does not take. The returned subscription ends it.
+// letters it does not take. A SequencedMessages gives one Event per
+// message it holds. The returned subscription ends it.
 func ReportUndelivered(system *actor.ActorSystem, reason func(*actor.DeadLetterEvent) string) *eventstream.Subscription {
 	return system.EventStream.Subscribe(func(evt any) {
 		dl, ok := evt.(*actor.DeadLetterEvent)
@@ -113,6 +115,14 @@ func ReportUndelivered(system *actor.ActorSystem, reason func(*actor.DeadLetterE
 			return // Publish reports it with its own reason
 		}
 		if why := reason(dl); why != "" {
+			if batch, ok := dl.Message.(*messages.SequencedMessages); ok && batch != nil {
+				// A reliable-delivery producer's batch: each of its
+				// messages was dropped, and is counted so.
+				for _, m := range batch.GetMessages() {
+					publishEvent(system, &deadletter.Event{Target: dl.PID, Message: m, Sender: dl.Sender, Reason: why}, classUndelivered)
+				}
+				return
+			}
 			publishEvent(system, &deadletter.Event{Target: dl.PID, Message: dl.Message, Sender: dl.Sender, Reason: why}, classUndelivered)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/protoshard/protoshard/deadletter"
+	"github.com/protoshard/protoshard/messages"
 )
 
 type undeliverable struct{ n int }
@@ -63,5 +64,47 @@ func TestReportUndelivered(t *testing.T) {
 	}
 	if reasons["gone"] != 1 || reasons["full"] != 1 {
 		t.Fatalf("reasons %v, want gone and full once each", reasons)
+	}
+}
+
+// A reliable-delivery batch that proto.actor could not deliver is
+// reported message by message.
+func TestReportUndeliveredBatchPerMessage(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	defer system.Shutdown()
+	got := make(chan *deadletter.Event, 10)
+	system.EventStream.Subscribe(func(e any) {
+		if ev, ok := e.(*deadletter.Event); ok {
+			got <- ev
+		}
+	})
+	ReportUndelivered(system, func(dl *actor.DeadLetterEvent) string {
+		if _, ok := dl.Message.(*messages.SequencedMessages); ok {
+			return "gone"
+		}
+		return ""
+	})
+	gone := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	if err := system.Root.StopFuture(gone).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := &messages.SequencedMessage{EntityId: "a", SeqNr: 1}, &messages.SequencedMessage{EntityId: "b", SeqNr: 7}
+	system.Root.Send(gone, &messages.SequencedMessages{Messages: []*messages.SequencedMessage{a, b}})
+	for _, want := range []*messages.SequencedMessage{a, b} {
+		select {
+		case ev := <-got:
+			if ev.Message != want || ev.Reason != "gone" {
+				t.Fatalf("event %v, want %v with reason gone", ev, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event for %v", want)
+		}
+	}
+	select {
+	case ev := <-got:
+		t.Fatalf("a third event: %v", ev)
+	case <-time.After(50 * time.Millisecond):
 	}
 }

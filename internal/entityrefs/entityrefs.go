@@ -33,3 +33,26 @@ var SendFrom = func(ref any, msg any, sender *actor.PID) error {
 // overtake one. False: none of that holds, and nothing was sent. msg
 // need not be a protobuf message: it never leaves the node.
 var SendDirect = func(ref any, msg any) bool { return false }
+
+// Batch sends one reliable-delivery producer's messages as SendFrom does,
+// in the order of its calls, but may hold those that go to another node
+// until Flush and send them there together. It is not safe for
+// concurrent use: one producer, on its own goroutine, has one.
+type Batch interface {
+	// Send sends msg through ref as SendFrom does, or holds it until
+	// Flush. A held message keeps its shard's route to that node open:
+	// call Flush before anything that may wait, and at the end of each
+	// turn of the producer.
+	Send(ref any, msg any, sender *actor.PID) error
+	// Flush sends what Send holds.
+	Flush()
+}
+
+// NewBatch returns a Batch; package actorsharding sets it. The default
+// holds nothing.
+var NewBatch = func() Batch { return unbatched{} }
+
+type unbatched struct{}
+
+func (unbatched) Send(ref any, msg any, sender *actor.PID) error { return SendFrom(ref, msg, sender) }
+func (unbatched) Flush()                                         {}
