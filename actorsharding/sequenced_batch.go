@@ -160,15 +160,15 @@ func (b *sequencedBatch) Flush() {
 // send sends what nb holds, a batch of one as the message alone, and
 // leaves the homes its messages entered.
 func (nb *nodeBatch) send(root *actor.RootContext, sender *actor.PID) {
-	switch len(nb.msgs) {
-	case 0:
+	if len(nb.msgs) == 0 {
 		return
-	case 1:
-		root.Send(nb.entry, &actor.MessageEnvelope{Message: nb.msgs[0], Sender: sender})
-	default:
-		// Its own slice: the remote encodes it later, on its writer.
-		root.Send(nb.entry, &actor.MessageEnvelope{Message: &messages.SequencedMessages{Messages: nb.msgs}, Sender: sender})
 	}
+	var out any = nb.msgs[0]
+	if len(nb.msgs) > 1 {
+		// Its own slice: the remote encodes it later, on its writer.
+		out = &messages.SequencedMessages{Messages: nb.msgs}
+	}
+	root.Send(nb.entry, envelopeFor(out, sender))
 	for _, hh := range nb.homes {
 		hh.home.guard.markUsed(hh.v)
 		hh.home.guard.exit()

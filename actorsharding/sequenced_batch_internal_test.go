@@ -27,6 +27,8 @@ type batchFixture struct {
 	region   *recordingProcess // the region actor's process
 	entry    *recordingProcess // m1's entry
 	producer *actor.PID
+	// regionPID resolves to router.
+	regionPID *actor.PID
 }
 
 func newBatchFixture(t *testing.T, takesBatches bool) *batchFixture {
@@ -38,6 +40,7 @@ func newBatchFixture(t *testing.T, takesBatches bool) *batchFixture {
 		producer: actor.NewPID(system.Address(), "delivery/T/p")}
 	f.router = &regionProcess{table: table, extractor: NewHashCodeMessageExtractor(10), cluster: cl, stale: membershiphook.Of(cl).Stale,
 		typeName: "T", region: f.region, maxMessageSize: 1 << 20}
+	f.regionPID, _ = system.ProcessRegistry.Add(f.router, "region-T")
 	homePID, _ := system.ProcessRegistry.Add(&recordingProcess{}, shardingadmin.RegionName("T"))
 	system.ProcessRegistry.Add(f.entry, regionEntryName("T", "m1"))
 	for i := range 10 {
@@ -50,12 +53,10 @@ func newBatchFixture(t *testing.T, takesBatches bool) *batchFixture {
 	return f
 }
 
-// ref is an EntityRef of entity id through the fixture's router, which
-// its region PID resolves to.
+// ref is an EntityRef of entity id through the fixture's router.
 func (f *batchFixture) ref(id string) *EntityRef {
-	pid, _ := f.system.ProcessRegistry.Add(f.router, "region-T")
 	return &EntityRef{sharding: &Sharding{system: f.system, tracing: newTracing(nil)}, typeName: "T", id: id,
-		region: pid, extractor: f.router.extractor, router: f.router, cache: &refCache{}}
+		region: f.regionPID, extractor: f.router.extractor, router: f.router, cache: &refCache{}}
 }
 
 func seq(id string, nr int64, payload int) *messages.SequencedMessage {
