@@ -287,15 +287,24 @@ func TestPassivationBadInput(t *testing.T) {
 }
 
 func TestHandOffStopsAutomaticPassivation(t *testing.T) {
-	f := newFixture(t, shardactor.Settings{PassivationIdleTimeout: idleTimeout, ActiveEntityLimit: 5})
+	f := newFixture(t, shardactor.Settings{
+		PassivationIdleTimeout: idleTimeout,
+		ActiveEntityLimit:      5,
+		// The entity holds in its stop until released, so the shard is
+		// surely still handing off when the limit arrives.
+		HandOffStopMessage: wrapperspb.String("graceful-stop"),
+	})
 	f.deliver("a", wrapperspb.String("hello"), nil)
 	f.waitEvents("received", "a", 1)
 	stopped := f.watchStopped(f.shard)
 
 	answer := f.system.Root.RequestFuture(f.shard, &messages.HandOff{Shard: shardID}, deadline)
+	f.waitEvents("stopping", "a", 1)
 	// Handled during the hand-off: a new limit is ignored, not dropped;
 	// the state is answered.
 	f.system.Root.Send(f.shard, &shardproto.SetActiveEntityLimit{Limit: 1})
+	require.Equal(t, 5, f.passivation().Limit, "the limit is unchanged during the hand-off")
+	f.releaseFn()
 	res, err := answer.Result()
 	require.NoError(t, err)
 	require.Equal(t, &messages.ShardStopped{Shard: shardID}, res)
