@@ -258,7 +258,7 @@ func TestPlannedHandOffUnderLoadLosesNothing(t *testing.T) {
 			v = judgeLoad(w.received, senders, ids)
 			drops := w.dropped()[before:]
 			if v.lost+v.reordered+v.duplicated > 0 {
-				t.Errorf("%s\n%d dead-letter events, first: %s", v, len(drops), firstReasons(drops, 5))
+				t.Errorf("%s\n%d dead-letter events, by reason: %s", v, len(drops), firstReasons(drops, 40))
 			} else {
 				t.Logf("%s", v)
 			}
