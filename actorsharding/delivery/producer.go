@@ -865,8 +865,8 @@ func (c *producerController) deliver(ctx actor.Context, m *messages.SequencedMes
 	}
 }
 
-// publishDrop reports m, which deliver could not send, as a dead letter,
-// after sending what the batch holds: a subscriber may wait.
+// publishDrop reports m, which could not be sent, as a dead letter, after
+// sending what the batch holds: a subscriber may wait.
 func (c *producerController) publishDrop(ctx actor.Context, m any, err error) {
 	c.batch.Flush()
 	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), m, nil, err)
@@ -915,9 +915,7 @@ func (c *producerController) finish(ctx actor.Context, err error) {
 }
 
 func (c *producerController) dropQueued(ctx actor.Context, s queuedSend, err error) {
-	c.batch.Flush() // a dead-letter subscriber may wait
-	deadletters.PublishError(ctx.ActorSystem(), ctx.Self(), s.msg, nil,
-		fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, s.entityID, err))
+	c.publishDrop(ctx, s.msg, fmt.Errorf("delivery producer %s: entity %q: %w", c.producerID, s.entityID, err))
 }
 
 // takeQueued numbers and sends (or buffers) the Sends the queue holds.
